@@ -1,0 +1,1 @@
+"""The `barca` command: parse arguments, call the layers, render what they return."""

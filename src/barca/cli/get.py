@@ -1,0 +1,235 @@
+"""`barca get` and `barca run`: compute targets (or run tasks) and print the result."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from barca.cli import render
+from barca.cli.load import split_positionals
+from barca.cli.output import choose_mode, emit, emit_json, note
+from barca.cli.progress import CliReporter
+from barca.errors import StepFailed
+from barca.run.coordinator import RunResult
+from barca.run.session import run_pipeline
+
+PARTITION_LIMIT = 1000
+
+
+def _run_options(fn):
+    options = [
+        click.option("--refresh", metavar="A,B", help="Recompute these assets (one comma list) "
+                     "and what reads them inside the target's cone."),
+        click.option("--no-cascade", is_flag=True, help="With --refresh: recompute only the "
+                     "named assets, not what reads them."),
+        click.option("--refresh-all", is_flag=True, help="Recompute every asset in the cone."),
+        click.option("--dry-run", is_flag=True, help="Say what would run and why; execute and "
+                     "write nothing (sensors are observed)."),
+        click.option("--json", "json_flag", is_flag=True, help="JSON output (default when "
+                     "stdout is not a terminal)."),
+        click.option("--pretty", is_flag=True, help="Human output (default in a terminal)."),
+        click.option("--agent", is_flag=True, help="Plain `[barca] step:` progress lines on "
+                     "stderr instead of a progress bar."),
+        click.option("--env", "env_name", metavar="NAME", help="Use a separate cache and "
+                     "history under .barca/envs/NAME (or set BARCA_ENV)."),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return click.argument("args", nargs=-1)(fn)
+
+
+GET_HELP = """Compute TARGET (an asset or sensor, or a,b) and what it needs; print its value.
+
+\b
+Without a target, every asset and sensor in FILES is brought up to date.
+\b
+Examples:
+  barca get summary pipeline.py
+  barca get summary pipeline.py --dry-run
+  barca get scored pipeline.py --refresh cleaned
+  barca get pipeline.py --json
+"""
+
+RUN_HELP = """Run TASK (or a,b): tasks always run; their asset inputs come from cache.
+
+\b
+Examples:
+  barca run publish pipeline.py
+  barca run publish pipeline.py --refresh summary
+"""
+
+
+@click.command("get", help=GET_HELP)
+@_run_options
+def get_command(args, refresh, no_cascade, refresh_all, dry_run, json_flag, pretty, agent,
+                env_name) -> None:
+    _execute("get", args, refresh, no_cascade, refresh_all, dry_run, json_flag, pretty, agent,
+             env_name)
+
+
+@click.command("run", help=RUN_HELP)
+@_run_options
+def run_command(args, refresh, no_cascade, refresh_all, dry_run, json_flag, pretty, agent,
+                env_name) -> None:
+    _execute("run", args, refresh, no_cascade, refresh_all, dry_run, json_flag, pretty, agent,
+             env_name)
+
+
+def _execute(command, args, refresh, no_cascade, refresh_all, dry_run, json_flag, pretty,
+             agent, env_name) -> None:
+    mode = choose_mode(json_flag, pretty)
+    target, paths = split_positionals(args, takes_target=True)
+    loaded, result = run_pipeline(command, target, paths, refresh=refresh,
+                                  refresh_all=refresh_all, cascade=not no_cascade,
+                                  dry_run=dry_run, env=env_name,
+                                  reporter=CliReporter(agent))
+    if dry_run:
+        _print_dry_run(command, target, result, mode)
+        return
+    _print_run(command, target, result, mode)
+
+
+def _print_dry_run(command: str, target: str | None, result: RunResult, mode: str) -> None:
+    plans = [result.plans[n] for n in result.order]
+    if mode == "pretty":
+        emit(render.dry_run_table(command, target, plans))
+        return
+    steps = [render.dry_run_step(p, _rel(result.artifact_of(p.node_id, ""), result))
+             if not p.partitioned or p.unknown else render.dry_run_step(p, None) for p in plans]
+    emit_json({"dry_run": True, "command": command, "target": target, "steps": steps,
+               "summary": render.summary_counts(plans), "warnings": []})
+
+
+def _rel(found: tuple[Path, str] | None, result: RunResult) -> str | None:
+    if found is None:
+        return None
+    path = found[0]
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def _print_run(command: str, target: str | None, result: RunResult, mode: str) -> None:
+    steps = [_step_json(result, n) for n in result.order]
+    body: dict[str, Any] = {"status": result.status, "run_id": result.run_id,
+                            "elapsed_seconds": round(result.elapsed, 4),
+                            "steps_executed": result.executed, "phases": result.phases}
+    failure = result.failed[0] if result.failed else None
+    if failure is None:
+        body["final_output"] = final_output(result)
+    else:
+        body["failed_node"] = failure.step_id
+        body["error"] = failure.error_message
+    body["steps"] = steps
+    body["warnings"] = []
+    if mode == "json":
+        emit_json(body)
+    else:
+        _print_human(command, target, result, body)
+    if failure is not None:
+        _raise_failure(result, failure)
+
+
+def _print_human(command: str, target: str | None, result: RunResult, body: dict) -> None:
+    verb = "ran" if command == "run" else "got"
+    what = f"'{target}'" if target else "all assets"
+    plural = lambda n, w: f"{n} {w}" + ("" if n == 1 else "s")  # noqa: E731
+    emit(f"Run {result.run_id} | {verb} {what} in {result.elapsed:.3f}s "
+         f"({plural(result.executed, 'step')}, {plural(result.phases, 'phase')})")
+    if "final_output" in body:
+        import orjson
+
+        emit("\nValue:")
+        emit(orjson.dumps(body["final_output"], option=orjson.OPT_INDENT_2 |
+                          orjson.OPT_NON_STR_KEYS, default=str).decode())
+
+
+def _raise_failure(result: RunResult, failure) -> None:
+    skipped = sum(len(k) for k in result.skipped.values())
+    note(f"[barca] run failed: step '{failure.step_id}' failed: "
+         f"{render.first_line(failure.error_message)}; {skipped} downstream steps skipped "
+         f"(exit 1)")
+    if failure.traceback:
+        note(failure.traceback.rstrip())
+    d = result.graph.nodes[failure.node_id]
+    from barca.store.paths import node_dir_name
+
+    raise StepFailed(f"step '{failure.step_id}' failed: {failure.error_type}: "
+                     f"{render.first_line(failure.error_message)}",
+                     "fix the step and rerun the same command; finished steps are kept",
+                     node=failure.step_id, traceback=failure.traceback,
+                     artifact_dir=f".barca/artifacts/{node_dir_name(d.file, d.name, failure.key)}")
+
+
+def _step_json(result: RunResult, node_id: str) -> dict[str, Any]:
+    plan = result.plans[node_id]
+    step: dict[str, Any] = {"id": node_id, "kind": plan.kind}
+    if plan.unknown or node_id in result.skipped and node_id not in result.results:
+        step.update(status="skipped", reason="upstream_failed")
+        return step
+    ran = result.results.get(node_id, {})
+    failed = [o for o in result.failed if o.node_id == node_id]
+    if failed:
+        step["status"] = "failed" if not plan.partitioned or not ran else "partial"
+    elif not plan.run:
+        step["status"] = "cached"
+    elif plan.partitioned and len(plan.run) < len(plan.keys):
+        step["status"] = "partial"
+    else:
+        step["status"] = "ran"
+    if plan.run:
+        first = plan.reasons[plan.run[0]]
+        step["reason"] = render.reason_field(first)
+        if first.changed:
+            step["changed"] = list(first.changed)
+    step["detail"] = render.why(plan)
+    if plan.partitioned:
+        step["partitions"] = render.partitions_json(plan)
+    else:
+        step["run_hash"] = plan.run_hashes[0]
+        found = result.artifact_of(node_id, "")
+        if found and step["status"] == "cached":
+            step["artifact"] = _rel(found, result)
+    return step
+
+
+def final_output(result: RunResult) -> Any:
+    node_id = _final_node(result)
+    if node_id is None:
+        return None
+    plan = result.plans[node_id]
+    if not plan.partitioned:
+        return _output_value(result, node_id, "")
+    if len(plan.keys) > PARTITION_LIMIT:
+        computed = sorted(result.results.get(node_id, {}))
+        return {"_barca_partitions": {
+            "keys": len(plan.keys), "computed": len(computed),
+            "cached": len(plan.keys) - len(computed),
+            "outputs": {k: _output_value(result, node_id, k) for k in computed[:PARTITION_LIMIT]},
+            "truncated": len(computed) > PARTITION_LIMIT,
+            "hint": "pass --partition DIM=VALUE to get chosen keys, or read them with barca sql"}}
+    return {k: _output_value(result, node_id, k) for k in sorted(plan.keys)}
+
+
+def _final_node(result: RunResult) -> str | None:
+    """The target, or without one the last asset in topological order."""
+    if result.targets:
+        return result.targets[-1]
+    assets = [n for n in result.order if result.graph.nodes[n].kind == "asset"]
+    return assets[-1] if assets else None
+
+
+def _output_value(result: RunResult, node_id: str, key: str) -> Any:
+    found = result.artifact_of(node_id, key)
+    if found is None:
+        return None
+    path, fmt = found
+    if fmt == "json" and path.exists():
+        import orjson
+
+        return orjson.loads(path.read_bytes())
+    size = path.stat().st_size if path.exists() else None
+    return {"_barca_artifact": {"path": _rel(found, result), "format": fmt, "size_bytes": size}}

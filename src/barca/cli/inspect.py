@@ -1,0 +1,139 @@
+"""`barca list`, `barca status` and `barca plan`: read-only views of a pipeline."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from barca.cli import render
+from barca.cli.load import split_positionals
+from barca.cli.output import choose_mode, emit, emit_json, table
+from barca.loading import load
+from barca.run.session import pool_size, run_pipeline
+
+
+@click.command("list")
+@click.argument("files", nargs=-1)
+@click.option("--json", "json_flag", is_flag=True, help="JSON output.")
+@click.option("--pretty", is_flag=True, help="Human output.")
+def list_command(files, json_flag, pretty) -> None:
+    """Every node: kind, freshness, inputs and declared env.
+
+    \b
+    Example:
+      barca list pipeline.py
+    """
+    mode = choose_mode(json_flag, pretty)
+    _, paths = split_positionals(files, takes_target=False)
+    loaded = load(paths)
+    graph = loaded.graph
+    nodes = []
+    for node_id in graph.order:
+        d = graph.nodes[node_id]
+        item: dict[str, Any] = {"id": node_id, "kind": d.kind, "freshness": d.freshness,
+                                "inputs": list(graph.upstream[node_id]), "env": list(d.env),
+                                "partitions": [dim.name for dim in d.dimensions]}
+        if d.schedule:
+            item["schedule"] = d.schedule
+        nodes.append(item)
+    if mode == "json":
+        emit_json({"nodes": nodes, "root": str(loaded.project.root), "total": len(nodes),
+                   "truncated": False}, indent=True)
+        return
+    rows = [[n["id"], n["kind"], n["freshness"], ", ".join(n["inputs"]) or "-"] for n in nodes]
+    emit(table(["NAME", "KIND", "FRESHNESS", "DEPS"], rows))
+
+
+@click.command("status")
+@click.argument("args", nargs=-1)
+@click.option("--json", "json_flag", is_flag=True, help="JSON output.")
+@click.option("--pretty", is_flag=True, help="Human output.")
+@click.option("--env", "env_name", metavar="NAME", help="Environment to read.")
+def status_command(args, json_flag, pretty, env_name) -> None:
+    """Cache state of every node (or of TARGET's cone), and why. Runs nothing, writes nothing.
+
+    Sensors are assumed to return what they returned last time.
+
+    \b
+    Examples:
+      barca status pipeline.py
+      barca status summary pipeline.py --json
+    """
+    mode = choose_mode(json_flag, pretty)
+    target, paths = split_positionals(args, takes_target=True)
+    _, result = run_pipeline("get", target, paths, dry_run=True, env=env_name,
+                             observe_sensors=False)
+    nodes = [_status_node(result.plans[n], result) for n in result.order]
+    summary = {s: 0 for s in ("cached", "stale", "never_run", "partial", "unknown",
+                              "always_runs")}
+    for node in nodes:
+        summary[node["cache"]["state"]] += 1
+    if mode == "json":
+        emit_json({"target": target, "nodes": nodes, "summary": summary,
+                   "total": len(nodes), "truncated": False}, indent=True)
+        return
+    rows = [[n["id"], n["kind"], n["cache"]["state"].replace("_", "-"), n["cache"]["detail"]]
+            for n in nodes]
+    emit(table(["NAME", "KIND", "STATE", "WHY"], rows))
+    emit("\n" + ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in summary.items()))
+
+
+def _status_node(plan, result) -> dict[str, Any]:
+    graph = result.graph
+    state = "cached"
+    reason = "materialized"
+    if plan.unknown:
+        state, reason = "unknown", plan.unknown
+    elif plan.kind in ("sensor", "task"):
+        state, reason = "always_runs", plan.kind
+    elif plan.run and plan.partitioned and len(plan.run) < len(plan.keys):
+        state, reason = "partial", "partitions_missing"
+    elif plan.run:
+        first = plan.reasons[plan.run[0]]
+        state = "never_run" if first.code in ("never_run",) else "stale"
+        reason = {"never_run": "no_record", "changed": "changed",
+                  "failed": "failed"}.get(first.code, first.code)
+    cache: dict[str, Any] = {"state": state, "reason": reason, "detail": render.why(plan)}
+    if not plan.unknown and not plan.partitioned:
+        cache["run_hash"] = plan.run_hashes[0]
+        if plan.run and plan.reasons[plan.run[0]].changed:
+            cache["changed"] = list(plan.reasons[plan.run[0]].changed)
+    node: dict[str, Any] = {"id": plan.node_id, "name": graph.nodes[plan.node_id].name,
+                            "kind": plan.kind, "inputs": list(graph.upstream[plan.node_id]),
+                            "partitioned": bool(graph.nodes[plan.node_id].dimensions),
+                            "cache": cache}
+    if node["partitioned"] and not plan.unknown:
+        failed = sorted(k for k in result.states.get(plan.node_id).failed) \
+            if plan.node_id in result.states else []
+        missing = sorted(plan.keys[i] for i in plan.run)
+        node["partitions"] = {"total": len(plan.keys), "cached": plan.cached_count,
+                              "missing": len(missing), "missing_keys": missing[:20],
+                              "failed": len(failed), "failed_keys": failed[:20]}
+    return node
+
+
+@click.command("plan")
+@click.argument("files", nargs=-1)
+def plan_command(files) -> None:
+    """The execution phases of every node, as JSON (reads no stored state).
+
+    \b
+    Example:
+      barca plan pipeline.py
+    """
+    _, paths = split_positionals(files, takes_target=False)
+    graph = load(paths).graph
+    depth: dict[str, int] = {}
+    for node_id in graph.order:
+        ups = graph.upstream[node_id]
+        depth[node_id] = 1 + max((depth[u] for u in ups), default=-1)
+    phases = []
+    for level in sorted(set(depth.values())):
+        ids = [n for n in graph.order if depth[n] == level]
+        phases.append({"reason": {"type": "initial"} if level == 0 else
+                       {"type": "fan_in", "node_id": ids[0]},
+                       "streams": [{"stream_id": i, "steps": [n]} for i, n in enumerate(ids)]})
+    emit_json({"plan_version": 1, "total_steps": len(graph.order), "pool_size": pool_size(),
+               "phases": phases, "warnings": []}, indent=True)
+

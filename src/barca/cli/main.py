@@ -1,0 +1,99 @@
+"""Entry point of the `barca` command: the command group and the one error handler.
+
+Exit codes: 0 success, 1 a step failed, 2 usage error, 3 barca or the machine failed,
+130 cancelled (Ctrl-C / SIGTERM). In JSON mode the last stderr line of a failure is the
+envelope `{error, code, kind, remediation}`.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from barca import __version__
+from barca.errors import BarcaError, UsageError
+
+EPILOG = """\b
+Examples:
+  barca get summary pipeline.py            compute summary and what it needs
+  barca get summary pipeline.py --dry-run  what would run, and why
+  barca run publish pipeline.py            run a task (its asset inputs come from cache)
+  barca status pipeline.py                 freshness of every node
+  barca list pipeline.py                   every node, kind and inputs
+"""
+
+
+@click.group(epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", prog_name="barca")
+def cli() -> None:
+    """barca: cached Python functions as a dependency graph.
+
+    Decorate functions with @asset, @sensor and @task; barca runs only what changed, down to
+    the single partition key, and keeps every result under .barca/.
+    """
+
+
+def _register() -> None:
+    from barca.cli import get, inspect, version
+
+    cli.add_command(get.get_command)
+    cli.add_command(get.run_command)
+    cli.add_command(inspect.list_command)
+    cli.add_command(inspect.status_command)
+    cli.add_command(inspect.plan_command)
+    cli.add_command(version.version_command)
+
+
+def _json_mode(argv: list[str]) -> bool:
+    if "--json" in argv or any(a.startswith("--fields") for a in argv):
+        return True
+    if "--pretty" in argv:
+        return False
+    env = os.environ.get("BARCA_OUTPUT")
+    if env in ("json", "pretty"):
+        return env == "json"
+    return not sys.stdout.isatty()
+
+
+def report_error(error: BarcaError, json_mode: bool) -> None:
+    from barca.cli.output import note
+
+    if json_mode:
+        import orjson
+
+        note(orjson.dumps(error.envelope(), default=str).decode())
+        return
+    note(f"error: {error.message}")
+    if error.remediation:
+        note(f"  {error.remediation}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0].endswith(".py"):
+        argv = ["get", *argv]  # `barca pipeline.py` is `barca get pipeline.py`
+    _register()
+    json_mode = _json_mode(argv)
+    try:
+        cli.main(args=argv, prog_name="barca", standalone_mode=False)
+    except click.exceptions.Exit as done:
+        sys.exit(done.exit_code)
+    except click.ClickException as exc:
+        report_error(UsageError(exc.format_message(), "run `barca --help` or "
+                                "`barca COMMAND --help` for the accepted arguments"), json_mode)
+        sys.exit(2)
+    except click.exceptions.Abort:
+        sys.exit(130)
+    except BarcaError as exc:
+        report_error(exc, json_mode)
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except BrokenPipeError:
+        sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,168 @@
+"""Every sentence barca shows about a plan or a run: reasons, step rows, summaries.
+
+The planner returns reason codes with their evidence; this module is the only place that turns
+them into words (WHY column, `detail`) and into the JSON step objects.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from barca.plan.model import NodePlan, Reason
+
+KEYS_LISTED = 20
+
+_REASON_FIELD = {"never_run": "not_materialized", "new_key": "not_materialized",
+                 "changed": "not_materialized", "failed": "not_materialized"}
+
+_UNKNOWN_TEXT = {
+    "partitions_unknown": "partition keys come from the output of '{x}', which is not "
+                          "available until it runs",
+    "cutoff_pending": "reads '{x}' (cutoff=True), which would run first: this step runs only "
+                      "if it writes different bytes",
+    "sensor_output_unknown": "sensor '{x}' has no recorded output yet",
+    "upstream_unknown": "depends on '{x}', which cannot be decided yet",
+}
+
+
+def reason_field(reason: Reason) -> str:
+    return _REASON_FIELD.get(reason.code, reason.code)
+
+
+def reason_text(reason: Reason) -> str:
+    code = reason.code
+    if code == "sensor":
+        return "sensors always re-run"
+    if code == "task":
+        return "tasks always re-run"
+    if code == "never_run":
+        return "no cached result for this code and these inputs"
+    if code == "new_key":
+        return "new key"
+    if code == "changed":
+        return changed_text(reason.changed)
+    if code == "failed":
+        return f"last run failed: {first_line(reason.origin)}"
+    if code == "refresh":
+        return "refresh requested"
+    if code == "refresh_cascade":
+        return f"refresh of '{reason.origin}' cascades here"
+    if code == "refresh_all":
+        return "--refresh-all"
+    if code == "artifact_missing":
+        return "its cached result file is missing"
+    return code
+
+
+def changed_text(changed: tuple[str, ...]) -> str:
+    if not changed:
+        return "changed"
+    more = f" (+{len(changed) - 1} more)" if len(changed) > 1 else ""
+    return f"changed: {changed[0]}{more}"
+
+
+def key_cause(reason: Reason) -> str:
+    """The cause in parentheses after a key in a WHY column."""
+    if reason.code == "changed" and reason.changed:
+        return f"{reason.changed[0]} changed"
+    if reason.code == "changed":
+        return "changed"
+    return reason_text(reason)
+
+
+def first_line(text: str | None) -> str:
+    return (text or "").strip().splitlines()[0] if (text or "").strip() else ""
+
+
+def will_run_keys(plan: NodePlan) -> list[str]:
+    return sorted(plan.keys[i] for i in plan.run)[:KEYS_LISTED]
+
+
+def why(plan: NodePlan) -> str:
+    """The WHY column for one node of a dry run or status."""
+    if plan.unknown:
+        return _UNKNOWN_TEXT[plan.unknown].format(x=plan.unknown_detail)
+    if not plan.partitioned:
+        return reason_text(plan.reasons[0]) if plan.run else "cached"
+    total = len(plan.keys)
+    if not plan.run:
+        return f"{total} keys cached"
+    if plan.kind in ("sensor", "task") or len(plan.run) == total and _same_reason(plan):
+        return f"{total} keys; {reason_text(plan.reasons[plan.run[0]])}"
+    by_key = {plan.keys[i]: plan.reasons[i] for i in plan.run}
+    listed = sorted(by_key)[:KEYS_LISTED]
+    items = ", ".join(f"{k} ({key_cause(by_key[k])})" for k in listed)
+    more = f", +{len(by_key) - len(listed)} more" if len(by_key) > len(listed) else ""
+    return f"{plan.cached_count} of {total} keys cached; will run: {items}{more}"
+
+
+def _same_reason(plan: NodePlan) -> bool:
+    first = plan.reasons[plan.run[0]]
+    return all(plan.reasons[i] == first for i in plan.run[:200])
+
+
+def partitions_json(plan: NodePlan) -> dict[str, Any]:
+    out: dict[str, Any] = {"total": len(plan.keys), "cached": plan.cached_count,
+                           "will_run": len(plan.run), "will_run_keys": will_run_keys(plan)}
+    changed = {k: list(plan.reasons[i].changed) for i in plan.run
+               if (k := plan.keys[i]) in out["will_run_keys"] and plan.reasons[i].changed}
+    if changed:
+        out["changed"] = changed
+    return out
+
+
+def dry_run_step(plan: NodePlan, artifact: str | None) -> dict[str, Any]:
+    step: dict[str, Any] = {"id": plan.node_id, "kind": plan.kind, "action": plan.action}
+    if plan.unknown:
+        step["reason"] = plan.unknown
+        step["detail"] = why(plan)
+        return step
+    if plan.run:
+        first = plan.reasons[plan.run[0]]
+        step["reason"] = reason_field(first)
+        if first.changed:
+            step["changed"] = list(first.changed)
+    step["detail"] = why(plan)
+    if not plan.partitioned:
+        step["run_hash"] = plan.run_hashes[0]
+        if not plan.run and artifact:
+            step["artifact"] = artifact
+    else:
+        step["partitions"] = partitions_json(plan)
+    return step
+
+
+def dry_run_table(command: str, target: str | None, plans: list[NodePlan]) -> str:
+    from barca.cli.output import table
+
+    label = {"run": "will run", "partial": "partial", "cached": "cached", "unknown": "unknown"}
+    rows = [[label[p.action], why(p), p.node_id] for p in plans]
+    header = f"Dry run: barca {command} {target or ''}".rstrip()
+    return f"{header} (nothing executed, nothing written)\n\n" + table(
+        ["STATUS", "WHY", "STEP"], rows) + "\n\n" + summary_line(plans)
+
+
+def summary_counts(plans: list[NodePlan]) -> dict[str, int]:
+    will_run = sum(len(p.run) for p in plans if not p.unknown)
+    cached = sum(p.cached_count for p in plans if not p.unknown)
+    unknown = sum(1 for p in plans if p.unknown)
+    return {"will_run": will_run, "cached": cached, "unknown": unknown}
+
+
+def summary_line(plans: list[NodePlan]) -> str:
+    c = summary_counts(plans)
+    return f"{c['will_run']} will run, {c['cached']} cached, {c['unknown']} unknown"
+
+
+def human_seconds(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds:.1f}s"
+
+
+def human_size(size: int | None) -> str:
+    if size is None:
+        return "-"
+    for unit in ("B", "KB", "MB", "GB"):
+        if size < 1024 or unit == "GB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size} B"

@@ -1,0 +1,29 @@
+"""Discovery: pipeline source files in, frozen `Definition`s out, without importing user code.
+
+Entry points: `find_files` (which files are pipeline files), `discover` (parse, resolve and
+hash the nodes of given files) and `load_definitions` (both, for the CLI). Everything is read
+with `ast`; a pipeline's own code never runs here, so discovery is safe and fast on every
+command. Submodules: files (the walk), bindings (which names are barca's), names (what code
+binds and reads), modules (reading files once, import lookup), arguments and parse (decorator
+arguments and signature checks), resolve (references to node ids), hashing and cone (the
+definition hash and its helper code), definitions (assembling it all).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+from barca.discover.definitions import discover
+from barca.discover.files import find_files
+from barca.discover.hashing import SCHEME_VERSION
+from barca.discover.model import Definition, DimensionSpec, InputSpec
+
+__all__ = ["Definition", "DimensionSpec", "InputSpec", "SCHEME_VERSION", "discover",
+           "find_files", "load_definitions"]
+
+
+def load_definitions(root: Path, paths: Sequence[str],
+                     cwd: Path | None = None) -> tuple[Definition, ...]:
+    """The definitions of the pipeline files `paths` name (every pipeline file if none)."""
+    return discover(root, find_files(root, paths, cwd))

@@ -1,0 +1,349 @@
+"""Reading one barca decorator's keyword arguments from the AST into plain values.
+
+Each reader takes the argument's expression as written and returns what it means
+(`retries=3` -> 3, `inputs={"raw": raw}` -> an unresolved reference to `raw`), or raises a
+`UsageError` that names the node, the line and the fix. Upstream references stay unresolved
+here (`Ref`): turning `raw` into `pipeline.py:raw` needs every file's nodes, which is
+`resolve.py`'s job. Nothing here is evaluated: a value that is not literal enough is an error,
+except `partitions(<expr>)` and `batch=`, whose text is kept for later evaluation.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from barca.discover.bindings import BarcaNames
+from barca.discover.modules import ModuleInfo
+from barca.errors import UsageError
+
+SERIALIZERS = ("json", "pickle", "parquet", "csv")
+_EXAMPLES = {
+    "partitions": 'partitions(["emea", "amer"])',
+    "partitions_from": "partitions_from(upstream)",
+    "collect": "collect(upstream)",
+    "asset_ref": 'asset_ref("pipeline.py:function")',
+    "Schedule": 'Schedule("0 * * * *")',
+}
+_BAD_NAME_CHARS = set(":[],= \t\n")
+
+
+@dataclass(frozen=True, slots=True)
+class Site:
+    """Where a node is written, for error messages: file, function name and `def` line."""
+
+    file: str
+    function: str
+    line: int
+
+    def error(self, message: str, remediation: str,
+              at: ast.AST | int | None = None) -> UsageError:
+        line = at if isinstance(at, int) else getattr(at, "lineno", None) or self.line
+        return UsageError(f"Parse error: {self.file}:{self.function} (line {line}): {message}",
+                          remediation)
+
+
+@dataclass(frozen=True, slots=True)
+class Ref:
+    """An upstream as written: kind "name" (`raw`), "dotted" (`m.raw`) or "id" (asset_ref)."""
+
+    kind: str
+    text: str
+    line: int
+
+    @property
+    def written_name(self) -> str:
+        """The last name written: `raw` for `raw`, `m.raw` and `asset_ref("p.py:raw")`."""
+        if self.kind == "id":
+            return self.text.rsplit(":", 1)[-1]
+        return self.text.rsplit(".", 1)[-1]
+
+
+@dataclass(frozen=True, slots=True)
+class RawInput:
+    param: str
+    ref: Ref
+    mode: str  # "value" | "collect" | "order"
+
+
+@dataclass(frozen=True, slots=True)
+class RawDimension:
+    name: str
+    kind: str  # "static" | "expr" | "from"
+    keys: tuple[str, ...] | None = None
+    expr: str | None = None
+    ref: Ref | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    """The decorator arguments that are plain settings (none of them is a reference)."""
+
+    freshness: str = "always"
+    schedule: str | None = None
+    serializer: str | None = None
+    retries: int = 1
+    retry_backoff: float = 0.0
+    timeout_seconds: float = 300.0
+    env: tuple[str, ...] = ()
+    cutoff: bool = False
+    weight: int = 1
+    batch: str | None = None
+    description: str | None = None
+    tags: tuple[tuple[str, str], ...] = ()
+
+
+def one_argument(call: ast.Call, helper: str, site: Site,
+                 allowed_keywords: tuple[str, ...] = ()) -> ast.expr:
+    """The single positional argument of a barca helper call, or a UsageError."""
+    bad_kw = [k for k in call.keywords if k.arg not in allowed_keywords]
+    if len(call.args) != 1 or isinstance(call.args[0], ast.Starred) or bad_kw:
+        raise site.error(f"{helper}() takes exactly one positional argument, not "
+                         f"`{ast.unparse(call)}`",
+                         f"pass it as the first argument: {_EXAMPLES.get(helper, helper)}",
+                         call)
+    return call.args[0]
+
+
+def read_ref(expr: ast.expr, names: BarcaNames, site: Site, what: str) -> Ref:
+    """A node reference: `name`, `module.name` or `asset_ref("file.py:name")`."""
+    if isinstance(expr, ast.Name):
+        return Ref("name", expr.id, expr.lineno)
+    chain = _dotted(expr)
+    if chain is not None:
+        return Ref("dotted", chain, expr.lineno)
+    if isinstance(expr, ast.Call) and names.which_helper(expr.func) == "asset_ref":
+        arg = one_argument(expr, "asset_ref", site)
+        if isinstance(arg, ast.Constant) and isinstance(arg.value, str) and ":" in arg.value:
+            return Ref("id", arg.value, expr.lineno)
+        raise site.error(f"asset_ref() needs a literal 'file.py:function' string, not "
+                         f"`{ast.unparse(arg)}`", _EXAMPLES["asset_ref"], expr)
+    raise site.error(f"{what} must name a node, not `{ast.unparse(expr)}`",
+                     "Write the upstream function's name, module.name, collect(upstream) or "
+                     'asset_ref("file.py:function")', expr)
+
+
+def _dotted(expr: ast.expr) -> str | None:
+    parts: list[str] = []
+    while isinstance(expr, ast.Attribute):
+        parts.append(expr.attr)
+        expr = expr.value
+    if not parts or not isinstance(expr, ast.Name):
+        return None
+    return ".".join([expr.id, *reversed(parts)])
+
+
+def read_name(expr: ast.expr, site: Site) -> str:
+    value = _literal(expr)
+    if not isinstance(value, str) or not value or _BAD_NAME_CHARS & set(value):
+        raise site.error(f"name= must be a non-empty string literal without spaces or any of "
+                         f"': [ ] , =', not `{ast.unparse(expr)}`",
+                         'Write it like name="daily_sales"', expr)
+    return value
+
+
+def read_inputs(expr: ast.expr, names: BarcaNames, site: Site) -> tuple[RawInput, ...] | None:
+    """The inputs= mapping; None when it is not a dict literal (then it declares nothing)."""
+    if not isinstance(expr, ast.Dict):
+        return None
+    out: list[RawInput] = []
+    for key, value in zip(expr.keys, expr.values):
+        if key is None or not (isinstance(key, ast.Constant) and isinstance(key.value, str)):
+            shown = "**" + ast.unparse(value) if key is None else ast.unparse(key)
+            raise site.error(f"inputs= keys must be parameter names as string literals, not "
+                             f"`{shown}`", 'Write each input as "param": upstream', value)
+        param = key.value
+        mode = "value"
+        if isinstance(value, ast.Call) and names.which_helper(value.func) == "collect":
+            value, mode = one_argument(value, "collect", site), "collect"
+        ref = read_ref(value, names, site, f"input '{param}'")
+        out.append(RawInput(param, ref, "order" if param.startswith("_") else mode))
+    return tuple(out)
+
+
+def read_partitions(expr: ast.expr, names: BarcaNames, site: Site) -> tuple[RawDimension, ...]:
+    """partitions={"dim": partitions([...]) | partitions(<expr>) | partitions_from(x)}."""
+    fix = 'Write partitions={"dim": partitions(["a", "b"])} or {"dim": partitions_from(upstream)}'
+    if not isinstance(expr, ast.Dict):
+        raise site.error(f"partitions= must be a dict literal, not `{ast.unparse(expr)}`",
+                         fix, expr)
+    out: list[RawDimension] = []
+    for key, value in zip(expr.keys, expr.values):
+        if not (isinstance(key, ast.Constant) and isinstance(key.value, str)):
+            raise site.error("partitions= keys must be dimension names as string literals",
+                             fix, value)
+        helper = names.which_helper(value.func) if isinstance(value, ast.Call) else None
+        if helper == "partitions_from":
+            arg = one_argument(value, helper, site)  # type: ignore[arg-type]
+            ref = read_ref(arg, names, site, f"partitions_from() of dimension '{key.value}'")
+            out.append(RawDimension(key.value, "from", ref=ref))
+        elif helper == "partitions":
+            arg = one_argument(value, helper, site)  # type: ignore[arg-type]
+            out.append(_partitions(key.value, arg, site))
+        else:
+            raise site.error(f"dimension '{key.value}' must be partitions(...) or "
+                             f"partitions_from(...), not `{ast.unparse(value)}`", fix, value)
+    return tuple(out)
+
+
+def _partitions(dim: str, arg: ast.expr, site: Site) -> RawDimension:
+    keys = _static_keys(arg)
+    if keys is None:
+        return RawDimension(dim, "expr", expr=ast.unparse(arg))
+    seen: set[str] = set()
+    for key in keys:
+        if key in seen:
+            raise site.error(f"partition key '{key}' appears twice in dimension '{dim}'",
+                             "List each key once", arg)
+        seen.add(key)
+    return RawDimension(dim, "static", keys=keys)
+
+
+def _static_keys(arg: ast.expr) -> tuple[str, ...] | None:
+    """Keys of a literal list or tuple of strings and ints (ints become their text)."""
+    if not isinstance(arg, (ast.List, ast.Tuple)):
+        return None
+    keys: list[str] = []
+    for element in arg.elts:
+        value = _literal(element)
+        if isinstance(value, bool) or not isinstance(value, (str, int)):
+            return None
+        keys.append(str(value))
+    return tuple(keys)
+
+
+_MISSING = object()
+
+
+def _literal(expr: ast.expr) -> Any:
+    try:
+        return ast.literal_eval(expr)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return _MISSING
+
+
+def read_options(keywords: dict[str, ast.keyword], kind: str, names: BarcaNames, site: Site,
+                 module: ModuleInfo) -> Options:
+    """Every settings argument, with the defaults of the decorator `kind`."""
+    values: dict[str, Any] = {"freshness": "manual" if kind == "sensor" else "always"}
+    for arg, keyword in keywords.items():
+        expr = keyword.value
+        if arg == "freshness":
+            values["freshness"], values["schedule"] = _freshness(expr, names, site, kind)
+        elif arg == "serializer":
+            values["serializer"] = _serializer(expr, site, module)
+        elif arg in _READERS:
+            values[arg] = _READERS[arg](expr, site)
+    return Options(**values)
+
+
+def _freshness(expr: ast.expr, names: BarcaNames, site: Site,
+               kind: str) -> tuple[str, str | None]:
+    marker = names.which_helper(expr)
+    if isinstance(expr, ast.Constant) and expr.value is None:
+        return ("manual" if kind == "sensor" else "always"), None
+    if marker in ("Always", "Manual"):
+        label, cron = marker.lower(), None
+    elif isinstance(expr, ast.Call) and names.which_helper(expr.func) == "Schedule":
+        label, cron = "schedule", _cron(expr, site)
+    else:
+        raise site.error(f"freshness= must be Always, Manual or Schedule(\"<cron>\"), not "
+                         f"`{ast.unparse(expr)}`",
+                         "Import the marker from barca: from barca import Manual", expr)
+    if kind == "sensor" and label == "always":
+        raise site.error("a sensor cannot use freshness=Always",
+                         "Use Manual (the default) or Schedule(\"<cron>\")", expr)
+    return label, cron
+
+
+def _cron(call: ast.Call, site: Site) -> str:
+    arg = one_argument(call, "Schedule", site, allowed_keywords=("batch",))
+    if not (isinstance(arg, ast.Constant) and isinstance(arg.value, str)):
+        raise site.error(f"Schedule() needs a literal cron string, not `{ast.unparse(arg)}`",
+                         _EXAMPLES["Schedule"], call)
+    if len(arg.value.split()) not in (5, 6):
+        raise site.error(f"Schedule(\"{arg.value}\") is not a cron expression: it needs 5 "
+                         "fields (minute hour day month weekday), or 6 with leading seconds",
+                         'Write it like Schedule("*/15 * * * *")', call)
+    return arg.value
+
+
+def _serializer(expr: ast.expr, site: Site, module: ModuleInfo) -> str | None:
+    value = _literal(expr)
+    if isinstance(expr, ast.Name):
+        stmts = module.index.defs.get(expr.id, [])
+        if len(stmts) == 1 and isinstance(stmts[0], (ast.Assign, ast.AnnAssign)):
+            value = _literal(stmts[0].value)  # type: ignore[arg-type]
+    if value is None or value in SERIALIZERS:
+        return value
+    raise site.error(f"serializer= must be one of {', '.join(map(repr, SERIALIZERS))}, not "
+                     f"`{ast.unparse(expr)}`", 'Write it like serializer="json"', expr)
+
+
+def _number(name: str, minimum: float, strict: bool, integer: bool) -> Callable[..., Any]:
+    def read(expr: ast.expr, site: Site) -> Any:
+        value = _literal(expr)
+        kinds = (int,) if integer else (int, float)
+        ok = isinstance(value, kinds) and not isinstance(value, bool)
+        if ok and (value > minimum if strict else value >= minimum):
+            return value if integer else float(value)
+        what = "an integer" if integer else "a number"
+        bound = f"above {minimum:g}" if strict else f"of at least {minimum:g}"
+        raise site.error(f"{name}= must be {what} literal {bound}, not `{ast.unparse(expr)}`",
+                         f"Write it as a number, e.g. {name}={int(minimum) + 1}", expr)
+    return read
+
+
+def _env(expr: ast.expr, site: Site) -> tuple[str, ...]:
+    value = _literal(expr) if isinstance(expr, ast.List) else _MISSING
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise site.error(f"env= must be a literal list of variable names as strings, not "
+                         f"`{ast.unparse(expr)}`",
+                         'Write the names out, e.g. env=["API_URL", "REGION"]', expr)
+    return tuple(dict.fromkeys(value))
+
+
+def _cutoff(expr: ast.expr, site: Site) -> bool:
+    value = _literal(expr)
+    if isinstance(value, bool):
+        return value
+    raise site.error(f"cutoff= must be True or False, not `{ast.unparse(expr)}`",
+                     "Write cutoff=True", expr)
+
+
+def _description(expr: ast.expr, site: Site) -> str | None:
+    value = _literal(expr)
+    if value is None or isinstance(value, str):
+        return value
+    raise site.error(f"description= must be a string literal, not `{ast.unparse(expr)}`",
+                     'Write it like description="Daily sales per region"', expr)
+
+
+def _tags(expr: ast.expr, site: Site) -> tuple[tuple[str, str], ...]:
+    value = _literal(expr)
+    if value is None:
+        return ()
+    if isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str)
+                                       for k, v in value.items()):
+        return tuple(value.items())
+    raise site.error(f"tags= must be a dict literal of strings, not `{ast.unparse(expr)}`",
+                     'Write it like tags={"team": "finance"}', expr)
+
+
+def _batch(expr: ast.expr, site: Site) -> str | None:
+    if isinstance(expr, ast.Constant) and expr.value is None:
+        return None
+    return ast.unparse(expr)
+
+
+_READERS: dict[str, Callable[..., Any]] = {
+    "env": _env, "cutoff": _cutoff, "tags": _tags,
+    "description": _description, "batch": _batch,
+    "retries": _number("retries", 1, strict=False, integer=True),
+    "weight": _number("weight", 1, strict=False, integer=True),
+    "retry_backoff": _number("retry_backoff", 0, strict=False, integer=False),
+    "timeout_seconds": _number("timeout_seconds", 0, strict=True, integer=False),
+}

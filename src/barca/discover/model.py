@@ -1,0 +1,72 @@
+"""Frozen data that discovery hands to the graph layer: one `Definition` per decorated function.
+
+Nothing here imports user code; every field is read from source text with `ast`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class InputSpec:
+    """One parameter fed by an upstream node.
+
+    mode: "value"   the upstream's value (for a partitions_from source: that key's value)
+          "collect" every key of a partitioned upstream, as a list in declared key order
+          "order"   an underscore parameter: ordering only, the function receives None
+    """
+
+    param: str
+    source: str  # upstream node id, e.g. "pipeline.py:cleaned"
+    mode: str = "value"
+
+
+@dataclass(frozen=True, slots=True)
+class DimensionSpec:
+    """One partition dimension of a node.
+
+    kind: "static" keys written as a literal list (ints already turned into str)
+          "expr"   any other expression, evaluated later with the project importable
+          "from"   partitions_from(source): keys come from another node
+    """
+
+    name: str
+    kind: str
+    keys: tuple[str, ...] | None = None
+    expr: str | None = None
+    source: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Definition:
+    node_id: str  # "<root-relative file>:<name>"
+    name: str  # name= or the function name
+    function: str  # the Python function name in its module
+    file: str  # root-relative posix path of the file
+    line: int  # line of the `def`
+    kind: str  # "asset" | "sensor" | "task"
+    params: tuple[str, ...]  # the function's parameter names, in order
+    annotations: tuple[tuple[str, str], ...]  # (param, annotation source); "return" for the result
+    inputs: tuple[InputSpec, ...]
+    dimensions: tuple[DimensionSpec, ...]
+    freshness: str  # "always" | "manual" | "schedule"
+    schedule: str | None  # the cron text of Schedule(...)
+    serializer: str | None
+    retries: int
+    retry_backoff: float
+    timeout_seconds: float
+    env: tuple[str, ...]
+    cutoff: bool
+    weight: int
+    batch: str | None  # source text of batch=, None when absent
+    description: str | None
+    tags: tuple[tuple[str, str], ...]
+    definition_hash: str  # hex digest over code + counted decorator parts + helper cone
+    hash_parts: tuple[tuple[str, str], ...]  # (part label, digest), see discover.hashing
+
+    def annotation(self, param: str) -> str | None:
+        for name, text in self.annotations:
+            if name == param:
+                return text
+        return None

@@ -1,0 +1,208 @@
+"""Finding barca nodes in one parsed pipeline file and checking them against their signature.
+
+A node is a top-level function whose decorator is provably barca's `asset`, `sensor` or
+`task` (see `bindings.py`). This module reads that decorator's arguments (through
+`arguments.py`), rejects what the planner cannot see (positional arguments, `*args`,
+`**options`, unknown or misspelt names, `@sensor(inputs=...)`) and checks the function's
+parameters against what will feed them. Every error is raised before any user code runs.
+It produces `RawNode`s whose upstream references are still names as written; `resolve.py`
+turns them into node ids once every file has been read.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+from barca.api import DECORATOR_ARGS
+from barca.discover.arguments import (Options, RawDimension, RawInput, Site, read_inputs,
+                                      read_name, read_options, read_partitions)
+from barca.discover.bindings import DECORATORS, BarcaNames, barca_names
+from barca.discover.modules import ModuleInfo
+
+FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class RawNode:
+    """One decorated function as read from its file, references not yet resolved."""
+
+    file: str
+    name: str
+    kind: str
+    site: Site
+    fn: FunctionNode
+    params: tuple[str, ...]
+    annotations: tuple[tuple[str, str], ...]
+    inputs: tuple[RawInput, ...]
+    inputs_text: str | None  # inputs= written as something other than a dict literal
+    dimensions: tuple[RawDimension, ...]
+    options: Options
+    decorators: tuple[ast.expr, ...]  # the function's other (non-barca) decorators, in order
+    counted: tuple[ast.expr, ...]  # counted argument expressions whose names the cone follows
+
+    @property
+    def node_id(self) -> str:
+        return f"{self.file}:{self.name}"
+
+    @property
+    def function(self) -> str:
+        return self.fn.name
+
+
+def parse_module(module: ModuleInfo) -> list[RawNode]:
+    """Every barca node defined at the top level of `module`, in source order."""
+    names = barca_names(module.tree)
+    if not names.aliases and not names.modules:
+        return []
+    out: list[RawNode] = []
+    for stmt in module.tree.body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            node = _node(stmt, names, module)
+            if node is not None:
+                out.append(node)
+    return out
+
+
+def _barca_decorator(fn: FunctionNode, names: BarcaNames,
+                     site: Site) -> tuple[ast.expr, str] | None:
+    found = []
+    for decorator in fn.decorator_list:
+        target = decorator.func if isinstance(decorator, ast.Call) else decorator
+        kind = names.which(target)
+        if kind in DECORATORS:
+            found.append((decorator, kind))
+    if len(found) > 1:
+        kinds = ", ".join(f"@{kind}" for _, kind in found)
+        raise site.error(f"{fn.name} has more than one barca decorator ({kinds})",
+                         "Keep exactly one of @asset, @sensor and @task", found[1][0])
+    return found[0] if found else None
+
+
+def _node(fn: FunctionNode, names: BarcaNames, module: ModuleInfo) -> RawNode | None:
+    site = Site(module.file, fn.name, fn.lineno)
+    found = _barca_decorator(fn, names, site)
+    if found is None:
+        return None
+    decorator, kind = found
+    keywords = _keywords(decorator, kind, site)
+    name = read_name(keywords["name"].value, site) if "name" in keywords else fn.name
+    if kind == "sensor" and "inputs" in keywords:
+        raise site.error(f"sensor '{module.file}:{name}' cannot have inputs",
+                         "Remove inputs=; a sensor observes the outside world. Make it an "
+                         "@asset if it needs upstream values", keywords["inputs"].value)
+    _check_accepted(keywords, kind, site)
+    inputs: tuple[RawInput, ...] | None = ()
+    inputs_text = None
+    if "inputs" in keywords:
+        inputs = read_inputs(keywords["inputs"].value, names, site)
+        if inputs is None:
+            inputs_text, inputs = ast.unparse(keywords["inputs"].value), ()
+    dimensions = ()
+    if "partitions" in keywords:
+        dimensions = read_partitions(keywords["partitions"].value, names, site)
+    options = read_options(keywords, kind, names, site, module)
+    _check_signature(fn, kind, inputs, dimensions, site)
+    params, annotations = _signature(fn)
+    counted = tuple(keywords[k].value for k in ("serializer",) if k in keywords)
+    others = tuple(d for d in fn.decorator_list if d is not decorator)
+    return RawNode(module.file, name, kind, site, fn, params, annotations, inputs, inputs_text,
+                   dimensions, options, others, counted)
+
+
+def _keywords(decorator: ast.expr, kind: str, site: Site) -> dict[str, ast.keyword]:
+    if not isinstance(decorator, ast.Call):
+        return {}
+    for arg in decorator.args:
+        if isinstance(arg, ast.Starred):
+            raise site.error(f"@{kind}({ast.unparse(arg)}) cannot be read without running "
+                             "the file", "Write each argument out as a keyword", arg)
+        raise site.error(f"@{kind} takes no positional arguments, got `{ast.unparse(arg)}`",
+                         f"Pass every argument by keyword, e.g. @{kind}(name=...)", arg)
+    out: dict[str, ast.keyword] = {}
+    for keyword in decorator.keywords:
+        if keyword.arg is None:
+            raise site.error(f"@{kind}(**{ast.unparse(keyword.value)}) cannot be read without "
+                             "running the file", "Write each argument out as a keyword",
+                             keyword.value)
+        out[keyword.arg] = keyword
+    return out
+
+
+def _check_accepted(keywords: dict[str, ast.keyword], kind: str, site: Site) -> None:
+    accepted = DECORATOR_ARGS[kind]
+    for arg, keyword in keywords.items():
+        if arg in accepted:
+            continue
+        close = [name for name in accepted
+                 if edit_distance(arg, name) <= (2 if len(arg) > 4 else 1)]
+        fix = (f"Did you mean {close[0]}?" if len(close) == 1
+               else f"Remove {arg}= or use one of the accepted arguments")
+        raise site.error(f"@{kind} has no argument '{arg}'; accepted: {', '.join(accepted)}",
+                         fix, keyword)
+
+
+def edit_distance(a: str, b: str) -> int:
+    """Levenshtein distance.
+
+    >>> edit_distance("input", "inputs"), edit_distance("retires", "retries")
+    (1, 2)
+    """
+    previous = list(range(len(b) + 1))
+    for i, char_a in enumerate(a, 1):
+        current = [i]
+        for j, char_b in enumerate(b, 1):
+            current.append(min(previous[j] + 1, current[j - 1] + 1,
+                               previous[j - 1] + (char_a != char_b)))
+        previous = current
+    return previous[-1]
+
+
+def _signature(fn: FunctionNode) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
+    args = fn.args
+    named = [*args.posonlyargs, *args.args, *args.kwonlyargs]
+    annotations = [(a.arg, ast.unparse(a.annotation)) for a in named if a.annotation]
+    if fn.returns is not None:
+        annotations.append(("return", ast.unparse(fn.returns)))
+    return tuple(a.arg for a in named), tuple(annotations)
+
+
+def _required(fn: FunctionNode) -> list[str]:
+    args = fn.args
+    positional = [*args.posonlyargs, *args.args]
+    out = [a.arg for a in positional[:len(positional) - len(args.defaults)]]
+    out += [a.arg for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is None]
+    return out
+
+
+def _check_signature(fn: FunctionNode, kind: str, inputs: tuple[RawInput, ...],
+                     dimensions: tuple[RawDimension, ...], site: Site) -> None:
+    params, _ = _signature(fn)
+    open_ended = fn.args.kwarg is not None
+    listed = ", ".join(params) or "none"
+    for item in inputs:
+        if item.param not in params and not open_ended:
+            raise site.error(f"inputs= key '{item.param}' is not a parameter of {fn.name}",
+                             f"Rename the key to one of {fn.name}'s parameters ({listed}), "
+                             f"or add a parameter '{item.param}' to {fn.name}", item.ref.line)
+    input_params = {item.param for item in inputs}
+    for dim in dimensions:
+        if dim.name not in params and not open_ended:
+            raise site.error(f"partition dimension '{dim.name}' is not a parameter of "
+                             f"{fn.name}", f"Add a parameter '{dim.name}' to {fn.name}: it "
+                             "receives the partition key")
+        if dim.name in input_params:
+            raise site.error(f"'{dim.name}' is both an input and a partition dimension of "
+                             f"{fn.name}", "Rename the input or the dimension")
+    if kind == "task":
+        return
+    supplied = input_params | {d.name for d in dimensions}
+    supplied |= {d.ref.written_name for d in dimensions if d.ref is not None}
+    for param in _required(fn):
+        if param not in supplied:
+            fix = (f"Give '{param}' a default or remove it (a sensor takes no inputs)"
+                   if kind == "sensor" else
+                   f"Add it to inputs= (inputs={{\"{param}\": upstream}}), give it a default, "
+                   "or remove it")
+            raise site.error(f"parameter '{param}' of {fn.name} has no default and nothing "
+                             "supplies it", fix)

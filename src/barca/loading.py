@@ -1,0 +1,44 @@
+"""Loading a project for any entry point (CLI, Python API): root, discovery, graph, targets."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from barca.errors import UsageError
+from barca.graph import Graph, build_graph
+from barca.project import Project, open_project
+
+
+@dataclass(frozen=True, slots=True)
+class Loaded:
+    project: Project
+    files: tuple[str, ...]
+    graph: Graph
+
+
+def load(paths: Sequence[str], env: str | None = None) -> Loaded:
+    from barca.discover import load_definitions
+
+    cwd = Path.cwd()
+    project = open_project(env, cwd)
+    absolute = [str((cwd / p).resolve()) for p in paths]
+    if project.root != cwd.resolve():
+        import sys
+
+        print(f"barca: project root: {project.root}", file=sys.stderr)
+    os.chdir(project.root)
+    definitions = load_definitions(project.root, absolute)
+    files = tuple(sorted({d.file for d in definitions}))
+    return Loaded(project, files, build_graph(definitions))
+
+
+def resolve_targets(graph: Graph, text: str | None) -> tuple[str, ...]:
+    if text is None:
+        return ()
+    names = text.split(",")
+    if any(not n for n in names):
+        raise UsageError(f"empty target in '{text}'", "separate targets by single commas: a,b")
+    return tuple(dict.fromkeys(graph.resolve_target(n) for n in names))

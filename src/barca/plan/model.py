@@ -1,0 +1,93 @@
+"""The planner's vocabulary: why a key runs, what a node will do, what the caller must supply.
+
+Reasons are codes with their evidence; sentences are written only by cli/render.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+
+@dataclass(frozen=True, slots=True)
+class Reason:
+    """Why a key will run.
+
+    code: "task" | "sensor" | "refresh" | "refresh_cascade" | "refresh_all" | "never_run" |
+          "new_key" | "changed" | "failed" | "artifact_missing"
+    changed: part labels that differ from the last success ("code", "input pipeline.py:a",
+             "value pipeline.py:versions", "helper helpers.py:clean", "env TOKEN", ...)
+    origin: for refresh_cascade, the refreshed node it comes from; for failed, the error line
+    """
+
+    code: str
+    changed: tuple[str, ...] = ()
+    origin: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class KnownOutput:
+    """What a node produced, when its readers depend on it (sensor, cutoff asset, key source).
+
+    output_hashes: key -> digest of the artifact bytes
+    value: the whole value of an unpartitioned node, for a `partitions_from` reader
+    """
+
+    output_hashes: Mapping[str, str]
+    value: Any = None
+    has_value: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class PlanOptions:
+    refresh: frozenset[str] = frozenset()
+    refresh_all: bool = False
+    cascade: bool = True
+    env: Mapping[str, str | None] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class NodePlan:
+    """One node's decision. Lists are aligned with `keys` and never mutated after planning.
+
+    keys:        partition key texts in declared order; ("",) for an unpartitioned node
+    run_hashes:  the run hash of each key
+    signatures:  each key's own hash parts (None when the node has none), stored to explain
+    run:         indices of the keys that will execute, in key order
+    reasons:     index -> Reason, for each index in `run`
+    key_values:  key -> that key's value from a keyed source, passed to the step inline
+    unknown:     set when the node cannot be decided before something else runs:
+                 "partitions_unknown" | "cutoff_pending" | "upstream_unknown"
+    """
+
+    node_id: str
+    kind: str
+    keys: tuple[str, ...] = ()
+    run_hashes: list[str] = field(default_factory=list)
+    context: str = ""
+    context_parts: Mapping[str, str] = field(default_factory=dict)
+    signatures: list[Any] | None = None
+    signature_labels: tuple[str, ...] = ()
+    run: tuple[int, ...] = ()
+    reasons: Mapping[int, Reason] = field(default_factory=dict)
+    key_values: Mapping[str, Any] | None = None
+    unknown: str | None = None
+    unknown_detail: str | None = None
+
+    @property
+    def partitioned(self) -> bool:
+        return self.keys != ("",)
+
+    @property
+    def cached_count(self) -> int:
+        return len(self.keys) - len(self.run)
+
+    @property
+    def action(self) -> str:
+        if self.unknown:
+            return "unknown"
+        if not self.run:
+            return "cached"
+        if self.partitioned and len(self.run) < len(self.keys):
+            return "partial"
+        return "run"

@@ -1,0 +1,69 @@
+"""Where a project lives: its root (`barca.toml` or the cwd), its environment and `.barca/` paths.
+
+Only paths and configuration; nothing here reads the metadata database or user code.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from barca.errors import UsageError
+
+ENV_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+
+@dataclass(frozen=True, slots=True)
+class Project:
+    root: Path
+    env: str
+
+    @property
+    def state_dir(self) -> Path:
+        """`.barca/` for the default environment, `.barca/envs/<env>/` for the others."""
+        base = self.root / ".barca"
+        return base if self.env == "default" else base / "envs" / self.env
+
+    @property
+    def db_path(self) -> Path:
+        return self.state_dir / "metadata.db"
+
+    @property
+    def artifacts_dir(self) -> Path:
+        return self.state_dir / "artifacts"
+
+    def ensure_state_dir(self) -> None:
+        """Create `.barca/` with its `.gitignore` on first write."""
+        base = self.root / ".barca"
+        if not base.exists():
+            base.mkdir(parents=True, exist_ok=True)
+        ignore = base / ".gitignore"
+        if not ignore.exists():
+            ignore.write_text("*\n")
+        self.artifacts_dir.mkdir(parents=True, exist_ok=True)
+
+
+def find_root(start: Path) -> Path:
+    """The nearest directory at or above `start` holding `barca.toml`, else `start` itself."""
+    start = start.resolve()
+    for candidate in (start, *start.parents):
+        if (candidate / "barca.toml").is_file():
+            return candidate
+    return start
+
+
+def resolve_env(flag: str | None) -> str:
+    """`--env` beats `BARCA_ENV`; the default environment is `default`."""
+    name = flag or os.environ.get("BARCA_ENV") or "default"
+    if not ENV_NAME.match(name):
+        raise UsageError(
+            f"invalid environment name {name!r}",
+            "use letters, digits, '.', '_' or '-' (at most 64 characters), e.g. --env staging",
+        )
+    return name
+
+
+def open_project(env_flag: str | None = None, cwd: Path | None = None) -> Project:
+    return Project(find_root(cwd or Path.cwd()), resolve_env(env_flag))

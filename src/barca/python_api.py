@@ -1,0 +1,61 @@
+"""`barca.get` and `barca.run` for Python callers: the CLI's engine, in process, values loaded.
+
+Errors raise the same classes the CLI maps to exit codes (`UsageError`, `StepFailed`, ...).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+
+def get(target: str | None = None, files: str | Sequence[str] = (), *,
+        refresh: str | Sequence[str] | None = None, refresh_all: bool = False,
+        cascade: bool = True, env: str | None = None) -> Any:
+    """Compute `target` (an asset or sensor) and return its value.
+
+    A partitioned target returns {key: value}. Without a target, every asset and sensor is
+    brought up to date and the last asset's value is returned.
+    """
+    return _call("get", target, files, refresh, refresh_all, cascade, env)
+
+
+def run(target: str, files: str | Sequence[str] = (), *,
+        refresh: str | Sequence[str] | None = None, refresh_all: bool = False,
+        cascade: bool = True, env: str | None = None) -> Any:
+    """Run the task `target` (its asset inputs come from cache) and return its value."""
+    return _call("run", target, files, refresh, refresh_all, cascade, env)
+
+
+def _call(command: str, target: str | None, files: str | Sequence[str], refresh: Any,
+          refresh_all: bool, cascade: bool, env: str | None) -> Any:
+    import os
+
+    from barca.errors import StepFailed
+    from barca.run.session import run_pipeline
+    from barca.store.artifacts import read_value
+
+    paths = [files] if isinstance(files, str) else list(files)
+    cwd = os.getcwd()
+    try:
+        _, result = run_pipeline(command, target, paths, refresh=refresh,
+                                 refresh_all=refresh_all, cascade=cascade, env=env)
+        if result.failed:
+            failure = result.failed[0]
+            raise StepFailed(f"step '{failure.step_id}' failed: {failure.error_type}: "
+                             f"{failure.error_message}", node=failure.step_id,
+                             traceback=failure.traceback)
+        node_id = result.targets[-1] if result.targets else next(
+            (n for n in reversed(result.order) if result.graph.nodes[n].kind == "asset"), None)
+        if node_id is None:
+            return None
+        plan = result.plans[node_id]
+
+        def load(key: str) -> Any:
+            found = result.artifact_of(node_id, key)
+            return read_value(*found) if found else None
+
+        if not plan.partitioned:
+            return load("")
+        return {key: load(key) for key in sorted(plan.keys)}
+    finally:
+        os.chdir(cwd)

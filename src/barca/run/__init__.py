@@ -1,0 +1,1 @@
+"""Execution: the coordinator, the executor seam and the local worker processes."""

@@ -1,0 +1,457 @@
+"""The coordinator: observe sensors, plan, dispatch steps, record results.
+
+Scheduling policy: sensors in the cone run first (they only observe). Then every node is
+planned; a node is dispatched once each node it reads is complete (all its keys cached or
+finished), all its stale keys at once, in key order. A node whose plan depends on an output
+(a cutoff asset's bytes, a key source's list or dict) is planned again when that output
+exists. Ties break by node id, so the same inputs give the same order.
+
+State, in `_Run`:
+    plans       node id -> NodePlan (the latest decision for it)
+    pending     node id -> number of its keys still running or queued
+    complete    nodes whose keys are all cached or finished
+    results     node id -> key -> (artifact path, format, output hash) of keys run here
+    failed      node id -> keys that failed (or were skipped) in this run
+    outcomes    every StepOutcome, in arrival order
+Finished steps are recorded in batches at most twice a second, so a killed run keeps all but
+the last half second of its work.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from barca.discover.model import Definition
+from barca.errors import Cancelled, InfraError, UsageError
+from barca.graph import Graph
+from barca.plan.keys import split_key
+from barca.plan.model import KnownOutput, NodePlan, PlanOptions, Reason
+from barca.plan.planner import plan_nodes, refreshed_nodes
+from barca.project import Project
+from barca.run.events import Reporter
+from barca.run.executor import Executor, LocalExecutor
+from barca.run.protocol import InputRef, LogLine, StepOutcome, StepSpec
+from barca.state import EMPTY_STATE, FORMAT, OUTPUT_HASH, RUN_HASH, NodeState
+from barca.store import metadata
+from barca.store.artifacts import read_value
+from barca.store.db import connect
+from barca.store.paths import EXTENSIONS, artifact_path, node_dir_name
+
+FLUSH_SECONDS = 0.5
+
+
+@dataclass(frozen=True, slots=True)
+class RunRequest:
+    command: str  # "get" | "run"
+    targets: tuple[str, ...]  # node ids; empty = every asset and sensor
+    files: tuple[str, ...]
+    target_text: str | None
+    options: PlanOptions = PlanOptions()
+    dry_run: bool = False
+    observe_sensors: bool = True  # False: predict from each sensor's last recorded output
+    pool_size: int = 1
+
+
+@dataclass(slots=True)
+class RunResult:
+    run_id: str
+    targets: tuple[str, ...]
+    status: str  # "success" | "failed" | "dry_run"
+    elapsed: float
+    graph: Graph
+    cone: frozenset[str]
+    order: tuple[str, ...]
+    plans: dict[str, NodePlan]
+    states: dict[str, NodeState]
+    results: dict[str, dict[str, tuple[str, str, str | None]]]
+    outcomes: list[StepOutcome]
+    failed: list[StepOutcome]
+    skipped: dict[str, list[str]]
+    executed: int
+    cached: int
+    phases: int
+    artifacts_dir: Path
+
+    def artifact_of(self, node_id: str, key: str) -> tuple[Path, str] | None:
+        """Where a key's current result lives (run here, or cached), with its format."""
+        hit = self.results.get(node_id, {}).get(key)
+        if hit:
+            return Path(hit[0]), hit[1]
+        rec = self.states.get(node_id, EMPTY_STATE).done.get(key)
+        plan = self.plans.get(node_id)
+        if rec is None or plan is None or plan.unknown:
+            return None
+        d = self.graph.nodes[node_id]
+        return artifact_path(self.artifacts_dir, d.file, d.name, key, rec[RUN_HASH],
+                             rec[FORMAT]), rec[FORMAT]
+
+
+def execute(project: Project, graph: Graph, request: RunRequest, reporter: Reporter,
+            expr_keys: Mapping[tuple[str, str], Sequence[str]] | None = None) -> RunResult:
+    run = _Run(project, graph, request, reporter, dict(expr_keys or {}))
+    return run.go()
+
+
+@dataclass
+class _Run:
+    project: Project
+    graph: Graph
+    request: RunRequest
+    reporter: Reporter
+    expr_keys: dict
+    run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
+    plans: dict = field(default_factory=dict)
+    known: dict = field(default_factory=dict)
+    pending: dict = field(default_factory=dict)
+    complete: set = field(default_factory=set)
+    submitted: set = field(default_factory=set)
+    results: dict = field(default_factory=dict)
+    failed_keys: dict = field(default_factory=dict)
+    outcomes: list = field(default_factory=list)
+    unrecorded: list = field(default_factory=list)
+    logs: list = field(default_factory=list)
+    step_context: dict = field(default_factory=dict)
+    step_signature: dict = field(default_factory=dict)
+    executor: Executor | None = None
+    conn: Any = None
+    scratch: Path | None = None
+
+    def go(self) -> RunResult:
+        started = time.perf_counter()
+        req = self.request
+        self.cone = self._cone()
+        self.order = tuple(n for n in self.graph.order if n in self.cone)
+        if not req.dry_run:
+            self.project.ensure_state_dir()
+        self.conn = connect(self.project.db_path, create=not req.dry_run)
+        self.states = metadata.load_states(self.conn, self.order)
+        self.refreshed = refreshed_nodes(self.graph, self.cone, req.options)
+        if not req.dry_run:
+            metadata.start_run(self.conn, self.run_id, req.command, req.files, req.target_text)
+        self.artifacts_root = self.project.artifacts_dir
+        if req.dry_run:
+            self.scratch = Path(tempfile.mkdtemp(prefix="barca-dry-run-"))
+            self.artifacts_root = self.scratch
+        previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+        status = "failed"
+        try:
+            self._observe_sensors()
+            self._plan_pending()
+            if not req.dry_run:
+                self._execute()
+            status = "dry_run" if req.dry_run else (
+                "failed" if any(o.status == "failed" for o in self.outcomes) else "success")
+        except KeyboardInterrupt:
+            status = "cancelled"
+            raise Cancelled("run cancelled", "rerun the same command; finished steps are kept")
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+            self._finish(status, time.perf_counter() - started)
+        return self._result(status, time.perf_counter() - started)
+
+    # -- scope ------------------------------------------------------------------------------
+
+    def _cone(self) -> frozenset[str]:
+        targets = self.request.targets
+        if not targets:
+            targets = tuple(n for n, d in self.graph.nodes.items() if d.kind != "task")
+        return self.graph.cone(targets)
+
+    # -- sensors ----------------------------------------------------------------------------
+
+    def _observe_sensors(self) -> None:
+        sensors = [n for n in self.order if self.graph.nodes[n].kind == "sensor"]
+        if not sensors:
+            return
+        self.plans = plan_nodes(self.graph, sensors, self.states, {}, self.request.options,
+                                self.expr_keys, {})
+        if not self.request.observe_sensors:
+            for node_id in sensors:
+                if node_id in self.states and self.plans[node_id].keys[0] in \
+                        self.states[node_id].done:
+                    self.known[node_id] = self._known_output(node_id, self.plans[node_id], {})
+                self.complete.add(node_id)
+            return
+        total = sum(len(self.plans[n].run) for n in sensors)
+        self.reporter.run_started(total)
+        self._dispatch(sensors)
+        self._drain(lambda: all(n in self.complete for n in sensors))
+
+    # -- planning ---------------------------------------------------------------------------
+
+    def _plan_pending(self) -> None:
+        """Plan every undecided node; repeat while a cached node reveals an output readers need."""
+        while True:
+            todo = [n for n in self.order
+                    if n not in self.complete and n not in self.submitted
+                    and (n not in self.plans or self.plans[n].unknown)]
+            self.plans = plan_nodes(self.graph, todo, self.states, self.known,
+                                    self.request.options, self.expr_keys, self.refreshed,
+                                    self.plans)
+            for node_id in todo:
+                self._apply_history_hits(node_id)
+            if not self._learn_cached_outputs(todo):
+                return
+
+    def _apply_history_hits(self, node_id: str) -> None:
+        """Keys whose new run hash matches an older success are cached, not rerun."""
+        plan = self.plans[node_id]
+        wanted = [(plan.keys[i], plan.run_hashes[i]) for i in plan.run
+                  if plan.reasons[i].code in ("changed", "never_run", "new_key")]
+        if not wanted or plan.kind != "asset":
+            return
+        hits = metadata.find_successes(self.conn, node_id, wanted)
+        if not hits:
+            return
+        state = self.states.get(node_id, EMPTY_STATE)
+        self.states[node_id] = NodeState({**state.done, **hits}, state.failed, state.contexts)
+        run = tuple(i for i in plan.run if plan.keys[i] not in hits)
+        self.plans[node_id] = replace(plan, run=run,
+                                      reasons={i: plan.reasons[i] for i in run})
+
+    def _learn_cached_outputs(self, planned: Sequence[str]) -> bool:
+        """Outputs of fully cached nodes that some reader depends on; True when any is new."""
+        learned = False
+        for node_id in planned:
+            plan = self.plans[node_id]
+            if plan.unknown or plan.run or node_id in self.known or not self._output_needed(
+                    node_id):
+                continue
+            self.known[node_id] = self._known_output(node_id, plan, {})
+            learned = True
+        return learned
+
+    def _output_needed(self, node_id: str) -> bool:
+        d = self.graph.nodes[node_id]
+        if d.kind == "sensor" or d.cutoff:
+            return True
+        return any(self.graph.key_source(r) == node_id and not d.dimensions
+                   for r in self.graph.downstream[node_id])
+
+    def _known_output(self, node_id: str, plan: NodePlan, ran: Mapping[str, tuple]) -> KnownOutput:
+        state = self.states.get(node_id, EMPTY_STATE)
+        hashes = {}
+        for key in plan.keys:
+            hashes[key] = ran[key][2] if key in ran else state.done[key][OUTPUT_HASH]
+        d = self.graph.nodes[node_id]
+        if d.dimensions or not any(self.graph.key_source(r) == node_id
+                                   for r in self.graph.downstream[node_id]):
+            return KnownOutput(hashes)
+        where = self._artifact(node_id, "")
+        value = read_value(where[0], where[1]) if where else None
+        return KnownOutput(hashes, value, True)
+
+    # -- execution --------------------------------------------------------------------------
+
+    def _execute(self) -> None:
+        total = sum(len(p.run) for n, p in self.plans.items()
+                    if n not in self.complete and not p.unknown)
+        self.reporter.run_started(total)
+        for node_id in self.order:
+            plan = self.plans[node_id]
+            if node_id not in self.submitted and not plan.unknown and not plan.run:
+                self.complete.add(node_id)
+        self._dispatch_ready()
+        self._drain(lambda: not self.pending)
+
+    def _dispatch_ready(self) -> None:
+        ready = []
+        for node_id in self.order:
+            if node_id in self.submitted or node_id in self.complete:
+                continue
+            plan = self.plans.get(node_id)
+            if plan is None or plan.unknown:
+                continue
+            if all(up in self.complete for up in self.graph.upstream[node_id]):
+                ready.append(node_id)
+        if ready:
+            self._dispatch(ready)
+
+    def _dispatch(self, node_ids: Sequence[str]) -> None:
+        steps = []
+        for node_id in node_ids:
+            plan = self.plans[node_id]
+            self.submitted.add(node_id)
+            blocked = self._blocked_keys(node_id)
+            keys = [i for i in plan.run if plan.keys[i] not in blocked]
+            if blocked:
+                self.failed_keys.setdefault(node_id, []).extend(
+                    k for k in (plan.keys[i] for i in plan.run) if k in blocked)
+            if not keys:
+                self._node_done(node_id)
+                continue
+            self.pending[node_id] = len(keys)
+            steps.extend(self._step(node_id, plan, i) for i in keys)
+        if steps:
+            if self.executor is None:
+                self.executor = LocalExecutor(self.project.root, self.request.pool_size)
+            self.executor.submit(steps)
+
+    def _blocked_keys(self, node_id: str) -> set[str]:
+        """Keys that cannot run because an input they read failed (or was skipped) here."""
+        blocked: set[str] = set()
+        plan = self.plans[node_id]
+        for up in self.graph.upstream[node_id]:
+            bad = self.failed_keys.get(up)
+            if not bad:
+                continue
+            if self.graph.nodes[up].dimensions and plan.partitioned and not any(
+                    s.source == up and s.mode == "collect" for s in self.graph.nodes[node_id].inputs):
+                blocked.update(bad)
+            else:
+                return set(plan.keys)
+        return blocked
+
+    def _step(self, node_id: str, plan: NodePlan, i: int) -> StepSpec:
+        d = self.graph.nodes[node_id]
+        key = plan.keys[i]
+        step_id = f"{node_id}[{key}]" if key else node_id
+        self.step_context[step_id] = (plan.context, plan.context_parts)
+        if plan.signatures is not None:
+            self.step_signature[step_id] = plan.signatures[i]
+        key_args = tuple(split_key(key).items()) if key else ()
+        inputs = tuple(self._input_ref(d, spec, plan, key) for spec in d.inputs)
+        directory = self.artifacts_root / node_dir_name(d.file, d.name, key)
+        return StepSpec(step_id, node_id, key, d.kind, d.file, d.function, key_args, inputs,
+                        str(directory), plan.run_hashes[i], d.serializer, max(1, d.retries),
+                        d.retry_backoff, d.timeout_seconds, self._is_key_source(node_id))
+
+    def _is_key_source(self, node_id: str) -> bool:
+        d = self.graph.nodes[node_id]
+        return not d.dimensions and any(self.graph.key_source(r) == node_id
+                                        for r in self.graph.downstream[node_id])
+
+    def _input_ref(self, d: Definition, spec: Any, plan: NodePlan, key: str) -> InputRef:
+        annotation = d.annotation(spec.param)
+        if spec.mode == "order":
+            return InputRef(spec.param, "none")
+        up = self.graph.nodes[spec.source]
+        if spec.mode == "collect":
+            found = [self._artifact(spec.source, k) for k in self.plans[spec.source].keys]
+            return InputRef(spec.param, "artifacts", tuple(str(f[0]) for f in found),
+                            tuple(f[1] for f in found), annotation=annotation)
+        if self.graph.key_source(d.node_id) == spec.source and not up.dimensions \
+                and plan.key_values is not None:
+            return InputRef(spec.param, "inline", value=plan.key_values[key])
+        found = self._artifact(spec.source, key if up.dimensions else "")
+        return InputRef(spec.param, "artifact", (str(found[0]),), (found[1],),
+                        annotation=annotation)
+
+    def _artifact(self, node_id: str, key: str) -> tuple[Path, str]:
+        hit = self.results.get(node_id, {}).get(key)
+        if hit:
+            return Path(hit[0]), hit[1]
+        rec = self.states.get(node_id, EMPTY_STATE).done.get(key)
+        if rec is None:
+            raise InfraError(f"no recorded result for {node_id} {key}".strip())
+        d = self.graph.nodes[node_id]
+        return artifact_path(self.project.artifacts_dir, d.file, d.name, key, rec[RUN_HASH],
+                             rec[FORMAT]), rec[FORMAT]
+
+    def _drain(self, finished) -> None:
+        assert self.executor is not None or finished()
+        last_flush = time.monotonic()
+        total = sum(self.pending.values())
+        done = 0
+        while not finished():
+            for event in self.executor.events(FLUSH_SECONDS):
+                if isinstance(event, LogLine):
+                    self.logs.append((len(self.logs), event.step_id, event.stream,
+                                      time.time(), event.text))
+                    self.reporter.step_output(event.step_id, event.stream, event.text)
+                    continue
+                done += 1
+                self._on_outcome(event)
+                self.reporter.step_finished(event, done, max(total, done))
+            if time.monotonic() - last_flush >= FLUSH_SECONDS:
+                self._flush()
+                last_flush = time.monotonic()
+        self._flush()
+
+    def _on_outcome(self, outcome: StepOutcome) -> None:
+        self.outcomes.append(outcome)
+        if not self.request.dry_run:
+            self.unrecorded.append(outcome)
+        node_id = outcome.node_id
+        if outcome.status == "success":
+            self.results.setdefault(node_id, {})[outcome.key] = (
+                outcome.artifact_path, outcome.format, outcome.output_hash)
+        else:
+            self.failed_keys.setdefault(node_id, []).append(outcome.key)
+        self.pending[node_id] -= 1
+        if self.pending[node_id] == 0:
+            del self.pending[node_id]
+            self._node_done(node_id)
+
+    def _node_done(self, node_id: str) -> None:
+        self.complete.add(node_id)
+        if self._output_needed(node_id) and node_id not in self.failed_keys:
+            plan = self.plans[node_id]
+            self.known[node_id] = self._known_output(node_id, plan,
+                                                     self.results.get(node_id, {}))
+            if self.graph.nodes[node_id].kind != "sensor":
+                self._plan_pending()
+                for n in self.order:
+                    p = self.plans.get(n)
+                    if n not in self.submitted and p is not None and not p.unknown and not p.run:
+                        self.complete.add(n)
+        self._dispatch_ready()
+
+    def _flush(self) -> None:
+        if self.logs and not self.request.dry_run:
+            metadata.insert_logs(self.conn, self.run_id, self.logs)
+            self.logs = []
+        if not self.unrecorded:
+            return
+        metadata.record(self.conn, self.run_id, self.unrecorded, self.step_context,
+                        self.step_signature)
+        self.unrecorded = []
+
+    # -- end of run -------------------------------------------------------------------------
+
+    def _finish(self, status: str, elapsed: float) -> None:
+        if self.executor is not None:
+            self.executor.close(cancel=status == "cancelled")
+        if self.scratch is not None:
+            shutil.rmtree(self.scratch, ignore_errors=True)
+        if self.request.dry_run or self.conn is None:
+            return
+        self._flush()
+        executed = len(self.outcomes)
+        total_keys = sum(len(p.keys) for p in self.plans.values() if not p.unknown)
+        failed = [o for o in self.outcomes if o.status == "failed"]
+        metadata.finish_run(self.conn, self.run_id, status, total_keys, executed,
+                            max(0, total_keys - executed), elapsed,
+                            failed[0].step_id if failed else None,
+                            failed[0].error_message if failed else None)
+        metadata.compact(self.conn, self.order)
+        self.reporter.run_finished(executed, executed, elapsed, status)
+
+    def _result(self, status: str, elapsed: float) -> RunResult:
+        executed = len(self.outcomes)
+        total_keys = sum(len(p.keys) for p in self.plans.values() if not p.unknown)
+        depth: dict[str, int] = {}
+        for n in self.order:
+            ran = n in self.results or n in self.failed_keys
+            base = max((depth.get(u, 0) for u in self.graph.upstream[n]), default=0)
+            depth[n] = base + (1 if ran else 0)
+        phases = len({depth[n] for n in self.order if n in self.results})
+        failed = [o for o in self.outcomes if o.status == "failed"]
+        skipped = {n: keys for n, keys in self.failed_keys.items()
+                   if n not in self.results or set(keys) - set(self.results.get(n, {}))}
+        return RunResult(self.run_id, self.request.targets, status, elapsed, self.graph, self.cone, self.order,
+                         self.plans, self.states, self.results, self.outcomes, failed, skipped,
+                         executed, max(0, total_keys - executed), phases,
+                         self.project.artifacts_dir)
+
+
+def _raise_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt

@@ -1,0 +1,29 @@
+"""What the core tells its caller while it works; the core itself never prints.
+
+The CLI renders these as progress bars, `--agent` lines and streamed step output; the Python
+API ignores them. A reporter that does nothing is a valid reporter.
+"""
+
+from __future__ import annotations
+
+from barca.run.protocol import StepOutcome
+
+
+class Reporter:
+    def run_started(self, total_steps: int) -> None:
+        """The plan is known: `total_steps` keys will execute (sensors first)."""
+
+    def step_finished(self, outcome: StepOutcome, done: int, total: int) -> None:
+        """One key finished, successfully or not."""
+
+    def step_cached(self, step_id: str) -> None:
+        """One node (or key) was served from cache."""
+
+    def step_output(self, step_id: str, stream: str, text: str) -> None:
+        """A line a step printed."""
+
+    def warning(self, text: str) -> None:
+        """Something the user should know that does not stop the run."""
+
+    def run_finished(self, executed: int, total: int, elapsed: float, status: str) -> None:
+        """The run ended with `status` ("success", "failed", "cancelled")."""

@@ -1,0 +1,226 @@
+"""The executor seam and its local implementation: a pool of worker processes.
+
+The coordinator depends only on `Executor`: hand it a batch of steps, collect events (outcomes
+and log lines) as they arrive. A distributed engine can replace `LocalExecutor` without the
+planner or coordinator changing.
+
+Scheduling policy of `LocalExecutor`: steps queue in the order submitted; each worker holds a
+lease of up to `lease_size` steps, refilled when it falls to half, so many small steps share a
+round trip while long steps never hold back idle workers for long. A worker is started only
+when there is work for it. A step that outlives its timeout has its worker killed; the other
+steps of that lease go back to the front of the queue and a fresh worker takes over.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, Sequence
+
+from barca.errors import InfraError
+from barca.run.protocol import (FrameBuffer, Lease, LogLine, Shutdown, StepOutcome, StepSpec,
+                                StepStarted, encode)
+
+
+class Executor(Protocol):
+    def submit(self, steps: Sequence[StepSpec]) -> None:
+        """Queue steps to run; returns at once."""
+
+    def events(self, timeout: float) -> list[StepOutcome | LogLine]:
+        """Outcomes and log lines that arrived, waiting at most `timeout` seconds for one."""
+
+    def close(self, cancel: bool = False) -> None:
+        """Stop every worker; with cancel, kill them without waiting."""
+
+
+@dataclass(slots=True)
+class _Worker:
+    process: subprocess.Popen
+    to_worker: int
+    from_worker: int
+    buffer: FrameBuffer = field(default_factory=FrameBuffer)
+    leased: collections.deque = field(default_factory=collections.deque)
+    running: StepSpec | None = None
+    deadline: float = 0.0
+    attempt: int = 0
+
+
+class LocalExecutor:
+    def __init__(self, root: Path, pool_size: int, lease_size: int = 32) -> None:
+        self.root = root
+        self.pool_size = max(1, pool_size)
+        self.lease_size = lease_size
+        self.queue: collections.deque[StepSpec] = collections.deque()
+        self.workers: list[_Worker] = []
+        self.selector = selectors.DefaultSelector()
+        self.timeout_attempts: dict[str, int] = {}
+        self.crashes = 0
+
+    # -- the seam -----------------------------------------------------------------------------
+
+    def submit(self, steps: Sequence[StepSpec]) -> None:
+        self.queue.extend(steps)
+        self._start_workers()
+        self._refill()
+
+    def events(self, timeout: float) -> list[StepOutcome | LogLine]:
+        out: list[StepOutcome | LogLine] = []
+        wait = min(timeout, self._next_deadline())
+        for key, _ in self.selector.select(max(0.0, wait)):
+            worker: _Worker = key.data
+            try:
+                data = os.read(worker.from_worker, 1 << 20)
+            except OSError:
+                data = b""
+            if not data:
+                out.extend(self._lost(worker, "the worker process exited unexpectedly"))
+                continue
+            for message in worker.buffer.feed(data):
+                out.extend(self._handle(worker, message))
+        out.extend(self._expire_timeouts())
+        self._refill()
+        return out
+
+    def close(self, cancel: bool = False) -> None:
+        for worker in list(self.workers):
+            self._stop(worker, kill=cancel)
+        self.workers.clear()
+
+    # -- internals ----------------------------------------------------------------------------
+
+    def _start_workers(self) -> None:
+        while len(self.workers) < min(self.pool_size, len(self.queue) + self._busy()):
+            self.workers.append(self._spawn())
+
+    def _busy(self) -> int:
+        return sum(1 for w in self.workers if w.leased)
+
+    def _spawn(self) -> _Worker:
+        to_r, to_w = os.pipe()
+        from_r, from_w = os.pipe()
+        env = dict(os.environ, BARCA_WORKER="1")
+        try:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "barca.run.worker", str(to_r), str(from_w)],
+                cwd=self.root, env=env, pass_fds=(to_r, from_w), stdin=subprocess.DEVNULL,
+                start_new_session=True)
+        except OSError as exc:
+            raise InfraError(f"cannot start a worker process: {exc}") from exc
+        os.close(to_r)
+        os.close(from_w)
+        worker = _Worker(process, to_w, from_r)
+        self.selector.register(from_r, selectors.EVENT_READ, worker)
+        return worker
+
+    def _refill(self) -> None:
+        if not self.queue:
+            return
+        self._start_workers()
+        idle = [w for w in self.workers if len(w.leased) <= self.lease_size // 2]
+        if not idle:
+            return
+        share = max(1, min(self.lease_size, len(self.queue) // (2 * len(self.workers)) or 1))
+        for worker in idle:
+            if not self.queue:
+                break
+            take = min(share, len(self.queue))
+            lease = tuple(self.queue.popleft() for _ in range(take))
+            worker.leased.extend(lease)
+            self._send(worker, Lease(lease))
+
+    def _send(self, worker: _Worker, message: Any) -> None:
+        data = memoryview(encode(message))
+        try:
+            while data:
+                n = os.write(worker.to_worker, data)
+                data = data[n:]
+        except OSError:
+            pass  # the worker died; its read side reports it
+
+    def _handle(self, worker: _Worker, message: Any) -> list[StepOutcome | LogLine]:
+        if isinstance(message, StepStarted):
+            step = next(s for s in worker.leased if s.step_id == message.step_id)
+            worker.running, worker.attempt = step, message.attempt
+            worker.deadline = time.monotonic() + step.timeout_seconds
+            return []
+        if isinstance(message, StepOutcome):
+            self.crashes = 0
+            self._retire(worker, message.step_id)
+            worker.running = None
+            return [message]
+        return [message]
+
+    def _retire(self, worker: _Worker, step_id: str) -> None:
+        for i, step in enumerate(worker.leased):
+            if step.step_id == step_id:
+                del worker.leased[i]
+                return
+
+    def _next_deadline(self) -> float:
+        deadlines = [w.deadline for w in self.workers if w.running is not None]
+        return max(0.0, min(deadlines) - time.monotonic()) if deadlines else 3600.0
+
+    def _expire_timeouts(self) -> list[StepOutcome | LogLine]:
+        now = time.monotonic()
+        out: list[StepOutcome | LogLine] = []
+        for worker in list(self.workers):
+            if worker.running is not None and now >= worker.deadline:
+                step = worker.running
+                out.extend(self._lost(
+                    worker, f"step {step.step_id} timed out after {step.timeout_seconds:g}s",
+                    error_type="TimeoutError"))
+        return out
+
+    def _lost(self, worker: _Worker, why: str, error_type: str = "WorkerLost") -> list[StepOutcome]:
+        """A worker died or was killed: fail (or retry) its running step, requeue the rest."""
+        running = worker.running
+        self._stop(worker, kill=True)
+        self.workers.remove(worker)
+        rest = [s for s in worker.leased if running is None or s.step_id != running.step_id]
+        self.queue.extendleft(reversed(rest))
+        if running is None:
+            self.crashes += 1
+            if self.crashes > 3:
+                raise InfraError(f"worker processes keep exiting before running a step: {why}",
+                                 "run `python -m barca.run.worker` by hand to see the error")
+            return []
+        attempts = self.timeout_attempts.get(running.step_id, 0) + max(worker.attempt, 1)
+        self.timeout_attempts[running.step_id] = attempts
+        if attempts < running.retries:
+            self.queue.appendleft(running)
+            return []
+        if error_type == "WorkerLost" and worker.process.returncode is not None:
+            code = worker.process.returncode
+            why += f" ({'signal ' + signal.Signals(-code).name if code < 0 else f'code {code}'})"
+        return [StepOutcome(running.step_id, running.node_id, running.key, running.run_hash,
+                            "failed", attempts, 0.0, error_type=error_type, error_message=why)]
+
+    def _stop(self, worker: _Worker, kill: bool) -> None:
+        try:
+            self.selector.unregister(worker.from_worker)
+        except (KeyError, ValueError):
+            pass
+        if not kill and worker.process.poll() is None:
+            self._send(worker, Shutdown())
+        for fd in (worker.to_worker, worker.from_worker):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        if kill:
+            try:
+                os.killpg(worker.process.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        try:
+            worker.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            worker.process.kill()
+            worker.process.wait()

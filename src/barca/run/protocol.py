@@ -1,0 +1,147 @@
+"""Typed messages between the coordinator and its workers, and their framing.
+
+Each frame is a 4-byte big-endian length and a pickle of one message dataclass. Failures
+cross the boundary as data (`StepOutcome` with the error's type name, message and traceback
+text), never as live exception objects.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+_HEADER = struct.Struct(">I")
+
+
+@dataclass(frozen=True, slots=True)
+class InputRef:
+    """How a step receives one parameter.
+
+    kind: "artifact"  one file, read by the parameter's annotation
+          "artifacts" several files (collect), read into a list in key order
+          "inline"    a value carried in the message (a keyed source's value for this key)
+          "none"      an ordering-only input: the parameter receives None
+    """
+
+    param: str
+    kind: str
+    paths: tuple[str, ...] = ()
+    formats: tuple[str, ...] = ()
+    value: Any = None
+    annotation: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StepSpec:
+    step_id: str  # "pipeline.py:scored[retailer=r7]"
+    node_id: str
+    key: str  # "" when unpartitioned
+    kind: str  # "asset" | "sensor" | "task"
+    file: str  # root-relative path of the pipeline file
+    function: str
+    key_args: tuple[tuple[str, str], ...]  # (dimension parameter, value)
+    inputs: tuple[InputRef, ...]
+    artifact_dir: str  # root-relative directory the artifact goes into
+    run_hash: str
+    serializer: str | None
+    retries: int
+    retry_backoff: float
+    timeout_seconds: float
+    key_source: bool  # the value must be a list or a {key: value} dict of JSON values
+
+
+@dataclass(frozen=True, slots=True)
+class StepOutcome:
+    step_id: str
+    node_id: str
+    key: str
+    run_hash: str
+    status: str  # "success" | "failed"
+    attempts: int
+    elapsed_seconds: float
+    artifact_path: str | None = None
+    format: str | None = None
+    size_bytes: int | None = None
+    output_hash: str | None = None
+    max_rss_bytes: int | None = None
+    error_type: str | None = None
+    error_message: str | None = None
+    traceback: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """Coordinator -> worker: run these steps in order."""
+
+    steps: tuple[StepSpec, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Shutdown:
+    """Coordinator -> worker: exit after the current step."""
+
+
+@dataclass(frozen=True, slots=True)
+class StepStarted:
+    step_id: str
+    attempt: int
+
+
+@dataclass(frozen=True, slots=True)
+class LogLine:
+    step_id: str
+    stream: str  # "stdout" | "stderr"
+    text: str
+
+
+def encode(message: Any) -> bytes:
+    body = pickle.dumps(message, protocol=5)
+    return _HEADER.pack(len(body)) + body
+
+
+def write_frame(fd: int, message: Any) -> None:
+    data = encode(message)
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+
+
+def read_frame(fd: int) -> Any:
+    """Blocking read of one message; EOFError when the other side closed."""
+    header = _read_exact(fd, _HEADER.size)
+    (size,) = _HEADER.unpack(header)
+    return pickle.loads(_read_exact(fd, size))
+
+
+def _read_exact(fd: int, size: int) -> bytes:
+    chunks = []
+    while size:
+        chunk = os.read(fd, min(size, 1 << 20))
+        if not chunk:
+            raise EOFError("peer closed")
+        chunks.append(chunk)
+        size -= len(chunk)
+    return b"".join(chunks)
+
+
+class FrameBuffer:
+    """Accumulates bytes read without blocking and yields whole messages."""
+
+    def __init__(self) -> None:
+        self._buf = bytearray()
+
+    def feed(self, data: bytes) -> list[Any]:
+        self._buf += data
+        out = []
+        while len(self._buf) >= _HEADER.size:
+            (size,) = _HEADER.unpack_from(self._buf)
+            end = _HEADER.size + size
+            if len(self._buf) < end:
+                break
+            out.append(pickle.loads(bytes(self._buf[_HEADER.size:end])))
+            del self._buf[:end]
+        return out

@@ -1,0 +1,111 @@
+"""One `get` or `run` from arguments to result, shared by the CLI and the Python API.
+
+Checks what the user asked for (targets of the right kind, refresh names inside the cone),
+gathers what the planner needs from the environment (declared env values, evaluated key
+expressions), and hands the run to the coordinator.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Sequence
+
+from barca.errors import UsageError
+from barca.graph import Graph
+from barca.loading import Loaded, load, resolve_targets
+from barca.plan.model import PlanOptions
+from barca.run.coordinator import RunRequest, RunResult, execute
+from barca.run.events import Reporter
+
+
+def pool_size() -> int:
+    text = os.environ.get("BARCA_POOL_SIZE")
+    if not text:
+        return os.cpu_count() or 1
+    if not text.isdigit() or int(text) < 1:
+        raise UsageError(f"BARCA_POOL_SIZE={text!r} is not a positive integer",
+                         "set BARCA_POOL_SIZE to 1 or more, or unset it to use every core")
+    return int(text)
+
+
+def run_pipeline(command: str, target_text: str | None, paths: Sequence[str], *,
+                 refresh: str | Sequence[str] | None = None, refresh_all: bool = False,
+                 cascade: bool = True, dry_run: bool = False, env: str | None = None,
+                 observe_sensors: bool = True, reporter: Reporter | None = None,
+                 loaded: Loaded | None = None) -> tuple[Loaded, RunResult]:
+    loaded = loaded or load(paths, env)
+    graph = loaded.graph
+    targets = resolve_targets(graph, target_text)
+    check_target_kinds(graph, command, targets, target_text)
+    refresh_ids = _refresh_ids(graph, targets, refresh, cascade)
+    cone = graph.cone(targets) if targets else graph.cone(
+        [n for n, d in graph.nodes.items() if d.kind != "task"])
+    options = PlanOptions(refresh_ids, refresh_all, cascade, _env_values(graph, cone))
+    request = RunRequest(command, targets, loaded.files, target_text, options, dry_run,
+                         observe_sensors, pool_size())
+    return loaded, execute(loaded.project, graph, request, reporter or Reporter(),
+                           evaluate_key_expressions(loaded, cone))
+
+
+def check_target_kinds(graph: Graph, command: str, targets: Sequence[str],
+                       text: str | None) -> None:
+    if command == "run" and not targets:
+        raise UsageError("barca run needs a task to run", "barca run TASK pipeline.py")
+    for node_id in targets:
+        kind = graph.nodes[node_id].kind
+        if command == "get" and kind == "task":
+            raise UsageError(f"'{node_id}' is a task; barca get computes assets and sensors",
+                             f"run it with: barca run {text}")
+        if command == "run" and kind != "task":
+            raise UsageError(f"'{node_id}' is an {kind}; barca run runs tasks",
+                             f"compute it with: barca get {text}")
+
+
+def _refresh_ids(graph: Graph, targets: Sequence[str], refresh: str | Sequence[str] | None,
+                 cascade: bool) -> frozenset[str]:
+    if not refresh:
+        if not cascade:
+            raise UsageError("--no-cascade only applies together with --refresh",
+                             "add --refresh NAME, or drop --no-cascade")
+        return frozenset()
+    names = refresh.split(",") if isinstance(refresh, str) else list(refresh)
+    cone = graph.cone(targets) if targets else frozenset(graph.nodes)
+    valid = sorted(graph.nodes[n].name for n in cone if graph.nodes[n].kind == "asset")
+    ids = set()
+    for name in names:
+        try:
+            node_id = graph.resolve_target(name)
+        except UsageError:
+            node_id = None
+        if node_id is None or node_id not in cone or graph.nodes[node_id].kind != "asset":
+            raise UsageError(f"--refresh '{name}' is not an asset in this command's cone",
+                             f"refresh one of: {', '.join(valid) or '(no assets)'}")
+        ids.add(node_id)
+    return frozenset(ids)
+
+
+def _env_values(graph: Graph, cone: frozenset[str]) -> dict[str, str | None]:
+    names = {name for n in cone for name in graph.nodes[n].env}
+    return {name: os.environ.get(name) for name in sorted(names)}
+
+
+def evaluate_key_expressions(loaded: Loaded, cone: frozenset[str]) -> dict:
+    """Keys written as expressions (`partitions(REGIONS)`), evaluated with the project importable."""
+    out: dict = {}
+    for node_id in sorted(cone):
+        d = loaded.graph.nodes[node_id]
+        for dim in d.dimensions:
+            if dim.kind != "expr":
+                continue
+            from barca.plan.keys import key_text
+            from barca.run.worker import _import_pipeline
+
+            try:
+                module = _import_pipeline(loaded.project.root, d.file)
+                values = eval(dim.expr, vars(module))  # noqa: S307 - the user's own expression
+                out[(node_id, dim.name)] = tuple(key_text(v) for v in values)
+            except Exception as exc:
+                raise UsageError(f"cannot evaluate the keys of {node_id} "
+                                 f"(partitions({dim.expr})): {type(exc).__name__}: {exc}",
+                                 "make the expression return a list of str or int") from exc
+    return out

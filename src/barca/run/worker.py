@@ -1,0 +1,228 @@
+"""The worker process: import the pipeline module once, run leased steps, write artifacts.
+
+Started by the local executor as `python -m barca.run.worker IN_FD OUT_FD`. It never opens the
+metadata database; it reports every result as a `StepOutcome`. What a step prints through
+`sys.stdout` / `sys.stderr` goes back as `LogLine` messages tagged with the step id.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import os
+import resource
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from barca.run.protocol import (Lease, LogLine, Shutdown, StepOutcome, StepSpec, StepStarted,
+                                read_frame, write_frame)
+from barca.store.artifacts import choose_format, encode_json, read_value, write_value
+
+
+class _StepStream:
+    """A text stream that forwards whole lines to the coordinator, tagged with the step id."""
+
+    def __init__(self, worker: "Worker", stream: str) -> None:
+        self._worker = worker
+        self._stream = stream
+        self._pending = ""
+        self.encoding = "utf-8"
+
+    def write(self, text: str) -> int:
+        self._pending += text
+        if "\n" in self._pending:
+            *lines, self._pending = self._pending.split("\n")
+            for line in lines:
+                self._worker.send(LogLine(self._worker.current, self._stream, line))
+        return len(text)
+
+    def flush(self) -> None:
+        if self._pending:
+            self._worker.send(LogLine(self._worker.current, self._stream, self._pending))
+            self._pending = ""
+
+    def isatty(self) -> bool:
+        return False
+
+
+class Worker:
+    def __init__(self, in_fd: int, out_fd: int, root: Path) -> None:
+        self.in_fd, self.out_fd, self.root = in_fd, out_fd, root
+        self.current = ""
+        self.modules: dict[str, Any] = {}
+
+    def send(self, message: Any) -> None:
+        write_frame(self.out_fd, message)
+
+    def serve(self) -> None:
+        sys.stdout = _StepStream(self, "stdout")
+        sys.stderr = _StepStream(self, "stderr")
+        while True:
+            try:
+                message = read_frame(self.in_fd)
+            except EOFError:
+                return
+            if isinstance(message, Shutdown):
+                return
+            if isinstance(message, Lease):
+                for step in message.steps:
+                    self.send(self.run_step(step))
+
+    def run_step(self, step: StepSpec) -> StepOutcome:
+        self.current = step.step_id
+        started = time.perf_counter()
+        attempt = 0
+        while True:
+            attempt += 1
+            self.send(StepStarted(step.step_id, attempt))
+            try:
+                outcome = self._attempt(step, attempt, started)
+            except BaseException as exc:  # the user's step failed: report it as data
+                if isinstance(exc, KeyboardInterrupt):
+                    raise
+                if attempt < step.retries and not isinstance(exc, SystemExit):
+                    time.sleep(step.retry_backoff * attempt)
+                    continue
+                outcome = _failure(step, attempt, started, exc)
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+            return outcome
+
+    def _attempt(self, step: StepSpec, attempt: int, started: float) -> StepOutcome:
+        fn = getattr(self._module(step.file), step.function)
+        kwargs: dict[str, Any] = dict(step.key_args)
+        for ref in step.inputs:
+            kwargs[ref.param] = _load_input(ref)
+        value = fn(**kwargs)
+        if step.kind == "sensor" and isinstance(value, tuple) and len(value) == 2 \
+                and isinstance(value[0], bool):
+            value = value[1]
+        if step.key_source:
+            _check_key_source(value)
+        fmt = "json" if step.key_source else choose_format(value, step.serializer)
+        path = Path(step.artifact_dir) / f"{step.run_hash}.{_EXT[fmt]}"
+        size, digest = write_value(value, path, fmt)
+        return StepOutcome(step.step_id, step.node_id, step.key, step.run_hash, "success",
+                           attempt, time.perf_counter() - started, str(path), fmt, size, digest,
+                           _peak_rss())
+
+    def _module(self, file: str) -> Any:
+        module = self.modules.get(file)
+        if module is None:
+            module = self.modules[file] = _import_pipeline(self.root, file)
+        return module
+
+
+_EXT = {"json": "json", "parquet": "parquet", "pickle": "pkl", "csv": "csv"}
+
+
+def _import_pipeline(root: Path, file: str) -> Any:
+    """Import a pipeline file as a worker would: as its package's module, or standalone."""
+    path = root / file
+    parts = Path(file).with_suffix("").parts
+    package_depth = 0
+    for i in range(len(parts) - 1):
+        if (root.joinpath(*parts[: i + 1]) / "__init__.py").exists():
+            package_depth = i + 1
+        else:
+            break
+    if package_depth == len(parts) - 1 and package_depth > 0:
+        name = ".".join(parts)
+    else:
+        name = parts[-1]
+        directory = str(path.parent)
+        if directory not in sys.path:
+            sys.path.insert(0, directory)
+    if str(root) not in sys.path:
+        sys.path.insert(1 if sys.path and sys.path[0] != str(root) else 0, str(root))
+    return importlib.import_module(name)
+
+
+def _load_input(ref: Any) -> Any:
+    if ref.kind == "inline":
+        return ref.value
+    if ref.kind == "none":
+        return None
+    if ref.kind == "artifact":
+        return read_value(Path(ref.paths[0]), ref.formats[0], ref.annotation)
+    return [read_value(Path(p), f, _element_annotation(ref.annotation))
+            for p, f in zip(ref.paths, ref.formats)]
+
+
+def _element_annotation(annotation: str | None) -> str | None:
+    """`list[pd.DataFrame]` -> `pd.DataFrame`, so collect() reads each element by its type."""
+    if annotation and annotation.startswith("list[") and annotation.endswith("]"):
+        return annotation[5:-1]
+    return annotation
+
+
+class KeySourceError(Exception):
+    """A partitions_from source returned something that cannot define keys."""
+
+
+def _check_key_source(value: Any) -> None:
+    if isinstance(value, dict):
+        seen = set()
+        for key, item in value.items():
+            if isinstance(key, bool) or not isinstance(key, (str, int)):
+                raise KeySourceError(f"key {key!r} is a {type(key).__name__}; keys must be "
+                                     "str or int")
+            text = str(key)
+            if text in seen:
+                raise KeySourceError(f"key {text!r} appears twice (as str and int)")
+            seen.add(text)
+            if encode_json(item) is None or _has_nan(item):
+                raise KeySourceError(f"the value for key {text!r} is not JSON-writable "
+                                     f"({type(item).__name__}); return a version string, "
+                                     "number, list or dict")
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            if isinstance(item, bool) or not isinstance(item, (str, int)):
+                raise KeySourceError(f"key {item!r} is a {type(item).__name__}; keys must be "
+                                     "str or int")
+    else:
+        raise KeySourceError(f"a partitions_from source must return a list or a dict, not "
+                             f"{type(value).__name__}")
+
+
+def _has_nan(value: Any) -> bool:
+    if isinstance(value, float):
+        return math.isnan(value) or math.isinf(value)
+    if isinstance(value, dict):
+        return any(_has_nan(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return any(_has_nan(v) for v in value)
+    return False
+
+
+def _failure(step: StepSpec, attempt: int, started: float, exc: BaseException) -> StepOutcome:
+    tb = traceback.format_exception(type(exc), exc, exc.__traceback__)
+    user_frames = [line for line in tb if "/barca/run/worker.py" not in line]
+    message = str(exc) or type(exc).__name__
+    if isinstance(exc, SystemExit):
+        message = f"step called sys.exit({exc.code})"
+    return StepOutcome(step.step_id, step.node_id, step.key, step.run_hash, "failed", attempt,
+                       time.perf_counter() - started, max_rss_bytes=_peak_rss(),
+                       error_type=type(exc).__name__, error_message=message,
+                       traceback="".join(user_frames))
+
+
+def _peak_rss() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def main() -> None:
+    in_fd, out_fd = int(sys.argv[1]), int(sys.argv[2])
+    root = Path.cwd()
+    try:
+        Worker(in_fd, out_fd, root).serve()
+    except KeyboardInterrupt:
+        pass
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,201 @@
+"""Writing a step's value to its artifact file and reading it back for a consumer.
+
+The format follows the value: tables (pandas, polars, Arrow, DuckDB) become parquet, values
+that plain JSON can hold become JSON, anything else a pickle. A reader picks the Python type
+from the consumer's annotation. Heavy libraries are imported only when a value or an
+annotation needs them; a value's type is recognised through `sys.modules`, never by importing.
+Files are written to a temporary name and renamed, so a reader never sees half a file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+_JSON_OPTS = orjson.OPT_NON_STR_KEYS | orjson.OPT_PASSTHROUGH_DATETIME | \
+    orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_SUBCLASS
+
+
+class SerializeError(Exception):
+    """A value cannot be written in the requested format."""
+
+
+def table_kind(value: Any) -> str | None:
+    """'pandas' | 'polars' | 'polars_lazy' | 'arrow' | 'duckdb' for a table value, else None."""
+    mods = sys.modules
+    if "pandas" in mods and isinstance(value, mods["pandas"].DataFrame):
+        return "pandas"
+    if "polars" in mods:
+        pl = mods["polars"]
+        if isinstance(value, pl.DataFrame):
+            return "polars"
+        if isinstance(value, pl.LazyFrame):
+            return "polars_lazy"
+    if "pyarrow" in mods and isinstance(value, mods["pyarrow"].Table):
+        return "arrow"
+    if "duckdb" in mods and isinstance(value, mods["duckdb"].DuckDBPyRelation):
+        return "duckdb"
+    return None
+
+
+def encode_json(value: Any) -> bytes | None:
+    """JSON bytes when plain JSON can hold the value, else None."""
+    try:
+        return orjson.dumps(value, option=_JSON_OPTS)
+    except (TypeError, orjson.JSONEncodeError):
+        return None
+
+
+def choose_format(value: Any, serializer: str | None) -> str:
+    if serializer in ("json", "pickle", "parquet", "csv"):
+        if serializer in ("parquet", "csv") and table_kind(value) is None:
+            return "pickle"
+        return serializer
+    if table_kind(value) is not None:
+        return "parquet"
+    return "json" if encode_json(value) is not None else "pickle"
+
+
+def write_value(value: Any, path: Path, fmt: str) -> tuple[int, str]:
+    """Write atomically; returns (size in bytes, blake2b digest of the bytes)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.is_dir() and not path.is_symlink():
+        _move_aside(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        if fmt == "json":
+            data = encode_json(value)
+            if data is None:
+                raise SerializeError(f"value of type {type(value).__name__} is not JSON")
+            _write_bytes(tmp, data)
+        elif fmt == "pickle":
+            _write_bytes(tmp, pickle.dumps(value, protocol=5))
+        elif fmt == "parquet":
+            _write_parquet(value, tmp)
+        elif fmt == "csv":
+            _write_csv(value, tmp)
+        else:
+            raise SerializeError(f"unknown format {fmt!r}")
+        size, digest = _digest_file(tmp)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    return size, digest
+
+
+def _write_bytes(path: Path, data: bytes) -> None:
+    with open(path, "wb") as fh:
+        fh.write(data)
+
+
+def _digest_file(path: Path) -> tuple[int, str]:
+    h = hashlib.blake2b(digest_size=16)
+    size = 0
+    with open(path, "rb") as fh:
+        while chunk := fh.read(1 << 20):
+            h.update(chunk)
+            size += len(chunk)
+    return size, h.hexdigest()
+
+
+def _move_aside(path: Path) -> None:
+    """A directory where an artifact belongs: remove it if empty, else rename it, never delete."""
+    try:
+        path.rmdir()
+        return
+    except OSError:
+        pass
+    n = 1
+    target = path.with_name(path.name + ".moved-aside")
+    while target.exists():
+        n += 1
+        target = path.with_name(f"{path.name}.moved-aside-{n}")
+    path.rename(target)
+    print(f"[barca] warning: moved directory {path} aside to {target.name}", file=sys.stderr)
+
+
+def _write_parquet(value: Any, path: Path) -> None:
+    kind = table_kind(value)
+    if kind == "pandas":
+        value.to_parquet(path, index=False)
+    elif kind == "polars":
+        value.write_parquet(path)
+    elif kind == "polars_lazy":
+        value.collect().write_parquet(path)
+    elif kind == "arrow":
+        import pyarrow.parquet as pq
+
+        pq.write_table(value, path)
+    elif kind == "duckdb":
+        value.write_parquet(str(path))
+    else:
+        raise SerializeError(f"value of type {type(value).__name__} is not a table")
+
+
+def _write_csv(value: Any, path: Path) -> None:
+    kind = table_kind(value)
+    if kind == "pandas":
+        value.to_csv(path, index=False)
+    elif kind in ("polars", "polars_lazy"):
+        (value.collect() if kind == "polars_lazy" else value).write_csv(path)
+    elif kind == "arrow":
+        import pyarrow.csv as pcsv
+
+        pcsv.write_csv(value, path)
+    elif kind == "duckdb":
+        value.write_csv(str(path))
+    else:
+        raise SerializeError(f"value of type {type(value).__name__} is not a table")
+
+
+def read_value(path: Path, fmt: str, annotation: str | None = None) -> Any:
+    """Load an artifact as the consumer's annotation asks (tables only; JSON and pickle as is)."""
+    if fmt == "json":
+        with open(path, "rb") as fh:
+            return orjson.loads(fh.read())
+    if fmt == "pickle":
+        with open(path, "rb") as fh:
+            return pickle.load(fh)
+    if fmt == "parquet":
+        return _read_table(path, annotation, "parquet")
+    if fmt == "csv":
+        return _read_table(path, annotation, "csv")
+    raise SerializeError(f"unknown format {fmt!r}")
+
+
+def _read_table(path: Path, annotation: str | None, fmt: str) -> Any:
+    text = (annotation or "").replace(" ", "")
+    leaf = text.rsplit(".", 1)[-1]
+    if leaf == "DuckDBPyRelation":
+        import duckdb
+
+        con = duckdb.default_connection() if callable(getattr(duckdb, "default_connection", None)) \
+            else duckdb.default_connection
+        reader = con.read_parquet if fmt == "parquet" else con.read_csv
+        return reader(str(path))
+    if leaf == "LazyFrame":
+        import polars as pl
+
+        return pl.scan_parquet(path) if fmt == "parquet" else pl.scan_csv(path)
+    if text.startswith(("pl.", "polars.")) and leaf == "DataFrame":
+        import polars as pl
+
+        return pl.read_parquet(path) if fmt == "parquet" else pl.read_csv(path)
+    if leaf == "Table" and text.startswith(("pa.", "pyarrow.")):
+        if fmt == "csv":
+            import pyarrow.csv as pcsv
+
+            return pcsv.read_csv(path)
+        import pyarrow.parquet as pq
+
+        return pq.read_table(path)
+    import pandas as pd
+
+    return pd.read_parquet(path) if fmt == "parquet" else pd.read_csv(path)

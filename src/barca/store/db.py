@@ -1,0 +1,68 @@
+"""The SQLite metadata database: connection, schema and its version.
+
+WAL mode lets readers (`status`, `history`) run beside a writing `get`; a 60 s busy timeout
+lets two runs on one project queue on each other instead of failing. Only the coordinator
+process writes here; workers never open it.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from barca.errors import InfraError
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    run_id TEXT PRIMARY KEY, command TEXT NOT NULL, files TEXT NOT NULL, target TEXT,
+    status TEXT NOT NULL, steps_total INTEGER, steps_executed INTEGER, steps_cached INTEGER,
+    started_at REAL NOT NULL, finished_at REAL, elapsed_seconds REAL,
+    pid INTEGER, host TEXT, proc_start TEXT, failed_node TEXT, error TEXT
+);
+CREATE TABLE IF NOT EXISTS materializations (
+    id INTEGER PRIMARY KEY, run_id TEXT NOT NULL, node_id TEXT NOT NULL, key TEXT NOT NULL,
+    run_hash TEXT NOT NULL, context TEXT, signature TEXT, status TEXT NOT NULL,
+    artifact_path TEXT, format TEXT, size_bytes INTEGER, output_hash TEXT,
+    elapsed_seconds REAL, attempts INTEGER, error_type TEXT, error_message TEXT,
+    error_traceback TEXT, max_rss_bytes INTEGER, created_at REAL NOT NULL, batch TEXT
+);
+CREATE INDEX IF NOT EXISTS mat_by_hash ON materializations (node_id, run_hash, key);
+CREATE INDEX IF NOT EXISTS mat_by_node ON materializations (node_id, id);
+CREATE INDEX IF NOT EXISTS mat_by_run ON materializations (run_id);
+CREATE TABLE IF NOT EXISTS contexts (digest TEXT PRIMARY KEY, parts TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS node_state (
+    node_id TEXT PRIMARY KEY, watermark INTEGER NOT NULL, data BLOB NOT NULL
+);
+CREATE TABLE IF NOT EXISTS logs (
+    run_id TEXT NOT NULL, step_id TEXT NOT NULL, seq INTEGER NOT NULL, stream TEXT NOT NULL,
+    ts REAL NOT NULL, line TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS logs_by_run ON logs (run_id, seq);
+"""
+
+
+def connect(path: Path, *, create: bool) -> sqlite3.Connection | None:
+    """Open the database; None when it does not exist and `create` is False (read-only use)."""
+    if not create and not path.exists():
+        return None
+    try:
+        conn = sqlite3.connect(path, timeout=60.0, isolation_level=None,
+                               check_same_thread=False)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version == 0:
+            conn.executescript(_SCHEMA)
+            conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        elif version != SCHEMA_VERSION:
+            raise InfraError(
+                f"{path} has schema version {version}; this barca reads version "
+                f"{SCHEMA_VERSION}",
+                "use the barca version that wrote it, or run with another --env",
+            )
+        return conn
+    except sqlite3.Error as exc:
+        raise InfraError(f"cannot open metadata database {path}: {exc}",
+                         "check that .barca/ is writable and not on a full disk") from exc
