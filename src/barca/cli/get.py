@@ -148,7 +148,7 @@ def _print_human(command: str, target: str | None, result: RunResult, body: dict
 
 
 def _raise_failure(result: RunResult, failure) -> None:
-    skipped = sum(len(k) for k in result.skipped.values())
+    skipped = sum(max(1, len(k)) for k in result.skipped.values())
     note(f"[barca] run failed: step '{failure.step_id}' failed: "
          f"{render.first_line(failure.error_message)}; {skipped} downstream steps skipped "
          f"(exit 1)")
@@ -167,11 +167,11 @@ def _raise_failure(result: RunResult, failure) -> None:
 def _step_json(result: RunResult, node_id: str) -> dict[str, Any]:
     plan = result.plans[node_id]
     step: dict[str, Any] = {"id": node_id, "kind": plan.kind}
-    if plan.unknown or node_id in result.skipped and node_id not in result.results:
-        step.update(status="skipped", reason="upstream_failed")
-        return step
     ran = result.results.get(node_id, {})
     failed = [o for o in result.failed if o.node_id == node_id]
+    if plan.unknown or node_id in result.skipped and not ran and not failed:
+        step.update(status="skipped", reason="upstream_failed")
+        return step
     if failed:
         step["status"] = "failed" if not plan.partitioned or not ran else "partial"
     elif not plan.run:

@@ -11,8 +11,7 @@ except `partitions(<expr>)` and `batch=`, whose text is kept for later evaluatio
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 from barca.discover.bindings import BarcaNames
 from barca.discover.modules import ModuleInfo
@@ -29,8 +28,7 @@ _EXAMPLES = {
 _BAD_NAME_CHARS = set(":[],= \t\n")
 
 
-@dataclass(frozen=True, slots=True)
-class Site:
+class Site(NamedTuple):
     """Where a node is written, for error messages: file, function name and `def` line."""
 
     file: str
@@ -44,8 +42,7 @@ class Site:
                           remediation)
 
 
-@dataclass(frozen=True, slots=True)
-class Ref:
+class Ref(NamedTuple):
     """An upstream as written: kind "name" (`raw`), "dotted" (`m.raw`) or "id" (asset_ref)."""
 
     kind: str
@@ -60,15 +57,13 @@ class Ref:
         return self.text.rsplit(".", 1)[-1]
 
 
-@dataclass(frozen=True, slots=True)
-class RawInput:
+class RawInput(NamedTuple):
     param: str
     ref: Ref
     mode: str  # "value" | "collect" | "order"
 
 
-@dataclass(frozen=True, slots=True)
-class RawDimension:
+class RawDimension(NamedTuple):
     name: str
     kind: str  # "static" | "expr" | "from"
     keys: tuple[str, ...] | None = None
@@ -76,8 +71,7 @@ class RawDimension:
     ref: Ref | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Options:
+class Options(NamedTuple):
     """The decorator arguments that are plain settings (none of them is a reference)."""
 
     freshness: str = "always"

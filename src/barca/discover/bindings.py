@@ -12,9 +12,9 @@ their plain name when the file binds that name to nothing at all.
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
+from typing import NamedTuple
 
-from barca.discover.names import bound_names
+from barca.discover.names import COMPOUND_STATEMENTS, bound_names, nested_statements
 
 BARCA_MODULES = ("barca", "barca.api")
 DECORATORS = ("asset", "sensor", "task")
@@ -23,8 +23,7 @@ HELPERS = ("partitions", "partitions_from", "collect", "asset_ref", "Schedule", 
 EXPORTS = frozenset(DECORATORS + HELPERS)
 
 
-@dataclass(frozen=True, slots=True)
-class BarcaNames:
+class BarcaNames(NamedTuple):
     """The barca bindings of one module.
 
     aliases: local name -> barca name (`{"a": "asset"}` after `from barca import asset as a`);
@@ -64,23 +63,41 @@ def _is_barca_import(stmt: ast.stmt) -> bool:
     return False
 
 
-def _declared_global(tree: ast.Module) -> set[str]:
+def _declared_global(tree: ast.Module, source: str) -> set[str]:
     out: set[str] = set()
+    if "global" not in source and "nonlocal" not in source:
+        return out  # the walk below is the costliest part of reading a file; skip it
     for node in ast.walk(tree):
         if isinstance(node, (ast.Global, ast.Nonlocal)):
             out.update(node.names)
     return out
 
 
-def barca_names(tree: ast.Module) -> BarcaNames:
+def _star_import_after(stmts: list[ast.stmt], line: int) -> bool:
+    """Whether a non-barca `from x import *` at module level comes after `line` (it may then
+    rebind any barca name; one written before the barca import is overridden by it)."""
+    for stmt in stmts:
+        if isinstance(stmt, ast.ImportFrom) and any(a.name == "*" for a in stmt.names):
+            if stmt.lineno > line and not _is_barca_import(stmt):
+                return True
+        elif isinstance(stmt, COMPOUND_STATEMENTS):
+            if _star_import_after(nested_statements(stmt), line):
+                return True
+    return False
+
+
+def barca_names(tree: ast.Module, source: str) -> BarcaNames:
     """Read the module's top-level barca imports and drop every name bound elsewhere too."""
     aliases: dict[str, str] = {}
     modules: set[str] = set()
     others: list[ast.stmt] = []
+    last_barca_line = 0
     for stmt in tree.body:
         if not _is_barca_import(stmt):
             others.append(stmt)
-        elif isinstance(stmt, ast.ImportFrom):
+            continue
+        last_barca_line = stmt.lineno
+        if isinstance(stmt, ast.ImportFrom):
             for alias in stmt.names:
                 if alias.name == "*":
                     aliases.update({name: name for name in EXPORTS})
@@ -88,8 +105,8 @@ def barca_names(tree: ast.Module) -> BarcaNames:
                     aliases[alias.asname or alias.name] = alias.name
         else:
             modules.update(alias.asname or "barca" for alias in stmt.names)
-    competing = bound_names(others, skip=_is_barca_import) | _declared_global(tree)
-    if "*" in competing:
+    competing = bound_names(others, skip=_is_barca_import) | _declared_global(tree, source)
+    if "*" in competing and _star_import_after(others, last_barca_line):
         aliases, modules = {}, set()
     kept = tuple(sorted((k, v) for k, v in aliases.items() if k not in competing))
     bound = competing | set(aliases) | modules

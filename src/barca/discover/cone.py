@@ -19,16 +19,30 @@ from barca.discover.modules import ModuleCache, ModuleInfo
 from barca.discover.names import ImportBinding, Uses, uses_of
 
 
+class SharedScans:
+    """What every walk of one discovery can reuse: per-statement uses, per-helper digests."""
+
+    def __init__(self) -> None:
+        self.digests: dict[str, str] = {}
+        self._uses: dict[int, Uses] = {}
+
+    def uses(self, stmt: ast.stmt) -> Uses:
+        found = self._uses.get(id(stmt))
+        if found is None:
+            found = self._uses[id(stmt)] = uses_of([stmt])
+        return found
+
+
 class Cone:
     """One walk; `walk()` returns {label: digest} for every helper reached."""
 
-    def __init__(self, modules: ModuleCache, uses_cache: dict[int, Uses],
-                 dirs: tuple[str, ...], step: str, own_label: str) -> None:
+    def __init__(self, modules: ModuleCache, shared: SharedScans, dirs: tuple[str, ...],
+                 step: str, own_label: str) -> None:
         self.modules = modules
         self.dirs = dirs
         self.step = step
         self.parts: dict[str, str] = {}
-        self._uses_cache = uses_cache
+        self._shared = shared
         self._own_label = own_label
         self._seen: set[tuple[object, ...]] = set()
         self._queue: list[tuple[ModuleInfo, Uses]] = []
@@ -75,15 +89,13 @@ class Cone:
         if label in self.parts or label == self._own_label:
             return
         stmts = module.index.defs[name]
-        self.parts[label] = digest((label, tuple(module.statement_source(s) for s in stmts)))
-        for stmt in stmts:
-            self._queue.append((module, self._uses(stmt)))
-
-    def _uses(self, stmt: ast.stmt) -> Uses:
-        found = self._uses_cache.get(id(stmt))
+        found = self._shared.digests.get(label)
         if found is None:
-            found = self._uses_cache[id(stmt)] = uses_of([stmt])
-        return found
+            found = digest((label, tuple(module.statement_source(s) for s in stmts)))
+            self._shared.digests[label] = found
+        self.parts[label] = found
+        for stmt in stmts:
+            self._queue.append((module, self._shared.uses(stmt)))
 
     def _import(self, module: ModuleInfo, binding: ImportBinding,
                 tail: tuple[str, ...]) -> None:
@@ -119,7 +131,10 @@ class Cone:
         label = f"helper {module.file}"
         if label in self.parts:
             return
-        self.parts[label] = digest((label, module.source))
+        found = self._shared.digests.get(label)
+        if found is None:
+            found = self._shared.digests[label] = digest((label, module.source))
+        self.parts[label] = found
         for bindings in module.index.imports.values():
             for binding in bindings:
                 self._import(module, binding, ())

@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Sequence
 
 from barca.discover import hashing
-from barca.discover.cone import Cone
+from barca.discover.cone import Cone, SharedScans
 from barca.discover.model import Definition, DimensionSpec, InputSpec
 from barca.discover.modules import ModuleCache, search_dirs
-from barca.discover.names import Uses, function_uses, uses_of
+from barca.discover.names import function_uses, uses_of
 from barca.discover.parse import RawNode, parse_module
 from barca.discover.resolve import NodeIndex, Resolver
 
@@ -34,8 +34,8 @@ def discover(root: Path, files: Sequence[str]) -> tuple[Definition, ...]:
         nodes.extend(parse_module(modules.load(file)))
     _check_unique(nodes)
     resolver = Resolver(modules, NodeIndex(nodes))
-    uses_cache: dict[int, Uses] = {}
-    built = [_definition(node, resolver, modules, uses_cache) for node in nodes]
+    hasher = _Hasher(modules, {node.node_id: f"{node.file}:{node.function}" for node in nodes})
+    built = [_definition(node, resolver, hasher) for node in nodes]
     return tuple(sorted(built, key=lambda d: d.node_id))
 
 
@@ -49,8 +49,7 @@ def _check_unique(nodes: Sequence[RawNode]) -> None:
                 f"(line {other.site.line})", "Give one of them a different name=")
 
 
-def _definition(node: RawNode, resolver: Resolver, modules: ModuleCache,
-                uses_cache: dict[int, Uses]) -> Definition:
+def _definition(node: RawNode, resolver: Resolver, hasher: _Hasher) -> Definition:
     inputs = [InputSpec(i.param, resolver.resolve(node, i.ref, f"input '{i.ref.text}'"), i.mode)
               for i in node.inputs]
     explicit = tuple(inputs)
@@ -65,7 +64,7 @@ def _definition(node: RawNode, resolver: Resolver, modules: ModuleCache,
                 inputs.append(InputSpec(param, source, "value"))
                 taken.add(param)
         dimensions.append(DimensionSpec(dim.name, dim.kind, dim.keys, dim.expr, source))
-    parts = _hash_parts(node, explicit, dimensions, modules, uses_cache)
+    parts = hasher.parts(node, explicit, dimensions)
     o = node.options
     return Definition(
         node_id=node.node_id, name=node.name, function=node.function, file=node.file,
@@ -77,27 +76,47 @@ def _definition(node: RawNode, resolver: Resolver, modules: ModuleCache,
         tags=o.tags, definition_hash=hashing.definition_hash(parts), hash_parts=parts)
 
 
-def _hash_parts(node: RawNode, inputs: Sequence[InputSpec],
-                dimensions: Sequence[DimensionSpec], modules: ModuleCache,
-                uses_cache: dict[int, Uses]) -> tuple[tuple[str, str], ...]:
-    module = modules.load(node.file)
-    fn = node.fn
-    parts = dict([hashing.code_part(module.segment(fn.lineno, fn.end_lineno or fn.lineno)),
-                  hashing.kind_part(node.kind)])
-    if node.inputs_text is not None:
-        parts.update([hashing.inputs_part(node.inputs_text)])
-    elif node.inputs:
-        parts.update([hashing.inputs_part([
-            (i.param, f"collect({i.source})" if i.mode == "collect" else i.source)
-            for i in inputs])])
-    if node.options.serializer is not None:
-        parts.update([hashing.serializer_part(node.options.serializer)])
-    if dimensions:
-        parts.update([hashing.partitions_part([(d.name, d.kind, d.source)
-                                               for d in dimensions])])
-    parts.update(hashing.decorator_parts(node.decorators))
-    uses = function_uses(fn) | uses_of(node.decorators) | uses_of(node.counted)
-    cone = Cone(modules, uses_cache, search_dirs(node.file), node.node_id,
-                f"helper {node.file}:{fn.name}")
-    parts.update(cone.walk(module, uses))
-    return tuple(sorted(parts.items()))
+class _Hasher:
+    """Hash parts of each node; shares parsed modules and per-statement scans across nodes.
+
+    Upstreams enter the inputs and partitions parts as the location of their function
+    (`file:function`), which is the resolved node id unless `name=` renamed it: a rename then
+    reruns nothing below (the published 0.33 rule), while pointing a parameter at a different
+    node, in any spelling, changes the part.
+    """
+
+    def __init__(self, modules: ModuleCache, locations: dict[str, str]) -> None:
+        self.modules = modules
+        self.locations = locations
+        self.shared = SharedScans()
+
+    def parts(self, node: RawNode, inputs: Sequence[InputSpec],
+              dimensions: Sequence[DimensionSpec]) -> tuple[tuple[str, str], ...]:
+        module = self.modules.load(node.file)
+        fn = node.fn
+        parts = dict([hashing.code_part(module.segment(fn.lineno, fn.end_lineno or fn.lineno)),
+                      hashing.kind_part(node.kind)])
+        parts.update(self._argument_parts(node, inputs, dimensions))
+        parts.update(hashing.decorator_parts(node.decorators))
+        uses = function_uses(fn) | uses_of(node.decorators) | uses_of(node.counted)
+        cone = Cone(self.modules, self.shared, search_dirs(node.file), node.node_id,
+                    f"helper {node.file}:{fn.name}")
+        parts.update(cone.walk(module, uses))
+        return tuple(sorted(parts.items()))
+
+    def _argument_parts(self, node: RawNode, inputs: Sequence[InputSpec],
+                        dimensions: Sequence[DimensionSpec]) -> list[tuple[str, str]]:
+        where = self.locations
+        out = []
+        if node.inputs_text is not None:
+            out.append(hashing.inputs_part(node.inputs_text))
+        elif node.inputs:
+            out.append(hashing.inputs_part([
+                (i.param, f"collect({where[i.source]})" if i.mode == "collect"
+                 else where[i.source]) for i in inputs]))
+        if node.options.serializer is not None:
+            out.append(hashing.serializer_part(node.options.serializer))
+        if dimensions:
+            out.append(hashing.partitions_part([
+                (d.name, d.kind, where[d.source] if d.source else None) for d in dimensions]))
+        return out

@@ -12,18 +12,18 @@ from __future__ import annotations
 
 import ast
 import os
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from barca.discover.names import (COMPOUND_STATEMENTS as _COMPOUND, ImportBinding,
-                                  bound_names, header_names, import_bindings)
+                                  bound_names, header_names, import_bindings,
+                                  nested_statements)
 from barca.errors import UsageError
 
 EXTERNAL_TOP_LEVEL = frozenset({"barca", "__future__"})
 
 
-@dataclass(frozen=True, slots=True)
-class ModRef:
+class ModRef(NamedTuple):
     """A project module found on disk.
 
     file: root-relative path of its source (`pkg/mod.py`, `pkg/__init__.py`), None for a
@@ -76,24 +76,13 @@ class ModuleIndex:
         """A module-level if/try/for/...: its imports are followed like any import (each
         branch's module counts); any other name it binds can only be hashed conservatively."""
         self.conservative |= header_names(stmt)
-        for nested in _nested_statements(stmt):
+        for nested in nested_statements(stmt):
             if isinstance(nested, (ast.Import, ast.ImportFrom)):
                 self._add(nested)
             elif isinstance(nested, _COMPOUND):
                 self._add_nested(nested)
             else:
                 self.conservative |= bound_names([nested])
-
-
-def _nested_statements(stmt: ast.stmt) -> list[ast.stmt]:
-    out: list[ast.stmt] = []
-    for field in ("body", "orelse", "finalbody"):
-        out.extend(getattr(stmt, field, ()) or ())
-    for handler in getattr(stmt, "handlers", ()):
-        out.extend(handler.body)
-    for case in getattr(stmt, "cases", ()):
-        out.extend(case.body)
-    return out
 
 
 def _simple_targets(stmt: ast.stmt) -> list[str]:

@@ -11,16 +11,14 @@ stale result. Nothing here resolves a name to a file; that is `modules.py` and `
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
-from typing import Callable, Iterable
+from typing import Callable, Iterable, NamedTuple
 
-COMPOUND_STATEMENTS = (ast.If, ast.Try, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith,
-             ast.Match, ast.TryStar)
+COMPOUND_STATEMENTS = (ast.If, ast.Try, ast.For, ast.AsyncFor, ast.While, ast.With,
+                       ast.AsyncWith, ast.Match, ast.TryStar)
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 
-@dataclass(frozen=True, slots=True)
-class ImportBinding:
+class ImportBinding(NamedTuple):
     """One name bound by an import statement.
 
     `import a.b as m` -> ImportBinding("a.b", 0, None); `import a.b` binds `a` ->
@@ -67,13 +65,23 @@ def bound_names(stmts: Iterable[ast.stmt],
     names, match captures, imports (`*` for a star import), and nested def/class names.
     Statements for which `skip` answers True (at any depth) bind nothing.
 
-    >>> sorted(bound_names(ast.parse("try:\n import x as y\nexcept E as e:\n z = 1").body))
-    ['e', 'y', 'z']
+    >>> sorted(bound_names(ast.parse("for i in x: y = z = 1").body))
+    ['i', 'y', 'z']
     """
     out: set[str] = set()
     for stmt in stmts:
         if skip is None or not skip(stmt):
             _bind_statement(stmt, out, skip)
+    return out
+
+
+def nested_statements(stmt: ast.stmt) -> list[ast.stmt]:
+    """The statements directly inside a compound statement's blocks (every branch)."""
+    out: list[ast.stmt] = []
+    for field in ("body", "orelse", "finalbody"):
+        out.extend(getattr(stmt, field, ()) or ())
+    for part in (*getattr(stmt, "handlers", ()), *getattr(stmt, "cases", ())):
+        out.extend(part.body)
     return out
 
 
@@ -122,8 +130,7 @@ def _bind_walk(node: ast.AST, out: set[str]) -> None:
             out.add(sub.rest)
 
 
-@dataclass(frozen=True, slots=True)
-class Uses:
+class Uses(NamedTuple):
     """What a piece of code reads from outside itself.
 
     names: bare names (`clean`, `RATE`); chains: dotted reads starting at a name

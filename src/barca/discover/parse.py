@@ -12,7 +12,7 @@ turns them into node ids once every file has been read.
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from barca.api import DECORATOR_ARGS
 from barca.discover.arguments import (Options, RawDimension, RawInput, Site, read_inputs,
@@ -23,8 +23,7 @@ from barca.discover.modules import ModuleInfo
 FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class RawNode:
+class RawNode(NamedTuple):
     """One decorated function as read from its file, references not yet resolved."""
 
     file: str
@@ -52,7 +51,7 @@ class RawNode:
 
 def parse_module(module: ModuleInfo) -> list[RawNode]:
     """Every barca node defined at the top level of `module`, in source order."""
-    names = barca_names(module.tree)
+    names = barca_names(module.tree, module.source)
     if not names.aliases and not names.modules:
         return []
     out: list[RawNode] = []
@@ -85,20 +84,31 @@ def _node(fn: FunctionNode, names: BarcaNames, module: ModuleInfo) -> RawNode | 
     if found is None:
         return None
     decorator, kind = found
-    keywords = _keywords(decorator, kind, site)
-    name = read_name(keywords["name"].value, site) if "name" in keywords else fn.name
-    if kind == "sensor" and "inputs" in keywords:
+    written = _keywords(decorator, kind, site)
+    if kind == "sensor" and "inputs" in written:
+        shown = written["name"].value if "name" in written else None
+        name = read_name(shown, site) if shown is not None else fn.name
         raise site.error(f"sensor '{module.file}:{name}' cannot have inputs",
                          "Remove inputs=; a sensor observes the outside world. Make it an "
-                         "@asset if it needs upstream values", keywords["inputs"].value)
-    _check_accepted(keywords, kind, site)
+                         "@asset if it needs upstream values", written["inputs"].value)
+    _check_accepted(written, kind, site)
+    keywords = {arg: keyword for arg, keyword in written.items()
+                if not (isinstance(keyword.value, ast.Constant) and keyword.value.value is None)}
+    return _read_node(fn, decorator, kind, keywords, names, module, site)
+
+
+def _read_node(fn: FunctionNode, decorator: ast.expr, kind: str,
+               keywords: dict[str, ast.keyword], names: BarcaNames, module: ModuleInfo,
+               site: Site) -> RawNode:
+    """Read the arguments (a `None` value counts as absent) and check the signature."""
+    name = read_name(keywords["name"].value, site) if "name" in keywords else fn.name
     inputs: tuple[RawInput, ...] | None = ()
     inputs_text = None
     if "inputs" in keywords:
         inputs = read_inputs(keywords["inputs"].value, names, site)
         if inputs is None:
             inputs_text, inputs = ast.unparse(keywords["inputs"].value), ()
-    dimensions = ()
+    dimensions: tuple[RawDimension, ...] = ()
     if "partitions" in keywords:
         dimensions = read_partitions(keywords["partitions"].value, names, site)
     options = read_options(keywords, kind, names, site, module)

@@ -66,8 +66,9 @@ class Resolver:
     def _through_import(self, node: RawNode, binding: ImportBinding, tail: tuple[str, ...],
                         ref: Ref, importer: str | None = None,
                         depth: int = 0) -> tuple[str | None, str]:
-        """(node id, None) through an import; (None, name to look up project-wide) if the
-        import leads outside the project or to a re-export we cannot pin."""
+        """(node id or None, the name to look up project-wide when it is None): None when the
+        import leads outside the project, to a module itself, or to a re-export we cannot pin.
+        """
         importer = importer or node.file
         fallback = binding.attr if binding.attr and not tail else ref.written_name
         module = self.modules.find(binding, importer, search_dirs(node.file))

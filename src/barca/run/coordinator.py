@@ -115,6 +115,7 @@ class _Run:
     submitted: set = field(default_factory=set)
     results: dict = field(default_factory=dict)
     failed_keys: dict = field(default_factory=dict)
+    skipped_keys: dict = field(default_factory=dict)
     outcomes: list = field(default_factory=list)
     unrecorded: list = field(default_factory=list)
     logs: list = field(default_factory=list)
@@ -283,8 +284,9 @@ class _Run:
             blocked = self._blocked_keys(node_id)
             keys = [i for i in plan.run if plan.keys[i] not in blocked]
             if blocked:
-                self.failed_keys.setdefault(node_id, []).extend(
-                    k for k in (plan.keys[i] for i in plan.run) if k in blocked)
+                skipped = [k for k in (plan.keys[i] for i in plan.run) if k in blocked]
+                self.failed_keys.setdefault(node_id, []).extend(skipped)
+                self.skipped_keys.setdefault(node_id, []).extend(skipped)
             if not keys:
                 self._node_done(node_id)
                 continue
@@ -440,15 +442,19 @@ class _Run:
         total_keys = sum(len(p.keys) for p in self.plans.values() if not p.unknown)
         depth: dict[str, int] = {}
         for n in self.order:
-            ran = n in self.results or n in self.failed_keys
+            ran = n in self.results or n in self.failed_keys and n not in self.skipped_keys
             base = max((depth.get(u, 0) for u in self.graph.upstream[n]), default=0)
             depth[n] = base + (1 if ran else 0)
-        phases = len({depth[n] for n in self.order if n in self.results})
+        phases = len({depth[n] for n in self.order if n in self.results or n in self.failed_keys})
         failed = [o for o in self.outcomes if o.status == "failed"]
-        skipped = {n: keys for n, keys in self.failed_keys.items()
-                   if n not in self.results or set(keys) - set(self.results.get(n, {}))}
-        return RunResult(self.run_id, self.request.targets, status, elapsed, self.graph, self.cone, self.order,
-                         self.plans, self.states, self.results, self.outcomes, failed, skipped,
+        skipped = dict(self.skipped_keys)
+        for node_id in self.order:
+            plan = self.plans.get(node_id)
+            if plan is not None and plan.unknown and failed:
+                skipped[node_id] = []
+        return RunResult(self.run_id, self.request.targets, status, elapsed, self.graph,
+                         self.cone, self.order, self.plans, self.states, self.results,
+                         self.outcomes, failed, skipped,
                          executed, max(0, total_keys - executed), phases,
                          self.project.artifacts_dir)
 

@@ -64,38 +64,43 @@ def choose_format(value: Any, serializer: str | None) -> str:
 
 def write_value(value: Any, path: Path, fmt: str) -> tuple[int, str]:
     """Write atomically; returns (size in bytes, blake2b digest of the bytes)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if path.is_dir() and not path.is_symlink():
-        _move_aside(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    directory = os.path.dirname(path)
+    os.makedirs(directory, exist_ok=True)
+    tmp = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}.tmp")
     try:
-        if fmt == "json":
-            data = encode_json(value)
+        if fmt in ("json", "pickle"):
+            data = encode_json(value) if fmt == "json" else pickle.dumps(value, protocol=5)
             if data is None:
                 raise SerializeError(f"value of type {type(value).__name__} is not JSON")
-            _write_bytes(tmp, data)
-        elif fmt == "pickle":
-            _write_bytes(tmp, pickle.dumps(value, protocol=5))
+            with open(tmp, "wb") as fh:
+                fh.write(data)
+            size, digest = len(data), hashlib.blake2b(data, digest_size=16).hexdigest()
         elif fmt == "parquet":
-            _write_parquet(value, tmp)
+            _write_parquet(value, Path(tmp))
+            size, digest = _digest_file(tmp)
         elif fmt == "csv":
-            _write_csv(value, tmp)
+            _write_csv(value, Path(tmp))
+            size, digest = _digest_file(tmp)
         else:
             raise SerializeError(f"unknown format {fmt!r}")
-        size, digest = _digest_file(tmp)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+        _replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
     return size, digest
 
 
-def _write_bytes(path: Path, data: bytes) -> None:
-    with open(path, "wb") as fh:
-        fh.write(data)
+def _replace(tmp: str, path: Path) -> None:
+    """Rename into place; a directory squatting on the artifact's name is moved aside first."""
+    try:
+        os.replace(tmp, path)
+    except IsADirectoryError:
+        _move_aside(Path(path))
+        os.replace(tmp, path)
 
 
-def _digest_file(path: Path) -> tuple[int, str]:
+def _digest_file(path: str) -> tuple[int, str]:
     h = hashlib.blake2b(digest_size=16)
     size = 0
     with open(path, "rb") as fh:
