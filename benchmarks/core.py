@@ -28,13 +28,19 @@ For each scenario and command it reports:
   peak RSS  `ru_maxrss` from os.wait4() on the child: the largest resident set of any
             SINGLE process in the tree (the coordinator, or one worker, whichever peaked
             highest), not the sum of the tree. Maximum over the runs.
-  tree RSS  (only with --tree-rss) the peak of the SUM of resident sets of every process in
-            the child's session, sampled from /proc every 5 ms during one extra run that is
+  tree RSS  (only with --tree-rss) the peak of the SUM of resident sets of the child and all
+            its live descendants, sampled from /proc every 5 ms during one extra run that is
             not timed (sampling costs CPU). Sampling can miss short peaks, so it is a lower
             bound of the true tree peak.
 
-"Cold" means no `.barca/` state and no `__pycache__` of the pipeline; barca's own bytecode
-and the OS page cache are warm (each command is warmed up once, untimed, before timing).
+"Cold" means no `.barca/` state and no compiled bytecode of the pipeline; barca's own
+bytecode and the OS page cache are warm (each command is warmed up once, untimed, before
+timing). Bytecode: by default (--bytecode cached) the children run with
+PYTHONPYCACHEPREFIX pointing into the benchmark's temporary directory and without
+PYTHONDONTWRITEBYTECODE, so they use compiled bytecode like a normal install does, whatever
+the calling shell sets, and nothing is written under src/. --bytecode off measures the
+case where every process compiles barca's modules from source (an editable checkout under
+PYTHONDONTWRITEBYTECODE=1, as in some sandboxes).
 With --reference the two commands run interleaved (ours, reference, ours, ...) so that
 drift on the machine hits both alike, and the table adds the reference's figures and the
 ratio ours / reference of the median wall times (below 1 means ours is faster).
@@ -187,14 +193,15 @@ def _tree_rss(root: int) -> int:
     return total
 
 
-def run_once(argv: list[str], cwd: Path, timeout: float, sample_tree: bool = False) -> tuple[Sample, str, str]:
+def run_once(argv: list[str], cwd: Path, timeout: float, env: dict[str, str] | None = None,
+             sample_tree: bool = False) -> tuple[Sample, str, str]:
     """Run argv in cwd as a new session; return its Sample, stdout and stderr."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         peak = [0]
         stop = threading.Event()
         start = time.perf_counter()
         proc = subprocess.Popen(argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                                start_new_session=True)
+                                env=env, start_new_session=True)
         sampler = None
         if sample_tree:
             def sample() -> None:
@@ -243,10 +250,11 @@ def check_get_output(stdout: str, expected_steps: int) -> None:
 class Runner:
     """Runs one scenario for one barca command in fresh temporary directories."""
 
-    def __init__(self, command: list[str], base: Path, timeout: float):
+    def __init__(self, command: list[str], base: Path, timeout: float, env: dict[str, str]):
         self.command = command
         self.base = base
         self.timeout = timeout
+        self.env = env
         self._cached_dirs: dict[str, Path] = {}
 
     def _fresh_dir(self, source: str) -> Path:
@@ -258,9 +266,9 @@ class Runner:
         return [*self.command, "get", "pipeline.py", "--json"]
 
     def warm_up(self) -> None:
-        run_once([*self.command, "--help"], self.base, self.timeout)
+        run_once([*self.command, "--help"], self.base, self.timeout, self.env)
         directory = self._fresh_dir(TINY)
-        _, stdout, _ = run_once(self.get_argv(), directory, self.timeout)
+        _, stdout, _ = run_once(self.get_argv(), directory, self.timeout, self.env)
         check_get_output(stdout, 2)
         shutil.rmtree(directory, ignore_errors=True)
 
@@ -268,19 +276,21 @@ class Runner:
         """For a cached scenario: compute the pipeline once, untimed."""
         if sc.kind == "cached":
             directory = self._fresh_dir(sc.source)
-            _, stdout, _ = run_once(self.get_argv(), directory, self.timeout)
+            _, stdout, _ = run_once(self.get_argv(), directory, self.timeout, self.env)
             check_get_output(stdout, _cold_steps(sc))
             self._cached_dirs[sc.name] = directory
 
     def once(self, sc: Scenario, sample_tree: bool = False) -> Sample:
         if sc.kind == "help":
-            sample, _, _ = run_once([*self.command, "--help"], self.base, self.timeout, sample_tree)
+            sample, _, _ = run_once([*self.command, "--help"], self.base, self.timeout, self.env,
+                                    sample_tree)
             return sample
         if sc.kind == "cold":
             directory = self._fresh_dir(sc.source)
         else:
             directory = self._cached_dirs[sc.name]
-        sample, stdout, _ = run_once(self.get_argv(), directory, self.timeout, sample_tree)
+        sample, stdout, _ = run_once(self.get_argv(), directory, self.timeout, self.env,
+                                     sample_tree)
         check_get_output(stdout, sc.steps)
         if sc.kind == "cold":
             shutil.rmtree(directory, ignore_errors=True)
@@ -431,6 +441,17 @@ def python_of(command: list[str]) -> str | None:
     return None
 
 
+def sibling_python(command: list[str]) -> str | None:
+    """The Python installed next to a binary (where a published barca finds its workers')."""
+    path = shutil.which(command[0])
+    if path:
+        for name in ("python3", "python"):
+            candidate = Path(path).parent / name
+            if candidate.exists():
+                return str(candidate)
+    return None
+
+
 def python_version(python: str | None) -> str:
     if not python:
         return "n/a (not a Python console script)"
@@ -439,13 +460,14 @@ def python_version(python: str | None) -> str:
     return f"{done.stdout.strip()} ({python})"
 
 
-def importtime(python: str, code: list[str], top: int, runs: int = 3) -> tuple[str, float]:
+def importtime(python: str, code: list[str], top: int, env: dict[str, str],
+               runs: int = 3) -> tuple[str, float]:
     """Top modules by cumulative import time; each module's minimum over `runs` runs."""
     best: dict[str, tuple[int, int]] = {}
     totals = []
     for _ in range(runs):
         done = subprocess.run([python, "-X", "importtime", *code], capture_output=True, text=True,
-                              stdin=subprocess.DEVNULL, cwd=tempfile.gettempdir())
+                              stdin=subprocess.DEVNULL, cwd=tempfile.gettempdir(), env=env)
         total = 0
         for line in done.stderr.splitlines():
             m = re.match(r"import time:\s+(\d+) \|\s+(\d+) \| (\s*)(\S+)", line)
@@ -480,6 +502,26 @@ def write_results(section: str, date: str) -> None:
 
 # --------------------------------------------------------------------------- main
 
+BYTECODE = {
+    "cached": "bytecode cached as after a normal install: PYTHONPYCACHEPREFIX=<temp dir>, "
+              "PYTHONDONTWRITEBYTECODE unset (filled by the warm-up; nothing written under src/)",
+    "off": "PYTHONDONTWRITEBYTECODE=1 and no PYTHONPYCACHEPREFIX: modules without an existing "
+           ".pyc (an editable src/ checkout) are compiled from source by every process",
+    "inherit": "the environment as inherited",
+}
+
+
+def child_env(mode: str, base: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    if mode == "cached":
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = str(base / "pycache")
+    elif mode == "off":
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+        env.pop("PYTHONPYCACHEPREFIX", None)
+    return env
+
+
 def default_barca() -> str:
     candidates = [Path(sys.executable).parent / "barca", REPO / ".venv" / "bin" / "barca"]
     for c in candidates:
@@ -509,6 +551,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--importtime", action="store_true",
                    help="print the top imports of `import barca.cli.main` and of `barca --help`")
     p.add_argument("--top", type=int, default=10, help="rows of --importtime output (10)")
+    p.add_argument("--bytecode", choices=sorted(BYTECODE), default="cached",
+                   help="Python bytecode caching in the children: " + "; ".join(
+                       f"{k}: {v}" for k, v in BYTECODE.items()) + " (default: cached)")
     p.add_argument("--timeout", type=float, default=300, help="seconds before a run is killed (300)")
     p.add_argument("--write", action="store_true", help="record the table in benchmarks/RESULTS.md")
     p.add_argument("--note", default="", help="a sentence recorded with --write under the table")
@@ -539,12 +584,18 @@ def main(argv: list[str] | None = None) -> int:
 
     base = Path(tempfile.mkdtemp(prefix="barca-bench-"))
     try:
-        runners = [Runner(c, base, args.timeout) for c in commands]
-        for r in runners:
-            r.warm_up()
-        results = measure(runners, scenarios, args.repeat, args.cold_repeat, args.tree_rss)
+        return _measure_and_report(args, scenarios, commands, info, ours_python, base)
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+def _measure_and_report(args: argparse.Namespace, scenarios: list[Scenario], commands: list[list[str]],
+                        info: dict[str, str], ours_python: str | None, base: Path) -> int:
+    env = child_env(args.bytecode, base)
+    runners = [Runner(c, base, args.timeout, env) for c in commands]
+    for r in runners:
+        r.warm_up()
+    results = measure(runners, scenarios, args.repeat, args.cold_repeat, args.tree_rss)
 
     with_ref = bool(args.reference)
     tab = table(scenarios, results, with_ref, args.tree_rss)
@@ -556,9 +607,10 @@ def main(argv: list[str] | None = None) -> int:
     imports = ""
     if args.importtime:
         python = ours_python or sys.executable
-        top1, total1 = importtime(python, ["-c", "import barca.cli.main"], args.top)
+        top1, total1 = importtime(python, ["-c", "import barca.cli.main"], args.top, env)
         script = shutil.which(commands[0][0])
-        top2, total2 = importtime(python, [script, "--help"], args.top) if ours_python else ("", 0.0)
+        top2, total2 = (importtime(python, [script, "--help"], args.top, env) if ours_python
+                        else ("", 0.0))
         imports = (f"`python -X importtime -c \"import barca.cli.main\"`: {total1 * 1000:.0f} ms of "
                    f"imports (min of 3), top {args.top} by cumulative time:\n\n```\n{top1}\n```\n")
         if top2:
@@ -586,15 +638,19 @@ def main(argv: list[str] | None = None) -> int:
         ]
         if with_ref:
             ref_python = python_of(commands[1])
-            parts.append(f"- reference: `{shlex.join(commands[1])}`, {version_of(commands[1])}, "
-                         f"Python {python_version(ref_python)}")
+            workers = "" if ref_python else (
+                f" (a native binary; the Python next to it: {python_version(sibling_python(commands[1]))})")
+            parts.append(f"- reference: `{shlex.join(commands[1])}`, {version_of(commands[1])}"
+                         + (f", Python {python_version(ref_python)}" if ref_python else workers))
         parts += [
+            f"- bytecode: {args.bytecode} ({BYTECODE[args.bytecode]})",
             f"- worker pool: {info['pool']}; runs: {args.cold_repeat} per cold scenario, "
             f"{args.repeat} per help/cached scenario (after one untimed warm-up per command)",
             "- wall = median / min of the timed runs, pass = median <= target; cpu = median user+sys "
             "of the process and its reaped workers; peak RSS = largest single process "
             "(ru_maxrss via os.wait4), max over runs"
-            + ("; tree RSS = sampled peak of the summed RSS of the whole session (one extra run)"
+            + ("; tree RSS = sampled peak of the summed RSS of the whole process tree (one "
+               "extra untimed run)"
                if args.tree_rss else ""),
             "",
             tab,

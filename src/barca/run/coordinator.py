@@ -124,6 +124,7 @@ class _Run:
     executor: Executor | None = None
     conn: Any = None
     scratch: Path | None = None
+    _reopened: bool = False
 
     def go(self) -> RunResult:
         started = time.perf_counter()
@@ -260,6 +261,7 @@ class _Run:
             plan = self.plans[node_id]
             if node_id not in self.submitted and not plan.unknown and not plan.run:
                 self.complete.add(node_id)
+        self._check_target_outputs()
         self._dispatch_ready()
         self._drain(lambda: not self.pending)
 
@@ -271,10 +273,70 @@ class _Run:
             plan = self.plans.get(node_id)
             if plan is None or plan.unknown:
                 continue
-            if all(up in self.complete for up in self.graph.upstream[node_id]):
+            if all(up in self.complete for up in self.graph.upstream[node_id]) \
+                    and self._inputs_on_disk(node_id):
                 ready.append(node_id)
         if ready:
             self._dispatch(ready)
+        elif self._reopened:
+            self._reopened = False
+            self._dispatch_ready()
+
+    def _check_target_outputs(self) -> None:
+        """A cached target whose file is gone is recomputed: its value is what the user asked for."""
+        for node_id in self.request.targets:
+            plan = self.plans[node_id]
+            if plan.unknown or plan.kind != "asset" or len(plan.keys) > 1000:
+                continue
+            ran = set(plan.keys[i] for i in plan.run)
+            missing = [k for k in plan.keys
+                       if k not in ran and not self._artifact(node_id, k)[0].exists()]
+            if missing:
+                self._recompute_missing(node_id, missing)
+
+    def _inputs_on_disk(self, node_id: str) -> bool:
+        """Cached inputs this node will read must still exist; a missing one is recomputed first.
+
+        Only results that something reads are checked, so pruned intermediates cost nothing.
+        """
+        plan = self.plans[node_id]
+        if not plan.run:
+            return True
+        d = self.graph.nodes[node_id]
+        fine = True
+        for spec in d.inputs:
+            if spec.mode == "order":
+                continue
+            up = self.plans[spec.source]
+            if self.graph.key_source(node_id) == spec.source and plan.key_values is not None:
+                continue
+            if spec.mode == "collect":
+                wanted = up.keys
+            elif self.graph.nodes[spec.source].dimensions:
+                wanted = tuple(plan.keys[i] for i in plan.run)
+            else:
+                wanted = ("",)
+            ran = self.results.get(spec.source, {})
+            missing = [k for k in wanted if k not in ran and not self._artifact(spec.source, k)[0]
+                       .exists()]
+            if missing:
+                self._recompute_missing(spec.source, missing)
+                fine = False
+        return fine
+
+    def _recompute_missing(self, node_id: str, keys: Sequence[str]) -> None:
+        plan = self.plans[node_id]
+        index = {k: i for i, k in enumerate(plan.keys)}
+        extra = sorted(index[k] for k in keys)
+        for key in keys:
+            self.reporter.warning(f"{node_id}: cached result of {key or 'the node'} is missing "
+                                  f"({self._artifact(node_id, key)[0]}); computing it again")
+        run = tuple(sorted(set(plan.run) | set(extra)))
+        reasons = {**plan.reasons, **{i: Reason("artifact_missing") for i in extra}}
+        self.plans[node_id] = replace(plan, run=run, reasons=reasons)
+        self.complete.discard(node_id)
+        self.submitted.discard(node_id)
+        self._reopened = True
 
     def _dispatch(self, node_ids: Sequence[str]) -> None:
         steps = []
@@ -282,7 +344,8 @@ class _Run:
             plan = self.plans[node_id]
             self.submitted.add(node_id)
             blocked = self._blocked_keys(node_id)
-            keys = [i for i in plan.run if plan.keys[i] not in blocked]
+            ran = self.results.get(node_id, {})
+            keys = [i for i in plan.run if plan.keys[i] not in blocked and plan.keys[i] not in ran]
             if blocked:
                 skipped = [k for k in (plan.keys[i] for i in plan.run) if k in blocked]
                 self.failed_keys.setdefault(node_id, []).extend(skipped)
