@@ -57,8 +57,8 @@ How to run
 
 --write records the machine, the exact command and the table as a dated section of
 benchmarks/RESULTS.md (a section of the same date is replaced). Standard library only; any
-Python >= 3.9 on Linux can run it (the barca under test is found next to the running
-interpreter, then in the repository's .venv, then on PATH; --barca overrides).
+Python >= 3.9 on Linux can run it (the barca under test is the repository's .venv/bin/barca,
+else one next to the running interpreter, else on PATH; --barca overrides).
 """
 
 from __future__ import annotations
@@ -398,6 +398,13 @@ def errors_text(scenarios: list[Scenario], results: dict, with_ref: bool) -> str
     return "\n".join(out)
 
 
+def load_average() -> str:
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "unknown"
+
+
 def machine() -> dict[str, str]:
     model = "unknown"
     try:
@@ -414,7 +421,7 @@ def machine() -> dict[str, str]:
         mem = f"{kib / 2**20:.1f} GiB"
     except (OSError, AttributeError):
         pass
-    return {"nproc": f"{usable} (os.cpu_count() {os.cpu_count()})", "cpu": model, "memory": mem,
+    return {"nproc": f"{usable} (os.cpu_count() {os.cpu_count()})", "load": load_average(), "cpu": model, "memory": mem,
             "kernel": platform.release(), "pool": os.environ.get("BARCA_POOL_SIZE", "default (every core)")}
 
 
@@ -523,7 +530,7 @@ def child_env(mode: str, base: Path) -> dict[str, str]:
 
 
 def default_barca() -> str:
-    candidates = [Path(sys.executable).parent / "barca", REPO / ".venv" / "bin" / "barca"]
+    candidates = [REPO / ".venv" / "bin" / "barca", Path(sys.executable).parent / "barca"]
     for c in candidates:
         if c.exists():
             return str(c)
@@ -538,8 +545,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         epilog="Example: .venv/bin/python benchmarks/core.py --reference /tmp/barca033/bin/barca "
                "--tree-rss --write")
     p.add_argument("--barca", default=default_barca(),
-                   help="our barca command (default: next to this Python, then .venv/bin/barca, "
-                        "then PATH); split like a shell would")
+                   help="our barca command (default: the repository's .venv/bin/barca, then one next to "
+                        "this Python, then PATH); split like a shell would")
     p.add_argument("--reference", metavar="CMD",
                    help="another barca command to run the same scenarios, e.g. /tmp/barca033/bin/barca")
     p.add_argument("--repeat", type=int, default=5, help="timed runs of help and cached scenarios (5)")
@@ -580,7 +587,8 @@ def main(argv: list[str] | None = None) -> int:
           f"Python {python_version(ours_python)})", file=sys.stderr)
     if args.reference:
         print(f"reference: {shlex.join(commands[1])}  ({version_of(commands[1])})", file=sys.stderr)
-    print(f"machine:   {info['nproc']} CPUs, {info['cpu']}, {info['memory']}", file=sys.stderr)
+    print(f"machine:   {info['nproc']} CPUs, {info['cpu']}, {info['memory']}, "
+          f"load {info['load']}", file=sys.stderr)
 
     base = Path(tempfile.mkdtemp(prefix="barca-bench-"))
     try:
@@ -632,7 +640,8 @@ def _measure_and_report(args: argparse.Namespace, scenarios: list[Scenario], com
             f"```\n{cmd}\n```",
             "",
             f"- machine: {info['nproc']} CPUs usable, {info['cpu']}, {info['memory']} RAM, "
-            f"Linux {info['kernel']}",
+            f"Linux {info['kernel']}; load average (1/5/15 min) {info['load']} before and "
+            f"{load_average()} after the run (other work on the machine adds noise)",
             f"- ours: `{shlex.join(commands[0])}`, {version_of(commands[0])}, "
             f"Python {python_version(ours_python)}",
         ]

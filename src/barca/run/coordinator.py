@@ -142,7 +142,8 @@ class _Run:
         if req.dry_run:
             self.scratch = Path(tempfile.mkdtemp(prefix="barca-dry-run-"))
             self.artifacts_root = self.scratch
-        previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+        previous = {sig: signal.signal(sig, _raise_interrupt)
+                    for sig in (signal.SIGINT, signal.SIGTERM)}
         status = "failed"
         try:
             self._observe_sensors()
@@ -155,7 +156,8 @@ class _Run:
             status = "cancelled"
             raise Cancelled("run cancelled", "rerun the same command; finished steps are kept")
         finally:
-            signal.signal(signal.SIGTERM, previous)
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
             self._finish(status, time.perf_counter() - started)
         return self._result(status, time.perf_counter() - started)
 
