@@ -493,13 +493,13 @@ def importtime(python: str, code: list[str], top: int, env: dict[str, str],
     return "\n".join(lines), min(totals) / 1e6
 
 
-def write_results(section: str, date: str) -> None:
+def write_results(section: str, heading: str) -> None:
     header = ("# Benchmark results\n\n"
               "Written by `benchmarks/core.py --write` (see its docstring and `--help` for what\n"
-              "each column means). One section per date; a rerun on the same date replaces it.\n")
+              "each column means). One section per date (and --label); a rerun on the same date\n"
+              "with the same label replaces it.\n")
     text = RESULTS.read_text() if RESULTS.exists() else header
-    heading = f"## {date}"
-    pattern = re.compile(rf"^{re.escape(heading)}\b.*?(?=^## |\Z)", re.S | re.M)
+    pattern = re.compile(rf"^{re.escape(heading)}[ \t]*$.*?(?=^## |\Z)", re.S | re.M)
     if pattern.search(text):
         text = pattern.sub(lambda _: section.rstrip() + "\n\n", text, count=1)
     else:
@@ -564,6 +564,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--timeout", type=float, default=300, help="seconds before a run is killed (300)")
     p.add_argument("--write", action="store_true", help="record the table in benchmarks/RESULTS.md")
     p.add_argument("--note", default="", help="a sentence recorded with --write under the table")
+    p.add_argument("--label", default="", help="with --write: a label after the date in the section "
+                   "heading; a section with the same date and label is replaced")
     return p.parse_args(argv)
 
 
@@ -632,8 +634,9 @@ def _measure_and_report(args: argparse.Namespace, scenarios: list[Scenario], com
         date = now.strftime("%Y-%m-%d")
         cmd = shlex.join([os.path.relpath(sys.executable) if sys.executable.startswith(str(REPO))
                           else Path(sys.executable).name, os.path.relpath(__file__), *sys.argv[1:]])
+        heading = f"## {date}" + (f" ({args.label})" if args.label else "")
         parts = [
-            f"## {date}",
+            heading,
             "",
             f"Measured {now.strftime('%Y-%m-%d %H:%M')} with:",
             "",
@@ -671,7 +674,7 @@ def _measure_and_report(args: argparse.Namespace, scenarios: list[Scenario], com
             parts += [args.note, ""]
         if imports:
             parts += [imports]
-        write_results("\n".join(parts), date)
+        write_results("\n".join(parts), heading)
         print(f"\nrecorded in {os.path.relpath(RESULTS)}", file=sys.stderr)
     return 0
 

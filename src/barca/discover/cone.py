@@ -1,13 +1,17 @@
-"""The helper cone of one definition: the project code its result can depend on.
+"""The helper cone of a definition: the project code its result can depend on.
 
 Starting from the names a node function reads, follow every module-level function, class,
 constant and import they resolve to, transitively and to any depth, into project modules
-only (a module the `ModuleCache` cannot find under the root is external and ends the
-walk). Each definition reached becomes one hash part, `helper <file>:<name>`, whose digest
-covers that definition's source; a module used as a value (not as `m.attr`), or a name bound
-in a way we cannot pin to one statement, makes the whole file one part, `helper <file>`.
-Unused definitions never enter, so editing them reruns nothing. Each (module, name) is
-visited once per walk, so import cycles terminate.
+only (a module the `ModuleCache` cannot find under the root is external and ends the walk).
+Each definition reached becomes one hash part, `helper <file>:<name>`, whose digest covers
+that definition's source; a module used as a value (not as `m.attr`), or a name bound in a
+way we cannot pin to one statement, makes the whole file one part, `helper <file>`, and
+its imports are followed. Unused definitions never enter, so editing them reruns nothing.
+
+`ConeGraph` is shared by every definition of one discovery: each helper's digest and the
+helpers it reaches directly are worked out once, so a project of many nodes sharing many
+helpers costs one resolution per helper plus a cheap walk per node. Cycles terminate
+because each label is visited once per walk.
 """
 
 from __future__ import annotations
@@ -19,52 +23,94 @@ from barca.discover.modules import ModuleCache, ModuleInfo
 from barca.discover.names import ImportBinding, Uses, uses_of
 
 
-class SharedScans:
-    """What every walk of one discovery can reuse: per-statement uses, per-helper digests."""
+class ConeGraph:
+    """Helper labels, their digests and their direct edges, for one discovery."""
 
-    def __init__(self) -> None:
+    def __init__(self, modules: ModuleCache) -> None:
+        self.modules = modules
         self.digests: dict[str, str] = {}
+        self._what: dict[str, tuple[ModuleInfo, str | None]] = {}
+        self._edges: dict[tuple[tuple[str, ...], str], tuple[str, ...]] = {}
         self._uses: dict[int, Uses] = {}
 
-    def uses(self, stmt: ast.stmt) -> Uses:
+    def parts(self, module: ModuleInfo, uses: Uses, dirs: tuple[str, ...], step: str,
+              own_label: str) -> dict[str, str]:
+        """{label: digest} of every helper `uses` (read in `module`) reaches."""
+        reach = _Reach(self, dirs, step)
+        reach.uses(module, uses)
+        stack = sorted(reach.labels, reverse=True)
+        out: dict[str, str] = {}
+        while stack:
+            label = stack.pop()
+            if label not in out and label != own_label:
+                out[label] = self.digests[label]
+                stack.extend(self._out(label, dirs, step))
+        return out
+
+    def definition_label(self, module: ModuleInfo, name: str) -> str:
+        label = f"helper {module.file}:{name}"
+        if label not in self.digests:
+            stmts = module.index.defs[name]
+            self.digests[label] = digest((label, tuple(module.statement_source(s)
+                                                       for s in stmts)))
+            self._what[label] = (module, name)
+        return label
+
+    def module_label(self, module: ModuleInfo) -> str:
+        label = f"helper {module.file}"
+        if label not in self.digests:
+            self.digests[label] = digest((label, module.source))
+            self._what[label] = (module, None)
+        return label
+
+    def _out(self, label: str, dirs: tuple[str, ...], step: str) -> tuple[str, ...]:
+        key = (dirs, label)
+        found = self._edges.get(key)
+        if found is None:
+            module, name = self._what[label]
+            reach = _Reach(self, dirs, step)
+            if name is None:  # a whole module: what it imports
+                for bindings in module.index.imports.values():
+                    for binding in bindings:
+                        reach.import_(module, binding, ())
+            else:
+                for stmt in module.index.defs[name]:
+                    reach.uses(module, self._uses_of(stmt))
+            found = self._edges[key] = tuple(sorted(reach.labels, reverse=True))
+        return found
+
+    def _uses_of(self, stmt: ast.stmt) -> Uses:
         found = self._uses.get(id(stmt))
         if found is None:
             found = self._uses[id(stmt)] = uses_of([stmt])
         return found
 
 
-class Cone:
-    """One walk; `walk()` returns {label: digest} for every helper reached."""
+class _Reach:
+    """One resolution pass: the helper labels some uses reach directly (through imports)."""
 
-    def __init__(self, modules: ModuleCache, shared: SharedScans, dirs: tuple[str, ...],
-                 step: str, own_label: str) -> None:
-        self.modules = modules
+    def __init__(self, graph: ConeGraph, dirs: tuple[str, ...], step: str) -> None:
+        self.graph = graph
+        self.modules = graph.modules
         self.dirs = dirs
         self.step = step
-        self.parts: dict[str, str] = {}
-        self._shared = shared
-        self._own_label = own_label
+        self.labels: set[str] = set()
         self._seen: set[tuple[object, ...]] = set()
-        self._queue: list[tuple[ModuleInfo, Uses]] = []
 
-    def walk(self, module: ModuleInfo, uses: Uses) -> dict[str, str]:
-        self._queue.append((module, uses))
-        while self._queue:
-            module, uses = self._queue.pop()
-            local: dict[str, list[ImportBinding]] = {}
-            for name, binding in uses.imports:
-                local.setdefault(name, []).append(binding)
-            for name in sorted(uses.names):
-                self._name(module, name, (), local)
-            for chain in sorted(uses.chains):
-                self._name(module, chain[0], chain[1:], local)
-        return self.parts
+    def uses(self, module: ModuleInfo, uses: Uses) -> None:
+        local: dict[str, list[ImportBinding]] = {}
+        for name, binding in uses.imports:
+            local.setdefault(name, []).append(binding)
+        for name in sorted(uses.names):
+            self._name(module, name, (), local)
+        for chain in sorted(uses.chains):
+            self._name(module, chain[0], chain[1:], local)
 
     def _name(self, module: ModuleInfo, name: str, tail: tuple[str, ...],
               local: dict[str, list[ImportBinding]]) -> None:
         if name in local:
             for binding in local[name]:
-                self._import(module, binding, tail)
+                self.import_(module, binding, tail)
             return
         key = (module.file, name, tail)
         if key in self._seen:
@@ -72,33 +118,21 @@ class Cone:
         self._seen.add(key)
         index = module.index
         if name in index.conservative:
-            self._whole(module)
+            self.labels.add(self.graph.module_label(module))
             return
         if name in index.defs:
-            self._definition(module, name)
+            self.labels.add(self.graph.definition_label(module, name))
         for binding in index.imports.get(name, ()):
-            self._import(module, binding, tail)
+            self.import_(module, binding, tail)
         if name not in index.defs and name not in index.imports:
             for star in index.stars:
                 target = self.modules.find(star, module.file, self.dirs)
                 if target is not None and target.file is not None:
                     self._name(self._load(target.file, module), name, tail, {})
 
-    def _definition(self, module: ModuleInfo, name: str) -> None:
-        label = f"helper {module.file}:{name}"
-        if label in self.parts or label == self._own_label:
-            return
-        stmts = module.index.defs[name]
-        found = self._shared.digests.get(label)
-        if found is None:
-            found = digest((label, tuple(module.statement_source(s) for s in stmts)))
-            self._shared.digests[label] = found
-        self.parts[label] = found
-        for stmt in stmts:
-            self._queue.append((module, self._shared.uses(stmt)))
-
-    def _import(self, module: ModuleInfo, binding: ImportBinding,
+    def import_(self, module: ModuleInfo, binding: ImportBinding,
                 tail: tuple[str, ...]) -> None:
+        """Follow one import binding, read as `name.tail...`, to what it names."""
         key = (module.file, binding, tail)
         if key in self._seen:
             return
@@ -124,20 +158,7 @@ class Cone:
         if tail:
             self._name(loaded, tail[0], tail[1:], {})
         else:
-            self._whole(loaded)
-
-    def _whole(self, module: ModuleInfo) -> None:
-        """The module is used as a value: its whole text counts, and what it imports."""
-        label = f"helper {module.file}"
-        if label in self.parts:
-            return
-        found = self._shared.digests.get(label)
-        if found is None:
-            found = self._shared.digests[label] = digest((label, module.source))
-        self.parts[label] = found
-        for bindings in module.index.imports.values():
-            for binding in bindings:
-                self._import(module, binding, ())
+            self.labels.add(self.graph.module_label(loaded))
 
     def _load(self, file: str, importer: ModuleInfo) -> ModuleInfo:
         return self.modules.load(file, importer=importer.file, step=self.step)

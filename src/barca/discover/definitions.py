@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Sequence
 
 from barca.discover import hashing
-from barca.discover.cone import Cone, SharedScans
+from barca.discover.cone import ConeGraph
 from barca.discover.model import Definition, DimensionSpec, InputSpec
 from barca.discover.modules import ModuleCache, search_dirs
 from barca.discover.names import function_uses, uses_of
@@ -77,7 +77,7 @@ def _definition(node: RawNode, resolver: Resolver, hasher: _Hasher) -> Definitio
 
 
 class _Hasher:
-    """Hash parts of each node; shares parsed modules and per-statement scans across nodes.
+    """Hash parts of each node; shares parsed modules and the helper graph across nodes.
 
     Upstreams enter the inputs and partitions parts as the location of their function
     (`file:function`), which is the resolved node id unless `name=` renamed it: a rename then
@@ -88,7 +88,7 @@ class _Hasher:
     def __init__(self, modules: ModuleCache, locations: dict[str, str]) -> None:
         self.modules = modules
         self.locations = locations
-        self.shared = SharedScans()
+        self.cones = ConeGraph(modules)
 
     def parts(self, node: RawNode, inputs: Sequence[InputSpec],
               dimensions: Sequence[DimensionSpec]) -> tuple[tuple[str, str], ...]:
@@ -99,9 +99,8 @@ class _Hasher:
         parts.update(self._argument_parts(node, inputs, dimensions))
         parts.update(hashing.decorator_parts(node.decorators))
         uses = function_uses(fn) | uses_of(node.decorators) | uses_of(node.counted)
-        cone = Cone(self.modules, self.shared, search_dirs(node.file), node.node_id,
-                    f"helper {node.file}:{fn.name}")
-        parts.update(cone.walk(module, uses))
+        parts.update(self.cones.parts(module, uses, search_dirs(node.file), node.node_id,
+                                      f"helper {node.file}:{fn.name}"))
         return tuple(sorted(parts.items()))
 
     def _argument_parts(self, node: RawNode, inputs: Sequence[InputSpec],

@@ -1,0 +1,240 @@
+"""Keyed partitions: the seed's pipeline over N retailers, first run and ticks, as whole processes.
+
+For each N it builds a DuckDB warehouse of orders (ORDERS_PER_RETAILER rows per retailer,
+sorted by retailer), writes the seed's pipeline unchanged (a `retailer_versions` sensor,
+`cleaned` and `scored` with `partitions_from`), and times `barca get scored pipeline.py`:
+
+    first run        cold, every key of both assets
+    no-change tick   nothing changed: the sensor runs, every key is cached
+    one-key tick     one retailer's orders changed: the sensor and that key of each asset
+
+Each row gives wall time and the peak RSS of the largest process (the coordinator or a worker,
+from wait4's rusage of the process tree). A variant whose steps do no I/O (static keys,
+trivial bodies) gives first-run steps per second.
+
+    .venv/bin/python benchmarks/keyed_partitions.py                 # N = 10000
+    .venv/bin/python benchmarks/keyed_partitions.py --keys 10000,50000,200000 --write
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ORDERS_PER_RETAILER = 3
+HERE = Path(__file__).resolve().parent
+BARCA = [sys.executable, "-m", "barca.cli.main"]
+
+SEED_PIPELINE = '''import duckdb
+from barca import Schedule, asset, partitions_from, sensor
+
+
+@sensor(freshness=Schedule("*/5 * * * *"))
+def retailer_versions() -> dict:
+    rows = duckdb.connect("warehouse.duckdb", read_only=True).execute(
+        "select retailer, max(updated_at)::varchar from orders group by retailer"
+    ).fetchall()
+    return dict(rows)                       # {"r000001": "2026-10-22 09:14:03", ...}
+
+
+@asset(partitions={"retailer": partitions_from(retailer_versions)})
+def cleaned(retailer: str, retailer_versions: str) -> dict:
+    # retailer_versions is this retailer's value only
+    orders = duckdb.connect("warehouse.duckdb", read_only=True).execute(
+        "select * from orders where retailer = ?", [retailer]
+    ).df()
+    return {"retailer": retailer, "rows": len(orders), "as_of": retailer_versions}
+
+
+@asset(partitions={"retailer": partitions_from(cleaned)})
+def scored(retailer: str, cleaned: dict) -> dict:
+    return {**cleaned, "score": cleaned["rows"] * 0.1}
+'''
+
+NO_IO_PIPELINE = '''from barca import asset, partitions
+
+KEYS = [f"k{{i:06d}}" for i in range({n})]
+
+
+@asset(partitions={{"k": partitions(KEYS)}})
+def first(k: str) -> dict:
+    return {{"k": k}}
+
+
+@asset(partitions={{"k": partitions(KEYS)}}, inputs={{"first": first}})
+def second(k: str, first: dict) -> dict:
+    return {{"k": k, "n": len(first)}}
+'''
+
+
+def build_warehouse(directory: Path, n: int) -> None:
+    import duckdb
+
+    con = duckdb.connect(str(directory / "warehouse.duckdb"))
+    con.execute(
+        "create or replace table orders as "
+        "select 'r' || lpad((i // ?)::varchar, 6, '0') as retailer, i as amount, "
+        "timestamp '2026-10-22 09:00:00' + to_minutes((i % 600)::bigint) as updated_at "
+        "from range(?) t(i) order by retailer", [ORDERS_PER_RETAILER, n * ORDERS_PER_RETAILER])
+    con.close()
+
+
+def change_one_retailer(directory: Path, n: int, tick: int) -> None:
+    import duckdb
+
+    retailer = f"r{(n // 2 + tick) % n:06d}"
+    con = duckdb.connect(str(directory / "warehouse.duckdb"))
+    con.execute("update orders set updated_at = updated_at + interval 1 hour "
+                "where retailer = ?", [retailer])
+    con.close()
+
+
+def timed(args: list[str], cwd: Path) -> tuple[float, float, str]:
+    """Wall seconds, peak RSS in MB of the largest process in the tree, and stdout."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(args, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out, err = proc.communicate()
+    wall = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(args)} failed ({proc.returncode}):\n{err.decode()[-2000:]}")
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    return wall, peak, out.decode()
+
+
+def run_isolated(args: list[str], cwd: Path) -> tuple[float, float, str]:
+    """Run in a fresh child so RUSAGE_CHILDREN's max covers only this command's tree."""
+    code = ("import sys, json; sys.path.insert(0, %r); from keyed_partitions import timed; "
+            "from pathlib import Path; w, p, o = timed(%r, Path(%r)); "
+            "print(json.dumps([w, p, o]))") % (str(HERE), args, str(cwd))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    if out.returncode != 0:
+        raise SystemExit(out.stderr[-3000:])
+    import json
+
+    wall, peak, stdout = json.loads(out.stdout)
+    return wall, peak, stdout
+
+
+def steps_executed(stdout: str) -> int:
+    import json
+
+    return json.loads(stdout)["steps_executed"]
+
+
+def measure_keyed(n: int, ticks: int, pool: str | None) -> list[tuple]:
+    rows = []
+    directory = Path(tempfile.mkdtemp(prefix=f"barca-keyed-{n}-"))
+    try:
+        build_warehouse(directory, n)
+        (directory / "pipeline.py").write_text(SEED_PIPELINE)
+        cmd = [*BARCA, "get", "scored", "pipeline.py", "--json"]
+        wall, peak, out = run_isolated(cmd, directory)
+        rows.append((n, "first run", wall, peak, steps_executed(out)))
+        for _ in range(ticks):
+            wall, peak, out = run_isolated(cmd, directory)
+            rows.append((n, "no-change tick", wall, peak, steps_executed(out)))
+        for tick in range(ticks):
+            change_one_retailer(directory, n, tick)
+            wall, peak, out = run_isolated(cmd, directory)
+            rows.append((n, "one-key tick", wall, peak, steps_executed(out)))
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+    return rows
+
+
+def measure_no_io(n: int) -> tuple:
+    directory = Path(tempfile.mkdtemp(prefix=f"barca-noio-{n}-"))
+    try:
+        (directory / "pipeline.py").write_text(NO_IO_PIPELINE.format(n=n))
+        wall, peak, out = run_isolated([*BARCA, "get", "second", "pipeline.py", "--json"],
+                                       directory)
+        steps = steps_executed(out)
+        return n, wall, peak, steps, steps / wall
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+TARGETS = {10_000: (0.4, 0.3, 150, 30), 50_000: (0.6, 0.5, 250, 150),
+           200_000: (1.0, 0.8, 400, 600)}
+
+
+def median(values: list[float]) -> float:
+    values = sorted(values)
+    return values[len(values) // 2]
+
+
+def render(rows: list[tuple], no_io: list[tuple]) -> str:
+    lines = ["| N keys | scenario | runs | median wall | min wall | peak RSS (largest process) "
+             "| steps | target wall | target RSS |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    groups: dict[tuple, list[tuple]] = {}
+    for row in rows:
+        groups.setdefault((row[0], row[1]), []).append(row)
+    tick_medians = {}
+    for (n, scenario), items in groups.items():
+        walls = [r[2] for r in items]
+        one, none, rss, first = TARGETS.get(n, (None,) * 4)
+        target = {"first run": first, "no-change tick": none, "one-key tick": one}[scenario]
+        if scenario == "one-key tick":
+            tick_medians[n] = median(walls)
+        lines.append(f"| {n:,} | {scenario} | {len(items)} | {median(walls):.2f} s | "
+                     f"{min(walls):.2f} s | {max(r[3] for r in items):.0f} MB | "
+                     f"{items[-1][4]} | {'≤ %s s' % target if target else '-'} | "
+                     f"{'≤ %s MB' % rss if rss else '-'} |")
+    if len(tick_medians) > 1:
+        small, large = min(tick_medians), max(tick_medians)
+        lines.append("")
+        lines.append(f"One-key tick ratio {large:,} / {small:,} keys: "
+                     f"{tick_medians[large] / tick_medians[small]:.2f} (target ≤ 2.5)")
+    if no_io:
+        lines += ["", "| no-I/O variant keys | wall | peak RSS | steps | steps/s |",
+                  "|---|---|---|---|---|"]
+        for n, wall, peak, steps, rate in no_io:
+            lines.append(f"| {n:,} | {wall:.2f} s | {peak:.0f} MB | {steps} | {rate:,.0f} |")
+    return "\n".join(lines)
+
+
+def machine() -> str:
+    cpu = "unknown CPU"
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{os.cpu_count()} cores, {cpu}, Python {platform.python_version()}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--keys", default="10000", help="comma list of key counts")
+    parser.add_argument("--ticks", type=int, default=3, help="ticks of each kind per N")
+    parser.add_argument("--no-io", default="20000", help="key count of the no-I/O variant "
+                        "(each of two assets); 0 to skip")
+    parser.add_argument("--write", action="store_true", help="append to benchmarks/RESULTS.md")
+    args = parser.parse_args()
+    rows = []
+    for n in [int(x) for x in args.keys.split(",")]:
+        rows += measure_keyed(n, args.ticks, None)
+    no_io = [measure_no_io(int(args.no_io))] if int(args.no_io) else []
+    table = render(rows, no_io)
+    print(table)
+    if args.write:
+        command = "python benchmarks/keyed_partitions.py " + " ".join(sys.argv[1:])
+        with open(HERE / "RESULTS.md", "a") as fh:
+            fh.write(f"\n## Keyed partitions ({time.strftime('%Y-%m-%d')})\n\nMachine: "
+                     f"{machine()}. Command: `{command}`.\n\n{table}\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,142 @@
+"""Shared helpers for the end-to-end tests.
+
+`barca(tmp_path, *args)` runs the real command (`python -m barca.cli.main`) in a project
+directory with stdout piped, so barca answers in JSON mode; `write` puts pipeline files into
+that directory. Nothing is mocked: every run uses the real SQLite file and real workers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+import pytest
+
+# Variables a developer may have set that would change what barca does under test.
+_ISOLATED = ("BARCA_OUTPUT", "BARCA_ENV", "BARCA_POOL_SIZE", "BARCA_PROGRESS_SECS",
+             "BARCA_REMOTE_URI", "BARCA_STATE_URI", "BARCA_STATE", "BARCA_SERVER")
+
+CLI = [sys.executable, "-m", "barca.cli.main"]
+
+
+def barca_env(env: Mapping[str, str | None] | None = None) -> dict[str, str]:
+    """The test process's environment without BARCA_* settings, plus `env` (None unsets)."""
+    out = {k: v for k, v in os.environ.items() if k not in _ISOLATED}
+    for name, value in (env or {}).items():
+        if value is None:
+            out.pop(name, None)
+        else:
+            out[name] = value
+    return out
+
+
+@dataclass
+class Result:
+    code: int
+    stdout: str
+    stderr: str
+
+    @property
+    def json(self) -> Any:
+        """stdout parsed as one JSON document."""
+        try:
+            return json.loads(self.stdout)
+        except ValueError as exc:
+            raise AssertionError(f"stdout is not JSON ({exc}).\nstdout:\n{self.stdout}\n"
+                                 f"stderr:\n{self.stderr}") from None
+
+    @property
+    def envelope(self) -> dict[str, Any]:
+        """The last stderr line parsed as the JSON error envelope."""
+        lines = [line for line in self.stderr.splitlines() if line.strip()]
+        assert lines, f"stderr is empty (exit {self.code}); stdout:\n{self.stdout}"
+        try:
+            return json.loads(lines[-1])
+        except ValueError:
+            raise AssertionError(f"last stderr line is not JSON:\n{self.stderr}") from None
+
+    def expect(self, code: int) -> "Result":
+        assert self.code == code, (f"exit {self.code}, expected {code}\nstdout:\n{self.stdout}\n"
+                                   f"stderr:\n{self.stderr}")
+        return self
+
+    @property
+    def steps(self) -> dict[str, dict[str, Any]]:
+        """steps[] keyed by node name (the part of the id after ':')."""
+        return {s["id"].split(":", 1)[1]: s for s in self.json["steps"]}
+
+    def statuses(self) -> dict[str, str]:
+        """name -> status (real runs) or action (dry runs)."""
+        return {name: s.get("status", s.get("action")) for name, s in self.steps.items()}
+
+
+def barca(cwd: Path, *args: Any, env: Mapping[str, str | None] | None = None,
+          timeout: float = 60) -> Result:
+    """Run `barca ARGS` in `cwd` with stdout piped (JSON mode) and return what it printed."""
+    proc = subprocess.run([*CLI, *map(str, args)], cwd=cwd, env=barca_env(env),
+                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, timeout=timeout)
+    return Result(proc.returncode, proc.stdout, proc.stderr)
+
+
+def start_barca(cwd: Path, *args: Any, env: Mapping[str, str | None] | None = None,
+                **popen: Any) -> subprocess.Popen:
+    """Start `barca ARGS` in the background (for signals and concurrency)."""
+    popen.setdefault("stdout", subprocess.PIPE)
+    popen.setdefault("stderr", subprocess.PIPE)
+    return subprocess.Popen([*CLI, *map(str, args)], cwd=cwd, env=barca_env(env),
+                            stdin=subprocess.DEVNULL, text=True, **popen)
+
+
+def write(root: Path, files: Mapping[str, str]) -> Path:
+    """Write each file (dedented) under root, creating directories."""
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text).lstrip("\n"))
+    return root
+
+
+def edit(path: Path, old: str, new: str) -> None:
+    """Replace one exact piece of a file's text (fails loudly when it is not there)."""
+    text = path.read_text()
+    assert old in text, f"{old!r} not in {path}"
+    path.write_text(text.replace(old, new, 1))
+
+
+def lines(path: Path) -> list[str]:
+    """The lines of a log file written by a pipeline, [] when it does not exist."""
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def run_statuses(root: Path, env_name: str | None = None) -> list[str]:
+    """`status` of every row in the runs table, oldest first (read-only)."""
+    base = root / ".barca"
+    db = base / "metadata.db" if env_name is None else base / "envs" / env_name / "metadata.db"
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        return [r[0] for r in conn.execute("SELECT status FROM runs ORDER BY started_at")]
+    finally:
+        conn.close()
+
+
+def read_runs(root: Path, columns: str = "status") -> list[tuple]:
+    conn = sqlite3.connect(f"file:{root / '.barca' / 'metadata.db'}?mode=ro", uri=True)
+    try:
+        return conn.execute(f"SELECT {columns} FROM runs ORDER BY started_at").fetchall()
+    finally:
+        conn.close()
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """An empty project directory (its own root: it holds a barca.toml)."""
+    (tmp_path / "barca.toml").write_text("")
+    return tmp_path
