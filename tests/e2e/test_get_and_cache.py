@@ -282,3 +282,37 @@ def test_deleted_artifact_is_recomputed_when_something_reads_it(chain: Path) -> 
     result = barca(chain, "get", "d", "pipeline.py").expect(0)
     assert result.steps["a"]["reason"] == "artifact_missing"
     assert result.json["final_output"] == 40
+
+
+@pytest.mark.parametrize("warm, change, flags", [
+    (False, False, []),
+    (True, False, []),
+    (True, True, []),
+    (True, False, ["--refresh", "b"]),
+    (True, False, ["--refresh", "b", "--no-cascade"]),
+    (True, False, ["--refresh-all"]),
+], ids=["cold", "warm", "edited", "refresh", "refresh-no-cascade", "refresh-all"])
+def test_dry_run_predicts_exactly_what_the_real_run_executes(chain: Path, warm, change,
+                                                             flags) -> None:
+    if warm:
+        barca(chain, "get", "pipeline.py").expect(0)
+    if change:
+        edit(chain / "pipeline.py", "return a + 100", "return a + 200")
+    executed_before = lines(chain / "executed.log")
+    runs_before = run_statuses(chain) if warm else None
+
+    dry = barca(chain, "get", "pipeline.py", "--dry-run", *flags).expect(0)
+    assert dry.json["dry_run"] is True
+    assert lines(chain / "executed.log") == executed_before  # nothing executed
+    if warm:
+        assert run_statuses(chain) == runs_before  # no run recorded
+    else:
+        assert not (chain / ".barca").exists()  # nothing written at all
+
+    real = barca(chain, "get", "pipeline.py", *flags).expect(0)
+    assert dry.json["summary"]["will_run"] == real.json["steps_executed"]
+    predicted = {n for n, action in dry.statuses().items() if action == "run"}
+    ran = {n for n, status in real.statuses().items() if status == "ran"}
+    assert predicted == ran
+    for name in ran:
+        assert dry.steps[name]["reason"] == real.steps[name]["reason"]

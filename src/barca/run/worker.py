@@ -114,6 +114,10 @@ class Worker:
         module = self.modules.get(file)
         if module is None:
             module = self.modules[file] = _import_pipeline(self.root, file)
+            if "duckdb" in sys.modules:
+                from barca.run import duckdb_reuse
+
+                duckdb_reuse.install(sys.modules["duckdb"])
         return module
 
 
