@@ -398,6 +398,24 @@ def errors_text(scenarios: list[Scenario], results: dict, with_ref: bool) -> str
     return "\n".join(out)
 
 
+def repo_head() -> str:
+    """The commit checked out in this repository, read from .git without running git."""
+    git = REPO / ".git"
+    try:
+        head = (git / "HEAD").read_text().strip()
+        if not head.startswith("ref: "):
+            return head[:12]
+        ref = head[5:]
+        if (git / ref).exists():
+            return f"{(git / ref).read_text().strip()[:12]} ({ref.rsplit('/', 1)[-1]})"
+        for line in (git / "packed-refs").read_text().splitlines():
+            if line.endswith(" " + ref):
+                return f"{line[:12]} ({ref.rsplit('/', 1)[-1]})"
+    except OSError:
+        pass
+    return "unknown"
+
+
 def load_average() -> str:
     try:
         return " ".join(Path("/proc/loadavg").read_text().split()[:3])
@@ -604,7 +622,10 @@ def _measure_and_report(args: argparse.Namespace, scenarios: list[Scenario], com
     env = child_env(args.bytecode, base)
     runners = [Runner(c, base, args.timeout, env) for c in commands]
     for r in runners:
-        r.warm_up()
+        try:
+            r.warm_up()
+        except RunError as e:
+            sys.exit(f"error: the warm-up run of {shlex.join(r.command)} failed, nothing measured:\n{e}")
     results = measure(runners, scenarios, args.repeat, args.cold_repeat, args.tree_rss)
 
     with_ref = bool(args.reference)
@@ -646,7 +667,8 @@ def _measure_and_report(args: argparse.Namespace, scenarios: list[Scenario], com
             f"Linux {info['kernel']}; load average (1/5/15 min) {info['load']} before and "
             f"{load_average()} after the run (other work on the machine adds noise)",
             f"- ours: `{shlex.join(commands[0])}`, {version_of(commands[0])}, "
-            f"Python {python_version(ours_python)}",
+            f"Python {python_version(ours_python)}; repository HEAD {repo_head()} "
+            "(uncommitted changes, if any, are not recorded)",
         ]
         if with_ref:
             ref_python = python_of(commands[1])

@@ -8,7 +8,6 @@ callables that can be unit-tested directly. barca plans from the source text (se
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any, Callable, TypeVar
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -27,6 +26,30 @@ TASK_ARGS = (
     "retry_backoff", "description", "tags", "env", "batch", "weight",
 )
 DECORATOR_ARGS = {"asset": ASSET_ARGS, "sensor": SENSOR_ARGS, "task": TASK_ARGS}
+
+
+class _Marker:
+    """A small immutable record; plain slots instead of dataclasses keep `import barca` fast."""
+
+    __slots__: tuple[str, ...] = ()
+
+    def __init__(self, *values: Any) -> None:
+        for name, value in zip(self.__slots__, values):
+            object.__setattr__(self, name, value)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable")
+
+    def __eq__(self, other: object) -> bool:
+        return type(self) is type(other) and all(
+            getattr(self, n) == getattr(other, n) for n in self.__slots__)
+
+    def __hash__(self) -> int:
+        return hash((type(self).__name__, *(repr(getattr(self, n)) for n in self.__slots__)))
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{n}={getattr(self, n)!r}" for n in self.__slots__)
+        return f"{type(self).__name__}({args})"
 
 
 class _Freshness:
@@ -50,96 +73,86 @@ Always = _AlwaysType()
 Manual = _ManualType()
 
 
-@dataclass(frozen=True)
-class Schedule(_Freshness):
+class Schedule(_Marker, _Freshness):
     """Fires under `barca serve` on a cron expression (5 fields, or 6 with leading seconds)."""
 
-    cron: str
-    batch: Any = None
+    __slots__ = ("cron", "batch")
     label = "schedule"
 
     def __init__(self, cron: str, /, *, batch: Any = None) -> None:
-        object.__setattr__(self, "cron", cron)
-        object.__setattr__(self, "batch", batch)
+        super().__init__(cron, batch)
 
 
-@dataclass(frozen=True)
-class Partitions:
+class Partitions(_Marker):
     """Static keys of one dimension: `partitions(["emea", "amer"])`."""
 
-    values: tuple[Any, ...]
+    __slots__ = ("values",)
 
 
 def partitions(values: Any, /) -> Partitions:
     return Partitions(tuple(values))
 
 
-@dataclass(frozen=True)
-class PartitionsFrom:
+class PartitionsFrom(_Marker):
     """Keys taken from another node: a partitioned asset, a list, or a `{key: version}` dict."""
 
-    source: Any
+    __slots__ = ("source",)
 
 
 def partitions_from(source: Any, /) -> PartitionsFrom:
     return PartitionsFrom(source)
 
 
-@dataclass(frozen=True)
-class Collect:
+class Collect(_Marker):
     """Fan-in: every current key's value of a partitioned upstream, as one list."""
 
-    upstream: Any
+    __slots__ = ("upstream",)
 
 
 def collect(upstream: Any, /) -> Collect:
     return Collect(upstream)
 
 
-@dataclass(frozen=True)
-class AssetRef:
+class AssetRef(_Marker):
     """Names a node by id (`"other.py:func"`) without importing it."""
 
-    node_id: str
+    __slots__ = ("node_id",)
 
 
 def asset_ref(node_id: str, /) -> AssetRef:
     return AssetRef(node_id)
 
 
-@dataclass(frozen=True)
-class Batches:
-    groups: tuple[tuple[Any, ...], ...]
-    strict: bool = False
+class Batches(_Marker):
+    """Explicit groups of keys that share a call (`batch=batches([...])`)."""
+
+    __slots__ = ("groups", "strict")
 
 
 def batches(groups: Any, /, *, strict: bool = False) -> Batches:
     return Batches(tuple(tuple(g) for g in groups), strict)
 
 
-@dataclass(frozen=True)
-class BatchesBy:
-    fn: Callable[[Any], Any]
-    max_size: int | None = None
+class BatchesBy(_Marker):
+    """Keys with the same label share a call (`batch=batches_by(fn)`)."""
+
+    __slots__ = ("fn", "max_size")
 
 
 def batches_by(fn: Callable[[Any], Any], /, *, max_size: int | None = None) -> BatchesBy:
     return BatchesBy(fn, max_size)
 
 
-@dataclass(frozen=True)
-class Failed:
+class Failed(_Marker):
     """A batch function's value for one key that failed; the other keys still succeed."""
 
-    reason: str
+    __slots__ = ("reason",)
 
 
-@dataclass(frozen=True)
-class NodeSpec:
+class NodeSpec(_Marker):
     """What a decorator attached to a function; read by workers, never by the planner."""
 
-    kind: str
-    options: dict[str, Any] = field(default_factory=dict)
+    __slots__ = ("kind", "options")
 
 
 def _decorator(kind: str) -> Callable[..., Any]:

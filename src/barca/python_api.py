@@ -56,6 +56,6 @@ def _call(command: str, target: str | None, files: str | Sequence[str], refresh:
 
         if not plan.partitioned:
             return load("")
-        return {key: load(key) for key in sorted(plan.keys)}
+        return {plan.label(key): load(key) for key in sorted(plan.keys, key=plan.label)}
     finally:
         os.chdir(cwd)

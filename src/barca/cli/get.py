@@ -155,13 +155,15 @@ def _raise_failure(result: RunResult, failure) -> None:
     if failure.traceback:
         note(failure.traceback.rstrip())
     d = result.graph.nodes[failure.node_id]
+    from barca.plan.keys import key_label
     from barca.store.paths import node_dir_name
 
     raise StepFailed(f"step '{failure.step_id}' failed: {failure.error_type}: "
                      f"{render.first_line(failure.error_message)}",
                      "fix the step and rerun the same command; finished steps are kept",
                      node=failure.step_id, traceback=failure.traceback,
-                     artifact_dir=f".barca/artifacts/{node_dir_name(d.file, d.name, failure.key)}")
+                     artifact_dir=f".barca/artifacts/"
+                     f"{node_dir_name(d.file, d.name, key_label(d, failure.key))}")
 
 
 def _step_json(result: RunResult, node_id: str) -> dict[str, Any]:
@@ -208,10 +210,12 @@ def final_output(result: RunResult) -> Any:
         return {"_barca_partitions": {
             "keys": len(plan.keys), "computed": len(computed),
             "cached": len(plan.keys) - len(computed),
-            "outputs": {k: _output_value(result, node_id, k) for k in computed[:PARTITION_LIMIT]},
+            "outputs": {plan.label(k): _output_value(result, node_id, k)
+                        for k in computed[:PARTITION_LIMIT]},
             "truncated": len(computed) > PARTITION_LIMIT,
             "hint": "pass --partition DIM=VALUE to get chosen keys, or read them with barca sql"}}
-    return {k: _output_value(result, node_id, k) for k in sorted(plan.keys)}
+    return {plan.label(k): _output_value(result, node_id, k)
+            for k in sorted(plan.keys, key=plan.label)}
 
 
 def _final_node(result: RunResult) -> str | None:

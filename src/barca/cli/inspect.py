@@ -104,9 +104,9 @@ def _status_node(plan, result) -> dict[str, Any]:
                             "partitioned": bool(graph.nodes[plan.node_id].dimensions),
                             "cache": cache}
     if node["partitioned"] and not plan.unknown:
-        failed = sorted(k for k in result.states.get(plan.node_id).failed) \
-            if plan.node_id in result.states else []
-        missing = sorted(plan.keys[i] for i in plan.run)
+        state = result.states.get(plan.node_id)
+        failed = sorted(plan.label(k) for k in state.failed) if state else []
+        missing = sorted(plan.label(plan.keys[i]) for i in plan.run)
         node["partitions"] = {"total": len(plan.keys), "cached": plan.cached_count,
                               "missing": len(missing), "missing_keys": missing[:20],
                               "failed": len(failed), "failed_keys": failed[:20]}

@@ -25,7 +25,37 @@ Examples:
 """
 
 
-@click.group(epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
+# name -> (module, attribute, one-line help). Commands are imported only when used, so that
+# `barca --help` does not pay for the engine.
+COMMANDS = {
+    "get": ("barca.cli.get", "get_command", "Compute assets and what they need."),
+    "run": ("barca.cli.get", "run_command", "Run tasks; their asset inputs come from cache."),
+    "list": ("barca.cli.inspect", "list_command", "Every node, kind, freshness and inputs."),
+    "status": ("barca.cli.inspect", "status_command", "Cache state of every node, and why."),
+    "plan": ("barca.cli.inspect", "plan_command", "Execution phases as JSON."),
+    "version": ("barca.cli.version", "version_command", "Print barca's version."),
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in COMMANDS:
+            return None
+        import importlib
+
+        module, attribute, _ = COMMANDS[name]
+        return getattr(importlib.import_module(module), attribute)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, text) for name, (_, _, text) in COMMANDS.items()])
+
+
+@click.group(cls=LazyGroup, epilog=EPILOG,
+             context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "--version", prog_name="barca")
 def cli() -> None:
     """barca: cached Python functions as a dependency graph.
@@ -33,17 +63,6 @@ def cli() -> None:
     Decorate functions with @asset, @sensor and @task; barca runs only what changed, down to
     the single partition key, and keeps every result under .barca/.
     """
-
-
-def _register() -> None:
-    from barca.cli import get, inspect, version
-
-    cli.add_command(get.get_command)
-    cli.add_command(get.run_command)
-    cli.add_command(inspect.list_command)
-    cli.add_command(inspect.status_command)
-    cli.add_command(inspect.plan_command)
-    cli.add_command(version.version_command)
 
 
 def _json_mode(argv: list[str]) -> bool:
@@ -74,7 +93,6 @@ def main(argv: list[str] | None = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0].endswith(".py"):
         argv = ["get", *argv]  # `barca pipeline.py` is `barca get pipeline.py`
-    _register()
     json_mode = _json_mode(argv)
     try:
         cli.main(args=argv, prog_name="barca", standalone_mode=False)

@@ -75,7 +75,7 @@ def first_line(text: str | None) -> str:
 
 
 def will_run_keys(plan: NodePlan) -> list[str]:
-    return sorted(plan.keys[i] for i in plan.run)[:KEYS_LISTED]
+    return sorted(plan.label(plan.keys[i]) for i in plan.run)[:KEYS_LISTED]
 
 
 def why(plan: NodePlan) -> str:
@@ -89,7 +89,7 @@ def why(plan: NodePlan) -> str:
         return f"{total} keys cached"
     if plan.kind in ("sensor", "task") or len(plan.run) == total and _same_reason(plan):
         return f"{total} keys; {reason_text(plan.reasons[plan.run[0]])}"
-    by_key = {plan.keys[i]: plan.reasons[i] for i in plan.run}
+    by_key = {plan.label(plan.keys[i]): plan.reasons[i] for i in plan.run}
     listed = sorted(by_key)[:KEYS_LISTED]
     items = ", ".join(f"{k} ({key_cause(by_key[k])})" for k in listed)
     more = f", +{len(by_key) - len(listed)} more" if len(by_key) > len(listed) else ""
@@ -104,8 +104,9 @@ def _same_reason(plan: NodePlan) -> bool:
 def partitions_json(plan: NodePlan) -> dict[str, Any]:
     out: dict[str, Any] = {"total": len(plan.keys), "cached": plan.cached_count,
                            "will_run": len(plan.run), "will_run_keys": will_run_keys(plan)}
+    listed = set(out["will_run_keys"])
     changed = {k: list(plan.reasons[i].changed) for i in plan.run
-               if (k := plan.keys[i]) in out["will_run_keys"] and plan.reasons[i].changed}
+               if (k := plan.label(plan.keys[i])) in listed and plan.reasons[i].changed}
     if changed:
         out["changed"] = changed
     return out

@@ -1,7 +1,9 @@
-"""Which partition keys a node has: static lists, evaluated expressions, or another node's keys.
+"""Which partition keys a node has, and how a key is written.
 
-Key text is `dim=value`, dimensions joined by `,` in dimension-name order; several dimensions
-give their cross product, ordered by dimension name, each dimension's values in declared order.
+Keys are kept raw inside barca: a one-dimension key is its value (`"r000001"`), a key of
+several dimensions is the text `a=1,b=2` (dimension-name order), an unpartitioned node has the
+single key `""`. Users see labels, `dim=value`, built only when shown.
+Several dimensions give their cross product, ordered by dimension name, values in declared order.
 """
 
 from __future__ import annotations
@@ -12,42 +14,69 @@ from typing import Any, Mapping, Sequence
 from barca.discover.model import Definition
 
 
-class KeysUnknown(Exception):
-    """The keys come from a node whose output is not known yet."""
-
-
 def key_text(value: Any) -> str:
     """A key value as text: str as is, int as its decimal form."""
+    if value.__class__ is str:
+        return value
     if isinstance(value, bool) or not isinstance(value, (str, int)):
         raise TypeError(f"partition key {value!r} is a {type(value).__name__}; use str or int")
-    return value if isinstance(value, str) else str(value)
+    return str(value)
 
 
-def static_keys(d: Definition, expr_keys: Mapping[tuple[str, str], Sequence[str]]) -> tuple[str, ...]:
-    """Cross product of `partitions([...])` dimensions, dimensions sorted by name."""
+def dimension_names(d: Definition) -> list[str]:
+    return sorted(dim.name for dim in d.dimensions)
+
+
+def key_label(d: Definition, key: str) -> str:
+    """`r1` -> `retailer=r1` for a one-dimension node; other keys are already labels."""
+    if len(d.dimensions) == 1:
+        return f"{d.dimensions[0].name}={key}"
+    return key
+
+
+def key_args(d: Definition, key: str) -> dict[str, str]:
+    """The keyword arguments a key gives the function: dimension name -> value."""
+    if not d.dimensions:
+        return {}
+    if len(d.dimensions) == 1:
+        return {d.dimensions[0].name: key}
+    return split_label(key)
+
+
+def parse_label(d: Definition, label: str) -> str:
+    """The inverse of key_label: `retailer=r1` -> `r1`."""
+    if len(d.dimensions) == 1:
+        prefix = d.dimensions[0].name + "="
+        return label[len(prefix):] if label.startswith(prefix) else label
+    return label
+
+
+def static_keys(d: Definition, expr_keys: Mapping[tuple[str, str], Sequence[str]]) -> list[str]:
+    """Keys of `partitions([...])` dimensions (their cross product when several)."""
     dims = sorted(d.dimensions, key=lambda x: x.name)
     columns = []
     for dim in dims:
         values = dim.keys if dim.kind == "static" else expr_keys[(d.node_id, dim.name)]
-        columns.append([f"{dim.name}={v}" for v in values])
+        columns.append(list(values))
     if len(columns) == 1:
-        return tuple(columns[0])
-    return tuple(",".join(combo) for combo in itertools.product(*columns))
+        return columns[0]
+    names = [dim.name for dim in dims]
+    return [",".join(f"{n}={v}" for n, v in zip(names, combo))
+            for combo in itertools.product(*columns)]
 
 
-def keys_from_value(dim: str, value: Any) -> tuple[tuple[str, ...], dict[str, Any] | None]:
+def keys_from_value(value: Any) -> tuple[list[str], dict[str, Any] | None]:
     """Keys from a list or dict source; for a dict also key -> that key's value."""
-    if isinstance(value, dict):
-        values = {f"{dim}={key_text(k)}": v for k, v in value.items()}
-        return tuple(values), values
+    if isinstance(value, dict):  # read back from JSON: its keys are already str
+        return list(value), value
     if isinstance(value, (list, tuple)):
-        return tuple(f"{dim}={key_text(v)}" for v in value), None
+        return [key_text(v) for v in value], None
     raise TypeError(f"a partitions_from source must return a list or a dict, "
                     f"not {type(value).__name__}")
 
 
-def split_key(key: str) -> dict[str, str]:
-    """`region=emea,day=1` -> {"region": "emea", "day": "1"} (dimension names never hold , or =)."""
+def split_label(key: str) -> dict[str, str]:
+    """`region=emea,day=1` -> {"region": "emea", "day": "1"} (dimension names hold no , or =)."""
     out: dict[str, str] = {}
     dim = None
     for piece in key.split(","):

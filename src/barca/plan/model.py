@@ -50,9 +50,10 @@ class PlanOptions:
 class NodePlan:
     """One node's decision. Lists are aligned with `keys` and never mutated after planning.
 
-    keys:        partition key texts in declared order; ("",) for an unpartitioned node
+    keys:        raw partition keys in declared order (see plan.keys); [""] when unpartitioned
     run_hashes:  the run hash of each key
-    signatures:  each key's own hash parts (None when the node has none), stored to explain
+    signatures:  each key's own hash parts (None when the node has none): the part itself
+                 when there is one, else a list
     run:         indices of the keys that will execute, in key order
     reasons:     index -> Reason, for each index in `run`
     key_values:  key -> that key's value from a keyed source, passed to the step inline
@@ -62,7 +63,7 @@ class NodePlan:
 
     node_id: str
     kind: str
-    keys: tuple[str, ...] = ()
+    keys: list[str] = field(default_factory=list)
     run_hashes: list[str] = field(default_factory=list)
     context: str = ""
     context_parts: Mapping[str, str] = field(default_factory=dict)
@@ -73,10 +74,11 @@ class NodePlan:
     key_values: Mapping[str, Any] | None = None
     unknown: str | None = None
     unknown_detail: str | None = None
+    partitioned: bool = False
+    key_prefix: str = ""  # "retailer=" for a one-dimension node: label = key_prefix + key
 
-    @property
-    def partitioned(self) -> bool:
-        return self.keys != ("",)
+    def label(self, key: str) -> str:
+        return self.key_prefix + key
 
     @property
     def cached_count(self) -> int:

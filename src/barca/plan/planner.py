@@ -13,17 +13,12 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-import orjson
-
 from barca.discover.model import Definition
 from barca.graph import Graph
 from barca.plan.hashes import context_digest, digest, run_hash
 from barca.plan.keys import keys_from_value, static_keys
 from barca.plan.model import KnownOutput, NodePlan, PlanOptions, Reason
-from barca.state import CONTEXT, EMPTY_STATE, RUN_HASH, SIGNATURE, NodeState
-
-_SORTED = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
-
+from barca.state import EMPTY_STATE, NodeState
 
 def refreshed_nodes(graph: Graph, cone: frozenset[str], options: PlanOptions) -> dict[str, Reason]:
     """Assets forced to run by --refresh / --refresh-all, with the reason each carries."""
@@ -58,18 +53,24 @@ def plan_node(d: Definition, graph: Graph, plans: Mapping[str, NodePlan], state:
               refresh: Reason | None) -> NodePlan:
     blocked = _unknown_upstream(d, graph, plans, known)
     if blocked:
-        return NodePlan(d.node_id, d.kind, unknown=blocked[0], unknown_detail=blocked[1])
+        return NodePlan(d.node_id, d.kind, partitioned=bool(d.dimensions), unknown=blocked[0],
+                        unknown_detail=blocked[1])
     keys, key_values = _node_keys(d, graph, plans, known, expr_keys)
     parts = _unkeyed_parts(d, graph, plans, known, options)
-    labels, slots_of, value_slots = _keyed_layout(d, graph, plans, key_values)
+    labels, columns, value_slots = _keyed_columns(d, graph, plans, keys, key_values)
     context = context_digest(d.definition_hash, parts)
     parts = {**dict(d.hash_parts), **parts}
-    signatures = _signatures(keys, slots_of, key_values) if labels else None
-    hashes, run, reasons = _decide(d, keys, context, signatures, value_slots, state, refresh)
-    if reasons:
-        reasons = _explain(reasons, keys, signatures, labels, context, parts, state)
+    signatures = _signatures(columns)
+    hashes, run = _decide(keys, context, signatures, value_slots, state)
+    always = d.kind in ("sensor", "task")
+    if always or refresh is not None:
+        reasons = dict.fromkeys(range(len(keys)), refresh or Reason(d.kind))
+        run = list(range(len(keys)))
+    else:
+        reasons = _explain(run, keys, hashes, signatures, labels, context, parts, state, d)
     return NodePlan(d.node_id, d.kind, keys, hashes, context, parts, signatures, labels,
-                    tuple(run), reasons, key_values)
+                    tuple(run), reasons, key_values, partitioned=bool(d.dimensions),
+                    key_prefix=f"{d.dimensions[0].name}=" if len(d.dimensions) == 1 else "")
 
 
 def _unknown_upstream(d: Definition, graph: Graph, plans: Mapping[str, NodePlan],
@@ -91,15 +92,15 @@ def _unknown_upstream(d: Definition, graph: Graph, plans: Mapping[str, NodePlan]
 def _node_keys(d: Definition, graph: Graph, plans: Mapping[str, NodePlan],
                known: Mapping[str, KnownOutput],
                expr_keys: Mapping[tuple[str, str], Sequence[str]]
-               ) -> tuple[tuple[str, ...], dict[str, Any] | None]:
+               ) -> tuple[list[str], dict[str, Any] | None]:
     if not d.dimensions:
-        return ("",), None
+        return [""], None
     source = graph.key_source(d.node_id)
     if source is None:
         return static_keys(d, expr_keys), None
     if graph.nodes[source].dimensions:
         return plans[source].keys, None
-    return keys_from_value(d.dimensions[0].name, known[source].value)
+    return keys_from_value(known[source].value)
 
 
 def _unkeyed_parts(d: Definition, graph: Graph, plans: Mapping[str, NodePlan],
@@ -112,8 +113,7 @@ def _unkeyed_parts(d: Definition, graph: Graph, plans: Mapping[str, NodePlan],
         if up_id in mirrored:
             continue
         up, up_plan = graph.nodes[up_id], plans[up_id]
-        is_collect = any(s.source == up_id and s.mode == "collect" for s in d.inputs)
-        if is_collect:
+        if any(s.source == up_id and s.mode == "collect" for s in d.inputs):
             hashes = known[up_id].output_hashes if up.cutoff else dict(
                 zip(up_plan.keys, up_plan.run_hashes))
             parts[f"input {up_id}"] = digest([(k, hashes.get(k)) for k in up_plan.keys])
@@ -133,121 +133,123 @@ def _unkeyed_parts(d: Definition, graph: Graph, plans: Mapping[str, NodePlan],
     return parts
 
 
-def _mirrored_inputs(d: Definition, graph: Graph) -> set[str]:
-    """Partitioned upstreams this node reads key by key."""
+def _mirrored_inputs(d: Definition, graph: Graph) -> list[str]:
+    """Partitioned upstreams this node reads key by key, sorted."""
     if not d.dimensions:
-        return set()
-    out = set()
-    for up_id in graph.upstream[d.node_id]:
-        up = graph.nodes[up_id]
-        if up.dimensions and not any(s.source == up_id and s.mode == "collect" for s in d.inputs):
-            out.add(up_id)
-    return out
+        return []
+    return sorted(up_id for up_id in graph.upstream[d.node_id]
+                  if graph.nodes[up_id].dimensions
+                  and not any(s.source == up_id and s.mode == "collect" for s in d.inputs))
 
 
-def _keyed_layout(d: Definition, graph: Graph, plans: Mapping[str, NodePlan],
-                  key_values: Mapping[str, Any] | None):
-    """Labels of the per-key parts, where each comes from, and which slots are raw values."""
+def _keyed_columns(d: Definition, graph: Graph, plans: Mapping[str, NodePlan],
+                   keys: list[str], key_values: Mapping[str, Any] | None):
+    """Each per-key part as a column aligned with `keys`: labels, columns, raw-value slots."""
     labels: list[str] = []
-    slots_of: list[Any] = []
+    columns: list[list[Any]] = []
     value_slots: list[int] = []
-    for up_id in sorted(_mirrored_inputs(d, graph)):
+    for up_id in _mirrored_inputs(d, graph):
         up = graph.nodes[up_id]
+        source = plans[up_id]
         labels.append(f"{'sensor' if up.kind == 'sensor' else 'input'} {up_id}")
-        slots_of.append(plans[up_id])
+        if source.keys is keys or source.keys == keys:
+            columns.append(source.run_hashes)
+        else:
+            index = dict(zip(source.keys, source.run_hashes))
+            columns.append([index.get(k) for k in keys])
     if key_values is not None:
         value_slots.append(len(labels))
         labels.append(f"value {graph.key_source(d.node_id)}")
-        slots_of.append(None)
-    return tuple(labels), slots_of, tuple(value_slots)
+        columns.append(list(key_values.values()) if list(key_values) == keys
+                       else [key_values[k] for k in keys])
+    return tuple(labels), columns, tuple(value_slots)
 
 
-def _signatures(keys: tuple[str, ...], slots_of: list[Any],
-                key_values: Mapping[str, Any] | None) -> list[list[Any]]:
-    columns = []
-    for source in slots_of:
-        if source is None:
-            columns.append([key_values[k] for k in keys])  # type: ignore[index]
-        else:
-            index = dict(zip(source.keys, source.run_hashes)) if source.keys != keys else None
-            columns.append(source.run_hashes if index is None else [index[k] for k in keys])
+def _signatures(columns: list[list[Any]]) -> list[Any] | None:
+    """One entry per key: the part itself when there is one, else the list of parts."""
+    if not columns:
+        return None
     if len(columns) == 1:
-        return [[v] for v in columns[0]]
+        return columns[0]
     return [list(row) for row in zip(*columns)]
 
 
-def _decide(d: Definition, keys: tuple[str, ...], context: str,
-            signatures: list[list[Any]] | None, value_slots: tuple[int, ...],
-            state: NodeState, refresh: Reason | None):
-    always = d.kind in ("sensor", "task")
-    done, failed = state.done, state.failed
-    hashes: list[str] = []
-    run: list[int] = []
-    reasons: dict[int, Reason] = {}
-    empty: list[Any] = []
+def _decide(keys: list[str], context: str, signatures: list[Any] | None,
+            value_slots: tuple[int, ...], state: NodeState) -> tuple[list[str], list[int]]:
+    """Run hash per key and the indices whose hash has no success on record.
+
+    Whole columns are compared first (in C); single keys are visited only where they differ.
+    """
+    n = len(keys)
+    single = signatures is not None and not isinstance(signatures[0] if n else None, list)
+    cid = state.contexts.index(context) if context in state.contexts else -1
+    aligned = cid >= 0 and len(state.keys) >= n and (
+        state.keys if len(state.keys) == n else state.keys[:n]) == keys
+    if aligned and state.context[:n].count(cid) == n:
+        stored = state.signature[:n]
+        previous = state.run_hash[:n] if len(state.keys) > n else state.run_hash
+        if signatures is None or stored == signatures:
+            return previous, []
+        hashes = list(previous)
+        differ = [i for i, (a, b) in enumerate(zip(stored, signatures)) if a != b]
+        for i in differ:
+            hashes[i] = run_hash(context, keys[i], _parts(signatures[i], single), value_slots)
+        return hashes, [i for i in differ if hashes[i] != previous[i]]
+    hashes = []
+    run = []
+    find, stored_ctx, stored_sig, stored_hash = state.find, state.context, state.signature, \
+        state.run_hash
     for i, key in enumerate(keys):
-        sig = signatures[i] if signatures is not None else empty
-        rec = done.get(key)
-        if rec is not None and rec[CONTEXT] == context and _same_signature(rec[SIGNATURE], sig,
-                                                                            value_slots):
-            h = rec[RUN_HASH]
-        else:
-            h = run_hash(context, key, sig, value_slots)
+        sig = signatures[i] if signatures is not None else None
+        j = find(key)
+        if j is not None and stored_ctx[j] == cid and stored_sig[j] == sig:
+            hashes.append(stored_hash[j])
+            continue
+        h = run_hash(context, key, _parts(sig, single), value_slots)
         hashes.append(h)
-        if always or refresh is not None:
+        if j is None or stored_hash[j] != h:
             run.append(i)
-            reasons[i] = refresh or Reason(d.kind)
-        elif rec is None or rec[RUN_HASH] != h:
-            run.append(i)
-            reasons[i] = _why(key, h, rec, d, state, bool(done))
-    return hashes, run, reasons
+    return hashes, run
 
 
-def _same_signature(stored: list[Any], current: list[Any], value_slots: tuple[int, ...]) -> bool:
-    if stored != current:
-        return False
-    for slot in value_slots:
-        a, b = stored[slot], current[slot]
-        if a.__class__ is not str and (a.__class__ is not b.__class__ or
-                                       orjson.dumps(a, option=_SORTED) !=
-                                       orjson.dumps(b, option=_SORTED)):
-            return False
-    return True
-
-
-def _why(key: str, h: str, rec: list[Any] | None, d: Definition, state: NodeState,
-         has_any: bool) -> Reason:
-    failure = state.failed.get(key)
-    if failure is not None and failure[0] == h:
-        return Reason("failed", origin=failure[1])
-    if rec is None:
-        return Reason("new_key" if has_any and d.dimensions else "never_run")
-    return Reason("changed")
+def _parts(sig: Any, single: bool) -> list[Any]:
+    if sig is None:
+        return []
+    return [sig] if single else sig
 
 
 _PART_ORDER = ("code", "decorator argument", "decorator", "helper", "input", "sensor", "value",
                "env")
 
 
-def _explain(reasons: dict[int, Reason], keys: tuple[str, ...], signatures: list[Any] | None,
-             labels: tuple[str, ...], context: str, parts: Mapping[str, str],
-             state: NodeState) -> dict[int, Reason]:
-    """Fill in which parts changed for each "changed" key, comparing with its last success."""
-    out = dict(reasons)
-    for i, reason in reasons.items():
-        if reason.code != "changed":
+def _explain(run: list[int], keys: list[str], hashes: list[str], signatures: list[Any] | None,
+             labels: tuple[str, ...], context: str, parts: Mapping[str, str], state: NodeState,
+             d: Definition) -> dict[int, Reason]:
+    """Why each key runs: never run, new key, last attempt failed, or which parts changed."""
+    reasons: dict[int, Reason] = {}
+    has_any = bool(state.keys)
+    for i in run:
+        key = keys[i]
+        failure = state.failed.get(key)
+        if failure is not None and failure[0] == hashes[i]:
+            reasons[i] = Reason("failed", origin=failure[1])
             continue
-        rec = state.done[keys[i]]
-        before = state.contexts.get(rec[CONTEXT])
-        changed = _diff_parts(before, parts) if rec[CONTEXT] != context else []
+        j = state.find(key)
+        if j is None:
+            reasons[i] = Reason("new_key" if has_any and d.dimensions else "never_run")
+            continue
+        changed = []
+        if state.context_of(j) != context:
+            changed = _diff_parts(state.parts.get(state.context_of(j)), parts)
         if signatures is not None:
-            stored = rec[SIGNATURE] or []
+            old, new = state.signature[j], signatures[i]
+            if len(labels) == 1:
+                old, new = [old], [new]
             for slot, label in enumerate(labels):
-                old = stored[slot] if slot < len(stored) else None
-                if old != signatures[i][slot]:
+                if (old[slot] if old and slot < len(old) else None) != new[slot]:
                     changed.append(label)
-        out[i] = Reason("changed", tuple(sorted(set(changed), key=_part_rank)))
-    return out
+        reasons[i] = Reason("changed", tuple(sorted(set(changed), key=_part_rank)))
+    return reasons
 
 
 def _diff_parts(before: Mapping[str, str] | None, now: Mapping[str, str]) -> list[str]:

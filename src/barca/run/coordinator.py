@@ -25,21 +25,21 @@ import signal
 import tempfile
 import time
 import uuid
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from barca.discover.model import Definition
 from barca.errors import Cancelled, InfraError, UsageError
 from barca.graph import Graph
-from barca.plan.keys import split_key
+from barca.plan.keys import key_args, key_label
 from barca.plan.model import KnownOutput, NodePlan, PlanOptions, Reason
 from barca.plan.planner import plan_nodes, refreshed_nodes
 from barca.project import Project
 from barca.run.events import Reporter
 from barca.run.executor import Executor, LocalExecutor
 from barca.run.protocol import InputRef, LogLine, StepOutcome, StepSpec
-from barca.state import EMPTY_STATE, FORMAT, OUTPUT_HASH, RUN_HASH, NodeState
+from barca.state import EMPTY_STATE, NodeState
 from barca.store import metadata
 from barca.store.artifacts import read_value
 from barca.store.db import connect
@@ -85,13 +85,22 @@ class RunResult:
         hit = self.results.get(node_id, {}).get(key)
         if hit:
             return Path(hit[0]), hit[1]
-        rec = self.states.get(node_id, EMPTY_STATE).done.get(key)
         plan = self.plans.get(node_id)
-        if rec is None or plan is None or plan.unknown:
+        if plan is None or plan.unknown:
             return None
-        d = self.graph.nodes[node_id]
-        return artifact_path(self.artifacts_dir, d.file, d.name, key, rec[RUN_HASH],
-                             rec[FORMAT]), rec[FORMAT]
+        return stored_artifact(self.artifacts_dir, self.graph.nodes[node_id],
+                               self.states.get(node_id, EMPTY_STATE), key)
+
+
+def stored_artifact(artifacts_dir: Path, d: Definition, state: NodeState,
+                    key: str) -> tuple[Path, str] | None:
+    """Where the last success of a key was written, with its format."""
+    i = state.find(key)
+    if i is None:
+        return None
+    fmt = state.fmt[i]
+    return artifact_path(artifacts_dir, d.file, d.name, key_label(d, key), state.run_hash[i],
+                         fmt), fmt
 
 
 def execute(project: Project, graph: Graph, request: RunRequest, reporter: Reporter,
@@ -100,31 +109,31 @@ def execute(project: Project, graph: Graph, request: RunRequest, reporter: Repor
     return run.go()
 
 
-@dataclass
 class _Run:
-    project: Project
-    graph: Graph
-    request: RunRequest
-    reporter: Reporter
-    expr_keys: dict
-    run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
-    plans: dict = field(default_factory=dict)
-    known: dict = field(default_factory=dict)
-    pending: dict = field(default_factory=dict)
-    complete: set = field(default_factory=set)
-    submitted: set = field(default_factory=set)
-    results: dict = field(default_factory=dict)
-    failed_keys: dict = field(default_factory=dict)
-    skipped_keys: dict = field(default_factory=dict)
-    outcomes: list = field(default_factory=list)
-    unrecorded: list = field(default_factory=list)
-    logs: list = field(default_factory=list)
-    step_context: dict = field(default_factory=dict)
-    step_signature: dict = field(default_factory=dict)
-    executor: Executor | None = None
-    conn: Any = None
-    scratch: Path | None = None
-    _reopened: bool = False
+    """One run's coordinator state (see the module docstring); a plain class, built per run."""
+
+    def __init__(self, project: Project, graph: Graph, request: RunRequest, reporter: Reporter,
+                 expr_keys: dict) -> None:
+        self.project, self.graph, self.request = project, graph, request
+        self.reporter, self.expr_keys = reporter, expr_keys
+        self.run_id = uuid.uuid4().hex[:12]
+        self.plans: dict[str, NodePlan] = {}
+        self.known: dict[str, KnownOutput] = {}
+        self.pending: dict[str, int] = {}
+        self.complete: set[str] = set()
+        self.submitted: set[str] = set()
+        self.results: dict[str, dict[str, tuple]] = {}
+        self.failed_keys: dict[str, list[str]] = {}
+        self.skipped_keys: dict[str, list[str]] = {}
+        self.outcomes: list[StepOutcome] = []
+        self.unrecorded: list[StepOutcome] = []
+        self.logs: list[tuple] = []
+        self.step_context: dict[str, tuple] = {}
+        self.step_signature: dict[str, Any] = {}
+        self.executor: Executor | None = None
+        self.conn: Any = None
+        self.scratch: Path | None = None
+        self._reopened = False
 
     def go(self) -> RunResult:
         started = time.perf_counter()
@@ -179,8 +188,8 @@ class _Run:
                                 self.expr_keys, {})
         if not self.request.observe_sensors:
             for node_id in sensors:
-                if node_id in self.states and self.plans[node_id].keys[0] in \
-                        self.states[node_id].done:
+                if node_id in self.states and all(
+                        self.states[node_id].find(k) is not None for k in self.plans[node_id].keys):
                     self.known[node_id] = self._known_output(node_id, self.plans[node_id], {})
                 self.complete.add(node_id)
             return
@@ -216,8 +225,9 @@ class _Run:
         if not hits:
             return
         state = self.states.get(node_id, EMPTY_STATE)
-        self.states[node_id] = NodeState({**state.done, **hits}, state.failed, state.contexts)
-        run = tuple(i for i in plan.run if plan.keys[i] not in hits)
+        self.states[node_id] = state.with_records(hits)
+        hit_keys = {record[0] for record in hits}
+        run = tuple(i for i in plan.run if plan.keys[i] not in hit_keys)
         self.plans[node_id] = replace(plan, run=run,
                                       reasons={i: plan.reasons[i] for i in run})
 
@@ -244,7 +254,7 @@ class _Run:
         state = self.states.get(node_id, EMPTY_STATE)
         hashes = {}
         for key in plan.keys:
-            hashes[key] = ran[key][2] if key in ran else state.done[key][OUTPUT_HASH]
+            hashes[key] = ran[key][2] if key in ran else state.output_hash[state.find(key)]
         d = self.graph.nodes[node_id]
         if d.dimensions or not any(self.graph.key_source(r) == node_id
                                    for r in self.graph.downstream[node_id]):
@@ -380,14 +390,15 @@ class _Run:
     def _step(self, node_id: str, plan: NodePlan, i: int) -> StepSpec:
         d = self.graph.nodes[node_id]
         key = plan.keys[i]
-        step_id = f"{node_id}[{key}]" if key else node_id
+        label = plan.label(key)
+        step_id = f"{node_id}[{label}]" if plan.partitioned else node_id
         self.step_context[step_id] = (plan.context, plan.context_parts)
         if plan.signatures is not None:
             self.step_signature[step_id] = plan.signatures[i]
-        key_args = tuple(split_key(key).items()) if key else ()
         inputs = tuple(self._input_ref(d, spec, plan, key) for spec in d.inputs)
-        directory = self.artifacts_root / node_dir_name(d.file, d.name, key)
-        return StepSpec(step_id, node_id, key, d.kind, d.file, d.function, key_args, inputs,
+        directory = self.artifacts_root / node_dir_name(d.file, d.name, label)
+        return StepSpec(step_id, node_id, key, d.kind, d.file, d.function,
+                        tuple(key_args(d, key).items()), inputs,
                         str(directory), plan.run_hashes[i], d.serializer, max(1, d.retries),
                         d.retry_backoff, d.timeout_seconds, self._is_key_source(node_id))
 
@@ -416,12 +427,11 @@ class _Run:
         hit = self.results.get(node_id, {}).get(key)
         if hit:
             return Path(hit[0]), hit[1]
-        rec = self.states.get(node_id, EMPTY_STATE).done.get(key)
-        if rec is None:
+        found = stored_artifact(self.project.artifacts_dir, self.graph.nodes[node_id],
+                                self.states.get(node_id, EMPTY_STATE), key)
+        if found is None:
             raise InfraError(f"no recorded result for {node_id} {key}".strip())
-        d = self.graph.nodes[node_id]
-        return artifact_path(self.project.artifacts_dir, d.file, d.name, key, rec[RUN_HASH],
-                             rec[FORMAT]), rec[FORMAT]
+        return found
 
     def _drain(self, finished) -> None:
         assert self.executor is not None or finished()
@@ -499,8 +509,19 @@ class _Run:
                             max(0, total_keys - executed), elapsed,
                             failed[0].step_id if failed else None,
                             failed[0].error_message if failed else None)
-        metadata.compact(self.conn, self.order)
+        metadata.compact(self.conn, {n: self._key_order_if_stale(n) for n in self.order})
         self.reporter.run_finished(executed, executed, elapsed, status)
+
+    def _key_order_if_stale(self, node_id: str) -> list[str] | None:
+        """The plan's key order when the stored snapshot does not start with it."""
+        plan = self.plans.get(node_id)
+        if plan is None or plan.unknown or not plan.partitioned:
+            return None
+        state = self.states.get(node_id, EMPTY_STATE)
+        n = len(plan.keys)
+        if state.keys[:n] == plan.keys:
+            return None
+        return plan.keys
 
     def _result(self, status: str, elapsed: float) -> RunResult:
         executed = len(self.outcomes)

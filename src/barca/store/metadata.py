@@ -29,46 +29,42 @@ def load_states(conn: sqlite3.Connection | None, node_ids: Iterable[str]) -> dic
     for node_id in node_ids:
         row = conn.execute("SELECT watermark, data FROM node_state WHERE node_id = ?",
                            (node_id,)).fetchone()
-        watermark, snapshot = (row[0], orjson.loads(row[1])) if row else (0, None)
-        done = snapshot["done"] if snapshot else {}
-        failed = snapshot["failed"] if snapshot else {}
-        contexts = snapshot["contexts"] if snapshot else {}
+        state = NodeState.from_json(orjson.loads(row[1])) if row else NodeState()
         delta = conn.execute(
             "SELECT key, run_hash, context, signature, format, output_hash, status, "
             "error_message FROM materializations WHERE node_id = ? AND id > ? ORDER BY id",
-            (node_id, watermark)).fetchall()
-        _replay(delta, done, failed)
+            (node_id, row[0] if row else 0)).fetchall()
+        for key, run_hash, context, signature, fmt, output_hash, status, error in delta:
+            if status == "success":
+                state.put(key, run_hash, context, _signature(signature), fmt, output_hash)
+            else:
+                state.failed[key] = [run_hash, error]
         if delta:
-            _load_contexts(conn, contexts, {r[2] for r in delta if r[6] == "success"})
-        if done or failed:
-            states[node_id] = NodeState(done, failed, contexts)
+            _load_parts(conn, state)
+        if state.keys or state.failed:
+            states[node_id] = state
     return states
 
 
-def _replay(rows: Sequence[tuple], done: dict, failed: dict) -> None:
-    for key, run_hash, context, signature, fmt, output_hash, status, error in rows:
-        if status == "success":
-            done[key] = [run_hash, context, orjson.loads(signature) if signature else [], fmt,
-                         output_hash]
-            failed.pop(key, None)
-        else:
-            failed[key] = [run_hash, error]
+def _signature(text: str | bytes | None) -> Any:
+    return orjson.loads(text) if text else None
 
 
-def _load_contexts(conn: sqlite3.Connection, contexts: dict, wanted: set[str]) -> None:
-    missing = [d for d in wanted if d and d not in contexts]
-    for digest in missing:
-        row = conn.execute("SELECT parts FROM contexts WHERE digest = ?", (digest,)).fetchone()
-        if row:
-            contexts[digest] = orjson.loads(row[0])
+def _load_parts(conn: sqlite3.Connection, state: NodeState) -> None:
+    for digest in state.contexts:
+        if digest and digest not in state.parts:
+            row = conn.execute("SELECT parts FROM contexts WHERE digest = ?",
+                               (digest,)).fetchone()
+            if row:
+                state.parts[digest] = orjson.loads(row[0])
 
 
 def find_successes(conn: sqlite3.Connection | None, node_id: str,
-                   wanted: Sequence[tuple[str, str]]) -> dict[str, list[Any]]:
-    """Older successful results for (key, run_hash) pairs: key -> done record."""
+                   wanted: Sequence[tuple[str, str]]) -> list[tuple]:
+    """Older successful results for (key, run_hash) pairs, as NodeState.put arguments."""
     if conn is None or not wanted:
-        return {}
-    found: dict[str, list[Any]] = {}
+        return []
+    found: dict[str, tuple] = {}
     for start in range(0, len(wanted), 400):
         chunk = wanted[start:start + 400]
         hashes = sorted({h for _, h in chunk})
@@ -80,9 +76,8 @@ def find_successes(conn: sqlite3.Connection | None, node_id: str,
         pairs = set(chunk)
         for key, run_hash, context, signature, fmt, output_hash in rows:
             if (key, run_hash) in pairs:
-                found[key] = [run_hash, context, orjson.loads(signature) if signature else [],
-                              fmt, output_hash]
-    return found
+                found[key] = (key, run_hash, context, _signature(signature), fmt, output_hash)
+    return list(found.values())
 
 
 def record(conn: sqlite3.Connection, run_id: str, outcomes: Sequence[Any],
@@ -100,9 +95,9 @@ def record(conn: sqlite3.Connection, run_id: str, outcomes: Sequence[Any],
         if digest:
             new_contexts[digest] = parts
         sig = signatures.get(o.step_id)
-        path = o.artifact_path
         rows.append((run_id, o.node_id, o.key, o.run_hash, digest,
-                     orjson.dumps(sig) if sig else None, o.status, path, o.format,
+                     None if sig is None else orjson.dumps(sig), o.status, o.artifact_path,
+                     o.format,
                      o.size_bytes, o.output_hash, o.elapsed_seconds, o.attempts, o.error_type,
                      o.error_message, o.traceback, o.max_rss_bytes, now))
     conn.execute("BEGIN IMMEDIATE")
@@ -121,30 +116,49 @@ def record(conn: sqlite3.Connection, run_id: str, outcomes: Sequence[Any],
         raise
 
 
-def compact(conn: sqlite3.Connection, node_ids: Iterable[str]) -> None:
-    """Fold the rows recorded behind a node's snapshot into it once there are enough of them."""
-    for node_id in node_ids:
+def compact(conn: sqlite3.Connection, key_orders: dict[str, Sequence[str] | None]) -> None:
+    """Fold the rows recorded behind a node's snapshot into it, keys in the given order.
+
+    A node is rewritten when enough rows piled up behind its snapshot, or when the snapshot's
+    key order no longer starts with the current keys (given as a list; None = order is fine),
+    so that the next plan can compare whole columns.
+    """
+    for node_id, order in key_orders.items():
         row = conn.execute("SELECT watermark FROM node_state WHERE node_id = ?",
                            (node_id,)).fetchone()
         watermark = row[0] if row else 0
         pending = conn.execute(
-            "SELECT count(*), max(id) FROM materializations WHERE node_id = ? AND id > ?",
-            (node_id, watermark)).fetchone()
-        if not pending[0] or pending[0] < COMPACT_AFTER_ROWS:
+            "SELECT count(*) FROM materializations WHERE node_id = ? AND id > ?",
+            (node_id, watermark)).fetchone()[0]
+        if pending < COMPACT_AFTER_ROWS and order is None:
             continue
         conn.execute("BEGIN IMMEDIATE")
         try:
             state = load_states(conn, [node_id]).get(node_id, NodeState())
             top = conn.execute("SELECT max(id) FROM materializations WHERE node_id = ?",
-                               (node_id,)).fetchone()[0]
-            data = orjson.dumps({"done": state.done, "failed": state.failed,
-                                 "contexts": state.contexts})
+                               (node_id,)).fetchone()[0] or 0
+            if order is not None:
+                state = _reordered(state, order)
             conn.execute("INSERT OR REPLACE INTO node_state (node_id, watermark, data) "
-                         "VALUES (?, ?, ?)", (node_id, top, data))
+                         "VALUES (?, ?, ?)", (node_id, top, orjson.dumps(state.to_json())))
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
             raise
+
+
+def _reordered(state: NodeState, order: Sequence[str]) -> NodeState:
+    """Keys in `order` first (those with a success), then every other key as it was."""
+    positions = [j for j in map(state.find, order) if j is not None]
+    taken = set(positions)
+    positions += [j for j in range(len(state.keys)) if j not in taken]
+
+    def pick(column: list) -> list:
+        return [column[j] for j in positions]
+
+    return NodeState(pick(state.keys), pick(state.run_hash), pick(state.context),
+                     pick(state.signature), pick(state.fmt), pick(state.output_hash),
+                     state.contexts, state.parts, state.failed)
 
 
 def start_run(conn: sqlite3.Connection, run_id: str, command: str, files: Sequence[str],
