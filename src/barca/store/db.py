@@ -23,6 +23,7 @@ CREATE TABLE IF NOT EXISTS runs (
 );
 CREATE TABLE IF NOT EXISTS materializations (
     id INTEGER PRIMARY KEY, run_id TEXT NOT NULL, node_id TEXT NOT NULL, key TEXT NOT NULL,
+    step_id TEXT NOT NULL,
     run_hash TEXT NOT NULL, context TEXT, signature TEXT, status TEXT NOT NULL,
     artifact_path TEXT, format TEXT, size_bytes INTEGER, output_hash TEXT,
     elapsed_seconds REAL, attempts INTEGER, error_type TEXT, error_message TEXT,

@@ -95,7 +95,7 @@ def record(conn: sqlite3.Connection, run_id: str, outcomes: Sequence[Any],
         if digest:
             new_contexts[digest] = parts
         sig = signatures.get(o.step_id)
-        rows.append((run_id, o.node_id, o.key, o.run_hash, digest,
+        rows.append((run_id, o.node_id, o.key, o.step_id, o.run_hash, digest,
                      None if sig is None else orjson.dumps(sig), o.status, o.artifact_path,
                      o.format,
                      o.size_bytes, o.output_hash, o.elapsed_seconds, o.attempts, o.error_type,
@@ -106,10 +106,10 @@ def record(conn: sqlite3.Connection, run_id: str, outcomes: Sequence[Any],
             "INSERT OR IGNORE INTO contexts (digest, parts) VALUES (?, ?)",
             [(d, orjson.dumps(p)) for d, p in new_contexts.items()])
         conn.executemany(
-            "INSERT INTO materializations (run_id, node_id, key, run_hash, context, signature, "
-            "status, artifact_path, format, size_bytes, output_hash, elapsed_seconds, attempts, "
-            "error_type, error_message, error_traceback, max_rss_bytes, created_at) "
-            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+            "INSERT INTO materializations (run_id, node_id, key, step_id, run_hash, context, "
+            "signature, status, artifact_path, format, size_bytes, output_hash, "
+            "elapsed_seconds, attempts, error_type, error_message, error_traceback, "
+            "max_rss_bytes, created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
