@@ -397,6 +397,8 @@ class _Run:
             self.step_signature[step_id] = plan.signatures[i]
         inputs = tuple(self._input_ref(d, spec, plan, key) for spec in d.inputs)
         directory = self.artifacts_root / node_dir_name(d.file, d.name, label)
+        if self.scratch is None:  # recorded paths are root-relative, so a project can move
+            directory = directory.relative_to(self.project.root)
         return StepSpec(step_id, node_id, key, d.kind, d.file, d.function,
                         tuple(key_args(d, key).items()), inputs,
                         str(directory), plan.run_hashes[i], d.serializer, max(1, d.retries),
