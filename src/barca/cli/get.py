@@ -30,6 +30,9 @@ def _run_options(fn):
         click.option("--json", "json_flag", is_flag=True, help="JSON output (default when "
                      "stdout is not a terminal)."),
         click.option("--pretty", is_flag=True, help="Human output (default in a terminal)."),
+        click.option("--partition", multiple=True, metavar="DIM=V[,V]",
+                     help="Run only these keys of every node with dimension DIM "
+                     "(repeatable; or a JSON object). Fan-ins over all keys are skipped."),
         click.option("--agent", is_flag=True, help="Plain `[barca] step:` progress lines on "
                      "stderr instead of a progress bar."),
         click.option("--env", "env_name", metavar="NAME", help="Use a separate cache and "
@@ -63,28 +66,34 @@ Examples:
 
 @click.command("get", help=GET_HELP)
 @_run_options
-def get_command(args, refresh, no_cascade, refresh_all, dry_run, json_flag, pretty, agent,
-                env_name) -> None:
-    _execute("get", args, refresh, no_cascade, refresh_all, dry_run, json_flag, pretty, agent,
-             env_name)
+def get_command(args, refresh, no_cascade, refresh_all, dry_run, json_flag, pretty, partition,
+                agent, env_name) -> None:
+    _execute("get", args, refresh, no_cascade, refresh_all, dry_run, json_flag, pretty,
+             partition, agent, env_name)
 
 
 @click.command("run", help=RUN_HELP)
 @_run_options
-def run_command(args, refresh, no_cascade, refresh_all, dry_run, json_flag, pretty, agent,
-                env_name) -> None:
-    _execute("run", args, refresh, no_cascade, refresh_all, dry_run, json_flag, pretty, agent,
-             env_name)
+def run_command(args, refresh, no_cascade, refresh_all, dry_run, json_flag, pretty, partition,
+                agent, env_name) -> None:
+    _execute("run", args, refresh, no_cascade, refresh_all, dry_run, json_flag, pretty,
+             partition, agent, env_name)
 
 
 def _execute(command, args, refresh, no_cascade, refresh_all, dry_run, json_flag, pretty,
-             agent, env_name) -> None:
+             partition, agent, env_name) -> None:
     mode = choose_mode(json_flag, pretty)
     target, paths = split_positionals(args, takes_target=True)
     loaded, result = run_pipeline(command, target, paths, refresh=refresh,
-                                  refresh_all=refresh_all, cascade=not no_cascade,
+                                  refresh_all=refresh_all, partition=partition,
+                                  cascade=not no_cascade,
                                   dry_run=dry_run, env=env_name,
                                   reporter=CliReporter(agent))
+    skipped = [n for n in result.order if result.plans[n].unknown == "partition_selection"]
+    if skipped:
+        names = ", ".join(result.graph.nodes[n].name for n in skipped)
+        note(f"[barca] note: --partition skips a fan-in that reads every key: {names}. "
+             "Run without --partition to update it.")
     if dry_run:
         _print_dry_run(command, target, result, mode)
         return
@@ -171,6 +180,9 @@ def _step_json(result: RunResult, node_id: str) -> dict[str, Any]:
     step: dict[str, Any] = {"id": node_id, "kind": plan.kind}
     ran = result.results.get(node_id, {})
     failed = [o for o in result.failed if o.node_id == node_id]
+    if plan.unknown == "partition_selection":
+        step.update(status="skipped", reason="partition_selection", detail=render.why(plan))
+        return step
     if plan.unknown or node_id in result.skipped and not ran and not failed:
         step.update(status="skipped", reason="upstream_failed")
         return step

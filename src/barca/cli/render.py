@@ -22,6 +22,8 @@ _UNKNOWN_TEXT = {
                       "if it writes different bytes",
     "sensor_output_unknown": "sensor '{x}' has no recorded output yet",
     "upstream_unknown": "depends on '{x}', which cannot be decided yet",
+    "partition_selection": "--partition leaves out keys of '{x}' that this node reads; run "
+                           "without --partition to update it",
 }
 
 
@@ -136,7 +138,8 @@ def dry_run_step(plan: NodePlan, artifact: str | None) -> dict[str, Any]:
 def dry_run_table(command: str, target: str | None, plans: list[NodePlan]) -> str:
     from barca.cli.output import table
 
-    label = {"run": "will run", "partial": "partial", "cached": "cached", "unknown": "unknown"}
+    label = {"run": "will run", "partial": "partial", "cached": "cached", "unknown": "unknown",
+             "skipped": "skipped"}
     rows = [[label[p.action], why(p), p.node_id] for p in plans]
     header = f"Dry run: barca {command} {target or ''}".rstrip()
     return f"{header} (nothing executed, nothing written)\n\n" + table(
@@ -146,7 +149,7 @@ def dry_run_table(command: str, target: str | None, plans: list[NodePlan]) -> st
 def summary_counts(plans: list[NodePlan]) -> dict[str, int]:
     will_run = sum(len(p.run) for p in plans if not p.unknown)
     cached = sum(p.cached_count for p in plans if not p.unknown)
-    unknown = sum(1 for p in plans if p.unknown)
+    unknown = sum(1 for p in plans if p.unknown and p.unknown != "partition_selection")
     return {"will_run": will_run, "cached": cached, "unknown": unknown}
 
 

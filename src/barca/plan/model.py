@@ -44,6 +44,7 @@ class PlanOptions:
     refresh_all: bool = False
     cascade: bool = True
     env: Mapping[str, str | None] = field(default_factory=dict)
+    partition: Mapping[str, frozenset[str]] = field(default_factory=dict)  # dim -> values
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +60,7 @@ class NodePlan:
     key_values:  key -> that key's value from a keyed source, passed to the step inline
     unknown:     set when the node cannot be decided before something else runs:
                  "partitions_unknown" | "cutoff_pending" | "upstream_unknown"
+                 | "partition_selection" (a fan-in over keys that --partition left out)
     """
 
     node_id: str
@@ -86,6 +88,8 @@ class NodePlan:
 
     @property
     def action(self) -> str:
+        if self.unknown == "partition_selection":
+            return "skipped"
         if self.unknown:
             return "unknown"
         if not self.run:

@@ -16,7 +16,7 @@ from typing import Any, Mapping, Sequence
 from barca.discover.model import Definition
 from barca.graph import Graph
 from barca.plan.hashes import context_digest, digest, run_hash
-from barca.plan.keys import keys_from_value, static_keys
+from barca.plan.keys import keys_from_value, split_label, static_keys
 from barca.plan.model import KnownOutput, NodePlan, PlanOptions, Reason
 from barca.state import EMPTY_STATE, NodeState
 
@@ -51,11 +51,14 @@ def plan_node(d: Definition, graph: Graph, plans: Mapping[str, NodePlan], state:
               known: Mapping[str, KnownOutput], options: PlanOptions,
               expr_keys: Mapping[tuple[str, str], Sequence[str]],
               refresh: Reason | None) -> NodePlan:
-    blocked = _unknown_upstream(d, graph, plans, known)
+    blocked = _unknown_upstream(d, graph, plans, known) or _skipped_by_selection(
+        d, graph, plans, options)
     if blocked:
         return NodePlan(d.node_id, d.kind, partitioned=bool(d.dimensions), unknown=blocked[0],
                         unknown_detail=blocked[1])
     keys, key_values = _node_keys(d, graph, plans, known, expr_keys)
+    if options.partition and d.dimensions:
+        keys = narrow_keys(d, keys, options.partition)
     parts = _unkeyed_parts(d, graph, plans, known, options)
     labels, columns, value_slots = _keyed_columns(d, graph, plans, keys, key_values)
     context = context_digest(d.definition_hash, parts)
@@ -78,7 +81,8 @@ def _unknown_upstream(d: Definition, graph: Graph, plans: Mapping[str, NodePlan]
     for up_id in graph.upstream[d.node_id]:
         up_plan = plans.get(up_id)
         if up_plan is None or up_plan.unknown:
-            return "upstream_unknown", up_id
+            skipped = up_plan is not None and up_plan.unknown == "partition_selection"
+            return ("partition_selection" if skipped else "upstream_unknown"), up_id
         up = graph.nodes[up_id]
         needs_output = up.kind == "sensor" or up.cutoff or (
             graph.key_source(d.node_id) == up_id and not up.dimensions)
@@ -86,6 +90,35 @@ def _unknown_upstream(d: Definition, graph: Graph, plans: Mapping[str, NodePlan]
             reason = "cutoff_pending" if up.cutoff else (
                 "sensor_output_unknown" if up.kind == "sensor" else "partitions_unknown")
             return reason, up_id
+    return None
+
+
+def narrow_keys(d: Definition, keys: list[str],
+                selection: Mapping[str, frozenset[str]]) -> list[str]:
+    """The keys `--partition` selects on the dimensions this node has."""
+    names = [dim.name for dim in d.dimensions]
+    if not any(name in selection for name in names):
+        return keys
+    if len(names) == 1:
+        wanted = selection[names[0]]
+        return [k for k in keys if k in wanted]
+    return [k for k in keys
+            if all(v in selection[n] for n, v in split_label(k).items() if n in selection)]
+
+
+def _skipped_by_selection(d: Definition, graph: Graph, plans: Mapping[str, NodePlan],
+                          options: PlanOptions) -> tuple[str, str] | None:
+    """A node reading every key of a narrowed node cannot run on part of them."""
+    if not options.partition:
+        return None
+    own = {dim.name for dim in d.dimensions}
+    for up_id in graph.upstream[d.node_id]:
+        up = graph.nodes[up_id]
+        up_dims = {dim.name for dim in up.dimensions}
+        narrowed = bool(up_dims & set(options.partition))
+        if narrowed and (own != up_dims or any(
+                s.source == up_id and s.mode == "collect" for s in d.inputs)):
+            return "partition_selection", up_id
     return None
 
 

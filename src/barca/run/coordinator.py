@@ -517,7 +517,8 @@ class _Run:
     def _key_order_if_stale(self, node_id: str) -> list[str] | None:
         """The plan's key order when the stored snapshot does not start with it."""
         plan = self.plans.get(node_id)
-        if plan is None or plan.unknown or not plan.partitioned:
+        if plan is None or plan.unknown or not plan.partitioned or \
+                self.request.options.partition:
             return None
         state = self.states.get(node_id, EMPTY_STATE)
         n = len(plan.keys)

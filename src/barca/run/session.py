@@ -30,6 +30,7 @@ def pool_size() -> int:
 
 def run_pipeline(command: str, target_text: str | None, paths: Sequence[str], *,
                  refresh: str | Sequence[str] | None = None, refresh_all: bool = False,
+                 partition: Sequence[str] | str | dict | None = None,
                  cascade: bool = True, dry_run: bool = False, env: str | None = None,
                  observe_sensors: bool = True, reporter: Reporter | None = None,
                  loaded: Loaded | None = None) -> tuple[Loaded, RunResult]:
@@ -40,11 +41,65 @@ def run_pipeline(command: str, target_text: str | None, paths: Sequence[str], *,
     refresh_ids = _refresh_ids(graph, targets, refresh, cascade)
     cone = graph.cone(targets) if targets else graph.cone(
         [n for n, d in graph.nodes.items() if d.kind != "task"])
-    options = PlanOptions(refresh_ids, refresh_all, cascade, _env_values(graph, cone))
+    expr_keys = evaluate_key_expressions(loaded, cone)
+    selection = parse_partition(partition)
+    check_selection(graph, cone, selection, expr_keys)
+    options = PlanOptions(refresh_ids, refresh_all, cascade, _env_values(graph, cone), selection)
     request = RunRequest(command, targets, loaded.files, target_text, options, dry_run,
                          observe_sensors, pool_size())
-    return loaded, execute(loaded.project, graph, request, reporter or Reporter(),
-                           evaluate_key_expressions(loaded, cone))
+    return loaded, execute(loaded.project, graph, request, reporter or Reporter(), expr_keys)
+
+
+def parse_partition(spec: Sequence[str] | str | dict | None) -> dict[str, frozenset[str]]:
+    """`--partition region=emea,amer` (repeatable) or a JSON object {"region": ["emea"]}."""
+    if not spec:
+        return {}
+    items = [spec] if isinstance(spec, (str, dict)) else list(spec)
+    out: dict[str, set[str]] = {}
+    for item in items:
+        if isinstance(item, str) and item.lstrip().startswith("{"):
+            import orjson
+
+            try:
+                item = orjson.loads(item)
+            except orjson.JSONDecodeError as exc:
+                raise UsageError(f"--partition {item!r} is not valid JSON: {exc}",
+                                 'write --partition \'{"region": ["emea"]}\'') from exc
+        if isinstance(item, dict):
+            for dim, values in item.items():
+                values = values if isinstance(values, list) else [values]
+                out.setdefault(dim, set()).update(str(v) for v in values)
+            continue
+        dim, sep, values = item.partition("=")
+        if not sep or not dim.isidentifier() or not values:
+            raise UsageError(f"--partition {item!r} is not DIM=VALUE[,VALUE]",
+                             "write e.g. --partition region=emea,amer")
+        out.setdefault(dim, set()).update(values.split(","))
+    return {dim: frozenset(values) for dim, values in out.items()}
+
+
+def check_selection(graph: Graph, cone: frozenset[str], selection: dict[str, frozenset[str]],
+                    expr_keys: dict) -> None:
+    """Each selected dimension exists in the cone, and keys known in advance hold each value."""
+    dims: dict[str, set[str] | None] = {}
+    for node_id in cone:
+        for dim in graph.nodes[node_id].dimensions:
+            known = dims.setdefault(dim.name, set())
+            if dim.kind == "from":
+                dims[dim.name] = None  # keys known only when the source has run
+            elif known is not None:
+                known.update(dim.keys if dim.kind == "static" else
+                             expr_keys[(node_id, dim.name)])
+    for dim, values in selection.items():
+        if dim not in dims:
+            raise UsageError(f"--partition names dimension '{dim}', which no node in this "
+                             "command's cone has",
+                             f"use one of: {', '.join(sorted(dims)) or '(no dimensions)'}")
+        known = dims[dim]
+        missing = sorted(values - known) if known is not None else []
+        if missing:
+            raise UsageError(f"--partition {dim}={','.join(missing)} matches no key",
+                             f"valid values include: {', '.join(sorted(known)[:10])}")
 
 
 def check_target_kinds(graph: Graph, command: str, targets: Sequence[str],
