@@ -439,7 +439,7 @@ def machine() -> dict[str, str]:
         mem = f"{kib / 2**20:.1f} GiB"
     except (OSError, AttributeError):
         pass
-    return {"nproc": f"{usable} (os.cpu_count() {os.cpu_count()})", "load": load_average(), "cpu": model, "memory": mem,
+    return {"nproc": f"{usable} usable (os.cpu_count() {os.cpu_count()})", "load": load_average(), "cpu": model, "memory": mem,
             "kernel": platform.release(), "pool": os.environ.get("BARCA_POOL_SIZE", "default (every core)")}
 
 
@@ -528,10 +528,11 @@ def write_results(section: str, heading: str) -> None:
 # --------------------------------------------------------------------------- main
 
 BYTECODE = {
-    "cached": "bytecode cached as after a normal install: PYTHONPYCACHEPREFIX=<temp dir>, "
-              "PYTHONDONTWRITEBYTECODE unset (filled by the warm-up; nothing written under src/)",
-    "off": "PYTHONDONTWRITEBYTECODE=1 and no PYTHONPYCACHEPREFIX: modules without an existing "
-           ".pyc (an editable src/ checkout) are compiled from source by every process",
+    "cached": "compiled bytecode is used as after a normal install: PYTHONPYCACHEPREFIX=<temp "
+              "dir>, PYTHONDONTWRITEBYTECODE unset; the warm-up fills it, nothing is written "
+              "under src/",
+    "off": "PYTHONDONTWRITEBYTECODE=1 and no PYTHONPYCACHEPREFIX: every process compiles from "
+           "source each module that has no .pyc beside it (an editable src/ checkout)",
     "inherit": "the environment as inherited",
 }
 
@@ -607,7 +608,7 @@ def main(argv: list[str] | None = None) -> int:
           f"Python {python_version(ours_python)})", file=sys.stderr)
     if args.reference:
         print(f"reference: {shlex.join(commands[1])}  ({version_of(commands[1])})", file=sys.stderr)
-    print(f"machine:   {info['nproc']} CPUs, {info['cpu']}, {info['memory']}, "
+    print(f"machine:   CPUs {info['nproc']}, {info['cpu']}, {info['memory']}, "
           f"load {info['load']}", file=sys.stderr)
 
     base = Path(tempfile.mkdtemp(prefix="barca-bench-"))
@@ -663,7 +664,7 @@ def _measure_and_report(args: argparse.Namespace, scenarios: list[Scenario], com
             "",
             f"```\n{cmd}\n```",
             "",
-            f"- machine: {info['nproc']} CPUs usable, {info['cpu']}, {info['memory']} RAM, "
+            f"- machine: CPUs {info['nproc']}, {info['cpu']}, {info['memory']} RAM, "
             f"Linux {info['kernel']}; load average (1/5/15 min) {info['load']} before and "
             f"{load_average()} after the run (other work on the machine adds noise)",
             f"- ours: `{shlex.join(commands[0])}`, {version_of(commands[0])}, "
@@ -677,7 +678,7 @@ def _measure_and_report(args: argparse.Namespace, scenarios: list[Scenario], com
             parts.append(f"- reference: `{shlex.join(commands[1])}`, {version_of(commands[1])}"
                          + (f", Python {python_version(ref_python)}" if ref_python else workers))
         parts += [
-            f"- bytecode: {args.bytecode} ({BYTECODE[args.bytecode]})",
+            f"- bytecode: {args.bytecode}: {BYTECODE[args.bytecode]}",
             f"- worker pool: {info['pool']}; runs: {args.cold_repeat} per cold scenario, "
             f"{args.repeat} per help/cached scenario (after one untimed warm-up per command)",
             "- wall = median / min of the timed runs, pass = median <= target; cpu = median user+sys "

@@ -190,7 +190,7 @@ def _step_json(result: RunResult, node_id: str) -> dict[str, Any]:
         step["status"] = "failed" if not plan.partitioned or not ran else "partial"
     elif not plan.run:
         step["status"] = "cached"
-    elif plan.partitioned and len(plan.run) < len(plan.keys):
+    elif plan.partitioned and (len(plan.run) < len(plan.keys) or node_id in result.skipped):
         step["status"] = "partial"
     else:
         step["status"] = "ran"

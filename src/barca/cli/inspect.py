@@ -65,8 +65,8 @@ def status_command(args, json_flag, pretty, env_name) -> None:
     _, result = run_pipeline("get", target, paths, dry_run=True, env=env_name,
                              observe_sensors=False)
     nodes = [_status_node(result.plans[n], result) for n in result.order]
-    summary = {s: 0 for s in ("cached", "stale", "never_run", "partial", "unknown",
-                              "always_runs")}
+    summary = {s: 0 for s in ("cached", "stale", "never_run", "partial", "blocked",
+                              "unknown", "always_runs")}
     for node in nodes:
         summary[node["cache"]["state"]] += 1
     if mode == "json":
@@ -107,10 +107,29 @@ def _status_node(plan, result) -> dict[str, Any]:
         state = result.states.get(plan.node_id)
         failed = sorted(plan.label(k) for k in state.failed) if state else []
         missing = sorted(plan.label(plan.keys[i]) for i in plan.run)
+        blocked = sorted(plan.label(k) for k in _blocked_keys(plan, result))
         node["partitions"] = {"total": len(plan.keys), "cached": plan.cached_count,
                               "missing": len(missing), "missing_keys": missing[:20],
-                              "failed": len(failed), "failed_keys": failed[:20]}
+                              "failed": len(failed), "failed_keys": failed[:20],
+                              "blocked": len(blocked), "blocked_keys": blocked[:20]}
+        if blocked and len(blocked) == len(missing):
+            cache.update(state="blocked", reason="blocked",
+                         detail=f"{len(blocked)} keys blocked by failed keys upstream: "
+                                f"{', '.join(blocked[:5])}")
     return node
+
+
+def _blocked_keys(plan, result) -> list[str]:
+    """Keys this node would run but cannot: the same key failed in an upstream it mirrors."""
+    graph = result.graph
+    failing: set[str] = set()
+    for up_id in graph.upstream[plan.node_id]:
+        up = result.plans.get(up_id)
+        if up is None or up.unknown or not up.partitioned:
+            continue
+        failing.update(up.keys[i] for i in up.run if up.reasons[i].code == "failed")
+        failing.update(k for k in _blocked_keys(up, result))
+    return [plan.keys[i] for i in plan.run if plan.keys[i] in failing]
 
 
 @click.command("plan")

@@ -322,6 +322,10 @@ class _Run:
             up = self.plans[spec.source]
             if self.graph.key_source(node_id) == spec.source and plan.key_values is not None:
                 continue
+            bad = set(self.failed_keys.get(spec.source, ()))
+            partitioned_up = bool(self.graph.nodes[spec.source].dimensions)
+            if bad and (spec.mode == "collect" or not partitioned_up):
+                continue  # the whole node is blocked; _dispatch skips it
             if spec.mode == "collect":
                 wanted = up.keys
             elif self.graph.nodes[spec.source].dimensions:
@@ -329,8 +333,8 @@ class _Run:
             else:
                 wanted = ("",)
             ran = self.results.get(spec.source, {})
-            missing = [k for k in wanted if k not in ran and not self._artifact(spec.source, k)[0]
-                       .exists()]
+            missing = [k for k in wanted if k not in ran and k not in bad
+                       and not self._artifact(spec.source, k)[0].exists()]
             if missing:
                 self._recompute_missing(spec.source, missing)
                 fine = False
