@@ -361,3 +361,41 @@ def test_no_pipeline_file_found_is_a_usage_error(tmp_path: Path) -> None:
     (tmp_path / "plain.py").write_text("x = 1\n")
     result = barca(tmp_path, "get").expect(2)
     assert "from barca import" in result.envelope["remediation"]
+
+
+def test_every_public_decorator_argument_is_accepted(project: Path) -> None:
+    write(project, {"p.py": """
+        from barca import Always, Manual, Schedule, asset, sensor, task
+
+        @sensor(name="feed", freshness=Schedule("*/5 * * * *"), retries=2, retry_backoff=0.1,
+                timeout_seconds=30, description="watches", tags={"team": "data"},
+                serializer="json", env=["REGION"])
+        def watch_feed() -> str:
+            return "v1"
+
+        @asset(inputs={"feed": watch_feed}, env=["REGION"], freshness=Manual, retries=2,
+               retry_backoff=0.1, timeout_seconds=30, name="numbers", description="numbers",
+               tags={"team": "data"}, serializer="pickle", cutoff=True)
+        def make_numbers(feed: str) -> list:
+            return [1, 2, 3]
+
+        @asset(inputs={"numbers": make_numbers}, freshness=Always)
+        def total(numbers: list) -> int:
+            return sum(numbers)
+
+        @task(inputs={"total": total}, env=["REGION"], freshness=Schedule("0 * * * *"),
+              retries=1, retry_backoff=0.0, timeout_seconds=30, name="ship",
+              description="ships", tags={"kind": "io"}, serializer="json")
+        def ship_total(total: int) -> str:
+            return f"shipped {total}"
+    """})
+    subprocess.run([sys.executable, "-c", "import p"], cwd=project, env=barca_env(),
+                   check=True)
+    listed = barca(project, "list", "p.py").expect(0).json
+    fresh = {n["id"]: n["freshness"] for n in listed["nodes"]}
+    assert fresh == {"p.py:feed": "schedule", "p.py:numbers": "manual", "p.py:total": "always",
+                     "p.py:ship": "schedule"}
+    result = barca(project, "run", "ship", "p.py").expect(0)
+    assert result.json["final_output"] == "shipped 6"
+    assert (project / ".barca/artifacts/p.py--numbers").is_dir()
+    assert next((project / ".barca/artifacts/p.py--numbers").iterdir()).suffix == ".pkl"

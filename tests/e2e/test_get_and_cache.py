@@ -257,8 +257,7 @@ def test_same_file_spelled_differently_is_the_same_node(chain: Path) -> None:
     for spelling in ("./pipeline.py", str(chain / "pipeline.py")):
         result = barca(chain, "get", "b", spelling).expect(0)
         assert result.json["steps_executed"] == 0
-        assert set(result.json["steps"][i]["id"] for i in range(2)) == {
-            "pipeline.py:a", "pipeline.py:b"}
+        assert {s["id"] for s in result.json["steps"]} == {"pipeline.py:a", "pipeline.py:b"}
 
 
 @pytest.mark.xfail(reason="BUG: `barca get a,b` returns only the last target's value as "

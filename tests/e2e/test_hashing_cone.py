@@ -209,3 +209,28 @@ def test_same_size_edit_with_unchanged_mtime_runs_the_new_code(cone: Path) -> No
     result = barca(cone, "get", "uses_helper", "pipeline.py", env=with_bytecode).expect(0)
     assert result.statuses() == {"source": "cached", "uses_helper": "ran"}
     assert result.json["final_output"] == 6
+
+
+def test_cutoff_asset_with_identical_output_does_not_rerun_readers(project: Path) -> None:
+    write(project, {"p.py": """
+        from barca import asset
+
+        @asset(cutoff=True)
+        def rates() -> dict:
+            return {"eur": 1.5}
+
+        @asset(inputs={"r": rates})
+        def priced(r: dict) -> float:
+            with open("priced.log", "a") as fh:
+                fh.write("x\\n")
+            return r["eur"] * 10
+    """})
+    barca(project, "get", "priced", "p.py").expect(0)
+    edit(project / "p.py", 'return {"eur": 1.5}', "return dict(eur=1.5)")  # same bytes out
+    same = barca(project, "get", "priced", "p.py").expect(0)
+    assert same.statuses() == {"rates": "ran", "priced": "cached"}
+    edit(project / "p.py", "eur=1.5", "eur=2.5")
+    different = barca(project, "get", "priced", "p.py").expect(0)
+    assert different.statuses() == {"rates": "ran", "priced": "ran"}
+    assert different.json["final_output"] == 25.0
+    assert len((project / "priced.log").read_text().split()) == 2

@@ -68,7 +68,7 @@ def test_kill_9_mid_run_reruns_only_unrecorded_steps_and_keeps_artifacts_intact(
         (project / "gate").write_text("")  # orphaned workers finish their step and exit
         proc.communicate(timeout=30)  # (they hold its stderr open until then)
     assert proc.returncode == -signal.SIGKILL
-    assert run_statuses(project) == ["running"] or run_statuses(project) == ["interrupted"]
+    assert run_statuses(project) in (["running"], ["interrupted"])  # never "success"
 
     dry = barca(project, "get", "p.py", "--dry-run", env=env).expect(0)
     assert dry.json["summary"] == {"will_run": STEPS - len(finished), "cached": len(finished),

@@ -43,6 +43,10 @@ class CliReporter(Reporter):
             first = (outcome.error_message or "").strip().splitlines()
             note(f"[barca] step:{outcome.step_id} failed: {first[0] if first else ''}")
 
+    def step_cached(self, node_id: str, keys: int) -> None:
+        if self.agent:
+            note(f"[barca] step:{node_id} cached" + (f" ({keys} keys)" if keys else ""))
+
     def step_output(self, step_id: str, stream: str, text: str) -> None:
         if self.bar is not None:
             self.bar.console.print(f"[{step_id}] {text}", markup=False, highlight=False)

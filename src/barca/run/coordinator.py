@@ -271,6 +271,8 @@ class _Run:
         self.reporter.run_started(total)
         for node_id in self.order:
             plan = self.plans[node_id]
+            if not plan.unknown and plan.cached_count:
+                self.reporter.step_cached(node_id, plan.cached_count if plan.partitioned else 0)
             if node_id not in self.submitted and not plan.unknown and not plan.run:
                 self.complete.add(node_id)
         self._check_target_outputs()

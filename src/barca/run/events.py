@@ -16,8 +16,8 @@ class Reporter:
     def step_finished(self, outcome: StepOutcome, done: int, total: int) -> None:
         """One key finished, successfully or not."""
 
-    def step_cached(self, step_id: str) -> None:
-        """One node (or key) was served from cache."""
+    def step_cached(self, node_id: str, keys: int) -> None:
+        """A node was served from cache: all of it, or `keys` of its keys when partitioned."""
 
     def step_output(self, step_id: str, stream: str, text: str) -> None:
         """A line a step printed."""
