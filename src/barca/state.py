@@ -1,8 +1,8 @@
 """Stored state as plain data, the form in which store/ hands it to plan/.
 
-One `NodeState` per node, loaded in one read, kept as columns aligned by index rather than an
-object per key: with 200,000 keys a tick compares whole columns (`stored == current` runs in
-C) and touches single keys only where something changed.
+One `NodeState` per node, loaded in one read. Its per-key columns stay packed
+(see barca.columns): a tick compares whole columns in C and unpacks only where something
+changed, so 200,000 unchanged keys cost a few byte comparisons, not 200,000 objects.
 
 Keys are raw: the key value itself for a one-dimension node (`"r000001"`), the text
 `a=1,b=2` for several dimensions, `""` for an unpartitioned node.
@@ -10,102 +10,240 @@ Keys are raw: the key value itself for a one-dimension node (`"r000001"`), the t
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass, field
 from typing import Any, Iterable
+
+import orjson
+
+from barca.columns import HashColumn, JsonColumn
 
 
 @dataclass(slots=True)
 class NodeState:
     """The latest successful result per key, and the keys whose latest attempt failed.
 
-    keys, run_hash, context, signature, fmt, output_hash: one entry per key with a success;
-        context holds an index into `contexts`; signature the key's own hash parts (one value
-        when the node has one keyed part, else a list)
-    contexts: context digests;  parts: context digest -> {part label: digest}
-    failed: key -> [run_hash, error message], failures newer than the key's last success
+    keys, run_hash: one entry per key with a success
+    context:   index into `contexts` for every key (an int when all keys share one)
+    signature: one column per keyed hash part (a HashColumn of upstream run hashes or a
+               JsonColumn of keyed-source values), aligned with keys
+    fmt:       artifact format per key (a str when all keys share one)
+    output_hash: digest of each key's bytes, kept for sensors and cutoff assets, else None
+    parts:     context digest -> {part label: digest}, to explain what changed
+    failed:    key -> [run_hash, error message], failures newer than the key's last success
     The planner reads these and never mutates them.
     """
 
-    keys: list[str] = field(default_factory=list)
-    run_hash: list[str] = field(default_factory=list)
-    context: list[int] = field(default_factory=list)
-    signature: list[Any] = field(default_factory=list)
-    fmt: list[str] = field(default_factory=list)
-    output_hash: list[str | None] = field(default_factory=list)
+    keys: JsonColumn = field(default_factory=JsonColumn)
+    run_hash: HashColumn = field(default_factory=HashColumn)
+    context: int | list[int] = 0
     contexts: list[str] = field(default_factory=list)
+    signature: tuple[Any, ...] = ()
+    fmt: str | list[str] = "json"
+    output_hash: HashColumn | None = None
     parts: dict[str, dict[str, str]] = field(default_factory=dict)
     failed: dict[str, list[Any]] = field(default_factory=dict)
-    _index: dict[str, int] | None = None
-    _lookups: int = 0
 
     def __len__(self) -> int:
-        return len(self.keys)
+        return len(self.run_hash)
 
     def find(self, key: str) -> int | None:
-        """Position of a key: a scan in C for the first few lookups, then a dict."""
-        if self._index is None:
-            self._lookups += 1
-            if self._lookups <= 16:
-                try:
-                    return self.keys.index(key)
-                except ValueError:
-                    return None
-            self._index = dict(zip(self.keys, range(len(self.keys))))
-        return self._index.get(key)
+        return self.keys.index(key) if len(self.run_hash) else None
 
-    def context_of(self, i: int) -> str:
-        return self.contexts[self.context[i]]
+    def context_at(self, i: int) -> str:
+        cid = self.context if isinstance(self.context, int) else self.context[i]
+        return self.contexts[cid]
 
-    def context_id(self, digest: str) -> int:
-        try:
-            return self.contexts.index(digest)
-        except ValueError:
-            self.contexts.append(digest)
-            return len(self.contexts) - 1
+    def uniform_context(self) -> str | None:
+        if not len(self.run_hash) or not self.contexts:
+            return None
+        if isinstance(self.context, int):
+            return self.contexts[self.context]
+        first = self.context[0]
+        return self.contexts[first] if self.context.count(first) == len(self.context) else None
 
-    def put(self, key: str, run_hash: str, context: str, signature: Any, fmt: str,
-            output_hash: str | None) -> None:
-        """Record a success for `key` (store/ uses this while loading; the planner never does)."""
-        cid = self.context_id(context)
-        i = self.find(key)
-        if i is None:
-            if self._index is not None:
-                self._index[key] = len(self.keys)
-            self.keys.append(key)
-            self.run_hash.append(run_hash)
-            self.context.append(cid)
-            self.signature.append(signature)
-            self.fmt.append(fmt)
-            self.output_hash.append(output_hash)
-        else:
-            self.run_hash[i], self.context[i], self.signature[i] = run_hash, cid, signature
-            self.fmt[i], self.output_hash[i] = fmt, output_hash
-        self.failed.pop(key, None)
+    def fmt_at(self, i: int) -> str:
+        return self.fmt if isinstance(self.fmt, str) else self.fmt[i]
+
+    def signature_at(self, i: int) -> list[Any]:
+        return [column[i] for column in self.signature]
+
+    def output_hash_at(self, i: int) -> str | None:
+        return self.output_hash[i] if self.output_hash is not None else None
+
+    def record(self, i: int) -> tuple:
+        """(key, run_hash, context, signature, fmt, output_hash) of position i."""
+        return (self.keys[i], self.run_hash[i], self.context_at(i), self.signature_at(i),
+                self.fmt_at(i), self.output_hash_at(i))
 
     def with_records(self, records: Iterable[tuple]) -> "NodeState":
-        """A copy with extra successes (key, run_hash, context, signature, fmt, output_hash)."""
-        copy = NodeState(list(self.keys), list(self.run_hash), list(self.context),
-                         list(self.signature), list(self.fmt), list(self.output_hash),
-                         list(self.contexts), dict(self.parts), dict(self.failed))
-        for record in records:
-            copy.put(*record)
-        return copy
+        """A copy with successes added or replaced; records as `record` returns them."""
+        builder = StateBuilder.from_state(self)
+        for rec in records:
+            builder.put(*rec)
+        return builder.build(self.parts, self.failed)
 
-    def to_json(self) -> dict[str, Any]:
-        fmts = set(self.fmt)
-        return {"keys": self.keys, "run_hash": self.run_hash, "context": self.context,
-                "signature": self.signature,
-                "fmt": next(iter(fmts)) if len(fmts) == 1 else self.fmt,
-                "output_hash": self.output_hash, "contexts": self.contexts,
-                "parts": self.parts, "failed": self.failed}
+
+class StateBuilder:
+    """Columns as plain lists while a state is assembled key by key (loading, merging)."""
+
+    def __init__(self) -> None:
+        self.keys: list[str] = []
+        self.index: dict[str, int] = {}
+        self.rows: list[list[Any]] = []  # [run_hash, context, signature, fmt, output_hash]
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "NodeState":
-        fmt = data["fmt"]
-        if isinstance(fmt, str):
-            fmt = [fmt] * len(data["keys"])
-        return cls(data["keys"], data["run_hash"], data["context"], data["signature"], fmt,
-                   data["output_hash"], data["contexts"], data["parts"], data["failed"])
+    def from_state(cls, state: NodeState) -> "StateBuilder":
+        builder = cls()
+        for i in range(len(state)):
+            builder.put(*state.record(i))
+        return builder
+
+    def put(self, key: str, run_hash: str, context: str, signature: list[Any], fmt: str,
+            output_hash: str | None) -> None:
+        row = [run_hash, context, list(signature or ()), fmt, output_hash]
+        i = self.index.get(key)
+        if i is None:
+            self.index[key] = len(self.keys)
+            self.keys.append(key)
+            self.rows.append(row)
+        else:
+            self.rows[i] = row
+
+    def build(self, parts: dict, failed: dict) -> NodeState:
+        rows = self.rows
+        contexts = list(dict.fromkeys(r[1] for r in rows))
+        ids = {c: i for i, c in enumerate(contexts)}
+        context: int | list[int] = [ids[r[1]] for r in rows]
+        if len(contexts) == 1:
+            context = 0
+        widths = {len(r[2]) for r in rows}
+        slots = widths.pop() if len(widths) == 1 else 0
+        signature = tuple(_column([r[2][s] for r in rows]) for s in range(slots))
+        fmts = [r[3] for r in rows]
+        fmt: str | list[str] = fmts[0] if len(set(fmts)) == 1 else fmts
+        hashes = [r[4] for r in rows]
+        output = HashColumn(hashes) if rows and all(hashes) else None
+        done = set(self.keys)
+        return NodeState(JsonColumn(self.keys), HashColumn(r[0] for r in rows), context,
+                         contexts, signature, fmt if rows else "json", output,
+                         {c: parts[c] for c in contexts if c in parts},
+                         {k: v for k, v in failed.items() if k not in done or
+                          v[0] != rows[self.index[k]][0]})
+
+
+def _column(values: list[Any]) -> Any:
+    """A HashColumn when every value is a run hash, else a JsonColumn."""
+    from barca.columns import HASH_WIDTH
+
+    if values and all(isinstance(v, str) and len(v) == HASH_WIDTH for v in values) and \
+            all(_is_hex(v) for v in values[:64]):
+        return HashColumn(values)
+    return JsonColumn(values)
+
+
+def _is_hex(text: str) -> bool:
+    try:
+        int(text, 16)
+        return True
+    except ValueError:
+        return False
 
 
 EMPTY_STATE = NodeState()
+
+
+def state_after_run(plan: Any, old: NodeState, ran: dict[str, tuple], failed: dict[str, list],
+                    keep_output_hash: bool, whole: bool) -> NodeState:
+    """The snapshot after a run: every current key at its current run hash when the run left
+    the node complete, else the old snapshot with this run's successes and failures added.
+
+    plan: the node's NodePlan; ran: key -> (artifact path, format, output hash) of successes.
+    """
+    complete = whole and not failed and all(plan.keys[i] in ran for i in plan.run)
+    if not complete:
+        if len(ran) > 16:
+            plan.keys.indexed()
+        records = [(k, _hash_of(plan, k), plan.context, _sig_of(plan, k), v[1], v[2])
+                   for k, v in ran.items()]
+        new = old.with_records(records)
+        new.parts.setdefault(plan.context, dict(plan.context_parts))
+        new.failed.update(failed)
+        return new
+    fmt, output = _formats_and_digests(plan, old, ran, keep_output_hash)
+    return NodeState(plan.keys, plan.run_hashes, 0, [plan.context], plan.signatures, fmt,
+                     output, {plan.context: dict(plan.context_parts)}, {})
+
+
+def _hash_of(plan: Any, key: str) -> str:
+    return plan.run_hashes[plan.keys.index(key)]
+
+
+def _sig_of(plan: Any, key: str) -> list[Any]:
+    i = plan.keys.index(key)
+    return [column[i] for column in plan.signatures]
+
+
+def _formats_and_digests(plan: Any, old: NodeState, ran: dict[str, tuple],
+                         keep: bool) -> tuple[str | list[str], HashColumn | None]:
+    """Format (and, when kept, output digest) of every key: from this run or the old snapshot."""
+    formats = {v[1] for v in ran.values()}
+    cached_fmt = old.fmt if isinstance(old.fmt, str) and len(old) else None
+    if not keep and len(formats) <= 1 and (cached_fmt is None or formats <= {cached_fmt}):
+        uniform = next(iter(formats)) if formats else cached_fmt
+        if uniform is not None and (cached_fmt is not None or len(ran) == len(plan.keys)):
+            return uniform, None
+    if len(plan.keys) > 16:
+        old.keys.indexed()
+    fmts, digests = [], []
+    for key in plan.keys:
+        if key in ran:
+            fmts.append(ran[key][1])
+            digests.append(ran[key][2])
+        else:
+            j = old.find(key)
+            fmts.append(old.fmt_at(j))
+            digests.append(old.output_hash_at(j))
+    fmt: str | list[str] = fmts[0] if len(set(fmts)) == 1 else fmts
+    output = HashColumn(digests) if keep and all(digests) else None
+    return fmt, output
+
+_LEN = struct.Struct(">I")
+
+
+def encode_state(state: NodeState) -> bytes:
+    """Header JSON plus raw segments, so that loading never parses a column it can keep packed."""
+    segments: list[tuple[str, bytes]] = [("keys", state.keys.packed),
+                                         ("run_hash", state.run_hash.packed.encode())]
+    kinds = []
+    for i, column in enumerate(state.signature):
+        data = column.packed if isinstance(column, JsonColumn) else column.packed.encode()
+        kinds.append("json" if isinstance(column, JsonColumn) else "hash")
+        segments.append((f"sig{i}", data))
+    if state.output_hash is not None:
+        segments.append(("output_hash", state.output_hash.packed.encode()))
+    header = {"n": len(state), "context": state.context, "contexts": state.contexts,
+              "fmt": state.fmt, "signature": kinds, "parts": state.parts,
+              "failed": state.failed, "segments": [(name, len(data)) for name, data in segments]}
+    head = orjson.dumps(header)
+    return b"".join([_LEN.pack(len(head)), head, *(data for _, data in segments)])
+
+
+def decode_state(blob: bytes) -> NodeState:
+    (size,) = _LEN.unpack_from(blob)
+    header = orjson.loads(blob[_LEN.size:_LEN.size + size])
+    offset = _LEN.size + size
+    data = {}
+    for name, length in header["segments"]:
+        data[name] = blob[offset:offset + length]
+        offset += length
+    n = header["n"]
+    signature = tuple(
+        JsonColumn(packed=data[f"sig{i}"], n=n) if kind == "json"
+        else HashColumn(packed=data[f"sig{i}"].decode())
+        for i, kind in enumerate(header["signature"]))
+    output = HashColumn(packed=data["output_hash"].decode()) if "output_hash" in data else None
+    return NodeState(JsonColumn(packed=data["keys"], n=n),
+                     HashColumn(packed=data["run_hash"].decode()), header["context"],
+                     header["contexts"], signature, header["fmt"], output, header["parts"],
+                     header["failed"])

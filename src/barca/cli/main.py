@@ -34,6 +34,13 @@ COMMANDS = {
     "status": ("barca.cli.inspect", "status_command", "Cache state of every node, and why."),
     "plan": ("barca.cli.inspect", "plan_command", "Execution phases as JSON."),
     "version": ("barca.cli.version", "version_command", "Print barca's version."),
+    "history": ("barca.cli.history", "history_command", "Recent runs, or one run's steps."),
+    "logs": ("barca.cli.logs", "logs_command", "What a run's steps printed."),
+    "stats": ("barca.cli.stats", "stats_command", "Timings and re-execution rate of a node."),
+    "sql": ("barca.cli.sql", "sql_command", "DuckDB SQL over the stored results."),
+    "docs": ("barca.cli.docs", "docs_command", "The manual, by topic."),
+    "gc": ("barca.cli.gc", "gc_command", "Remove results no current state needs."),
+    "doctor": ("barca.cli.doctor", "doctor_command", "Check what barca needs to run here."),
 }
 
 

@@ -40,9 +40,9 @@ def emit(text: str) -> None:
         _silence_stdout()
 
 
-def emit_json(obj: Any, indent: bool = False) -> None:
+def emit_json(obj: Any, indent: bool = False, default: Any = str) -> None:
     option = orjson.OPT_NON_STR_KEYS | (orjson.OPT_INDENT_2 if indent else 0)
-    emit(orjson.dumps(obj, option=option, default=str).decode())
+    emit(orjson.dumps(obj, option=option, default=default).decode())
 
 
 def note(text: str) -> None:
@@ -69,3 +69,54 @@ def table(headers: list[str], rows: list[list[str]]) -> str:
         cells = [c.ljust(widths[i]) for i, c in enumerate(row[:-1])] + [row[-1]]
         lines.append("  ".join(cells).rstrip())
     return "\n".join(lines)
+
+
+def choose_listing_mode(json_flag: bool, pretty_flag: bool, fields: str | None) -> str:
+    """Like choose_mode, but `--fields` implies JSON and cannot go with `--pretty`."""
+    if fields is not None and pretty_flag:
+        raise UsageError("--fields selects JSON keys and cannot be used with --pretty",
+                         "drop --pretty, or drop --fields to get the table")
+    return "json" if fields is not None else choose_mode(json_flag, pretty_flag)
+
+
+def parse_fields(text: str | None, valid: list[str]) -> list[str] | None:
+    """`--fields a,b` checked against the keys an item can have; None when not given."""
+    if text is None:
+        return None
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in valid]
+    if unknown or not names:
+        raise UsageError(f"unknown field {', '.join(unknown) or repr(text)} for --fields",
+                         f"valid fields: {', '.join(valid)}")
+    return names
+
+
+def pick_fields(items: list[dict[str, Any]], fields: list[str] | None) -> list[dict[str, Any]]:
+    """Keep only the chosen keys of each item (valid keys absent from an item are omitted)."""
+    if fields is None:
+        return items
+    return [{k: item[k] for k in fields if k in item} for item in items]
+
+
+def page_hint(shown: int, total: int, noun: str) -> str | None:
+    """The hint for a listing cut at `shown` of `total`, None when nothing was cut."""
+    if shown >= total:
+        return None
+    return f"pass --limit N for more, or --all for all {total} {noun}"
+
+
+def listing(body: dict[str, Any], items_key: str, items: list, total: int, noun: str
+            ) -> dict[str, Any]:
+    """The bounded JSON envelope `{<items_key>: [...], total, truncated, hint?}` (plus body)."""
+    out = {**body, items_key: items, "total": total, "truncated": len(items) < total}
+    hint = page_hint(len(items), total, noun)
+    if hint:
+        out["hint"] = hint
+    return out
+
+
+def note_truncated(shown: int, total: int, noun: str) -> None:
+    """The stderr line a human table prints when it shows fewer items than exist."""
+    hint = page_hint(shown, total, noun)
+    if hint:
+        note(f"showing {shown} of {total} {noun}; {hint}")

@@ -170,3 +170,29 @@ def human_size(size: int | None) -> str:
             return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
         size /= 1024
     return f"{size} B"
+
+
+def utc_time(ts: float | None) -> str | None:
+    """Epoch seconds as `YYYY-MM-DD HH:MM:SS` in UTC (the form every listing uses)."""
+    if ts is None:
+        return None
+    import datetime
+
+    return datetime.datetime.fromtimestamp(ts, datetime.timezone.utc).strftime(
+        "%Y-%m-%d %H:%M:%S")
+
+
+def iso_time(ts: float | None) -> str | None:
+    """Epoch seconds as RFC 3339 UTC with milliseconds (log line timestamps)."""
+    if ts is None:
+        return None
+    import datetime
+
+    moment = datetime.datetime.fromtimestamp(ts, datetime.timezone.utc)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+def clip(text: str | None, width: int) -> str:
+    """One line of at most `width` characters, ending in `…` when cut."""
+    line = first_line(text)
+    return line if len(line) <= width else line[: width - 1] + "…"

@@ -31,6 +31,16 @@ def context_digest(definition_hash: str, parts: dict[str, str]) -> str:
     return digest(("context", SCHEME, definition_hash, sorted(parts.items())))
 
 
+def column_digest(keys: Any, hashes: Any) -> str:
+    """Every key of a node with its hash, in key order (a collect() input), without unpacking."""
+    h = hashlib.blake2b(digest_size=16)
+    h.update(b"collect\0")
+    h.update(keys.packed)
+    h.update(b"\0")
+    h.update(hashes.packed.encode())
+    return h.hexdigest()
+
+
 def value_digest(value: Any) -> str:
     """A keyed source's value for one key, as canonical JSON."""
     return digest(("value", value))

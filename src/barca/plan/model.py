@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from barca.columns import HashColumn, JsonColumn
+
 
 @dataclass(frozen=True, slots=True)
 class Reason:
@@ -29,13 +31,14 @@ class Reason:
 class KnownOutput:
     """What a node produced, when its readers depend on it (sensor, cutoff asset, key source).
 
-    output_hashes: key -> digest of the artifact bytes
-    value: the whole value of an unpartitioned node, for a `partitions_from` reader
+    output_hashes: digest of each key's bytes, aligned with the node's keys
+    keys, values:  for a `partitions_from` source, the keys it defines and (dict source) each
+                   key's value, aligned
     """
 
-    output_hashes: Mapping[str, str]
-    value: Any = None
-    has_value: bool = False
+    output_hashes: HashColumn
+    keys: JsonColumn | None = None
+    values: JsonColumn | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,11 +56,10 @@ class NodePlan:
 
     keys:        raw partition keys in declared order (see plan.keys); [""] when unpartitioned
     run_hashes:  the run hash of each key
-    signatures:  each key's own hash parts (None when the node has none): the part itself
-                 when there is one, else a list
+    signatures:  one column per keyed hash part (signature_labels names them), aligned
     run:         indices of the keys that will execute, in key order
     reasons:     index -> Reason, for each index in `run`
-    key_values:  key -> that key's value from a keyed source, passed to the step inline
+    key_values:  each key's value from a keyed source, passed to the step inline
     unknown:     set when the node cannot be decided before something else runs:
                  "partitions_unknown" | "cutoff_pending" | "upstream_unknown"
                  | "partition_selection" (a fan-in over keys that --partition left out)
@@ -65,15 +67,15 @@ class NodePlan:
 
     node_id: str
     kind: str
-    keys: list[str] = field(default_factory=list)
-    run_hashes: list[str] = field(default_factory=list)
+    keys: JsonColumn = field(default_factory=JsonColumn)
+    run_hashes: HashColumn = field(default_factory=HashColumn)
     context: str = ""
     context_parts: Mapping[str, str] = field(default_factory=dict)
-    signatures: list[Any] | None = None
+    signatures: tuple[Any, ...] = ()
     signature_labels: tuple[str, ...] = ()
     run: tuple[int, ...] = ()
     reasons: Mapping[int, Reason] = field(default_factory=dict)
-    key_values: Mapping[str, Any] | None = None
+    key_values: JsonColumn | None = None
     unknown: str | None = None
     unknown_detail: str | None = None
     partitioned: bool = False

@@ -15,10 +15,13 @@ from typing import Any, Mapping, Sequence
 
 from barca.discover.model import Definition
 from barca.graph import Graph
-from barca.plan.hashes import context_digest, digest, run_hash
+from barca.plan.hashes import column_digest, context_digest, digest, run_hash
 from barca.plan.keys import keys_from_value, split_label, static_keys
 from barca.plan.model import KnownOutput, NodePlan, PlanOptions, Reason
+from barca.columns import HashColumn, JsonColumn
 from barca.state import EMPTY_STATE, NodeState
+
+UNPARTITIONED = JsonColumn([""])
 
 def refreshed_nodes(graph: Graph, cone: frozenset[str], options: PlanOptions) -> dict[str, Reason]:
     """Assets forced to run by --refresh / --refresh-all, with the reason each carries."""
@@ -58,20 +61,19 @@ def plan_node(d: Definition, graph: Graph, plans: Mapping[str, NodePlan], state:
                         unknown_detail=blocked[1])
     keys, key_values = _node_keys(d, graph, plans, known, expr_keys)
     if options.partition and d.dimensions:
-        keys = narrow_keys(d, keys, options.partition)
+        keys, key_values = narrow_keys(d, keys, key_values, options.partition)
     parts = _unkeyed_parts(d, graph, plans, known, options)
     labels, columns, value_slots = _keyed_columns(d, graph, plans, keys, key_values)
     context = context_digest(d.definition_hash, parts)
     parts = {**dict(d.hash_parts), **parts}
-    signatures = _signatures(columns)
-    hashes, run = _decide(keys, context, signatures, value_slots, state)
+    hashes, run = _decide(keys, context, columns, value_slots, state)
     always = d.kind in ("sensor", "task")
     if always or refresh is not None:
         reasons = dict.fromkeys(range(len(keys)), refresh or Reason(d.kind))
         run = list(range(len(keys)))
     else:
-        reasons = _explain(run, keys, hashes, signatures, labels, context, parts, state, d)
-    return NodePlan(d.node_id, d.kind, keys, hashes, context, parts, signatures, labels,
+        reasons = _explain(run, keys, hashes, columns, labels, context, parts, state, d)
+    return NodePlan(d.node_id, d.kind, keys, hashes, context, parts, columns, labels,
                     tuple(run), reasons, key_values, partitioned=bool(d.dimensions),
                     key_prefix=f"{d.dimensions[0].name}=" if len(d.dimensions) == 1 else "")
 
@@ -93,17 +95,21 @@ def _unknown_upstream(d: Definition, graph: Graph, plans: Mapping[str, NodePlan]
     return None
 
 
-def narrow_keys(d: Definition, keys: list[str],
-                selection: Mapping[str, frozenset[str]]) -> list[str]:
-    """The keys `--partition` selects on the dimensions this node has."""
+def narrow_keys(d: Definition, keys: JsonColumn, key_values: JsonColumn | None,
+                selection: Mapping[str, frozenset[str]]
+                ) -> tuple[JsonColumn, JsonColumn | None]:
+    """The keys `--partition` selects on the dimensions this node has (and their values)."""
     names = [dim.name for dim in d.dimensions]
     if not any(name in selection for name in names):
-        return keys
+        return keys, key_values
     if len(names) == 1:
         wanted = selection[names[0]]
-        return [k for k in keys if k in wanted]
-    return [k for k in keys
-            if all(v in selection[n] for n, v in split_label(k).items() if n in selection)]
+        kept = [i for i, k in enumerate(keys) if k in wanted]
+    else:
+        kept = [i for i, k in enumerate(keys)
+                if all(v in selection[n] for n, v in split_label(k).items() if n in selection)]
+    values = None if key_values is None else JsonColumn([key_values[i] for i in kept])
+    return JsonColumn([keys[i] for i in kept]), values
 
 
 def _skipped_by_selection(d: Definition, graph: Graph, plans: Mapping[str, NodePlan],
@@ -125,15 +131,15 @@ def _skipped_by_selection(d: Definition, graph: Graph, plans: Mapping[str, NodeP
 def _node_keys(d: Definition, graph: Graph, plans: Mapping[str, NodePlan],
                known: Mapping[str, KnownOutput],
                expr_keys: Mapping[tuple[str, str], Sequence[str]]
-               ) -> tuple[list[str], dict[str, Any] | None]:
+               ) -> tuple[JsonColumn, JsonColumn | None]:
     if not d.dimensions:
-        return [""], None
+        return UNPARTITIONED, None
     source = graph.key_source(d.node_id)
     if source is None:
-        return static_keys(d, expr_keys), None
+        return JsonColumn(static_keys(d, expr_keys)), None
     if graph.nodes[source].dimensions:
         return plans[source].keys, None
-    return keys_from_value(known[source].value)
+    return known[source].keys, known[source].values
 
 
 def _unkeyed_parts(d: Definition, graph: Graph, plans: Mapping[str, NodePlan],
@@ -147,18 +153,17 @@ def _unkeyed_parts(d: Definition, graph: Graph, plans: Mapping[str, NodePlan],
             continue
         up, up_plan = graph.nodes[up_id], plans[up_id]
         if any(s.source == up_id and s.mode == "collect" for s in d.inputs):
-            hashes = known[up_id].output_hashes if up.cutoff else dict(
-                zip(up_plan.keys, up_plan.run_hashes))
-            parts[f"input {up_id}"] = digest([(k, hashes.get(k)) for k in up_plan.keys])
+            hashes = known[up_id].output_hashes if up.cutoff else up_plan.run_hashes
+            parts[f"input {up_id}"] = column_digest(up_plan.keys, hashes)
         elif up_id == source:
             if up.kind == "sensor" or not up.cutoff:
                 parts[f"{'sensor' if up.kind == 'sensor' else 'input'} {up_id}"] = \
                     up_plan.run_hashes[0]
         elif up.kind == "sensor":
             parts[f"sensor {up_id}"] = digest((up_plan.run_hashes[0],
-                                               known[up_id].output_hashes.get("")))
+                                               known[up_id].output_hashes[0]))
         elif up.cutoff:
-            parts[f"input {up_id}"] = digest(("bytes", known[up_id].output_hashes.get("")))
+            parts[f"input {up_id}"] = digest(("bytes", known[up_id].output_hashes[0]))
         else:
             parts[f"input {up_id}"] = up_plan.run_hashes[0]
     for name in d.env:
@@ -176,10 +181,10 @@ def _mirrored_inputs(d: Definition, graph: Graph) -> list[str]:
 
 
 def _keyed_columns(d: Definition, graph: Graph, plans: Mapping[str, NodePlan],
-                   keys: list[str], key_values: Mapping[str, Any] | None):
+                   keys: JsonColumn, key_values: JsonColumn | None):
     """Each per-key part as a column aligned with `keys`: labels, columns, raw-value slots."""
     labels: list[str] = []
-    columns: list[list[Any]] = []
+    columns: list[Any] = []
     value_slots: list[int] = []
     for up_id in _mirrored_inputs(d, graph):
         up = graph.nodes[up_id]
@@ -188,79 +193,61 @@ def _keyed_columns(d: Definition, graph: Graph, plans: Mapping[str, NodePlan],
         if source.keys is keys or source.keys == keys:
             columns.append(source.run_hashes)
         else:
-            index = dict(zip(source.keys, source.run_hashes))
-            columns.append([index.get(k) for k in keys])
+            source.keys.indexed()
+            columns.append(HashColumn(source.run_hashes[source.keys.index(k)] for k in keys))
     if key_values is not None:
         value_slots.append(len(labels))
         labels.append(f"value {graph.key_source(d.node_id)}")
-        columns.append(list(key_values.values()) if list(key_values) == keys
-                       else [key_values[k] for k in keys])
-    return tuple(labels), columns, tuple(value_slots)
+        columns.append(key_values)
+    return tuple(labels), tuple(columns), tuple(value_slots)
 
 
-def _signatures(columns: list[list[Any]]) -> list[Any] | None:
-    """One entry per key: the part itself when there is one, else the list of parts."""
-    if not columns:
-        return None
-    if len(columns) == 1:
-        return columns[0]
-    return [list(row) for row in zip(*columns)]
-
-
-def _decide(keys: list[str], context: str, signatures: list[Any] | None,
-            value_slots: tuple[int, ...], state: NodeState) -> tuple[list[str], list[int]]:
-    """Run hash per key and the indices whose hash has no success on record.
+def _decide(keys: JsonColumn, context: str, columns: tuple[Any, ...],
+            value_slots: tuple[int, ...], state: NodeState) -> tuple[HashColumn, list[int]]:
+    """Run hash per key and the positions whose hash has no success on record.
 
     Whole columns are compared first (in C); single keys are visited only where they differ.
     """
-    n = len(keys)
-    single = signatures is not None and not isinstance(signatures[0] if n else None, list)
-    cid = state.contexts.index(context) if context in state.contexts else -1
-    aligned = cid >= 0 and len(state.keys) >= n and (
-        state.keys if len(state.keys) == n else state.keys[:n]) == keys
-    if aligned and state.context[:n].count(cid) == n:
-        stored = state.signature[:n]
-        previous = state.run_hash[:n] if len(state.keys) > n else state.run_hash
-        if signatures is None or stored == signatures:
-            return previous, []
-        hashes = list(previous)
-        differ = [i for i, (a, b) in enumerate(zip(stored, signatures)) if a != b]
-        for i in differ:
-            hashes[i] = run_hash(context, keys[i], _parts(signatures[i], single), value_slots)
-        return hashes, [i for i in differ if hashes[i] != previous[i]]
-    hashes = []
-    run = []
-    find, stored_ctx, stored_sig, stored_hash = state.find, state.context, state.signature, \
-        state.run_hash
+    same_shape = (len(state) == len(keys) and len(state.signature) == len(columns)
+                  and state.uniform_context() == context and state.keys == keys)
+    if same_shape:
+        differ = sorted({i for new, old in zip(columns, state.signature)
+                         for i in new.differing(old)})
+        if not differ:
+            return state.run_hash, []
+        changes = {i: run_hash(context, keys[i], [c[i] for c in columns], value_slots)
+                   for i in differ}
+        return state.run_hash.replaced(changes), [
+            i for i in differ if changes[i] != state.run_hash[i]]
+    if len(keys) > 16:
+        state.keys.indexed()
+    hashes: list[str] = []
+    run: list[int] = []
     for i, key in enumerate(keys):
-        sig = signatures[i] if signatures is not None else None
-        j = find(key)
-        if j is not None and stored_ctx[j] == cid and stored_sig[j] == sig:
-            hashes.append(stored_hash[j])
+        sig = [c[i] for c in columns]
+        j = state.find(key)
+        if j is not None and state.context_at(j) == context and state.signature_at(j) == sig:
+            hashes.append(state.run_hash[j])
             continue
-        h = run_hash(context, key, _parts(sig, single), value_slots)
+        h = run_hash(context, key, sig, value_slots)
         hashes.append(h)
-        if j is None or stored_hash[j] != h:
+        if j is None or state.run_hash[j] != h:
             run.append(i)
-    return hashes, run
-
-
-def _parts(sig: Any, single: bool) -> list[Any]:
-    if sig is None:
-        return []
-    return [sig] if single else sig
+    return HashColumn(hashes), run
 
 
 _PART_ORDER = ("code", "decorator argument", "decorator", "helper", "input", "sensor", "value",
                "env")
 
 
-def _explain(run: list[int], keys: list[str], hashes: list[str], signatures: list[Any] | None,
+def _explain(run: list[int], keys: JsonColumn, hashes: HashColumn, columns: tuple[Any, ...],
              labels: tuple[str, ...], context: str, parts: Mapping[str, str], state: NodeState,
              d: Definition) -> dict[int, Reason]:
     """Why each key runs: never run, new key, last attempt failed, or which parts changed."""
     reasons: dict[int, Reason] = {}
-    has_any = bool(state.keys)
+    has_any = len(state) > 0
+    if len(run) > 16:
+        state.keys.indexed()
     for i in run:
         key = keys[i]
         failure = state.failed.get(key)
@@ -272,15 +259,12 @@ def _explain(run: list[int], keys: list[str], hashes: list[str], signatures: lis
             reasons[i] = Reason("new_key" if has_any and d.dimensions else "never_run")
             continue
         changed = []
-        if state.context_of(j) != context:
-            changed = _diff_parts(state.parts.get(state.context_of(j)), parts)
-        if signatures is not None:
-            old, new = state.signature[j], signatures[i]
-            if len(labels) == 1:
-                old, new = [old], [new]
-            for slot, label in enumerate(labels):
-                if (old[slot] if old and slot < len(old) else None) != new[slot]:
-                    changed.append(label)
+        if state.context_at(j) != context:
+            changed = _diff_parts(state.parts.get(state.context_at(j)), parts)
+        old = state.signature_at(j)
+        for slot, label in enumerate(labels):
+            if (old[slot] if slot < len(old) else None) != columns[slot][i]:
+                changed.append(label)
         reasons[i] = Reason("changed", tuple(sorted(set(changed), key=_part_rank)))
     return reasons
 

@@ -32,14 +32,15 @@ from typing import Any, Mapping, Sequence
 from barca.discover.model import Definition
 from barca.errors import Cancelled, InfraError, UsageError
 from barca.graph import Graph
-from barca.plan.keys import key_args, key_label
+from barca.columns import HashColumn, JsonColumn
+from barca.plan.keys import key_args, key_label, keys_from_value
 from barca.plan.model import KnownOutput, NodePlan, PlanOptions, Reason
 from barca.plan.planner import plan_nodes, refreshed_nodes
 from barca.project import Project
 from barca.run.events import Reporter
 from barca.run.executor import Executor, LocalExecutor
 from barca.run.protocol import InputRef, LogLine, StepOutcome, StepSpec
-from barca.state import EMPTY_STATE, NodeState
+from barca.state import EMPTY_STATE, NodeState, state_after_run
 from barca.store import metadata
 from barca.store.artifacts import read_value
 from barca.store.db import connect
@@ -98,7 +99,7 @@ def stored_artifact(artifacts_dir: Path, d: Definition, state: NodeState,
     i = state.find(key)
     if i is None:
         return None
-    fmt = state.fmt[i]
+    fmt = state.fmt_at(i)
     return artifact_path(artifacts_dir, d.file, d.name, key_label(d, key), state.run_hash[i],
                          fmt), fmt
 
@@ -134,6 +135,8 @@ class _Run:
         self.conn: Any = None
         self.scratch: Path | None = None
         self._reopened = False
+        self.history_hits: set[str] = set()
+        self.key_columns: dict[str, tuple] = {}
 
     def go(self) -> RunResult:
         started = time.perf_counter()
@@ -143,7 +146,7 @@ class _Run:
         if not req.dry_run:
             self.project.ensure_state_dir()
         self.conn = connect(self.project.db_path, create=not req.dry_run)
-        self.states = metadata.load_states(self.conn, self.order)
+        self.states, self.loaded_watermarks = metadata.load_states(self.conn, self.order)
         self.refreshed = refreshed_nodes(self.graph, self.cone, req.options)
         if not req.dry_run:
             metadata.start_run(self.conn, self.run_id, req.command, req.files, req.target_text)
@@ -188,8 +191,9 @@ class _Run:
                                 self.expr_keys, {})
         if not self.request.observe_sensors:
             for node_id in sensors:
-                if node_id in self.states and all(
-                        self.states[node_id].find(k) is not None for k in self.plans[node_id].keys):
+                state = self.states.get(node_id)
+                if state is not None and all(state.find(k) is not None
+                                             for k in self.plans[node_id].keys):
                     self.known[node_id] = self._known_output(node_id, self.plans[node_id], {})
                 self.complete.add(node_id)
             return
@@ -224,6 +228,7 @@ class _Run:
         hits = metadata.find_successes(self.conn, node_id, wanted)
         if not hits:
             return
+        self.history_hits.add(node_id)
         state = self.states.get(node_id, EMPTY_STATE)
         self.states[node_id] = state.with_records(hits)
         hit_keys = {record[0] for record in hits}
@@ -251,17 +256,23 @@ class _Run:
                    for r in self.graph.downstream[node_id])
 
     def _known_output(self, node_id: str, plan: NodePlan, ran: Mapping[str, tuple]) -> KnownOutput:
+        """Output digests per key, plus the keys (and values) a key source defines."""
         state = self.states.get(node_id, EMPTY_STATE)
-        hashes = {}
-        for key in plan.keys:
-            hashes[key] = ran[key][2] if key in ran else state.output_hash[state.find(key)]
-        d = self.graph.nodes[node_id]
-        if d.dimensions or not any(self.graph.key_source(r) == node_id
-                                   for r in self.graph.downstream[node_id]):
+        if len(plan.keys) > 16:
+            state.keys.indexed()
+        hashes = HashColumn(ran[k][2] if k in ran else state.output_hash_at(state.find(k))
+                            for k in plan.keys)
+        if not self._is_key_source(node_id):
             return KnownOutput(hashes)
-        where = self._artifact(node_id, "")
-        value = read_value(where[0], where[1]) if where else None
-        return KnownOutput(hashes, value, True)
+        packed = self.key_columns.get(node_id)
+        if packed is not None:  # the worker sent the keys and values already packed
+            n, keys, values = packed
+            return KnownOutput(hashes, JsonColumn(packed=keys, n=n),
+                               None if values is None else JsonColumn(packed=values, n=n))
+        path, fmt = self._artifact(node_id, "")
+        keys, values = keys_from_value(read_value(path, fmt))
+        return KnownOutput(hashes, JsonColumn(keys),
+                           None if values is None else JsonColumn(list(values.values())))
 
     # -- execution --------------------------------------------------------------------------
 
@@ -399,9 +410,9 @@ class _Run:
         label = plan.label(key)
         step_id = f"{node_id}[{label}]" if plan.partitioned else node_id
         self.step_context[step_id] = (plan.context, plan.context_parts)
-        if plan.signatures is not None:
-            self.step_signature[step_id] = plan.signatures[i]
-        inputs = tuple(self._input_ref(d, spec, plan, key) for spec in d.inputs)
+        if plan.signatures:
+            self.step_signature[step_id] = [column[i] for column in plan.signatures]
+        inputs = tuple(self._input_ref(d, spec, plan, i) for spec in d.inputs)
         directory = self.artifacts_root / node_dir_name(d.file, d.name, label)
         if self.scratch is None:  # recorded paths are root-relative, so a project can move
             directory = directory.relative_to(self.project.root)
@@ -415,8 +426,9 @@ class _Run:
         return not d.dimensions and any(self.graph.key_source(r) == node_id
                                         for r in self.graph.downstream[node_id])
 
-    def _input_ref(self, d: Definition, spec: Any, plan: NodePlan, key: str) -> InputRef:
+    def _input_ref(self, d: Definition, spec: Any, plan: NodePlan, i: int) -> InputRef:
         annotation = d.annotation(spec.param)
+        key = plan.keys[i]
         if spec.mode == "order":
             return InputRef(spec.param, "none")
         up = self.graph.nodes[spec.source]
@@ -426,7 +438,7 @@ class _Run:
                             tuple(f[1] for f in found), annotation=annotation)
         if self.graph.key_source(d.node_id) == spec.source and not up.dimensions \
                 and plan.key_values is not None:
-            return InputRef(spec.param, "inline", value=plan.key_values[key])
+            return InputRef(spec.param, "inline", value=plan.key_values[i])
         found = self._artifact(spec.source, key if up.dimensions else "")
         return InputRef(spec.param, "artifact", (str(found[0]),), (found[1],),
                         annotation=annotation)
@@ -469,6 +481,8 @@ class _Run:
         if outcome.status == "success":
             self.results.setdefault(node_id, {})[outcome.key] = (
                 outcome.artifact_path, outcome.format, outcome.output_hash)
+            if outcome.key_columns is not None:
+                self.key_columns[node_id] = outcome.key_columns
         else:
             self.failed_keys.setdefault(node_id, []).append(outcome.key)
         self.pending[node_id] -= 1
@@ -517,20 +531,27 @@ class _Run:
                             max(0, total_keys - executed), elapsed,
                             failed[0].step_id if failed else None,
                             failed[0].error_message if failed else None)
-        metadata.compact(self.conn, {n: self._key_order_if_stale(n) for n in self.order})
+        self._save_states()
         self.reporter.run_finished(executed, executed, elapsed, status)
 
-    def _key_order_if_stale(self, node_id: str) -> list[str] | None:
-        """The plan's key order when the stored snapshot does not start with it."""
-        plan = self.plans.get(node_id)
-        if plan is None or plan.unknown or not plan.partitioned or \
-                self.request.options.partition:
-            return None
-        state = self.states.get(node_id, EMPTY_STATE)
-        n = len(plan.keys)
-        if state.keys[:n] == plan.keys:
-            return None
-        return plan.keys
+    def _save_states(self) -> None:
+        """Write each node's new snapshot, so the next run compares whole columns again."""
+        updates = {}
+        for node_id in self.order:
+            plan = self.plans.get(node_id)
+            if plan is None or plan.unknown:
+                continue
+            old = self.states.get(node_id, EMPTY_STATE)
+            ran = self.results.get(node_id, {})
+            failed = {o.key: [o.run_hash, o.error_message] for o in self.outcomes
+                      if o.node_id == node_id and o.status == "failed"}
+            if not ran and not failed and node_id not in self.history_hits and \
+                    old.run_hash == plan.run_hashes and old.keys == plan.keys:
+                continue
+            updates[node_id] = state_after_run(
+                plan, old, ran, failed, keep_output_hash=self._output_needed(node_id),
+                whole=not self.request.options.partition)
+        metadata.save_states(self.conn, updates, self.loaded_watermarks, self.run_id)
 
     def _result(self, status: str, elapsed: float) -> RunResult:
         executed = len(self.outcomes)

@@ -68,6 +68,7 @@ class StepOutcome(NamedTuple):
     error_type: str | None = None
     error_message: str | None = None
     traceback: str | None = None
+    key_columns: tuple | None = None  # a key source's (count, keys JSON, values JSON or None)
 
 
 class Lease(NamedTuple):

@@ -101,14 +101,16 @@ class Worker:
         if step.kind == "sensor" and isinstance(value, tuple) and len(value) == 2 \
                 and isinstance(value[0], bool):
             value = value[1]
+        columns = None
         if step.key_source:
             _check_key_source(value)
+            columns = _key_columns(value)
         fmt = "json" if step.key_source else choose_format(value, step.serializer)
         path = Path(step.artifact_dir) / f"{step.run_hash}.{_EXT[fmt]}"
         size, digest = write_value(value, path, fmt)
         return StepOutcome(step.step_id, step.node_id, step.key, step.run_hash, "success",
                            attempt, time.perf_counter() - started, str(path), fmt, size, digest,
-                           _peak_rss())
+                           _peak_rss(), key_columns=columns)
 
     def _module(self, file: str) -> Any:
         module = self.modules.get(file)
@@ -169,7 +171,11 @@ class KeySourceError(Exception):
 
 
 def _check_key_source(value: Any) -> None:
+    """Keys must be str or int and values JSON; the common all-str case is checked in one pass."""
     if isinstance(value, dict):
+        if all(k.__class__ is str for k in value) and \
+                all(v.__class__ is str for v in value.values()):
+            return
         seen = set()
         for key, item in value.items():
             if isinstance(key, bool) or not isinstance(key, (str, int)):
@@ -191,6 +197,17 @@ def _check_key_source(value: Any) -> None:
     else:
         raise KeySourceError(f"a partitions_from source must return a list or a dict, not "
                              f"{type(value).__name__}")
+
+
+def _key_columns(value: Any) -> tuple:
+    """The keys (and values) packed as JSON lists, so the coordinator can compare them whole."""
+    import orjson
+
+    keys = list(value)
+    if not all(k.__class__ is str for k in keys):
+        keys = [str(k) for k in keys]
+    values = orjson.dumps(list(value.values())) if isinstance(value, dict) else None
+    return len(keys), orjson.dumps(keys), values
 
 
 def _has_nan(value: Any) -> bool:

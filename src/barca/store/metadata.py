@@ -1,10 +1,9 @@
 """Reading and writing the metadata database: node state, materializations, runs and logs.
 
-Per-key state is kept where a whole node loads in one read: `node_state` holds a compacted
-snapshot (the latest success and the latest failure per key), and the materializations
-recorded after it (its watermark) are replayed on top. A tick that ran three steps therefore
-writes three rows, not a snapshot of 200,000 keys; the snapshot is rewritten only once enough
-rows have piled up behind it.
+Per-key state is kept where a whole node loads in one read: `node_state` holds a snapshot
+(packed columns, see barca.state) written at the end of each run that changed the node, and
+the materializations recorded after it (its watermark: a killed run, another process) are
+replayed on top.
 """
 
 from __future__ import annotations
@@ -17,33 +16,50 @@ from typing import Any, Iterable, Sequence
 
 import orjson
 
-from barca.state import NodeState
+from barca.state import NodeState, decode_state, encode_state
 
-COMPACT_AFTER_ROWS = 256
-
-
-def load_states(conn: sqlite3.Connection | None, node_ids: Iterable[str]) -> dict[str, NodeState]:
+def load_states(conn: sqlite3.Connection | None, node_ids: Iterable[str]
+                ) -> tuple[dict[str, NodeState], dict[str, int]]:
+    """Each node's snapshot plus the rows recorded after it; also the row id each covers."""
     if conn is None:
-        return {}
-    states = {}
+        return {}, {}
+    states, watermarks = {}, {}
     for node_id in node_ids:
         row = conn.execute("SELECT watermark, data FROM node_state WHERE node_id = ?",
                            (node_id,)).fetchone()
-        state = NodeState.from_json(orjson.loads(row[1])) if row else NodeState()
-        delta = conn.execute(
-            "SELECT key, run_hash, context, signature, format, output_hash, status, "
-            "error_message FROM materializations WHERE node_id = ? AND id > ? ORDER BY id",
-            (node_id, row[0] if row else 0)).fetchall()
-        for key, run_hash, context, signature, fmt, output_hash, status, error in delta:
-            if status == "success":
-                state.put(key, run_hash, context, _signature(signature), fmt, output_hash)
-            else:
-                state.failed[key] = [run_hash, error]
-        if delta:
-            _load_parts(conn, state)
-        if state.keys or state.failed:
+        state = decode_state(row[1]) if row else NodeState()
+        watermark = row[0] if row else 0
+        state, watermark = _replay(conn, node_id, state, watermark)
+        watermarks[node_id] = watermark
+        if len(state) or state.failed:
             states[node_id] = state
-    return states
+    return states, watermarks
+
+
+def _replay(conn: sqlite3.Connection, node_id: str, state: NodeState, watermark: int,
+            skip_run: str | None = None) -> tuple[NodeState, int]:
+    """Apply the rows recorded after `watermark` (a killed run, or another process's run)."""
+    delta = conn.execute(
+        "SELECT id, key, run_hash, context, signature, format, output_hash, status, "
+        "error_message, run_id FROM materializations WHERE node_id = ? AND id > ? ORDER BY id",
+        (node_id, watermark)).fetchall()
+    if not delta:
+        return state, watermark
+    successes = []
+    failed = dict(state.failed)
+    for _, key, run_hash, context, signature, fmt, output_hash, status, error, run_id in delta:
+        if run_id == skip_run:
+            continue
+        if status == "success":
+            successes.append((key, run_hash, context, _signature(signature), fmt, output_hash))
+            failed.pop(key, None)
+        else:
+            failed[key] = [run_hash, error]
+    state = state.with_records(successes)
+    state.failed.clear()
+    state.failed.update(failed)
+    _load_parts(conn, state)
+    return state, delta[-1][0]
 
 
 def _signature(text: str | bytes | None) -> Any:
@@ -116,49 +132,22 @@ def record(conn: sqlite3.Connection, run_id: str, outcomes: Sequence[Any],
         raise
 
 
-def compact(conn: sqlite3.Connection, key_orders: dict[str, Sequence[str] | None]) -> None:
-    """Fold the rows recorded behind a node's snapshot into it, keys in the given order.
-
-    A node is rewritten when enough rows piled up behind its snapshot, or when the snapshot's
-    key order no longer starts with the current keys (given as a list; None = order is fine),
-    so that the next plan can compare whole columns.
-    """
-    for node_id, order in key_orders.items():
-        row = conn.execute("SELECT watermark FROM node_state WHERE node_id = ?",
-                           (node_id,)).fetchone()
-        watermark = row[0] if row else 0
-        pending = conn.execute(
-            "SELECT count(*) FROM materializations WHERE node_id = ? AND id > ?",
-            (node_id, watermark)).fetchone()[0]
-        if pending < COMPACT_AFTER_ROWS and order is None:
-            continue
+def save_states(conn: sqlite3.Connection, states: dict[str, NodeState],
+                watermarks: dict[str, int], run_id: str) -> None:
+    """Write new snapshots. Rows another process recorded meanwhile are folded in first."""
+    for node_id, state in states.items():
         conn.execute("BEGIN IMMEDIATE")
         try:
-            state = load_states(conn, [node_id]).get(node_id, NodeState())
-            top = conn.execute("SELECT max(id) FROM materializations WHERE node_id = ?",
-                               (node_id,)).fetchone()[0] or 0
-            if order is not None:
-                state = _reordered(state, order)
+            state, top = _replay(conn, node_id, state, watermarks.get(node_id, 0),
+                                 skip_run=run_id)
+            latest = conn.execute("SELECT max(id) FROM materializations WHERE node_id = ?",
+                                  (node_id,)).fetchone()[0] or 0
             conn.execute("INSERT OR REPLACE INTO node_state (node_id, watermark, data) "
-                         "VALUES (?, ?, ?)", (node_id, top, orjson.dumps(state.to_json())))
+                         "VALUES (?, ?, ?)", (node_id, max(top, latest), encode_state(state)))
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
             raise
-
-
-def _reordered(state: NodeState, order: Sequence[str]) -> NodeState:
-    """Keys in `order` first (those with a success), then every other key as it was."""
-    positions = [j for j in map(state.find, order) if j is not None]
-    taken = set(positions)
-    positions += [j for j in range(len(state.keys)) if j not in taken]
-
-    def pick(column: list) -> list:
-        return [column[j] for j in positions]
-
-    return NodeState(pick(state.keys), pick(state.run_hash), pick(state.context),
-                     pick(state.signature), pick(state.fmt), pick(state.output_hash),
-                     state.contexts, state.parts, state.failed)
 
 
 def start_run(conn: sqlite3.Connection, run_id: str, command: str, files: Sequence[str],

@@ -1,0 +1,264 @@
+"""`barca history [RUN_ID]`: recent runs, or one run's steps with its failures explained.
+
+Reads the metadata database of the chosen environment and never creates it. A `running` row
+whose process is gone is shown (and, when the database is writable, stored) as `interrupted`.
+Also home of the small helpers the other read-only commands share: opening the history and
+finding a run by id.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import click
+
+from barca.cli import render
+from barca.cli.output import (choose_listing_mode, emit, emit_json, listing, note,
+                              note_truncated, parse_fields, pick_fields, table)
+from barca.errors import UsageError
+from barca.project import Project, open_project
+from barca.store import history as store
+from barca.store.db import connect
+
+RUN_FIELDS = ["run_id", "command", "files", "target", "status", "steps_total",
+              "steps_executed", "steps_cached", "started_at", "finished_at", "elapsed_seconds",
+              "failed_node", "error", "failure"]
+DEFAULT_RUNS = 10
+KEYS_PER_NODE = 10
+TRACEBACK_LINES = 15
+NO_HISTORY = "No run history found."
+
+HELP = """List recent runs, newest first; with RUN_ID, that run's steps.
+
+\b
+A run's table shows each executed step (the first 10 keys of each partitioned node; --all
+or --json for every key) with its time, peak memory, run hash and artifact, then the error,
+traceback tail and last output lines of each failed step. Cached steps are only counted.
+\b
+Examples:
+  barca history
+  barca history --limit 50 --fields run_id,status,elapsed_seconds
+  barca history 3bc29e9a2595
+"""
+
+
+def open_history(env_name: str | None) -> tuple[Project, sqlite3.Connection | None]:
+    """The project and its metadata database, None when nothing was ever recorded."""
+    project = open_project(env_name)
+    conn = connect(project.db_path, create=False)
+    if conn is not None:
+        store.reconcile_interrupted(conn)
+    return project, conn
+
+
+def find_run(conn: sqlite3.Connection | None, text: str, env_name: str | None
+             ) -> store.RunRow:
+    """The run an id (or a unique prefix of one) names; exit 2 otherwise."""
+    where = f" in environment '{env_name}'" if env_name else ""
+    matches = store.match_runs(conn, text) if conn is not None else []
+    if len(matches) > 1:
+        raise UsageError(f"run id '{text}' is ambiguous: {', '.join(matches)}",
+                         "pass more characters of the run id")
+    if not matches:
+        raise UsageError(f"unknown run id '{text}'{where}",
+                         "run `barca history` to list recorded runs and their ids")
+    run = store.get_run(conn, matches[0])
+    assert run is not None
+    return run
+
+
+def run_json(run: store.RunRow) -> dict[str, Any]:
+    failure = {"node": run.failed_node, "error": run.error} if run.failed_node else None
+    return {"run_id": run.run_id, "command": run.command, "files": list(run.files),
+            "target": run.target, "status": run.status, "steps_total": run.steps_total,
+            "steps_executed": run.steps_executed, "steps_cached": run.steps_cached,
+            "started_at": render.utc_time(run.started_at),
+            "finished_at": render.utc_time(run.finished_at),
+            "elapsed_seconds": _round(run.elapsed_seconds), "failed_node": run.failed_node,
+            "error": run.error, "failure": failure}
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 4)
+
+
+@click.command("history", help=HELP)
+@click.argument("run_id", required=False)
+@click.option("-l", "--limit", type=click.IntRange(min=1), metavar="N",
+              help="Show N runs (default 10); with RUN_ID, at most N steps.")
+@click.option("--all", "show_all", is_flag=True, help="Every run; with RUN_ID, every key of "
+              "every node in the table.")
+@click.option("--json", "json_flag", is_flag=True, help="JSON output (default when stdout is "
+              "not a terminal).")
+@click.option("--pretty", is_flag=True, help="Human output (default in a terminal).")
+@click.option("--fields", metavar="A,B", help="Keep only these keys of each run (implies "
+              "JSON).")
+@click.option("--env", "env_name", metavar="NAME", help="Read the history of environment NAME "
+              "(or set BARCA_ENV).")
+def history_command(run_id, limit, show_all, json_flag, pretty, fields, env_name) -> None:
+    mode = choose_listing_mode(json_flag, pretty, fields)
+    if run_id is not None and fields is not None:
+        raise UsageError("--fields applies to the list of runs, not to one run",
+                         f"drop --fields, or run `barca history --fields {fields}`")
+    chosen = parse_fields(fields, RUN_FIELDS)
+    project, conn = open_history(env_name)
+    if run_id is not None:
+        _show_run(conn, find_run(conn, run_id, env_name), limit, show_all, mode, project.root)
+        return
+    _show_runs(conn, None if show_all else (limit or DEFAULT_RUNS), chosen, mode)
+
+
+def _show_runs(conn: sqlite3.Connection | None, limit: int | None, fields: list[str] | None,
+               mode: str) -> None:
+    runs = store.list_runs(conn, limit) if conn is not None else []
+    total = store.count_runs(conn) if conn is not None else 0
+    if mode == "json":
+        items = pick_fields([run_json(r) for r in runs], fields)
+        emit_json(listing({}, "runs", items, total, "runs"), indent=True)
+        return
+    if not runs:
+        emit(NO_HISTORY)
+        return
+    emit(table(*_runs_table(runs)))
+    note_truncated(len(runs), total, "runs")
+
+
+def _runs_table(runs: list[store.RunRow]) -> tuple[list[str], list[list[str]]]:
+    headers = ["RUN_ID", "CMD", "TARGET", "STATUS", "STEPS", "CACHED", "TIME", "STARTED"]
+    failed = any(r.failed_node for r in runs)
+    rows = []
+    for r in runs:
+        row = [r.run_id, r.command, render.clip(r.target or "all", 24), r.status,
+               _count(r.steps_executed), _count(r.steps_cached),
+               render.human_seconds(r.elapsed_seconds), f"{render.utc_time(r.started_at)} UTC"]
+        if failed:
+            name = (r.failed_node or "").split(":", 1)[-1]
+            row.append(render.clip(f"{name}: {r.error}", 72) if r.failed_node else "")
+        rows.append(row)
+    return headers + (["ERROR"] if failed else []), rows
+
+
+def _count(value: int | None) -> str:
+    return "-" if value is None else str(value)
+
+
+# -- one run --------------------------------------------------------------------------------
+
+def partition_key(step: store.StepRow) -> str | None:
+    """The key label of a step (`retailer=r7`), None for an unpartitioned node."""
+    if step.step_id == step.node_id:
+        return None
+    return step.step_id[len(step.node_id) + 1:-1]
+
+
+def step_json(conn: sqlite3.Connection, step: store.StepRow) -> dict[str, Any]:
+    failed = step.status == "failed"
+    error = f"{step.error_type}: {step.error_message}" if failed and step.error_type else (
+        step.error_message if failed else None)
+    out = {"step_id": step.step_id, "node_id": step.node_id,
+           "partition_key": partition_key(step), "status": step.status,
+           "attempts": step.attempts, "elapsed_seconds": _round(step.elapsed_seconds),
+           "max_rss_bytes": step.max_rss_bytes, "run_hash": step.run_hash,
+           "artifact_path": step.artifact_path, "artifact_format": step.format,
+           "artifact_size_bytes": step.size_bytes, "error": error,
+           "error_type": step.error_type, "error_message": step.error_message,
+           "error_traceback": step.error_traceback, "batch": step.batch,
+           "created_at": render.utc_time(step.created_at)}
+    if failed:
+        out["output_tail"] = store.output_tail(conn, step.run_id, step.step_id)
+    return out
+
+
+def _show_run(conn: sqlite3.Connection, run: store.RunRow, limit: int | None,
+              show_all: bool, mode: str, root: Path) -> None:
+    total = store.count_steps(conn, run.run_id)
+    summaries = store.node_summaries(conn, run.run_id)
+    if mode == "json":
+        steps = store.run_steps(conn, run.run_id, limit=limit)
+        page = {"total": total, "truncated": len(steps) < total,
+                "nodes": [{"node_id": s.node_id, "keys": s.keys, "failed": s.failed,
+                           "elapsed_seconds": s.elapsed_seconds} for s in summaries]}
+        body: dict[str, Any] = {"run": run_json(run),
+                                "steps": [step_json(conn, s) for s in steps],
+                                "steps_page": page}
+        if page["truncated"]:
+            body["hint"] = f"pass --limit N for more, or omit --limit for all {total} steps"
+        emit_json(body, indent=True)
+        return
+    per_node = None if show_all else KEYS_PER_NODE
+    steps = store.run_steps(conn, run.run_id, per_node=per_node, limit=limit)
+    emit(_run_header(run))
+    if steps:
+        emit("\n" + table(*_steps_table(steps, summaries, root)))
+    else:
+        emit("\nNo step was executed in this run"
+             + (" (every step came from cache)." if run.steps_cached else "."))
+    failures = [s for s in steps if s.status == "failed"]
+    for step in failures:
+        emit("\n" + _failure_text(conn, step))
+    if failures:
+        note(f"full output: barca logs {run.run_id} --step '{failures[0].step_id}'")
+    if len(steps) < total and limit is not None:
+        note_truncated(len(steps), total, "steps")
+
+
+def _run_header(run: store.RunRow) -> str:
+    command = " ".join(["barca", run.command, *([run.target] if run.target else []),
+                        *run.files])
+    lines = [f"Run {run.run_id}: {command}", f"Status   {run.status}",
+             f"Started  {render.utc_time(run.started_at)} UTC",
+             f"Time     {render.human_seconds(run.elapsed_seconds)}",
+             f"Steps    {_count(run.steps_executed)} executed, {_count(run.steps_cached)} "
+             f"cached, {_count(run.steps_total)} total"]
+    if run.failed_node:
+        lines.append(f"Failed   {run.failed_node}: {render.first_line(run.error)}")
+    return "\n".join(lines)
+
+
+def _steps_table(steps: list[store.StepRow], summaries: list[store.NodeSummary], root: Path
+                 ) -> tuple[list[str], list[list[str]]]:
+    headers = ["STEP", "STATUS", "ATTEMPTS", "TIME", "PEAK_RSS", "RUN_HASH", "ARTIFACT"]
+    shown: dict[str, int] = {}
+    for step in steps:
+        shown[step.node_id] = shown.get(step.node_id, 0) + 1
+    keys = {s.node_id: s.keys for s in summaries}
+    rows: list[list[str]] = []
+    for i, step in enumerate(steps):
+        rows.append([step.step_id, step.status, _count(step.attempts),
+                     render.human_seconds(step.elapsed_seconds),
+                     render.human_size(step.max_rss_bytes), step.run_hash[:12],
+                     _artifact_cell(step, root)])
+        last_of_node = i + 1 == len(steps) or steps[i + 1].node_id != step.node_id
+        more = keys.get(step.node_id, 0) - shown[step.node_id]
+        if last_of_node and more > 0:
+            rows.append([f"{step.node_id}[+{more} more keys]", "", "", "", "", "",
+                         "--all or --json lists them"])
+    return headers, rows
+
+
+def _artifact_cell(step: store.StepRow, root: Path) -> str:
+    if not step.artifact_path:
+        return "-"
+    gone = "" if (root / step.artifact_path).exists() else ", removed"
+    return (f"{step.artifact_path} ({step.format}, {render.human_size(step.size_bytes)}"
+            f"{gone})")
+
+
+def _failure_text(conn: sqlite3.Connection, step: store.StepRow) -> str:
+    attempts = step.attempts or 1
+    head = (f"{step.step_id} failed after {attempts} attempt{'s' if attempts != 1 else ''}: "
+            f"{step.error_type or 'Error'}: {render.first_line(step.error_message)}")
+    lines = [head]
+    trace = (step.error_traceback or "").rstrip().splitlines()
+    if trace:
+        cut = trace[-TRACEBACK_LINES:]
+        label = "Traceback" if len(cut) == len(trace) else f"Traceback (last {len(cut)} lines)"
+        lines.append(f"  {label}:")
+        lines += [f"    {line}" for line in cut]
+    tail = store.output_tail(conn, step.run_id, step.step_id)
+    if tail:
+        lines.append(f"  Output (last {len(tail)} line{'s' if len(tail) != 1 else ''}):")
+        lines += [f"    {line}" for line in tail]
+    return "\n".join(lines)

@@ -1,0 +1,151 @@
+"""`barca logs [RUN_ID]`: what a run's steps printed to stdout and stderr, in order.
+
+Only the steps' own lines are stored (barca's progress lines never are), so this is the
+output of the user's code alone. Plain text by default, whatever stdout is, so that it can be
+piped to grep; `--pretty` groups lines by step; `--json` gives one object per line.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from typing import Any
+
+import click
+
+from barca.cli import render
+from barca.cli.history import find_run, open_history
+from barca.cli.output import emit, emit_json, note
+from barca.errors import UsageError
+from barca.store import history as store
+
+HELP = """Print what each step of a run wrote to stdout and stderr, in order.
+
+\b
+Without RUN_ID, the newest run. --step takes a function name (every key of it), a node id,
+or one key: 'scored[retailer=r7]'. Lines are printed as `[STEP] line`; with a --step that
+names one step, bare.
+\b
+Examples:
+  barca logs 3bc29e9a2595
+  barca logs 3bc29e9a2595 --step 'scored[retailer=r7]' --stream stderr
+  barca logs --pretty
+"""
+
+
+@click.command("logs", help=HELP)
+@click.argument("run_id", required=False)
+@click.option("--step", metavar="STEP", help="Only this step: a name, a node id, or one key "
+              "such as 'scored[retailer=r7]'.")
+@click.option("--stream", type=click.Choice(["stdout", "stderr"]),
+              help="Only lines written to this stream.")
+@click.option("--json", "json_flag", is_flag=True, help="One JSON object per line, in a list.")
+@click.option("--pretty", is_flag=True, help="Group the lines by step, with a heading each.")
+@click.option("--env", "env_name", metavar="NAME", help="Read the runs of environment NAME "
+              "(or set BARCA_ENV).")
+def logs_command(run_id, step, stream, json_flag, pretty, env_name) -> None:
+    mode = _mode(json_flag, pretty)
+    _, conn = open_history(env_name)
+    run = _the_run(conn, run_id, env_name)
+    chosen = None
+    if step is not None:
+        chosen = match_steps(store.step_ids(conn, run.run_id), step)
+        if not chosen:
+            raise _unknown_step(conn, run.run_id, step)
+    lines = store.run_logs(conn, run.run_id, chosen, stream)
+    if mode == "json":
+        emit_json([_line_json(line) for line in lines], indent=True)
+    elif mode == "pretty":
+        _print_grouped(lines)
+    else:
+        bare = chosen is not None and len(chosen) == 1
+        if lines:
+            emit("\n".join(line.line if bare else f"[{line.step_id}] {line.line}"
+                           for line in lines))
+
+
+def _mode(json_flag: bool, pretty: bool) -> str:
+    if json_flag and pretty:
+        raise UsageError("--json and --pretty cannot be used together", "pass one of them")
+    if json_flag or pretty:
+        return "json" if json_flag else "pretty"
+    env = os.environ.get("BARCA_OUTPUT")
+    if env and env not in ("json", "pretty"):
+        raise UsageError(f"BARCA_OUTPUT={env!r} is not valid",
+                         "set BARCA_OUTPUT to json or pretty, or unset it")
+    return "json" if env == "json" else "text"
+
+
+def _the_run(conn: sqlite3.Connection | None, run_id: str | None, env_name: str | None
+             ) -> store.RunRow:
+    if run_id is not None:
+        return find_run(conn, run_id, env_name)
+    run = store.newest_run(conn) if conn is not None else None
+    if run is None:
+        raise UsageError("no run has been recorded yet" +
+                         (f" in environment '{env_name}'" if env_name else ""),
+                         "run `barca get TARGET pipeline.py` first")
+    note(f"barca: logs of the most recent run: {run.run_id} ({run.command} "
+         f"{run.target or 'all'}, {run.status}, started {render.utc_time(run.started_at)} UTC)")
+    return run
+
+
+def match_steps(step_ids: list[str], text: str) -> list[str]:
+    """The recorded steps a `--step` value names.
+
+    `scored`, `pipeline.py:scored` -> every key of that node; `scored[retailer=r7]`,
+    `scored[r7]` or `pipeline.py:scored[retailer=r7]` -> that one key. A bare name shared by
+    nodes of several files is ambiguous (exit 2).
+    """
+    base, bracket, rest = text.partition("[")
+    key = rest[:-1] if bracket and rest.endswith("]") else None
+    found = []
+    for step_id in step_ids:
+        node, _, label = step_id.partition("[")
+        label = label[:-1]
+        if base != node and base != node.rpartition(":")[2]:
+            continue
+        if key is not None and key != label and label.partition("=")[2] != key:
+            continue
+        found.append(step_id)
+    nodes = sorted({s.partition("[")[0] for s in found})
+    if len(nodes) > 1:
+        raise UsageError(f"step '{text}' is ambiguous: {', '.join(nodes)}",
+                         f"name it by its node id, e.g. --step '{nodes[0]}'")
+    return found
+
+
+def _unknown_step(conn: sqlite3.Connection, run_id: str, text: str) -> UsageError:
+    known = store.step_ids(conn, run_id)
+    if not known:
+        return UsageError(f"no step '{text}' in run {run_id}: this run executed no step",
+                          "steps served from cache print nothing; pick a run that executed "
+                          "it with `barca history`")
+    keys: dict[str, int] = {}
+    for step_id in known:
+        node = step_id.partition("[")[0]
+        keys[node] = keys.get(node, 0) + (step_id != node)
+    names = [f"{n} ({k} key{'s' if k != 1 else ''})" if k else n for n, k in keys.items()]
+    listed = ", ".join(names[:10]) + (f", +{len(names) - 10} more" if len(names) > 10 else "")
+    return UsageError(f"no step '{text}' in run {run_id}",
+                      f"steps of this run: {listed}")
+
+
+def _line_json(line: store.LogRow) -> dict[str, Any]:
+    node, bracket, label = line.step_id.partition("[")
+    return {"step_id": line.step_id, "node_id": node,
+            "partition_key": label[:-1] if bracket else None, "stream": line.stream,
+            "ts": render.iso_time(line.ts), "line": line.line}
+
+
+def _print_grouped(lines: list[store.LogRow]) -> None:
+    groups: dict[str, list[store.LogRow]] = {}
+    for line in lines:
+        groups.setdefault(line.step_id, []).append(line)
+    blocks = []
+    for step_id, rows in groups.items():
+        body = [f"  {'[stderr] ' if r.stream == 'stderr' else ''}{r.line}" for r in rows]
+        count = f"{len(rows)} line{'s' if len(rows) != 1 else ''}"
+        blocks.append("\n".join([f"── {step_id} ({count})", *body]))
+    if blocks:
+        emit("\n\n".join(blocks))

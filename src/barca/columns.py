@@ -1,0 +1,165 @@
+"""Per-key columns that can stay packed: compared whole in C, unpacked only where they differ.
+
+A tick over 200,000 keys where nothing changed must not build 200,000 Python objects per
+column. Two packed forms cover every column barca keeps per key:
+
+    JsonColumn   a list of JSON values (keys, keyed-source values), packed as the orjson bytes
+                 of the list. orjson writes equal lists as equal bytes, so two packed columns
+                 are equal exactly when their bytes are.
+    HashColumn   fixed-width hex digests (run hashes, output hashes), packed as one string;
+                 item i is a slice, so reading one never unpacks the rest.
+
+Both also accept a plain list and pack it on demand. Columns are values: `replaced` returns a
+new column and never changes the old one.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Iterator, Sequence
+
+import orjson
+
+HASH_WIDTH = 32
+_BLOCK = 1024  # hashes compared per slice when looking for the few that differ
+
+
+class JsonColumn:
+    __slots__ = ("_packed", "_items", "_index", "_n")
+
+    def __init__(self, items: Sequence[Any] | None = None, packed: bytes | None = None,
+                 n: int | None = None) -> None:
+        if items is None and packed is None:
+            items = []
+        self._items = list(items) if items is not None and not isinstance(items, list) else items
+        self._packed = packed
+        self._n = len(self._items) if self._items is not None else n
+        self._index: dict[Any, int] | None = None
+
+    @property
+    def packed(self) -> bytes:
+        if self._packed is None:
+            self._packed = orjson.dumps(self._items)
+        return self._packed
+
+    @property
+    def items(self) -> list[Any]:
+        if self._items is None:
+            self._items = orjson.loads(self._packed)  # type: ignore[arg-type]
+        return self._items
+
+    def __len__(self) -> int:
+        if self._n is None:
+            self._n = len(self.items)
+        return self._n
+
+    def __getitem__(self, i: int) -> Any:
+        return self.items[i]
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.items)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, HashColumn):
+            return len(self) == len(other) and self.items == list(other)
+        if not isinstance(other, JsonColumn):
+            return NotImplemented
+        if self is other:
+            return True
+        if self._packed is not None and other._packed is not None:
+            return self._packed == other._packed
+        return self.items == other.items
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def index(self, value: Any) -> int | None:
+        """Position of a value: a scan in C for a few lookups, a dict after that."""
+        if self._index is None:
+            try:
+                return self.items.index(value)
+            except ValueError:
+                return None
+        return self._index.get(value)
+
+    def indexed(self) -> "JsonColumn":
+        """Build the lookup dict once, for many `index` calls."""
+        if self._index is None:
+            self._index = dict(zip(self.items, range(len(self.items))))
+        return self
+
+    def differing(self, other: "JsonColumn | HashColumn") -> list[int]:
+        """Positions where two columns of equal length differ."""
+        if self == other:
+            return []
+        return [i for i, (a, b) in enumerate(zip(self.items, other)) if a != b]
+
+    def replaced(self, changes: dict[int, Any]) -> "JsonColumn":
+        items = list(self.items)
+        for i, value in changes.items():
+            items[i] = value
+        return JsonColumn(items)
+
+    def to_json(self) -> str:
+        return self.packed.decode()
+
+
+class HashColumn:
+    __slots__ = ("_packed", "_n")
+
+    def __init__(self, items: Iterable[str] | None = None, packed: str | None = None) -> None:
+        if packed is None:
+            packed = "".join(items or ())
+        self._packed = packed
+        self._n = len(packed) // HASH_WIDTH
+
+    @property
+    def packed(self) -> str:
+        return self._packed
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, i: int) -> str:
+        if i < 0:
+            i += self._n
+        if not 0 <= i < self._n:
+            raise IndexError(i)
+        return self._packed[i * HASH_WIDTH:(i + 1) * HASH_WIDTH]
+
+    def __iter__(self) -> Iterator[str]:
+        p = self._packed
+        return (p[i:i + HASH_WIDTH] for i in range(0, len(p), HASH_WIDTH))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, JsonColumn):
+            return other == self
+        if not isinstance(other, HashColumn):
+            return NotImplemented
+        return self._packed == other._packed
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def differing(self, other: "HashColumn | JsonColumn") -> list[int]:
+        """Positions that differ, found block by block so equal stretches cost one compare."""
+        if isinstance(other, JsonColumn):
+            return other.differing(self)
+        a, b = self._packed, other._packed
+        if a == b:
+            return []
+        out = []
+        step = _BLOCK * HASH_WIDTH
+        for start in range(0, max(len(a), len(b)), step):
+            if a[start:start + step] != b[start:start + step]:
+                first = start // HASH_WIDTH
+                last = min(self._n, other._n, first + _BLOCK)
+                out.extend(i for i in range(first, last) if self[i] != other[i])
+        return out
+
+    def replaced(self, changes: dict[int, str]) -> "HashColumn":
+        parts = []
+        last = 0
+        for i in sorted(changes):
+            parts.append(self._packed[last * HASH_WIDTH:i * HASH_WIDTH])
+            parts.append(changes[i])
+            last = i + 1
+        parts.append(self._packed[last * HASH_WIDTH:])
+        return HashColumn(packed="".join(parts))

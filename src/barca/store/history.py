@@ -1,0 +1,336 @@
+"""Read queries behind the inspect commands: runs, one run's steps, captured logs, node stats.
+
+Also decides whether a `running` row is really running: a row whose process is gone (killed,
+out of memory, machine rebooted) is shown as `interrupted`, and written so when the database
+is writable. Only rows from this host are judged; a pid is matched with its kernel start time
+so that a reused pid is not mistaken for the run's owner.
+
+Everything here returns plain data; sentences and tables belong to `barca.cli`. Nothing here
+creates the database: callers pass the connection `db.connect(create=False)` gave them.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sqlite3
+import statistics
+from dataclasses import dataclass
+from typing import Sequence
+
+import orjson
+
+from barca.store.metadata import process_start
+
+_RUN_COLUMNS = ("run_id, command, files, target, status, steps_total, steps_executed, "
+                "steps_cached, started_at, finished_at, elapsed_seconds, pid, host, proc_start, "
+                "failed_node, error")
+_STEP_COLUMNS = ("id, run_id, step_id, node_id, key, status, attempts, elapsed_seconds, "
+                 "max_rss_bytes, run_hash, artifact_path, format, size_bytes, error_type, "
+                 "error_message, error_traceback, batch, created_at")
+
+
+@dataclass(frozen=True, slots=True)
+class RunRow:
+    run_id: str
+    command: str
+    files: tuple[str, ...]
+    target: str | None
+    status: str  # running | success | failed | cancelled | interrupted
+    steps_total: int | None
+    steps_executed: int | None
+    steps_cached: int | None
+    started_at: float
+    finished_at: float | None
+    elapsed_seconds: float | None
+    failed_node: str | None
+    error: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class StepRow:
+    """One executed step (a materialization row): a node, or one key of a partitioned node."""
+
+    id: int
+    run_id: str
+    step_id: str
+    node_id: str
+    key: str
+    status: str  # success | failed
+    attempts: int | None
+    elapsed_seconds: float | None
+    max_rss_bytes: int | None
+    run_hash: str
+    artifact_path: str | None
+    format: str | None
+    size_bytes: int | None
+    error_type: str | None
+    error_message: str | None
+    error_traceback: str | None
+    batch: str | None
+    created_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class LogRow:
+    seq: int
+    step_id: str
+    stream: str
+    ts: float
+    line: str
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSummary:
+    """A node's steps within one run: keys executed, keys failed, summed time."""
+
+    node_id: str
+    keys: int
+    failed: int
+    elapsed_seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class NodeStats:
+    node_id: str
+    total_runs: int
+    failures: int
+    repeated: int  # executions whose run hash had already been executed before
+    elapsed: tuple[float, ...]  # of successful executions, oldest first
+    rss: tuple[int, ...]
+    recent: tuple[StepRow, ...]  # newest first
+
+    @property
+    def cache_hit_rate(self) -> float | None:
+        return None if not self.total_runs else round(self.repeated / self.total_runs, 4)
+
+
+# -- runs -----------------------------------------------------------------------------------
+
+def owner_gone(pid: int | None, host: str | None, proc_start: str | None) -> bool:
+    """True when the process that wrote a `running` row certainly no longer runs."""
+    if pid is None or host != socket.gethostname():
+        return False
+    if os.path.exists("/proc/self/stat"):
+        try:
+            with open(f"/proc/{pid}/stat") as fh:
+                state = fh.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            return True
+        if state in ("Z", "X"):
+            return True
+        return proc_start is not None and process_start(pid) != proc_start
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False
+    return False
+
+
+def reconcile_interrupted(conn: sqlite3.Connection) -> list[str]:
+    """Mark `running` rows whose process is gone as `interrupted`; returns their ids.
+
+    A database that cannot be written right now (read-only, or locked for long) is left as
+    it is: readers still show those rows as interrupted.
+    """
+    rows = conn.execute("SELECT run_id, pid, host, proc_start FROM runs "
+                        "WHERE status = 'running'").fetchall()
+    gone = [run_id for run_id, pid, host, start in rows if owner_gone(pid, host, start)]
+    if not gone:
+        return []
+    try:
+        conn.execute("PRAGMA busy_timeout = 2000")
+        conn.executemany("UPDATE runs SET status = 'interrupted' "
+                         "WHERE run_id = ? AND status = 'running'", [(r,) for r in gone])
+    except sqlite3.Error:
+        pass
+    finally:
+        conn.execute("PRAGMA busy_timeout = 60000")
+    return gone
+
+
+def count_runs(conn: sqlite3.Connection) -> int:
+    return conn.execute("SELECT count(*) FROM runs").fetchone()[0]
+
+
+def list_runs(conn: sqlite3.Connection, limit: int | None) -> list[RunRow]:
+    """Newest first; `limit` None = every run."""
+    sql = f"SELECT {_RUN_COLUMNS} FROM runs ORDER BY started_at DESC, rowid DESC"
+    rows = conn.execute(sql + (" LIMIT ?" if limit else ""),
+                        (limit,) if limit else ()).fetchall()
+    return [_run_row(conn, row) for row in rows]
+
+
+def match_runs(conn: sqlite3.Connection, text: str) -> list[str]:
+    """Run ids equal to `text`, else those starting with it (a unique prefix is enough)."""
+    exact = conn.execute("SELECT run_id FROM runs WHERE run_id = ?", (text,)).fetchall()
+    if exact or len(text) < 4:
+        return [r[0] for r in exact]
+    like = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+    rows = conn.execute("SELECT run_id FROM runs WHERE run_id LIKE ? ESCAPE '\\' "
+                        "ORDER BY started_at DESC LIMIT 10", (like,)).fetchall()
+    return [r[0] for r in rows]
+
+
+def get_run(conn: sqlite3.Connection, run_id: str) -> RunRow | None:
+    row = conn.execute(f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id = ?",
+                       (run_id,)).fetchone()
+    return _run_row(conn, row) if row else None
+
+
+def newest_run(conn: sqlite3.Connection) -> RunRow | None:
+    runs = list_runs(conn, 1)
+    return runs[0] if runs else None
+
+
+def _run_row(conn: sqlite3.Connection, row: tuple) -> RunRow:
+    (run_id, command, files, target, status, total, executed, cached, started, finished,
+     elapsed, pid, host, start, failed_node, error) = row
+    if status == "running" and owner_gone(pid, host, start):
+        status = "interrupted"
+    if executed is None:  # still running, or never finished: count what it recorded
+        executed = conn.execute("SELECT count(*) FROM materializations WHERE run_id = ?",
+                                (run_id,)).fetchone()[0]
+    return RunRow(run_id, command, tuple(orjson.loads(files or "[]")), target, status, total,
+                  executed, cached, started, finished, elapsed, failed_node, error)
+
+
+# -- steps ----------------------------------------------------------------------------------
+
+def count_steps(conn: sqlite3.Connection, run_id: str) -> int:
+    return conn.execute("SELECT count(*) FROM materializations WHERE run_id = ?",
+                        (run_id,)).fetchone()[0]
+
+
+def run_steps(conn: sqlite3.Connection, run_id: str, *, per_node: int | None = None,
+              limit: int | None = None) -> list[StepRow]:
+    """A run's executed steps, grouped by node in recording order, failures first in a node.
+
+    per_node: at most this many keys of each node; limit: at most this many steps overall
+    (failures are kept before successes). Both None = every step.
+    """
+    where = "run_id = ?"
+    ranked = (f"SELECT {_STEP_COLUMNS}, "
+              "ROW_NUMBER() OVER (PARTITION BY node_id ORDER BY status = 'failed' DESC, id) "
+              "AS rank_in_node, MIN(id) OVER (PARTITION BY node_id) AS node_first "
+              f"FROM materializations WHERE {where}")
+    sql = f"SELECT * FROM ({ranked})"
+    params: list = [run_id]
+    if per_node is not None:
+        sql += " WHERE rank_in_node <= ?"
+        params.append(per_node)
+    if limit is not None:
+        sql = f"SELECT * FROM ({sql}) ORDER BY status = 'failed' DESC, id LIMIT ?"
+        params.append(limit)
+    rows = conn.execute(f"SELECT * FROM ({sql}) ORDER BY node_first, rank_in_node",
+                        params).fetchall()
+    return [StepRow(*row[:18]) for row in rows]
+
+
+def node_summaries(conn: sqlite3.Connection, run_id: str) -> list[NodeSummary]:
+    rows = conn.execute(
+        "SELECT node_id, count(*), sum(status = 'failed'), coalesce(sum(elapsed_seconds), 0) "
+        "FROM materializations WHERE run_id = ? GROUP BY node_id ORDER BY min(id)",
+        (run_id,)).fetchall()
+    return [NodeSummary(n, k, f, round(e, 4)) for n, k, f, e in rows]
+
+
+def step_ids(conn: sqlite3.Connection, run_id: str) -> list[str]:
+    """Every step id a run recorded a result or a log line for, in first-seen order."""
+    rows = conn.execute(
+        "SELECT step_id FROM (SELECT step_id, min(id) AS o, 0 AS src FROM materializations "
+        "WHERE run_id = ? GROUP BY step_id UNION ALL SELECT step_id, min(seq), 1 FROM logs "
+        "WHERE run_id = ? GROUP BY step_id) ORDER BY src, o", (run_id, run_id)).fetchall()
+    return list(dict.fromkeys(r[0] for r in rows))
+
+
+# -- logs -----------------------------------------------------------------------------------
+
+def run_logs(conn: sqlite3.Connection, run_id: str, steps: Sequence[str] | None = None,
+             stream: str | None = None) -> list[LogRow]:
+    """Captured lines in arrival order, optionally of some steps and one stream."""
+    sql = "SELECT seq, step_id, stream, ts, line FROM logs WHERE run_id = ?"
+    params: list = [run_id]
+    if stream:
+        sql += " AND stream = ?"
+        params.append(stream)
+    rows = conn.execute(sql + " ORDER BY seq", params).fetchall()
+    wanted = None if steps is None else set(steps)
+    return [LogRow(*r) for r in rows if wanted is None or r[1] in wanted]
+
+
+def output_tail(conn: sqlite3.Connection, run_id: str, step_id: str, n: int = 20) -> list[str]:
+    rows = conn.execute("SELECT line FROM logs WHERE run_id = ? AND step_id = ? "
+                        "ORDER BY seq DESC LIMIT ?", (run_id, step_id, n)).fetchall()
+    return [r[0] for r in reversed(rows)]
+
+
+# -- stats ----------------------------------------------------------------------------------
+
+def node_stats(conn: sqlite3.Connection, node_id: str, recent: int = 10) -> NodeStats:
+    """Every execution of a node (each key counts once per run it ran in), oldest first."""
+    rows = conn.execute(f"SELECT {_STEP_COLUMNS} FROM materializations WHERE node_id = ? "
+                        "ORDER BY id", (node_id,)).fetchall()
+    steps = [StepRow(*r) for r in rows]
+    seen: set[tuple[str, str]] = set()
+    repeated = 0
+    for step in steps:
+        pair = (step.key, step.run_hash)
+        repeated += pair in seen
+        seen.add(pair)
+    ok = [s for s in steps if s.status == "success"]
+    return NodeStats(node_id, len(steps), len(steps) - len(ok), repeated,
+                     tuple(s.elapsed_seconds for s in ok if s.elapsed_seconds is not None),
+                     tuple(s.max_rss_bytes for s in steps if s.max_rss_bytes is not None),
+                     tuple(reversed(steps[-recent:])))
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """Linear interpolation between closest ranks; None for no values.
+
+    >>> percentile([1.0, 2.0, 3.0, 4.0], 0.5)
+    2.5
+    """
+    if not values:
+        return None
+    ordered = sorted(values)
+    if len(ordered) == 1:
+        return ordered[0]
+    position = (len(ordered) - 1) * q
+    low = int(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def median(values: Sequence[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+# -- artifacts ------------------------------------------------------------------------------
+
+def current_artifacts(conn: sqlite3.Connection) -> set[str]:
+    """Artifact paths (as recorded) that the latest success of some node and key points to."""
+    from barca.store.metadata import load_states
+
+    node_ids = [r[0] for r in conn.execute(
+        "SELECT node_id FROM node_state UNION SELECT DISTINCT node_id FROM materializations")]
+    states = load_states(conn, node_ids)
+    latest = {(n, k): s.run_hash[i] for n, s in states.items() for i, k in enumerate(s.keys)}
+    keep: set[str] = set()
+    for node_id, key, run_hash, path in conn.execute(
+            "SELECT node_id, key, run_hash, artifact_path FROM materializations "
+            "WHERE status = 'success' AND artifact_path IS NOT NULL"):
+        if latest.get((node_id, key)) == run_hash:
+            keep.add(path)
+    return keep
+
+
+def live_runs_started(conn: sqlite3.Connection) -> float | None:
+    """Start time of the oldest run whose process still runs, None when none does."""
+    rows = conn.execute("SELECT started_at, pid, host, proc_start FROM runs "
+                        "WHERE status = 'running'").fetchall()
+    alive = [started for started, pid, host, start in rows
+             if not owner_gone(pid, host, start)]
+    return min(alive) if alive else None
