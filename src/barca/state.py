@@ -78,6 +78,9 @@ class NodeState:
 
     def with_records(self, records: Iterable[tuple]) -> "NodeState":
         """A copy with successes added or replaced; records as `record` returns them."""
+        records = list(records)
+        if not records:
+            return self
         builder = StateBuilder.from_state(self)
         for rec in records:
             builder.put(*rec)
@@ -158,13 +161,14 @@ def state_after_run(plan: Any, old: NodeState, ran: dict[str, tuple], failed: di
     """The snapshot after a run: every current key at its current run hash when the run left
     the node complete, else the old snapshot with this run's successes and failures added.
 
-    plan: the node's NodePlan; ran: key -> (artifact path, format, output hash) of successes.
+    plan: the node's NodePlan; ran: key -> (format, output digest or None, run hash) of the
+    keys that succeeded in this run.
     """
     complete = whole and not failed and all(plan.keys[i] in ran for i in plan.run)
     if not complete:
         if len(ran) > 16:
             plan.keys.indexed()
-        records = [(k, _hash_of(plan, k), plan.context, _sig_of(plan, k), v[1], v[2])
+        records = [(k, v[2], plan.context, _sig_of(plan, k), v[0], v[1])
                    for k, v in ran.items()]
         new = old.with_records(records)
         new.parts.setdefault(plan.context, dict(plan.context_parts))
@@ -175,10 +179,6 @@ def state_after_run(plan: Any, old: NodeState, ran: dict[str, tuple], failed: di
                      output, {plan.context: dict(plan.context_parts)}, {})
 
 
-def _hash_of(plan: Any, key: str) -> str:
-    return plan.run_hashes[plan.keys.index(key)]
-
-
 def _sig_of(plan: Any, key: str) -> list[Any]:
     i = plan.keys.index(key)
     return [column[i] for column in plan.signatures]
@@ -187,7 +187,7 @@ def _sig_of(plan: Any, key: str) -> list[Any]:
 def _formats_and_digests(plan: Any, old: NodeState, ran: dict[str, tuple],
                          keep: bool) -> tuple[str | list[str], HashColumn | None]:
     """Format (and, when kept, output digest) of every key: from this run or the old snapshot."""
-    formats = {v[1] for v in ran.values()}
+    formats = {v[0] for v in ran.values()}
     cached_fmt = old.fmt if isinstance(old.fmt, str) and len(old) else None
     if not keep and len(formats) <= 1 and (cached_fmt is None or formats <= {cached_fmt}):
         uniform = next(iter(formats)) if formats else cached_fmt
@@ -198,8 +198,8 @@ def _formats_and_digests(plan: Any, old: NodeState, ran: dict[str, tuple],
     fmts, digests = [], []
     for key in plan.keys:
         if key in ran:
-            fmts.append(ran[key][1])
-            digests.append(ran[key][2])
+            fmts.append(ran[key][0])
+            digests.append(ran[key][1])
         else:
             j = old.find(key)
             fmts.append(old.fmt_at(j))

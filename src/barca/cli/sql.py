@@ -25,11 +25,11 @@ from barca.errors import InfraError, UsageError
 from barca.graph import Graph
 from barca.loading import load
 from barca.plan.keys import key_label, keys_from_value, static_keys
-from barca.state import EMPTY_STATE, NodeState
-from barca.store.metadata import load_states
-from barca.store.paths import artifact_path
 from barca.store.db import connect
+from barca.store.history import Latest, latest_results
+from barca.store.paths import artifact_path
 
+NO_RESULT = Latest((), (), ())
 READERS = {"json": "read_json_auto", "parquet": "read_parquet", "csv": "read_csv_auto"}
 DEFAULT_ROWS = 100
 
@@ -74,7 +74,7 @@ def sql_command(query, files, limit, all_rows, json_flag, pretty, env_name) -> N
     mode = choose_mode(json_flag, pretty)
     loaded = load(list(files), env_name)
     conn = connect(loaded.project.db_path, create=False)
-    states = load_states(conn, loaded.graph.order)
+    states = latest_results(conn, loaded.graph.order)
     found = node_sources(loaded.graph, states, loaded.project.artifacts_dir, loaded.project.root)
     hint = _get_hint(list(files), env_name)
     columns, rows, total = run_query(query, found, None if all_rows else limit, hint)
@@ -91,7 +91,7 @@ def sql_command(query, files, limit, all_rows, json_flag, pretty, env_name) -> N
 
 # -- which file each view reads -------------------------------------------------------------
 
-def node_sources(graph: Graph, states: dict[str, NodeState], artifacts_dir: Path,
+def node_sources(graph: Graph, states: dict[str, Latest], artifacts_dir: Path,
                  root: Path) -> list[Source]:
     names: dict[str, list[str]] = {}
     for node_id in graph.order:
@@ -104,17 +104,18 @@ def node_sources(graph: Graph, states: dict[str, NodeState], artifacts_dir: Path
     out = []
     for node_id in graph.order:
         d = graph.nodes[node_id]
-        state = states.get(node_id, EMPTY_STATE)
+        state = states.get(node_id, NO_RESULT)
         keys = current_keys(d, graph, states, artifacts_dir, memo)
         keys = list(state.keys) if keys is None else keys
         results = []
+        index = {k: i for i, k in enumerate(state.keys)}
         for key in keys:
-            i = state.find(key)
+            i = index.get(key)
             if i is not None:
                 label = key_label(d, key) if d.dimensions else ""
-                path = artifact_path(artifacts_dir, d.file, d.name, label, state.run_hash[i],
-                                     state.fmt[i])
-                results.append((label or None, _relative(path, root), state.fmt[i]))
+                path = artifact_path(artifacts_dir, d.file, d.name, label, state.run_hashes[i],
+                                     state.formats[i])
+                results.append((label or None, _relative(path, root), state.formats[i]))
         problem = None if results else "no_result"
         if any(fmt not in READERS for _, _, fmt in results):
             problem = "pickle"
@@ -123,7 +124,7 @@ def node_sources(graph: Graph, states: dict[str, NodeState], artifacts_dir: Path
     return out
 
 
-def current_keys(d: Definition, graph: Graph, states: dict[str, NodeState],
+def current_keys(d: Definition, graph: Graph, states: dict[str, Latest],
                  artifacts_dir: Path, memo: dict[str, list[str] | None]) -> list[str] | None:
     """The node's keys as of its stored state; None when they cannot be known without
     running user code (a `partitions(<expression>)` dimension): then every stored key."""
@@ -143,18 +144,19 @@ def current_keys(d: Definition, graph: Graph, states: dict[str, NodeState],
     return keys
 
 
-def _source_keys(source: Definition, graph: Graph, states: dict[str, NodeState],
+def _source_keys(source: Definition, graph: Graph, states: dict[str, Latest],
                  artifacts_dir: Path, memo: dict) -> list[str] | None:
-    state = states.get(source.node_id, EMPTY_STATE)
+    state = states.get(source.node_id, NO_RESULT)
     if source.dimensions:
         keys = current_keys(source, graph, states, artifacts_dir, memo)
         return list(state.keys) if keys is None else keys
     i = state.find("")
-    if i is None or state.fmt[i] != "json":
+    if i is None or state.formats[i] != "json":
         return []
     from barca.store.artifacts import read_value
 
-    path = artifact_path(artifacts_dir, source.file, source.name, "", state.run_hash[i], "json")
+    path = artifact_path(artifacts_dir, source.file, source.name, "", state.run_hashes[i],
+                         "json")
     try:
         return keys_from_value(read_value(path, "json"))[0]
     except (OSError, TypeError, ValueError):

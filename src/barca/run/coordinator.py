@@ -72,8 +72,7 @@ class RunResult:
     order: tuple[str, ...]
     plans: dict[str, NodePlan]
     states: dict[str, NodeState]
-    results: dict[str, dict[str, tuple[str, str, str | None]]]
-    outcomes: list[StepOutcome]
+    results: dict[str, dict[str, tuple[str, str | None, str]]]  # key -> (format, digest, hash)
     failed: list[StepOutcome]
     skipped: dict[str, list[str]]
     executed: int
@@ -83,14 +82,15 @@ class RunResult:
 
     def artifact_of(self, node_id: str, key: str) -> tuple[Path, str] | None:
         """Where a key's current result lives (run here, or cached), with its format."""
+        d = self.graph.nodes[node_id]
         hit = self.results.get(node_id, {}).get(key)
         if hit:
-            return Path(hit[0]), hit[1]
+            return artifact_path(self.artifacts_dir, d.file, d.name, key_label(d, key), hit[2],
+                                 hit[0]), hit[0]
         plan = self.plans.get(node_id)
         if plan is None or plan.unknown:
             return None
-        return stored_artifact(self.artifacts_dir, self.graph.nodes[node_id],
-                               self.states.get(node_id, EMPTY_STATE), key)
+        return stored_artifact(self.artifacts_dir, d, self.states.get(node_id, EMPTY_STATE), key)
 
 
 def stored_artifact(artifacts_dir: Path, d: Definition, state: NodeState,
@@ -126,11 +126,10 @@ class _Run:
         self.results: dict[str, dict[str, tuple]] = {}
         self.failed_keys: dict[str, list[str]] = {}
         self.skipped_keys: dict[str, list[str]] = {}
-        self.outcomes: list[StepOutcome] = []
+        self.failures: list[StepOutcome] = []
+        self.executed = 0
         self.unrecorded: list[StepOutcome] = []
         self.logs: list[tuple] = []
-        self.step_context: dict[str, tuple] = {}
-        self.step_signature: dict[str, Any] = {}
         self.executor: Executor | None = None
         self.conn: Any = None
         self.scratch: Path | None = None
@@ -163,7 +162,7 @@ class _Run:
             if not req.dry_run:
                 self._execute()
             status = "dry_run" if req.dry_run else (
-                "failed" if any(o.status == "failed" for o in self.outcomes) else "success")
+                "failed" if self.failures else "success")
         except KeyboardInterrupt:
             status = "cancelled"
             raise Cancelled("run cancelled", "rerun the same command; finished steps are kept")
@@ -260,7 +259,7 @@ class _Run:
         state = self.states.get(node_id, EMPTY_STATE)
         if len(plan.keys) > 16:
             state.keys.indexed()
-        hashes = HashColumn(ran[k][2] if k in ran else state.output_hash_at(state.find(k))
+        hashes = HashColumn(ran[k][1] if k in ran else state.output_hash_at(state.find(k))
                             for k in plan.keys)
         if not self._is_key_source(node_id):
             return KnownOutput(hashes)
@@ -383,11 +382,13 @@ class _Run:
                 self._node_done(node_id)
                 continue
             self.pending[node_id] = len(keys)
-            steps.extend(self._step(node_id, plan, i) for i in keys)
-        if steps:
+            steps.append((node_id, plan, keys))
+        count = sum(len(keys) for _, _, keys in steps)
+        if count:
             if self.executor is None:
                 self.executor = LocalExecutor(self.project.root, self.request.pool_size)
-            self.executor.submit(steps)
+            self.executor.submit((self._step(node_id, plan, i) for node_id, plan, keys in steps
+                                  for i in keys), count)
 
     def _blocked_keys(self, node_id: str) -> set[str]:
         """Keys that cannot run because an input they read failed (or was skipped) here."""
@@ -409,14 +410,11 @@ class _Run:
         key = plan.keys[i]
         label = plan.label(key)
         step_id = f"{node_id}[{label}]" if plan.partitioned else node_id
-        self.step_context[step_id] = (plan.context, plan.context_parts)
-        if plan.signatures:
-            self.step_signature[step_id] = [column[i] for column in plan.signatures]
         inputs = tuple(self._input_ref(d, spec, plan, i) for spec in d.inputs)
         directory = self.artifacts_root / node_dir_name(d.file, d.name, label)
         if self.scratch is None:  # recorded paths are root-relative, so a project can move
             directory = directory.relative_to(self.project.root)
-        return StepSpec(step_id, node_id, key, d.kind, d.file, d.function,
+        return StepSpec(step_id, node_id, key, i, d.kind, d.file, d.function,
                         tuple(key_args(d, key).items()), inputs,
                         str(directory), plan.run_hashes[i], d.serializer, max(1, d.retries),
                         d.retry_backoff, d.timeout_seconds, self._is_key_source(node_id))
@@ -444,10 +442,12 @@ class _Run:
                         annotation=annotation)
 
     def _artifact(self, node_id: str, key: str) -> tuple[Path, str]:
+        d = self.graph.nodes[node_id]
         hit = self.results.get(node_id, {}).get(key)
         if hit:
-            return Path(hit[0]), hit[1]
-        found = stored_artifact(self.project.artifacts_dir, self.graph.nodes[node_id],
+            return self.artifacts_root / node_dir_name(d.file, d.name, key_label(d, key)) / \
+                f"{hit[2]}.{EXTENSIONS[hit[0]]}", hit[0]
+        found = stored_artifact(self.project.artifacts_dir, d,
                                 self.states.get(node_id, EMPTY_STATE), key)
         if found is None:
             raise InfraError(f"no recorded result for {node_id} {key}".strip())
@@ -474,16 +474,18 @@ class _Run:
         self._flush()
 
     def _on_outcome(self, outcome: StepOutcome) -> None:
-        self.outcomes.append(outcome)
+        self.executed += 1
         if not self.request.dry_run:
             self.unrecorded.append(outcome)
         node_id = outcome.node_id
         if outcome.status == "success":
+            digest = outcome.output_hash if self._output_needed(node_id) else None
             self.results.setdefault(node_id, {})[outcome.key] = (
-                outcome.artifact_path, outcome.format, outcome.output_hash)
+                outcome.format, digest, outcome.run_hash)
             if outcome.key_columns is not None:
                 self.key_columns[node_id] = outcome.key_columns
         else:
+            self.failures.append(outcome)
             self.failed_keys.setdefault(node_id, []).append(outcome.key)
         self.pending[node_id] -= 1
         if self.pending[node_id] == 0:
@@ -510,8 +512,7 @@ class _Run:
             self.logs = []
         if not self.unrecorded:
             return
-        metadata.record(self.conn, self.run_id, self.unrecorded, self.step_context,
-                        self.step_signature)
+        metadata.record(self.conn, self.run_id, self.unrecorded, self.plans)
         self.unrecorded = []
 
     # -- end of run -------------------------------------------------------------------------
@@ -524,9 +525,9 @@ class _Run:
         if self.request.dry_run or self.conn is None:
             return
         self._flush()
-        executed = len(self.outcomes)
+        executed = self.executed
         total_keys = sum(len(p.keys) for p in self.plans.values() if not p.unknown)
-        failed = [o for o in self.outcomes if o.status == "failed"]
+        failed = self.failures
         metadata.finish_run(self.conn, self.run_id, status, total_keys, executed,
                             max(0, total_keys - executed), elapsed,
                             failed[0].step_id if failed else None,
@@ -543,8 +544,8 @@ class _Run:
                 continue
             old = self.states.get(node_id, EMPTY_STATE)
             ran = self.results.get(node_id, {})
-            failed = {o.key: [o.run_hash, o.error_message] for o in self.outcomes
-                      if o.node_id == node_id and o.status == "failed"}
+            failed = {o.key: [o.run_hash, o.error_message] for o in self.failures
+                      if o.node_id == node_id}
             if not ran and not failed and node_id not in self.history_hits and \
                     old.run_hash == plan.run_hashes and old.keys == plan.keys:
                 continue
@@ -554,7 +555,7 @@ class _Run:
         metadata.save_states(self.conn, updates, self.loaded_watermarks, self.run_id)
 
     def _result(self, status: str, elapsed: float) -> RunResult:
-        executed = len(self.outcomes)
+        executed = self.executed
         total_keys = sum(len(p.keys) for p in self.plans.values() if not p.unknown)
         depth: dict[str, int] = {}
         for n in self.order:
@@ -562,7 +563,7 @@ class _Run:
             base = max((depth.get(u, 0) for u in self.graph.upstream[n]), default=0)
             depth[n] = base + (1 if ran else 0)
         phases = len({depth[n] for n in self.order if n in self.results or n in self.failed_keys})
-        failed = [o for o in self.outcomes if o.status == "failed"]
+        failed = self.failures
         skipped = dict(self.skipped_keys)
         for node_id in self.order:
             plan = self.plans.get(node_id)
@@ -570,7 +571,7 @@ class _Run:
                 skipped[node_id] = []
         return RunResult(self.run_id, self.request.targets, status, elapsed, self.graph,
                          self.cone, self.order, self.plans, self.states, self.results,
-                         self.outcomes, failed, skipped,
+                         failed, skipped,
                          executed, max(0, total_keys - executed), phases,
                          self.project.artifacts_dir)
 

@@ -22,7 +22,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, Sequence
+from typing import Any, Iterable, Iterator, Protocol
 
 from barca.errors import InfraError
 from barca.run.protocol import (FrameBuffer, Lease, LogLine, Shutdown, StepOutcome, StepSpec,
@@ -30,8 +30,9 @@ from barca.run.protocol import (FrameBuffer, Lease, LogLine, Shutdown, StepOutco
 
 
 class Executor(Protocol):
-    def submit(self, steps: Sequence[StepSpec]) -> None:
-        """Queue steps to run; returns at once."""
+    def submit(self, steps: Iterable[StepSpec], count: int) -> None:
+        """Queue `count` steps to run; returns at once. Steps are drawn from the iterable only
+        as workers need them, so 200,000 steps are never all in memory."""
 
     def events(self, timeout: float) -> list[StepOutcome | LogLine]:
         """Outcomes and log lines that arrived, waiting at most `timeout` seconds for one."""
@@ -57,7 +58,9 @@ class LocalExecutor:
         self.root = root
         self.pool_size = max(1, pool_size)
         self.lease_size = lease_size
-        self.queue: collections.deque[StepSpec] = collections.deque()
+        self.queue: collections.deque[StepSpec] = collections.deque()  # requeued steps first
+        self.sources: collections.deque[Iterator[StepSpec]] = collections.deque()
+        self.waiting = 0  # steps queued or not yet drawn from sources
         self.workers: list[_Worker] = []
         self.selector = selectors.DefaultSelector()
         self.timeout_attempts: dict[str, int] = {}
@@ -65,8 +68,9 @@ class LocalExecutor:
 
     # -- the seam -----------------------------------------------------------------------------
 
-    def submit(self, steps: Sequence[StepSpec]) -> None:
-        self.queue.extend(steps)
+    def submit(self, steps: Iterable[StepSpec], count: int) -> None:
+        self.sources.append(iter(steps))
+        self.waiting += count
         self._start_workers()
         self._refill()
 
@@ -96,7 +100,7 @@ class LocalExecutor:
     # -- internals ----------------------------------------------------------------------------
 
     def _start_workers(self) -> None:
-        while len(self.workers) < min(self.pool_size, len(self.queue) + self._busy()):
+        while len(self.workers) < min(self.pool_size, self.waiting + self._busy()):
             self.workers.append(self._spawn())
 
     def _busy(self) -> int:
@@ -120,20 +124,32 @@ class LocalExecutor:
         return worker
 
     def _refill(self) -> None:
-        if not self.queue:
+        if not self.waiting:
             return
         self._start_workers()
         idle = [w for w in self.workers if len(w.leased) <= self.lease_size // 2]
         if not idle:
             return
-        share = max(1, min(self.lease_size, len(self.queue) // (2 * len(self.workers)) or 1))
+        share = max(1, min(self.lease_size, self.waiting // (2 * len(self.workers)) or 1))
         for worker in idle:
-            if not self.queue:
+            lease = self._draw(share)
+            if not lease:
                 break
-            take = min(share, len(self.queue))
-            lease = tuple(self.queue.popleft() for _ in range(take))
             worker.leased.extend(lease)
             self._send(worker, Lease(lease))
+
+    def _draw(self, n: int) -> tuple[StepSpec, ...]:
+        out = []
+        while len(out) < n and self.queue:
+            out.append(self.queue.popleft())
+        while len(out) < n and self.sources:
+            step = next(self.sources[0], None)
+            if step is None:
+                self.sources.popleft()
+            else:
+                out.append(step)
+        self.waiting -= len(out)
+        return tuple(out)
 
     def _send(self, worker: _Worker, message: Any) -> None:
         data = memoryview(encode(message))
@@ -185,6 +201,7 @@ class LocalExecutor:
         self.workers.remove(worker)
         rest = [s for s in worker.leased if running is None or s.step_id != running.step_id]
         self.queue.extendleft(reversed(rest))
+        self.waiting += len(rest)
         if running is None:
             self.crashes += 1
             if self.crashes > 3:
@@ -195,12 +212,14 @@ class LocalExecutor:
         self.timeout_attempts[running.step_id] = attempts
         if attempts < running.retries:
             self.queue.appendleft(running)
+            self.waiting += 1
             return []
         if error_type == "WorkerLost" and worker.process.returncode is not None:
             code = worker.process.returncode
             why += f" ({'signal ' + signal.Signals(-code).name if code < 0 else f'code {code}'})"
-        return [StepOutcome(running.step_id, running.node_id, running.key, running.run_hash,
-                            "failed", attempts, 0.0, error_type=error_type, error_message=why)]
+        return [StepOutcome(running.step_id, running.node_id, running.key, running.index,
+                            running.run_hash, "failed", attempts, 0.0, error_type=error_type,
+                            error_message=why)]
 
     def _stop(self, worker: _Worker, kill: bool) -> None:
         try:

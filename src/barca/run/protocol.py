@@ -38,6 +38,7 @@ class StepSpec(NamedTuple):
     step_id: str  # "pipeline.py:scored[retailer=r7]"
     node_id: str
     key: str  # "" when unpartitioned
+    index: int  # the key's position in the node's plan
     kind: str  # "asset" | "sensor" | "task"
     file: str  # root-relative path of the pipeline file
     function: str
@@ -56,6 +57,7 @@ class StepOutcome(NamedTuple):
     step_id: str
     node_id: str
     key: str
+    index: int
     run_hash: str
     status: str  # "success" | "failed"
     attempts: int

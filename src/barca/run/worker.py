@@ -108,7 +108,8 @@ class Worker:
         fmt = "json" if step.key_source else choose_format(value, step.serializer)
         path = Path(step.artifact_dir) / f"{step.run_hash}.{_EXT[fmt]}"
         size, digest = write_value(value, path, fmt)
-        return StepOutcome(step.step_id, step.node_id, step.key, step.run_hash, "success",
+        return StepOutcome(step.step_id, step.node_id, step.key, step.index, step.run_hash,
+                           "success",
                            attempt, time.perf_counter() - started, str(path), fmt, size, digest,
                            _peak_rss(), key_columns=columns)
 
@@ -226,7 +227,8 @@ def _failure(step: StepSpec, attempt: int, started: float, exc: BaseException) -
     message = str(exc) or type(exc).__name__
     if isinstance(exc, SystemExit):
         message = f"step called sys.exit({exc.code})"
-    return StepOutcome(step.step_id, step.node_id, step.key, step.run_hash, "failed", attempt,
+    return StepOutcome(step.step_id, step.node_id, step.key, step.index, step.run_hash,
+                       "failed", attempt,
                        time.perf_counter() - started, max_rss_bytes=_peak_rss(),
                        error_type=type(exc).__name__, error_message=message,
                        traceback="".join(user_frames))

@@ -310,14 +310,46 @@ def median(values: Sequence[float]) -> float | None:
 
 # -- artifacts ------------------------------------------------------------------------------
 
-def current_artifacts(conn: sqlite3.Connection) -> set[str]:
-    """Artifact paths (as recorded) that the latest success of some node and key points to."""
+@dataclass(frozen=True, slots=True)
+class Latest:
+    """A node's latest successful result per key, in the stored key order."""
+
+    keys: tuple[str, ...]
+    run_hashes: tuple[str, ...]
+    formats: tuple[str, ...]
+
+    def find(self, key: str) -> int | None:
+        try:
+            return self.keys.index(key)
+        except ValueError:
+            return None
+
+
+def latest_results(conn: sqlite3.Connection | None, node_ids: Sequence[str]
+                   ) -> dict[str, Latest]:
+    """Per node, the results its stored state points to (nodes without one are left out)."""
     from barca.store.metadata import load_states
 
+    loaded = load_states(conn, node_ids)
+    states = loaded[0] if isinstance(loaded, tuple) else loaded
+    out = {}
+    for node_id, state in states.items():
+        n = len(state.run_hash)
+        if not n:
+            continue
+        fmt_at = getattr(state, "fmt_at", None)
+        formats = tuple(fmt_at(i) if fmt_at else state.fmt[i] for i in range(n))
+        out[node_id] = Latest(tuple(state.keys[i] for i in range(n)),
+                              tuple(state.run_hash[i] for i in range(n)), formats)
+    return out
+
+
+def current_artifacts(conn: sqlite3.Connection) -> set[str]:
+    """Artifact paths (as recorded) that the latest success of some node and key points to."""
     node_ids = [r[0] for r in conn.execute(
         "SELECT node_id FROM node_state UNION SELECT DISTINCT node_id FROM materializations")]
-    states = load_states(conn, node_ids)
-    latest = {(n, k): s.run_hash[i] for n, s in states.items() for i, k in enumerate(s.keys)}
+    latest = {(n, k): r.run_hashes[i] for n, r in latest_results(conn, node_ids).items()
+              for i, k in enumerate(r.keys)}
     keep: set[str] = set()
     for node_id, key, run_hash, path in conn.execute(
             "SELECT node_id, key, run_hash, artifact_path FROM materializations "

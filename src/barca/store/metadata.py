@@ -55,6 +55,8 @@ def _replay(conn: sqlite3.Connection, node_id: str, state: NodeState, watermark:
             failed.pop(key, None)
         else:
             failed[key] = [run_hash, error]
+    if not successes and failed == state.failed:
+        return state, delta[-1][0]
     state = state.with_records(successes)
     state.failed.clear()
     state.failed.update(failed)
@@ -97,23 +99,18 @@ def find_successes(conn: sqlite3.Connection | None, node_id: str,
 
 
 def record(conn: sqlite3.Connection, run_id: str, outcomes: Sequence[Any],
-           contexts: dict[str, tuple[str, dict[str, str]]],
-           signatures: dict[str, Any]) -> None:
-    """Insert finished steps (`StepOutcome`s) in one transaction.
-
-    contexts: step_id -> (context digest, parts); signatures: step_id -> signature list.
-    """
+           plans: dict[str, Any]) -> None:
+    """Insert finished steps (`StepOutcome`s) in one transaction, with the hash parts their
+    node's plan (a NodePlan) gives them, so that a later run can say what changed."""
     now = time.time()
     rows = []
     new_contexts = {}
     for o in outcomes:
-        digest, parts = contexts.get(o.step_id, ("", {}))
-        if digest:
-            new_contexts[digest] = parts
-        sig = signatures.get(o.step_id)
-        rows.append((run_id, o.node_id, o.key, o.step_id, o.run_hash, digest,
-                     None if sig is None else orjson.dumps(sig), o.status, o.artifact_path,
-                     o.format,
+        plan = plans[o.node_id]
+        new_contexts[plan.context] = plan.context_parts
+        sig = [column[o.index] for column in plan.signatures]
+        rows.append((run_id, o.node_id, o.key, o.step_id, o.run_hash, plan.context,
+                     orjson.dumps(sig), o.status, o.artifact_path, o.format,
                      o.size_bytes, o.output_hash, o.elapsed_seconds, o.attempts, o.error_type,
                      o.error_message, o.traceback, o.max_rss_bytes, now))
     conn.execute("BEGIN IMMEDIATE")
