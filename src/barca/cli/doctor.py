@@ -199,6 +199,11 @@ def check_cache(project: Project) -> Check:
                          "--env", {"path": str(target), "exists": True})
         return Check("cache", True, f"{target} is writable",
                      data={"path": str(target), "exists": True})
+    blocker = next((p for p in (target, *target.parents) if p.exists() and not p.is_dir()),
+                   None)
+    if blocker is not None:
+        return Check("cache", False, f"{blocker} is a file, so {target} cannot be created",
+                     f"move {blocker} out of the way", {"path": str(target), "exists": False})
     parent = next(p for p in (target, *target.parents) if p.exists())
     if not os.access(parent, os.W_OK | os.X_OK):
         return Check("cache", False, f"{target} does not exist and {parent} is not writable",

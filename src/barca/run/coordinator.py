@@ -144,6 +144,10 @@ class _Run:
         self.order = tuple(n for n in self.graph.order if n in self.cone)
         if not req.dry_run:
             self.project.ensure_state_dir()
+        if req.observe_sensors and any(self.graph.nodes[n].kind == "sensor" for n in self.order):
+            # a sensor always runs: start its worker now, so its imports overlap our planning
+            self.executor = LocalExecutor(self.project.root, req.pool_size)
+            self.executor.prestart(sorted({self.graph.nodes[n].file for n in self.order}))
         self.conn = connect(self.project.db_path, create=not req.dry_run)
         self.states, self.loaded_watermarks = metadata.load_states(self.conn, self.order)
         self.refreshed = refreshed_nodes(self.graph, self.cone, req.options)

@@ -22,11 +22,11 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Protocol
+from typing import Any, Iterable, Iterator, Protocol, Sequence
 
 from barca.errors import InfraError
 from barca.run.protocol import (FrameBuffer, Lease, LogLine, Shutdown, StepOutcome, StepSpec,
-                                StepStarted, encode)
+                                StepStarted, Warm, encode)
 
 
 class Executor(Protocol):
@@ -96,6 +96,13 @@ class LocalExecutor:
         for worker in list(self.workers):
             self._stop(worker, kill=cancel)
         self.workers.clear()
+
+    def prestart(self, files: Sequence[str]) -> None:
+        """Start one worker now and have it import the pipeline, while the caller plans."""
+        if not self.workers:
+            worker = self._spawn()
+            self.workers.append(worker)
+            self._send(worker, Warm(tuple(files)))
 
     # -- internals ----------------------------------------------------------------------------
 

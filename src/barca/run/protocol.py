@@ -79,6 +79,12 @@ class Lease(NamedTuple):
     steps: tuple[StepSpec, ...]
 
 
+class Warm(NamedTuple):
+    """Coordinator -> worker: import these pipeline files now, before any step arrives."""
+
+    files: tuple[str, ...]
+
+
 class Shutdown(NamedTuple):
     """Coordinator -> worker: exit after the current step."""
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from barca.run.protocol import (Lease, LogLine, Shutdown, StepOutcome, StepSpec, StepStarted,
-                                read_frame, write_frame)
+                                Warm, read_frame, write_frame)
 from barca.store.artifacts import choose_format, encode_json, read_value, write_value
 
 
@@ -70,6 +70,12 @@ class Worker:
             if isinstance(message, Lease):
                 for step in message.steps:
                     self.send(self.run_step(step))
+            elif isinstance(message, Warm):
+                for file in message.files:
+                    try:
+                        self._module(file)
+                    except BaseException:  # noqa: BLE001 - the step that needs it reports it
+                        self.modules.pop(file, None)
 
     def run_step(self, step: StepSpec) -> StepOutcome:
         self.current = step.step_id
