@@ -23,6 +23,16 @@ HASH_WIDTH = 32
 _BLOCK = 1024  # hashes compared per slice when looking for the few that differ
 
 
+def same_value(a: Any, b: Any) -> bool:
+    """Equal as JSON: Python's `1 == 1.0 == True` is not enough, the written form must match."""
+    if a.__class__ is not b.__class__ or a != b:
+        return False
+    if a.__class__ in (dict, list):
+        return orjson.dumps(a, option=orjson.OPT_SORT_KEYS) == \
+            orjson.dumps(b, option=orjson.OPT_SORT_KEYS)
+    return True
+
+
 class JsonColumn:
     __slots__ = ("_packed", "_items", "_index", "_n")
 
@@ -65,9 +75,7 @@ class JsonColumn:
             return NotImplemented
         if self is other:
             return True
-        if self._packed is not None and other._packed is not None:
-            return self._packed == other._packed
-        return self.items == other.items
+        return self.packed == other.packed  # bytes: 1, 1.0 and true stay different
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -90,7 +98,7 @@ class JsonColumn:
         """Positions where two columns of equal length differ."""
         if self == other:
             return []
-        return [i for i, (a, b) in enumerate(zip(self.items, other)) if a != b]
+        return [i for i, (a, b) in enumerate(zip(self.items, other)) if not same_value(a, b)]
 
     def replaced(self, changes: dict[int, Any]) -> "JsonColumn":
         items = list(self.items)

@@ -25,10 +25,6 @@ def load(paths: Sequence[str], env: str | None = None) -> Loaded:
     cwd = Path.cwd()
     project = open_project(env, cwd)
     absolute = [str((cwd / p).resolve()) for p in paths]
-    if project.root != cwd.resolve():
-        import sys
-
-        print(f"barca: project root: {project.root}", file=sys.stderr)
     os.chdir(project.root)
     definitions = load_definitions(project.root, absolute)
     files = tuple(sorted({d.file for d in definitions}))

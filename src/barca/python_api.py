@@ -31,7 +31,7 @@ def _call(command: str, target: str | None, files: str | Sequence[str], refresh:
     import os
 
     from barca.errors import StepFailed
-    from barca.run.session import run_pipeline
+    from barca.engine.session import run_pipeline
     from barca.store.artifacts import read_value
 
     paths = [files] if isinstance(files, str) else list(files)

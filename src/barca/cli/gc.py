@@ -133,7 +133,7 @@ def _walk(artifacts: Path) -> list[tuple[Path, int, float]]:
 
 def _planned(env_name: str | None) -> set[Path]:
     """Files the current pipeline would be served from (what `barca status` calls cached)."""
-    from barca.run.session import run_pipeline
+    from barca.engine.session import run_pipeline
 
     cwd = os.getcwd()
     try:

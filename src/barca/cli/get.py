@@ -12,8 +12,8 @@ from barca.cli.load import split_positionals
 from barca.cli.output import choose_mode, emit, emit_json, note
 from barca.cli.progress import CliReporter
 from barca.errors import StepFailed
-from barca.run.coordinator import RunResult
-from barca.run.session import run_pipeline
+from barca.engine.coordinator import RunResult
+from barca.engine.session import run_pipeline
 
 PARTITION_LIMIT = 1000
 
@@ -164,7 +164,7 @@ def _raise_failure(result: RunResult, failure) -> None:
     if failure.traceback:
         note(failure.traceback.rstrip())
     d = result.graph.nodes[failure.node_id]
-    from barca.plan.keys import key_label
+    from barca.plan.keys import key_pairs
     from barca.store.paths import node_dir_name
 
     raise StepFailed(f"step '{failure.step_id}' failed: {failure.error_type}: "
@@ -172,7 +172,7 @@ def _raise_failure(result: RunResult, failure) -> None:
                      "fix the step and rerun the same command; finished steps are kept",
                      node=failure.step_id, traceback=failure.traceback,
                      artifact_dir=f".barca/artifacts/"
-                     f"{node_dir_name(d.file, d.name, key_label(d, failure.key))}")
+                     f"{node_dir_name(d.file, d.name, key_pairs(d, failure.key))}")
 
 
 def _step_json(result: RunResult, node_id: str) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from barca.cli import render
 from barca.cli.load import split_positionals
 from barca.cli.output import choose_mode, emit, emit_json, table
 from barca.loading import load
-from barca.run.session import pool_size, run_pipeline
+from barca.engine.session import pool_size, run_pipeline
 
 
 @click.command("list")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import sys
 
 from barca.cli.output import note
-from barca.run.events import Reporter
-from barca.run.protocol import StepOutcome
+from barca.engine.events import Reporter
+from barca.engine.protocol import StepOutcome
 
 
 class CliReporter(Reporter):

@@ -43,6 +43,11 @@ def key_args(d: Definition, key: str) -> dict[str, str]:
     return split_label(key)
 
 
+def key_pairs(d: Definition, key: str) -> tuple[tuple[str, str], ...]:
+    """(dimension, value) pairs of a key, sorted by dimension: what names its directory."""
+    return tuple(sorted(key_args(d, key).items()))
+
+
 def parse_label(d: Definition, label: str) -> str:
     """The inverse of key_label: `retailer=r1` -> `r1`."""
     if len(d.dimensions) == 1:

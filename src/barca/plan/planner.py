@@ -18,7 +18,7 @@ from barca.graph import Graph
 from barca.plan.hashes import column_digest, context_digest, digest, run_hash
 from barca.plan.keys import keys_from_value, split_label, static_keys
 from barca.plan.model import KnownOutput, NodePlan, PlanOptions, Reason
-from barca.columns import HashColumn, JsonColumn
+from barca.columns import HashColumn, JsonColumn, same_value
 from barca.state import EMPTY_STATE, NodeState
 
 UNPARTITIONED = JsonColumn([""])
@@ -226,7 +226,8 @@ def _decide(keys: JsonColumn, context: str, columns: tuple[Any, ...],
     for i, key in enumerate(keys):
         sig = [c[i] for c in columns]
         j = state.find(key)
-        if j is not None and state.context_at(j) == context and state.signature_at(j) == sig:
+        if j is not None and state.context_at(j) == context and all(
+                map(same_value, state.signature_at(j), sig)) and len(sig) == len(state.signature):
             hashes.append(state.run_hash[j])
             continue
         h = run_hash(context, key, sig, value_slots)
@@ -263,7 +264,7 @@ def _explain(run: list[int], keys: JsonColumn, hashes: HashColumn, columns: tupl
             changed = _diff_parts(state.parts.get(state.context_at(j)), parts)
         old = state.signature_at(j)
         for slot, label in enumerate(labels):
-            if (old[slot] if slot < len(old) else None) != columns[slot][i]:
+            if slot >= len(old) or not same_value(old[slot], columns[slot][i]):
                 changed.append(label)
         reasons[i] = Reason("changed", tuple(sorted(set(changed), key=_part_rank)))
     return reasons

@@ -10,6 +10,7 @@ Files are written to a temporary name and renamed, so a reader never sees half a
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import pickle
 import sys
@@ -123,7 +124,7 @@ def _move_aside(path: Path) -> None:
         n += 1
         target = path.with_name(f"{path.name}.moved-aside-{n}")
     path.rename(target)
-    print(f"[barca] warning: moved directory {path} aside to {target.name}", file=sys.stderr)
+    logging.getLogger("barca").warning("moved directory %s aside to %s", path, target.name)
 
 
 def _write_parquet(value: Any, path: Path) -> None:

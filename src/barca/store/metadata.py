@@ -129,6 +129,12 @@ def record(conn: sqlite3.Connection, run_id: str, outcomes: Sequence[Any],
         raise
 
 
+def output_hashes(conn: sqlite3.Connection | None, node_id: str,
+                  wanted: Sequence[tuple[str, str]]) -> dict[str, str]:
+    """Recorded output digests for (key, run_hash) pairs: key -> digest."""
+    return {rec[0]: rec[5] for rec in find_successes(conn, node_id, wanted) if rec[5]}
+
+
 def save_states(conn: sqlite3.Connection, states: dict[str, NodeState],
                 watermarks: dict[str, int], run_id: str) -> None:
     """Write new snapshots. Rows another process recorded meanwhile are folded in first."""

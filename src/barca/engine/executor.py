@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Protocol, Sequence
 
 from barca.errors import InfraError
-from barca.run.protocol import (FrameBuffer, Lease, LogLine, Shutdown, StepOutcome, StepSpec,
+from barca.engine.protocol import (FrameBuffer, Lease, LogLine, Shutdown, StepOutcome, StepSpec,
                                 StepStarted, Warm, encode)
 
 
@@ -119,7 +119,7 @@ class LocalExecutor:
         env = dict(os.environ, BARCA_WORKER="1")
         try:
             process = subprocess.Popen(
-                [sys.executable, "-m", "barca.run.worker", str(to_r), str(from_w)],
+                [sys.executable, "-m", "barca.engine.worker", str(to_r), str(from_w)],
                 cwd=self.root, env=env, pass_fds=(to_r, from_w), stdin=subprocess.DEVNULL,
                 start_new_session=True)
         except OSError as exc:
@@ -213,7 +213,7 @@ class LocalExecutor:
             self.crashes += 1
             if self.crashes > 3:
                 raise InfraError(f"worker processes keep exiting before running a step: {why}",
-                                 "run `python -m barca.run.worker` by hand to see the error")
+                                 "run `python -m barca.engine.worker` by hand to see the error")
             return []
         attempts = self.timeout_attempts.get(running.step_id, 0) + max(worker.attempt, 1)
         self.timeout_attempts[running.step_id] = attempts

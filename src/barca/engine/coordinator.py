@@ -33,13 +33,13 @@ from barca.discover.model import Definition
 from barca.errors import Cancelled, InfraError, UsageError
 from barca.graph import Graph
 from barca.columns import HashColumn, JsonColumn
-from barca.plan.keys import key_args, key_label, keys_from_value
+from barca.plan.keys import key_args, key_pairs, keys_from_value
 from barca.plan.model import KnownOutput, NodePlan, PlanOptions, Reason
 from barca.plan.planner import plan_nodes, refreshed_nodes
 from barca.project import Project
-from barca.run.events import Reporter
-from barca.run.executor import Executor, LocalExecutor
-from barca.run.protocol import InputRef, LogLine, StepOutcome, StepSpec
+from barca.engine.events import Reporter
+from barca.engine.executor import Executor, LocalExecutor
+from barca.engine.protocol import InputRef, LogLine, StepOutcome, StepSpec
 from barca.state import EMPTY_STATE, NodeState, state_after_run
 from barca.store import metadata
 from barca.store.artifacts import read_value
@@ -47,6 +47,7 @@ from barca.store.db import connect
 from barca.store.paths import EXTENSIONS, artifact_path, node_dir_name
 
 FLUSH_SECONDS = 0.5
+UNKNOWN_DIGEST = "0" * 32  # an output digest no bytes can have: readers treat it as changed
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +86,7 @@ class RunResult:
         d = self.graph.nodes[node_id]
         hit = self.results.get(node_id, {}).get(key)
         if hit:
-            return artifact_path(self.artifacts_dir, d.file, d.name, key_label(d, key), hit[2],
+            return artifact_path(self.artifacts_dir, d.file, d.name, key_pairs(d, key), hit[2],
                                  hit[0]), hit[0]
         plan = self.plans.get(node_id)
         if plan is None or plan.unknown:
@@ -100,7 +101,7 @@ def stored_artifact(artifacts_dir: Path, d: Definition, state: NodeState,
     if i is None:
         return None
     fmt = state.fmt_at(i)
-    return artifact_path(artifacts_dir, d.file, d.name, key_label(d, key), state.run_hash[i],
+    return artifact_path(artifacts_dir, d.file, d.name, key_pairs(d, key), state.run_hash[i],
                          fmt), fmt
 
 
@@ -134,7 +135,7 @@ class _Run:
         self.conn: Any = None
         self.scratch: Path | None = None
         self._reopened = False
-        self.history_hits: set[str] = set()
+        self.rewrite: set[str] = set()
         self.key_columns: dict[str, tuple] = {}
 
     def go(self) -> RunResult:
@@ -231,7 +232,7 @@ class _Run:
         hits = metadata.find_successes(self.conn, node_id, wanted)
         if not hits:
             return
-        self.history_hits.add(node_id)
+        self.rewrite.add(node_id)
         state = self.states.get(node_id, EMPTY_STATE)
         self.states[node_id] = state.with_records(hits)
         hit_keys = {record[0] for record in hits}
@@ -263,8 +264,14 @@ class _Run:
         state = self.states.get(node_id, EMPTY_STATE)
         if len(plan.keys) > 16:
             state.keys.indexed()
-        hashes = HashColumn(ran[k][1] if k in ran else state.output_hash_at(state.find(k))
-                            for k in plan.keys)
+        digests = [ran[k][1] if k in ran else state.output_hash_at(state.find(k))
+                   for k in plan.keys]
+        if not all(digests):  # e.g. cutoff=True was just added: look the digests up once
+            found = metadata.output_hashes(self.conn, node_id, [
+                (k, plan.run_hashes[i]) for i, k in enumerate(plan.keys) if not digests[i]])
+            digests = [d or found.get(k) or UNKNOWN_DIGEST for d, k in zip(digests, plan.keys)]
+            self.rewrite.add(node_id)
+        hashes = HashColumn(digests)
         if not self._is_key_source(node_id):
             return KnownOutput(hashes)
         packed = self.key_columns.get(node_id)
@@ -415,7 +422,7 @@ class _Run:
         label = plan.label(key)
         step_id = f"{node_id}[{label}]" if plan.partitioned else node_id
         inputs = tuple(self._input_ref(d, spec, plan, i) for spec in d.inputs)
-        directory = self.artifacts_root / node_dir_name(d.file, d.name, label)
+        directory = self.artifacts_root / node_dir_name(d.file, d.name, key_pairs(d, key))
         if self.scratch is None:  # recorded paths are root-relative, so a project can move
             directory = directory.relative_to(self.project.root)
         return StepSpec(step_id, node_id, key, i, d.kind, d.file, d.function,
@@ -449,7 +456,7 @@ class _Run:
         d = self.graph.nodes[node_id]
         hit = self.results.get(node_id, {}).get(key)
         if hit:
-            return self.artifacts_root / node_dir_name(d.file, d.name, key_label(d, key)) / \
+            return self.artifacts_root / node_dir_name(d.file, d.name, key_pairs(d, key)) / \
                 f"{hit[2]}.{EXTENSIONS[hit[0]]}", hit[0]
         found = stored_artifact(self.project.artifacts_dir, d,
                                 self.states.get(node_id, EMPTY_STATE), key)
@@ -550,7 +557,7 @@ class _Run:
             ran = self.results.get(node_id, {})
             failed = {o.key: [o.run_hash, o.error_message] for o in self.failures
                       if o.node_id == node_id}
-            if not ran and not failed and node_id not in self.history_hits and \
+            if not ran and not failed and node_id not in self.rewrite and \
                     old.run_hash == plan.run_hashes and old.keys == plan.keys:
                 continue
             updates[node_id] = state_after_run(

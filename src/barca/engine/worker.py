@@ -1,6 +1,6 @@
 """The worker process: import the pipeline module once, run leased steps, write artifacts.
 
-Started by the local executor as `python -m barca.run.worker IN_FD OUT_FD`. It never opens the
+Started by the local executor as `python -m barca.engine.worker IN_FD OUT_FD`. It never opens the
 metadata database; it reports every result as a `StepOutcome`. What a step prints through
 `sys.stdout` / `sys.stderr` goes back as `LogLine` messages tagged with the step id.
 """
@@ -17,7 +17,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from barca.run.protocol import (Lease, LogLine, Shutdown, StepOutcome, StepSpec, StepStarted,
+from barca.engine.protocol import (Lease, LogLine, Shutdown, StepOutcome, StepSpec, StepStarted,
                                 Warm, read_frame, write_frame)
 from barca.store.artifacts import choose_format, encode_json, read_value, write_value
 
@@ -124,7 +124,7 @@ class Worker:
         if module is None:
             module = self.modules[file] = _import_pipeline(self.root, file)
             if "duckdb" in sys.modules:
-                from barca.run import duckdb_reuse
+                from barca.engine import duckdb_reuse
 
                 duckdb_reuse.install(sys.modules["duckdb"])
         return module
@@ -229,7 +229,7 @@ def _has_nan(value: Any) -> bool:
 
 def _failure(step: StepSpec, attempt: int, started: float, exc: BaseException) -> StepOutcome:
     tb = traceback.format_exception(type(exc), exc, exc.__traceback__)
-    user_frames = [line for line in tb if "/barca/run/worker.py" not in line]
+    user_frames = [line for line in tb if "/barca/engine/worker.py" not in line]
     message = str(exc) or type(exc).__name__
     if isinstance(exc, SystemExit):
         message = f"step called sys.exit({exc.code})"

@@ -14,8 +14,8 @@ from barca.errors import UsageError
 from barca.graph import Graph
 from barca.loading import Loaded, load, resolve_targets
 from barca.plan.model import PlanOptions
-from barca.run.coordinator import RunRequest, RunResult, execute
-from barca.run.events import Reporter
+from barca.engine.coordinator import RunRequest, RunResult, execute
+from barca.engine.events import Reporter
 
 
 def pool_size() -> int:
@@ -153,7 +153,7 @@ def evaluate_key_expressions(loaded: Loaded, cone: frozenset[str]) -> dict:
             if dim.kind != "expr":
                 continue
             from barca.plan.keys import key_text
-            from barca.run.worker import _import_pipeline
+            from barca.engine.worker import _import_pipeline
 
             try:
                 module = _import_pipeline(loaded.project.root, d.file)

@@ -6,7 +6,7 @@ API ignores them. A reporter that does nothing is a valid reporter.
 
 from __future__ import annotations
 
-from barca.run.protocol import StepOutcome
+from barca.engine.protocol import StepOutcome
 
 
 class Reporter:

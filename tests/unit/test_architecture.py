@@ -1,0 +1,187 @@
+"""Layer rules read from the source with `ast`: imports go one way and the core never prints.
+
+discover -> graph -> plan -> run -> store; cli/ and server/ only call layers and render.
+Every import counts, including ones inside functions: a lazy import is still a dependency.
+Nothing here imports the modules it checks.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+import warnings
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+PACKAGE = SRC / "barca"
+MAX_LINES = 400
+
+
+@dataclass(frozen=True)
+class Module:
+    name: str  # dotted, e.g. "barca.plan.planner"
+    path: Path
+    tree: ast.Module
+
+    @property
+    def rel(self) -> str:
+        return self.path.relative_to(SRC).as_posix()
+
+
+@lru_cache(maxsize=None)
+def modules() -> tuple[Module, ...]:
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = list(path.relative_to(SRC).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        found.append(Module(".".join(parts), path, ast.parse(path.read_text(), str(path))))
+    return tuple(found)
+
+
+def in_layer(module: Module, layer: str) -> bool:
+    return module.name == layer or module.name.startswith(layer + ".")
+
+
+def imported_names(module: Module) -> list[tuple[int, str]]:
+    """(line, dotted name) of every import, relative ones resolved; `from a import b` gives
+    both `a` and `a.b` so that importing a submodule by name is caught too."""
+    package = module.name if module.path.name == "__init__.py" else module.name.rpartition(".")[0]
+    out = []
+    for node in ast.walk(module.tree):
+        if isinstance(node, ast.Import):
+            out.extend((node.lineno, alias.name) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")
+                anchor = anchor[:len(anchor) - (node.level - 1)]
+                base = ".".join(anchor + ([base] if base else []))
+            out.append((node.lineno, base))
+            out.extend((node.lineno, f"{base}.{alias.name}") for alias in node.names)
+    return out
+
+
+def matches(name: str, forbidden: str) -> bool:
+    return name == forbidden or name.startswith(forbidden + ".")
+
+
+def violations(layers: tuple[str, ...], forbidden: tuple[str, ...],
+               exclude: tuple[str, ...] = ()) -> list[str]:
+    """Imports of `forbidden` names by modules in `layers` (minus those in `exclude`)."""
+    found = []
+    for module in modules():
+        if not any(in_layer(module, layer) for layer in layers):
+            continue
+        if any(in_layer(module, layer) for layer in exclude):
+            continue
+        for line, name in imported_names(module):
+            for bad in forbidden:
+                if matches(name, bad):
+                    found.append(f"{module.rel}:{line} imports {name}")
+    return sorted(set(found))
+
+
+def test_the_walk_sees_the_layers_it_checks():
+    names = {m.name for m in modules()}
+    for expected in ("barca.plan.planner", "barca.graph", "barca.discover.model",
+                     "barca.store.paths", "barca.state", "barca.cli.main"):
+        assert expected in names
+    # the walk must see real imports, or every rule below would pass vacuously
+    assert violations(("barca.store",), ("sqlite3",)) != []
+    assert violations(("barca.cli",), ("click",)) != []
+
+
+# --- one-way imports -----------------------------------------------------------------------
+
+CORE = ("barca.plan", "barca.graph", "barca.discover", "barca.state", "barca.columns")
+OUTER = ("barca.store", "barca.engine", "barca.cli", "barca.server", "sqlite3", "subprocess")
+
+
+def test_core_layers_import_no_storage_execution_or_interface_layer():
+    """plan, graph, discover and the state they share never reach store/run/cli/server,
+    a database or a subprocess."""
+    assert violations(CORE, OUTER) == []
+
+
+def test_discover_imports_neither_graph_nor_plan():
+    assert violations(("barca.discover",), ("barca.graph", "barca.plan", "barca.state")) == []
+
+
+def test_graph_imports_no_plan():
+    assert violations(("barca.graph",), ("barca.plan", "barca.state")) == []
+
+
+def test_planner_does_no_io_and_reads_no_clock():
+    """The planner is pure: no files, processes, sockets, clock or randomness."""
+    impure = ("os", "pathlib", "io", "shutil", "tempfile", "time", "datetime", "random",
+              "uuid", "socket", "signal", "threading", "multiprocessing", "concurrent")
+    pure = ("barca.plan", "barca.state", "barca.columns")
+    assert violations(pure, impure + OUTER) == []
+    calls = [f"{m.rel}:{node.lineno} calls {node.func.id}()"
+             for m in modules() if any(in_layer(m, layer) for layer in pure)
+             for node in ast.walk(m.tree)
+             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+             and node.func.id in ("open", "print", "input", "exec", "eval", "__import__")]
+    assert calls == []
+
+
+def test_store_imports_neither_run_nor_cli_nor_server():
+    assert violations(("barca.store",), ("barca.engine", "barca.cli", "barca.server")) == []
+
+
+def test_only_cli_imports_click_or_rich():
+    assert violations(("barca",), ("click", "rich"), exclude=("barca.cli",)) == []
+
+
+def test_importing_the_planner_loads_no_outer_layer_at_runtime():
+    """The same rule, transitively: what `import barca.plan.planner` actually loads."""
+    code = ("import sys, barca.plan.planner, barca.graph, barca.discover, barca.state, "
+            "barca.columns\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+            "('sqlite3', 'subprocess', 'click', 'rich', 'duckdb', 'pyarrow') or "
+            "m.startswith(('barca.store', 'barca.engine', 'barca.cli', 'barca.server'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd=SRC.parent)
+    assert out.stdout.strip() == "[]"
+
+
+# --- the core never prints -----------------------------------------------------------------
+
+def print_calls(layer: str) -> list[str]:
+    return sorted(f"{m.rel}:{node.lineno}" for m in modules() if in_layer(m, layer)
+                  for node in ast.walk(m.tree)
+                  if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                  and node.func.id == "print")
+
+
+@pytest.mark.parametrize("layer", [
+    "barca.plan", "barca.graph", "barca.discover",
+    "barca.store",
+])
+def test_core_layer_never_prints(layer):
+    assert print_calls(layer) == []
+
+
+# --- module shape --------------------------------------------------------------------------
+
+def test_every_module_starts_with_a_docstring():
+    missing = [m.rel for m in modules()
+               if not (m.tree.body and isinstance(m.tree.body[0], ast.Expr)
+                       and isinstance(m.tree.body[0].value, ast.Constant)
+                       and isinstance(m.tree.body[0].value.value, str)
+                       and m.tree.body[0].value.value.strip())]
+    assert missing == []
+
+
+def test_report_modules_over_400_lines():
+    """Reported, not failed: STYLE.md asks modules to stay under ~400 lines."""
+    long = sorted((len(m.path.read_text().splitlines()), m.rel) for m in modules())
+    offenders = [f"{rel} ({n} lines)" for n, rel in reversed(long) if n > MAX_LINES]
+    if offenders:
+        warnings.warn(f"modules over {MAX_LINES} lines: {', '.join(offenders)}", UserWarning)

@@ -1,0 +1,220 @@
+"""Stored per-key state (barca.state): packed columns aligned by index, one NodeState per node.
+
+store/ assembles a state key by key with `StateBuilder.put`, adds successes with
+`with_records`, writes it with `encode_state` and reads it back with `decode_state`; the
+planner only reads it. These tests pin that a key is found wherever it sits, that recording
+a key twice keeps one row, that a success clears the key's failure, and that a state survives
+its stored encoding unchanged.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from barca.columns import HashColumn, JsonColumn
+from barca.plan.hashes import digest
+from barca.plan.model import NodePlan
+from barca.state import NodeState, StateBuilder, decode_state, encode_state, state_after_run
+
+
+def h(name: str) -> str:
+    """A run, context or output hash literal (hashes are fixed-width hex)."""
+    return digest(name)
+
+
+def records(state: NodeState) -> list[tuple]:
+    """Every position as (key, run_hash, context, signature, fmt, output_hash)."""
+    return [state.record(i) for i in range(len(state))]
+
+
+def two_keys() -> NodeState:
+    builder = StateBuilder()
+    builder.put("r1", h("run r1"), h("ctx a"), [h("up r1"), 1], "json", h("out r1"))
+    builder.put("r2", h("run r2"), h("ctx a"), [h("up r2"), {"v": 2}], "json", h("out r2"))
+    return builder.build({h("ctx a"): {"code": "c1"}}, {})
+
+
+# --- reading ---------------------------------------------------------------------------------
+
+def test_literal_state_answers_per_position_from_its_columns():
+    state = NodeState(keys=JsonColumn(["r1", "r2", "r3"]),
+                      run_hash=HashColumn([h("1"), h("2"), h("3")]),
+                      context=[0, 1, 0], contexts=[h("ctx a"), h("ctx b")],
+                      signature=(JsonColumn([10, 20, 30]),), fmt=["json", "parquet", "json"],
+                      output_hash=None)
+
+    assert len(state) == 3
+    assert [state.find(k) for k in ("r1", "r2", "r3", "nope", "")] == [0, 1, 2, None, None]
+    assert [state.context_at(i) for i in range(3)] == [h("ctx a"), h("ctx b"), h("ctx a")]
+    assert state.uniform_context() is None
+    assert [state.fmt_at(i) for i in range(3)] == ["json", "parquet", "json"]
+    assert state.signature_at(1) == [20]
+    assert state.output_hash_at(1) is None
+    assert state.record(2) == ("r3", h("3"), h("ctx a"), [30], "json", None)
+
+
+def test_one_shared_context_and_format_are_stored_once():
+    state = two_keys()
+
+    assert (state.context, state.contexts, state.fmt) == (0, [h("ctx a")], "json")
+    assert state.uniform_context() == h("ctx a")
+    assert state.context_at(1) == h("ctx a") and state.fmt_at(1) == "json"
+
+
+def test_empty_state_finds_nothing_and_has_no_uniform_context():
+    state = NodeState()
+    assert (len(state), state.find(""), state.find("r1"), state.uniform_context()) == \
+        (0, None, None, None)
+
+
+def test_find_stays_right_after_building_the_key_index():
+    builder = StateBuilder()
+    for i in range(50):
+        builder.put(f"k{i}", h(f"run {i}"), h("ctx"), [i], "json", None)
+    state = builder.build({}, {})
+    state.keys.indexed()
+
+    assert [state.find(f"k{i}") for i in range(50)] == list(range(50))
+    assert state.find("missing") is None
+
+
+# --- building ------------------------------------------------------------------------------
+
+def test_builder_puts_each_key_in_first_seen_order_with_all_its_columns():
+    state = two_keys()
+
+    assert records(state) == [
+        ("r1", h("run r1"), h("ctx a"), [h("up r1"), 1], "json", h("out r1")),
+        ("r2", h("run r2"), h("ctx a"), [h("up r2"), {"v": 2}], "json", h("out r2")),
+    ]
+    # a slot of run hashes is kept as a HashColumn, a slot of values as a JsonColumn
+    assert [type(c) for c in state.signature] == [HashColumn, JsonColumn]
+
+
+def test_put_on_an_existing_key_updates_its_row_in_place():
+    builder = StateBuilder.from_state(two_keys())
+    builder.put("r1", h("run r1 new"), h("ctx b"), [h("up r1 new"), 10], "parquet", h("o"))
+    state = builder.build({}, {})
+
+    assert list(state.keys) == ["r1", "r2"]
+    assert state.find("r1") == 0
+    assert state.record(0) == ("r1", h("run r1 new"), h("ctx b"), [h("up r1 new"), 10],
+                               "parquet", h("o"))
+    assert state.record(1)[:2] == ("r2", h("run r2"))
+    assert state.contexts == [h("ctx b"), h("ctx a")]
+    assert state.fmt == ["parquet", "json"]
+
+
+def test_output_hashes_are_kept_only_when_every_key_has_one():
+    builder = StateBuilder.from_state(two_keys())
+    assert builder.build({}, {}).output_hash == HashColumn([h("out r1"), h("out r2")])
+    builder.put("r3", h("run r3"), h("ctx a"), [h("up r3"), 3], "json", None)
+    assert builder.build({}, {}).output_hash is None
+
+
+def test_build_keeps_parts_only_for_contexts_still_in_use():
+    builder = StateBuilder.from_state(two_keys())
+    state = builder.build({h("ctx a"): {"code": "c1"}, h("ctx gone"): {"code": "c0"}}, {})
+    assert state.parts == {h("ctx a"): {"code": "c1"}}
+
+
+def test_success_under_the_failed_run_hash_clears_the_failure_and_only_that_one():
+    state = two_keys()
+    failed = {"r1": [h("run r1 next"), "ValueError: boom"], "r2": [h("run r2 next"), "boom"]}
+    state = NodeState(state.keys, state.run_hash, state.context, state.contexts,
+                      state.signature, state.fmt, state.output_hash, state.parts, failed)
+
+    after = state.with_records([("r1", h("run r1 next"), h("ctx a"), [h("up"), 1], "json",
+                                 h("out"))])
+
+    assert after.failed == {"r2": [h("run r2 next"), "boom"]}
+
+
+def test_failure_of_a_key_without_success_is_kept_beside_the_columns():
+    builder = StateBuilder.from_state(two_keys())
+    state = builder.build({}, {"r9": [h("run r9"), "boom"]})
+
+    assert state.failed == {"r9": [h("run r9"), "boom"]}
+    assert state.find("r9") is None
+    assert len(state) == 2
+
+
+def test_with_records_returns_a_copy_and_leaves_the_original_alone():
+    state = two_keys()
+    before = encode_state(state)
+
+    copy = state.with_records([
+        ("r2", h("run r2 new"), h("ctx c"), [h("up r2 new"), 20], "json", h("out r2 new")),
+        ("r3", h("run r3"), h("ctx a"), [h("up r3"), 3], "json", h("out r3")),
+    ])
+
+    assert encode_state(state) == before
+    assert list(copy.keys) == ["r1", "r2", "r3"]
+    assert list(copy.run_hash) == [h("run r1"), h("run r2 new"), h("run r3")]
+    assert [copy.context_at(i) for i in range(3)] == [h("ctx a"), h("ctx c"), h("ctx a")]
+    assert copy.parts == {h("ctx a"): {"code": "c1"}}
+
+
+# --- the stored encoding -------------------------------------------------------------------
+
+@pytest.mark.parametrize("fmt_r2, out_r2", [("json", h("out r2")), ("parquet", None)],
+                         ids=["uniform", "mixed"])
+def test_encode_decode_round_trips_every_column(fmt_r2, out_r2):
+    builder = StateBuilder()
+    builder.put("r1", h("run r1"), h("ctx a"), [h("up r1"), {"b": 1, "a": [1, 2]}], "json",
+                h("out r1"))
+    builder.put("r/2 é", h("run r2"), h("ctx b"), [h("up r2"), None], fmt_r2, out_r2)
+    state = builder.build({h("ctx a"): {"code": "c"}, h("ctx b"): {"code": "d"}},
+                          {"r9": [h("run r9"), "ValueError: boom"]})
+
+    again = decode_state(encode_state(state))
+
+    assert records(again) == records(state)
+    assert (again.context, again.contexts, again.fmt, again.parts, again.failed) == \
+        (state.context, state.contexts, state.fmt, state.parts, state.failed)
+    assert [type(c) for c in again.signature] == [type(c) for c in state.signature]
+    assert again.output_hash == state.output_hash
+    assert [again.find(k) for k in ("r1", "r/2 é", "r9")] == [0, 1, None]
+    assert encode_state(again) == encode_state(state)
+
+
+def test_empty_state_round_trips():
+    again = decode_state(encode_state(NodeState()))
+    assert (len(again), records(again), again.failed, again.parts) == (0, [], {}, {})
+
+
+# --- the snapshot after a run --------------------------------------------------------------
+
+def plan_of(keys: list[str], run: tuple[int, ...]) -> NodePlan:
+    return NodePlan("p.py:n", "asset", keys=JsonColumn(keys),
+                    run_hashes=HashColumn([h(f"new {k}") for k in keys]), context=h("ctx new"),
+                    context_parts={"code": "c2"},
+                    signatures=(JsonColumn([f"v-{k}" for k in keys]),),
+                    signature_labels=("value p.py:src",), run=run, partitioned=True)
+
+
+def test_complete_run_snapshot_is_the_plans_columns():
+    old = two_keys()
+    plan = plan_of(["r1", "r2"], (0, 1))
+    ran = {"r1": ("json", None, h("new r1")), "r2": ("json", None, h("new r2"))}
+
+    state = state_after_run(plan, old, ran, {}, keep_output_hash=False, whole=True)
+
+    assert records(state) == [("r1", h("new r1"), h("ctx new"), ["v-r1"], "json", None),
+                              ("r2", h("new r2"), h("ctx new"), ["v-r2"], "json", None)]
+    assert (state.parts, state.failed) == ({h("ctx new"): {"code": "c2"}}, {})
+
+
+def test_partial_run_snapshot_keeps_old_keys_and_adds_successes_and_failures():
+    old = two_keys()
+    plan = plan_of(["r1", "r2", "r3"], (1, 2))
+    ran = {"r3": ("json", h("out r3"), h("new r3"))}
+    failed = {"r2": [h("new r2"), "ValueError: boom"]}
+
+    state = state_after_run(plan, old, ran, failed, keep_output_hash=True, whole=True)
+
+    assert [state.record(i)[:3] for i in range(len(state))] == [
+        ("r1", h("run r1"), h("ctx a")), ("r2", h("run r2"), h("ctx a")),
+        ("r3", h("new r3"), h("ctx new"))]
+    assert state.failed == {"r2": [h("new r2"), "ValueError: boom"]}
+    assert state.parts[h("ctx new")] == {"code": "c2"}
