@@ -52,11 +52,11 @@ How to run
 ----------
     .venv/bin/python benchmarks/core.py                      # ours only, print the table
     .venv/bin/python benchmarks/core.py --importtime         # + top imports by cumulative time
-    python3 -m venv /tmp/barca033 && /tmp/barca033/bin/pip install barca==0.33.0
-    .venv/bin/python benchmarks/core.py --reference /tmp/barca033/bin/barca --tree-rss --write
+    python3.12 -m venv /tmp/barca033 && /tmp/barca033/bin/pip install barca==0.33.0
+    .venv/bin/python benchmarks/core.py --reference /tmp/barca033/bin/barca --tree-rss --importtime --write
 
 --write records the machine, the exact command and the table as a dated section of
-benchmarks/RESULTS.md (a section of the same date is replaced). Standard library only; any
+benchmarks/RESULTS.md (a section with the same date and --label is replaced). Standard library only; any
 Python >= 3.9 on Linux can run it (the barca under test is the repository's .venv/bin/barca,
 else one next to the running interpreter, else on PATH; --barca overrides).
 """
@@ -416,6 +416,14 @@ def repo_head() -> str:
     return "unknown"
 
 
+def pyc_beside_sources() -> str:
+    """How many of the repository's barca modules have a .pyc next to them (any Python)."""
+    sources = list((REPO / "src" / "barca").rglob("*.py"))
+    compiled = sum(1 for py in sources
+                   if any((py.parent / "__pycache__").glob(py.stem + ".cpython-*.pyc")))
+    return f"{compiled} of {len(sources)}"
+
+
 def load_average() -> str:
     try:
         return " ".join(Path("/proc/loadavg").read_text().split()[:3])
@@ -646,8 +654,8 @@ def _measure_and_report(args: argparse.Namespace, scenarios: list[Scenario], com
         imports = (f"`python -X importtime -c \"import barca.cli.main\"`: {total1 * 1000:.0f} ms of "
                    f"imports (min of 3), top {args.top} by cumulative time:\n\n```\n{top1}\n```\n")
         if top2:
-            imports += (f"\n`python -X importtime {script} --help` (the whole `barca --help`, "
-                        f"subcommands registered): {total2 * 1000:.0f} ms of imports, top "
+            imports += (f"\n`python -X importtime {script} --help` (the whole `barca --help` "
+                        f"process): {total2 * 1000:.0f} ms of imports, top "
                         f"{args.top}:\n\n```\n{top2}\n```\n")
         print("\n" + imports)
 
@@ -678,7 +686,9 @@ def _measure_and_report(args: argparse.Namespace, scenarios: list[Scenario], com
             parts.append(f"- reference: `{shlex.join(commands[1])}`, {version_of(commands[1])}"
                          + (f", Python {python_version(ref_python)}" if ref_python else workers))
         parts += [
-            f"- bytecode: {args.bytecode}: {BYTECODE[args.bytecode]}",
+            f"- bytecode: {args.bytecode}: {BYTECODE[args.bytecode]}"
+            + ("" if args.bytecode == "cached" else
+               f" (barca modules in src/ with a .pyc beside them: {pyc_beside_sources()})"),
             f"- worker pool: {info['pool']}; runs: {args.cold_repeat} per cold scenario, "
             f"{args.repeat} per help/cached scenario (after one untimed warm-up per command)",
             "- wall = median / min of the timed runs, pass = median <= target; cpu = median user+sys "
