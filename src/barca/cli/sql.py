@@ -27,9 +27,8 @@ from barca.loading import load
 from barca.plan.keys import key_label, keys_from_value, static_keys
 from barca.store.db import connect
 from barca.store.history import Latest, latest_results
-from barca.store.paths import artifact_path
 
-NO_RESULT = Latest((), (), ())
+NO_RESULT = Latest((), (), (), ())
 READERS = {"json": "read_json_auto", "parquet": "read_parquet", "csv": "read_csv_auto"}
 DEFAULT_ROWS = 100
 
@@ -75,7 +74,7 @@ def sql_command(query, files, limit, all_rows, json_flag, pretty, env_name) -> N
     loaded = load(list(files), env_name)
     conn = connect(loaded.project.db_path, create=False)
     states = latest_results(conn, loaded.graph.order)
-    found = node_sources(loaded.graph, states, loaded.project.artifacts_dir, loaded.project.root)
+    found = node_sources(loaded.graph, states, loaded.project.root)
     hint = _get_hint(list(files), env_name)
     columns, rows, total = run_query(query, found, None if all_rows else limit, hint)
     if mode == "json":
@@ -91,8 +90,7 @@ def sql_command(query, files, limit, all_rows, json_flag, pretty, env_name) -> N
 
 # -- which file each view reads -------------------------------------------------------------
 
-def node_sources(graph: Graph, states: dict[str, Latest], artifacts_dir: Path,
-                 root: Path) -> list[Source]:
+def node_sources(graph: Graph, states: dict[str, Latest], root: Path) -> list[Source]:
     names: dict[str, list[str]] = {}
     for node_id in graph.order:
         names.setdefault(graph.nodes[node_id].name.lower(), []).append(node_id)
@@ -105,17 +103,15 @@ def node_sources(graph: Graph, states: dict[str, Latest], artifacts_dir: Path,
     for node_id in graph.order:
         d = graph.nodes[node_id]
         state = states.get(node_id, NO_RESULT)
-        keys = current_keys(d, graph, states, artifacts_dir, memo)
+        keys = current_keys(d, graph, states, root, memo)
         keys = list(state.keys) if keys is None else keys
         results = []
         index = {k: i for i, k in enumerate(state.keys)}
         for key in keys:
             i = index.get(key)
-            if i is not None:
-                label = key_label(d, key) if d.dimensions else ""
-                path = artifact_path(artifacts_dir, d.file, d.name, label, state.run_hashes[i],
-                                     state.formats[i])
-                results.append((label or None, _relative(path, root), state.formats[i]))
+            if i is not None and state.paths[i]:
+                label = key_label(d, key) if d.dimensions else None
+                results.append((label, state.paths[i], state.formats[i]))
         problem = None if results else "no_result"
         if any(fmt not in READERS for _, _, fmt in results):
             problem = "pickle"
@@ -125,7 +121,7 @@ def node_sources(graph: Graph, states: dict[str, Latest], artifacts_dir: Path,
 
 
 def current_keys(d: Definition, graph: Graph, states: dict[str, Latest],
-                 artifacts_dir: Path, memo: dict[str, list[str] | None]) -> list[str] | None:
+                 root: Path, memo: dict[str, list[str] | None]) -> list[str] | None:
     """The node's keys as of its stored state; None when they cannot be known without
     running user code (a `partitions(<expression>)` dimension): then every stored key."""
     if d.node_id in memo:
@@ -139,35 +135,26 @@ def current_keys(d: Definition, graph: Graph, states: dict[str, Latest],
         keys = None
     else:
         source = graph.nodes[d.dimensions[0].source]
-        keys = _source_keys(source, graph, states, artifacts_dir, memo)
+        keys = _source_keys(source, graph, states, root, memo)
     memo[d.node_id] = keys
     return keys
 
 
 def _source_keys(source: Definition, graph: Graph, states: dict[str, Latest],
-                 artifacts_dir: Path, memo: dict) -> list[str] | None:
+                 root: Path, memo: dict) -> list[str] | None:
     state = states.get(source.node_id, NO_RESULT)
     if source.dimensions:
-        keys = current_keys(source, graph, states, artifacts_dir, memo)
+        keys = current_keys(source, graph, states, root, memo)
         return list(state.keys) if keys is None else keys
     i = state.find("")
-    if i is None or state.formats[i] != "json":
+    if i is None or state.formats[i] != "json" or not state.paths[i]:
         return []
     from barca.store.artifacts import read_value
 
-    path = artifact_path(artifacts_dir, source.file, source.name, "", state.run_hashes[i],
-                         "json")
     try:
-        return keys_from_value(read_value(path, "json"))[0]
+        return keys_from_value(read_value(root / state.paths[i], "json"))[0]
     except (OSError, TypeError, ValueError):
         return []
-
-
-def _relative(path: Path, root: Path) -> str:
-    try:
-        return str(path.relative_to(root))
-    except ValueError:
-        return str(path)
 
 
 # -- DuckDB ---------------------------------------------------------------------------------

@@ -20,11 +20,8 @@ the last half second of its work.
 from __future__ import annotations
 
 import os
-import shutil
 import signal
-import tempfile
 import time
-import uuid
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -38,7 +35,6 @@ from barca.plan.model import KnownOutput, NodePlan, PlanOptions, Reason
 from barca.plan.planner import plan_nodes, refreshed_nodes
 from barca.project import Project
 from barca.engine.events import Reporter
-from barca.engine.executor import Executor, LocalExecutor
 from barca.engine.protocol import InputRef, LogLine, StepOutcome, StepSpec
 from barca.state import EMPTY_STATE, NodeState, state_after_run
 from barca.store import metadata
@@ -118,7 +114,7 @@ class _Run:
                  expr_keys: dict) -> None:
         self.project, self.graph, self.request = project, graph, request
         self.reporter, self.expr_keys = reporter, expr_keys
-        self.run_id = uuid.uuid4().hex[:12]
+        self.run_id = os.urandom(6).hex()
         self.plans: dict[str, NodePlan] = {}
         self.known: dict[str, KnownOutput] = {}
         self.pending: dict[str, int] = {}
@@ -131,7 +127,7 @@ class _Run:
         self.executed = 0
         self.unrecorded: list[StepOutcome] = []
         self.logs: list[tuple] = []
-        self.executor: Executor | None = None
+        self.executor: Any = None  # an Executor (engine.executor), started on first need
         self.conn: Any = None
         self.scratch: Path | None = None
         self._reopened = False
@@ -147,7 +143,7 @@ class _Run:
             self.project.ensure_state_dir()
         if req.observe_sensors and any(self.graph.nodes[n].kind == "sensor" for n in self.order):
             # a sensor always runs: start its worker now, so its imports overlap our planning
-            self.executor = LocalExecutor(self.project.root, req.pool_size)
+            self.executor = _local_executor(self.project.root, req.pool_size)
             self.executor.prestart(sorted({self.graph.nodes[n].file for n in self.order}))
         self.conn = connect(self.project.db_path, create=not req.dry_run)
         self.states, self.loaded_watermarks = metadata.load_states(self.conn, self.order)
@@ -156,6 +152,8 @@ class _Run:
             metadata.start_run(self.conn, self.run_id, req.command, req.files, req.target_text)
         self.artifacts_root = self.project.artifacts_dir
         if req.dry_run:
+            import tempfile
+
             self.scratch = Path(tempfile.mkdtemp(prefix="barca-dry-run-"))
             self.artifacts_root = self.scratch
         previous = {sig: signal.signal(sig, _raise_interrupt)
@@ -397,7 +395,7 @@ class _Run:
         count = sum(len(keys) for _, _, keys in steps)
         if count:
             if self.executor is None:
-                self.executor = LocalExecutor(self.project.root, self.request.pool_size)
+                self.executor = _local_executor(self.project.root, self.request.pool_size)
             self.executor.submit((self._step(node_id, plan, i) for node_id, plan, keys in steps
                                   for i in keys), count)
 
@@ -532,6 +530,8 @@ class _Run:
         if self.executor is not None:
             self.executor.close(cancel=status == "cancelled")
         if self.scratch is not None:
+            import shutil
+
             shutil.rmtree(self.scratch, ignore_errors=True)
         if self.request.dry_run or self.conn is None:
             return
@@ -585,6 +585,13 @@ class _Run:
                          failed, skipped,
                          executed, max(0, total_keys - executed), phases,
                          self.project.artifacts_dir)
+
+
+def _local_executor(root: Path, pool_size: int) -> Any:
+    """Worker processes, imported only when a step must run (a cached get starts none)."""
+    from barca.engine.executor import LocalExecutor
+
+    return LocalExecutor(root, pool_size)
 
 
 def _raise_interrupt(signum: int, frame: Any) -> None:

@@ -312,11 +312,13 @@ def median(values: Sequence[float]) -> float | None:
 
 @dataclass(frozen=True, slots=True)
 class Latest:
-    """A node's latest successful result per key, in the stored key order."""
+    """A node's latest successful result per key, in the stored key order, with the
+    artifact path each was recorded with (root-relative)."""
 
     keys: tuple[str, ...]
     run_hashes: tuple[str, ...]
     formats: tuple[str, ...]
+    paths: tuple[str | None, ...]
 
     def find(self, key: str) -> int | None:
         try:
@@ -338,25 +340,28 @@ def latest_results(conn: sqlite3.Connection | None, node_ids: Sequence[str]
         if not n:
             continue
         fmt_at = getattr(state, "fmt_at", None)
-        formats = tuple(fmt_at(i) if fmt_at else state.fmt[i] for i in range(n))
-        out[node_id] = Latest(tuple(state.keys[i] for i in range(n)),
-                              tuple(state.run_hash[i] for i in range(n)), formats)
+        keys = tuple(state.keys[i] for i in range(n))
+        hashes = tuple(state.run_hash[i] for i in range(n))
+        recorded = _recorded_paths(conn, node_id)
+        out[node_id] = Latest(keys, hashes,
+                              tuple(fmt_at(i) if fmt_at else state.fmt[i] for i in range(n)),
+                              tuple(recorded.get(pair) for pair in zip(keys, hashes)))
     return out
+
+
+def _recorded_paths(conn: sqlite3.Connection, node_id: str) -> dict[tuple[str, str], str]:
+    rows = conn.execute("SELECT key, run_hash, artifact_path FROM materializations "
+                        "WHERE node_id = ? AND status = 'success' AND artifact_path IS NOT NULL",
+                        (node_id,))
+    return {(key, run_hash): path for key, run_hash, path in rows}
 
 
 def current_artifacts(conn: sqlite3.Connection) -> set[str]:
     """Artifact paths (as recorded) that the latest success of some node and key points to."""
     node_ids = [r[0] for r in conn.execute(
         "SELECT node_id FROM node_state UNION SELECT DISTINCT node_id FROM materializations")]
-    latest = {(n, k): r.run_hashes[i] for n, r in latest_results(conn, node_ids).items()
-              for i, k in enumerate(r.keys)}
-    keep: set[str] = set()
-    for node_id, key, run_hash, path in conn.execute(
-            "SELECT node_id, key, run_hash, artifact_path FROM materializations "
-            "WHERE status = 'success' AND artifact_path IS NOT NULL"):
-        if latest.get((node_id, key)) == run_hash:
-            keep.add(path)
-    return keep
+    return {path for latest in latest_results(conn, node_ids).values()
+            for path in latest.paths if path}
 
 
 def live_runs_started(conn: sqlite3.Connection) -> float | None:
