@@ -8,6 +8,7 @@ import json
 import os
 import pty
 import re
+import sqlite3
 import subprocess
 from pathlib import Path
 
@@ -115,7 +116,7 @@ def test_usage_error_envelope_is_the_last_stderr_line(pipeline: Path) -> None:
     result = barca(pipeline, "get", "nope", "pipeline.py").expect(2)
     assert result.stdout == ""
     envelope = result.envelope
-    assert set(envelope) == {"error", "code", "kind", "remediation"}
+    assert {"error", "code", "kind", "remediation"} <= set(envelope)
     assert envelope["code"] == 2 and envelope["kind"] == "usage"
     assert "nope" in envelope["error"]
     assert "barca list" in envelope["remediation"]
@@ -143,7 +144,7 @@ def test_step_failure_prints_a_failed_result_and_a_step_failed_envelope(project:
     assert envelope["node"] == "p.py:bad"
     assert envelope["artifact_dir"] == ".barca/artifacts/p.py--bad"
     assert 'raise ValueError("bad value' in envelope["traceback"]
-    assert "barca/run/worker.py" not in envelope["traceback"]  # user frames only
+    assert "barca/engine/worker.py" not in envelope["traceback"]  # user frames only
     assert {"error", "code", "kind", "remediation"} <= set(envelope)
     run_failed = [line for line in result.stderr.splitlines()
                   if line.startswith("[barca] run failed:")]
@@ -151,12 +152,28 @@ def test_step_failure_prints_a_failed_result_and_a_step_failed_envelope(project:
     assert run_failed[0].endswith("(exit 1)")
 
 
-def test_infra_failure_is_exit_3(pipeline: Path) -> None:
+def _not_a_database(db: Path) -> None:
+    db.write_bytes(b"this is not a sqlite database" * 10)
+
+
+def _foreign_schema(db: Path) -> None:
+    conn = sqlite3.connect(db)
+    conn.execute("CREATE TABLE runs (something_else TEXT)")
+    conn.commit()
+    conn.close()
+
+
+@pytest.mark.parametrize("spoil", [
+    _not_a_database,
+    _foreign_schema,
+], ids=["not-a-database", "foreign-schema"])
+def test_metadata_database_barca_cannot_use_is_exit_3(pipeline: Path, spoil) -> None:
     (pipeline / ".barca").mkdir()
-    (pipeline / ".barca" / "metadata.db").write_bytes(b"this is not a sqlite database" * 10)
+    spoil(pipeline / ".barca" / "metadata.db")
     result = barca(pipeline, "get", "b", "pipeline.py").expect(3)
     assert result.envelope["kind"] == "infra" and result.envelope["code"] == 3
     assert "metadata" in result.envelope["error"]
+    assert "Traceback" not in result.stderr
 
 
 def test_agent_prints_one_line_per_step(project: Path) -> None:
@@ -171,8 +188,6 @@ def test_agent_prints_one_line_per_step(project: Path) -> None:
     assert "[barca] step:" not in plain.stderr  # step lines only with --agent
 
 
-@pytest.mark.xfail(reason="BUG: --agent prints no `[barca] step:<id> cached` line for a step "
-                   "served from cache (reference cli 1.6)", strict=True)
 def test_agent_prints_a_line_for_each_cached_step(pipeline: Path) -> None:
     barca(pipeline, "get", "b", "pipeline.py").expect(0)
     result = barca(pipeline, "get", "b", "pipeline.py", "--agent").expect(0)
@@ -183,7 +198,8 @@ def test_agent_prints_a_line_for_each_cached_step(pipeline: Path) -> None:
 def test_dry_run_json_and_table(pipeline: Path) -> None:
     body = barca(pipeline, "get", "b", "pipeline.py", "--dry-run").expect(0).json
     assert body["dry_run"] is True and body["command"] == "get" and body["target"] == "b"
-    assert body["summary"] == {"will_run": 2, "cached": 0, "unknown": 0}
+    summary = body["summary"]
+    assert (summary["will_run"], summary["cached"], summary["unknown"]) == (2, 0, 0)
     assert [s["action"] for s in body["steps"]] == ["run", "run"]
     assert all(s["reason"] == "not_materialized" for s in body["steps"])
     assert body["warnings"] == []
@@ -220,8 +236,8 @@ def test_status_json_shape(pipeline: Path) -> None:
     body = barca(pipeline, "status", "b", "pipeline.py").expect(0).json
     assert body["target"] == "b"
     assert body["total"] == len(body["nodes"]) and body["truncated"] is False
-    assert set(body["summary"]) == {"cached", "stale", "never_run", "partial", "unknown",
-                                    "always_runs"}
+    assert {"cached", "stale", "never_run", "partial", "unknown", "always_runs"} <= set(
+        body["summary"])  # unknown keys are tolerated
     nodes = {n["name"]: n for n in body["nodes"]}
     assert set(nodes) == {"a", "b"}
     assert nodes["a"]["cache"]["state"] == "cached"
@@ -266,8 +282,6 @@ def test_version_prints_the_installed_version(tmp_path: Path) -> None:
     assert barca_package.__version__ in flag.stdout
 
 
-@pytest.mark.xfail(reason="BUG (judgement call): `barca version` has no JSON form: piped it "
-                   "prints text and `--json` is rejected (exit 2)", strict=True)
 def test_version_json_shape(tmp_path: Path) -> None:
     result = barca(tmp_path, "version", "--json").expect(0)
     assert result.json["version"] == barca_package.__version__

@@ -66,9 +66,25 @@ def test_independent_steps_run_in_parallel(project: Path) -> None:
     assert len(_pids(project, result)) == 2
 
 
-@pytest.mark.xfail(reason="BUG: steps are leased to a worker in batches and run in order, so "
-                   "a step queued behind a slow step in one worker's lease waits while another "
-                   "worker sits idle", strict=True)
+def test_reader_starts_when_its_input_finishes_beside_a_running_step(project: Path) -> None:
+    write(project, {"p.py": MEET + """
+    @asset()
+    def a() -> int:
+        return 1
+
+    @asset(inputs={"a": a})
+    def reader(a: int) -> dict:
+        return {"met": _meet("reader", ["slow"]), "pid": os.getpid()}
+
+    @asset()
+    def slow() -> dict:
+        return {"met": _meet("slow", ["reader"]), "pid": os.getpid()}
+    """})
+    barca(project, "get", "reader,slow", "p.py", env={"BARCA_POOL_SIZE": "2"}).expect(0)
+    assert barca(project, "get", "reader", "p.py").json["final_output"]["met"] is True
+    assert barca(project, "get", "slow", "p.py").json["final_output"]["met"] is True
+
+
 def test_independent_steps_run_in_parallel_when_many_are_queued(project: Path) -> None:
     write(project, {"p.py": MEET + """
     @asset()
@@ -285,6 +301,7 @@ def test_failing_step_fails_the_run_and_keeps_every_other_result(project: Path) 
     assert body["status"] == "failed" and body["failed_node"] == "p.py:b"
     assert "boom in b" in body["error"]
     assert failed.steps["a"]["status"] == "ran" and failed.steps["c"]["status"] == "ran"
+    assert failed.steps["b"]["status"] == "failed"
     assert failed.steps["d"]["status"] == "skipped"
     assert failed.steps["d"]["reason"] == "upstream_failed"
     assert "d" not in lines(project / "executed.log")
@@ -298,12 +315,30 @@ def test_failing_step_fails_the_run_and_keeps_every_other_result(project: Path) 
     assert run_statuses(project) == ["failed", "success"]
 
 
-@pytest.mark.xfail(reason="BUG: the step that failed is reported as status 'skipped' with "
-                   "reason 'upstream_failed' instead of status 'failed'", strict=True)
-def test_failed_step_is_reported_as_failed(project: Path) -> None:
-    write(project, {"p.py": FAILING})
-    failed = barca(project, "get", "p.py").expect(1)
-    assert failed.steps["b"]["status"] == "failed"
+def test_step_calling_sys_exit_or_killing_its_worker_fails_with_exit_1(project: Path) -> None:
+    write(project, {"p.py": """
+        import os
+        import sys
+        from barca import asset
+
+        @asset()
+        def exits() -> int:
+            sys.exit(0)
+
+        @asset()
+        def kills_worker() -> int:
+            os._exit(0)
+
+        @asset()
+        def fine() -> int:
+            return 1
+    """})
+    for name in ("exits", "kills_worker"):
+        result = barca(project, "get", name, "p.py", timeout=30).expect(1)
+        assert result.json["failed_node"] == f"p.py:{name}"
+        assert result.envelope["kind"] == "step_failed"
+    assert barca(project, "get", "fine", "p.py").expect(0).json["final_output"] == 1
+    assert run_statuses(project) == ["failed", "failed", "success"]
 
 
 def test_metadata_is_sqlite_in_wal_mode(project: Path) -> None:

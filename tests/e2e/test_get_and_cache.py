@@ -269,8 +269,6 @@ def test_get_several_targets_returns_each_targets_value(chain: Path) -> None:
     assert targets["d"]["final_output"] == 20
 
 
-@pytest.mark.xfail(reason="BUG: a cached artifact deleted from disk is not recomputed: dry run "
-                   "says cached and a reader fails with FileNotFoundError (exit 1)", strict=True)
 def test_deleted_artifact_is_recomputed_when_something_reads_it(chain: Path) -> None:
     barca(chain, "get", "d", "pipeline.py").expect(0)
     for artifact in (chain / ".barca" / "artifacts" / "pipeline.py--a").iterdir():

@@ -114,6 +114,14 @@ def main(argv: list[str] | None = None) -> None:
     except BarcaError as exc:
         report_error(exc, json_mode)
         sys.exit(exc.exit_code)
+    except Exception as exc:
+        if type(exc).__module__ != "sqlite3":
+            raise
+        from barca.errors import InfraError
+
+        report_error(InfraError(f"metadata database error: {exc}", "check that .barca/ is "
+                                "writable and not corrupted; run `barca doctor`"), json_mode)
+        sys.exit(3)
     except KeyboardInterrupt:
         sys.exit(130)
     except BrokenPipeError:

@@ -162,7 +162,9 @@ class _Run:
         try:
             self._observe_sensors()
             self._plan_pending()
-            if not req.dry_run:
+            if req.dry_run:
+                self._predict_missing_artifacts()
+            else:
                 self._execute()
             status = "dry_run" if req.dry_run else (
                 "failed" if self.failures else "success")
@@ -315,6 +317,18 @@ class _Run:
             self._reopened = False
             self._dispatch_ready()
 
+    def _predict_missing_artifacts(self) -> None:
+        """What a real run would recompute because a cached file it reads is gone."""
+        self._check_target_outputs()
+        for _ in range(len(self.order) + 1):
+            self._reopened = False
+            for node_id in reversed(self.order):
+                plan = self.plans.get(node_id)
+                if plan is not None and not plan.unknown and plan.run:
+                    self._inputs_on_disk(node_id)
+            if not self._reopened:
+                return
+
     def _check_target_outputs(self) -> None:
         """A cached target whose file is gone is recomputed: its value is what the user asked for."""
         for node_id in self.request.targets:
@@ -354,7 +368,8 @@ class _Run:
             else:
                 wanted = ("",)
             ran = self.results.get(spec.source, {})
-            missing = [k for k in wanted if k not in ran and k not in bad
+            will_run = {up.keys[i] for i in up.run} if spec.source not in self.complete else ()
+            missing = [k for k in wanted if k not in ran and k not in bad and k not in will_run
                        and not self._artifact(spec.source, k)[0].exists()]
             if missing:
                 self._recompute_missing(spec.source, missing)

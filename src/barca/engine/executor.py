@@ -134,12 +134,12 @@ class LocalExecutor:
         if not self.waiting:
             return
         self._start_workers()
-        idle = [w for w in self.workers if len(w.leased) <= self.lease_size // 2]
-        if not idle:
-            return
-        share = max(1, min(self.lease_size, self.waiting // (2 * len(self.workers)) or 1))
+        # a lease is small while the queue is short, so one slow step never holds back steps
+        # another worker could take; long queues of tiny steps share round trips
+        share = max(1, min(self.lease_size, self.waiting // (4 * len(self.workers))))
+        idle = [w for w in self.workers if len(w.leased) <= share // 2]
         for worker in idle:
-            lease = self._draw(share)
+            lease = self._draw(share - len(worker.leased))
             if not lease:
                 break
             worker.leased.extend(lease)

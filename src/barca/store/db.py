@@ -54,6 +54,10 @@ def connect(path: Path, *, create: bool) -> sqlite3.Connection | None:
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
         version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version == 0 and conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
+            raise InfraError(f"{path} is not a barca metadata database (it has tables barca "
+                             "did not create)",
+                             "move it away, or run with another --env")
         if version == 0:
             conn.executescript(_SCHEMA)
             conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
