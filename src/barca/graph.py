@@ -85,7 +85,7 @@ def build_graph(definitions: Iterable[Definition]) -> Graph:
     for node_id, ups in upstream.items():
         for up in ups:
             downstream[up].append(node_id)
-    order = _topological_order(upstream, downstream)
+    order = _topological_order(upstream, downstream, {i: d.line for i, d in nodes.items()})
     return Graph(
         MappingProxyType(nodes),
         MappingProxyType(upstream),
@@ -115,7 +115,8 @@ def _validate_edges(d: Definition, nodes: Mapping[str, Definition]) -> None:
         up = nodes[spec.source]
         if up.kind == "task" and d.kind != "task":
             raise UsageError(
-                f"task '{up.node_id}' cannot be an input to {d.kind} '{d.node_id}'",
+                f"Parse error: {where}: task '{up.node_id}' (line {up.line}) cannot be an input "
+                f"to {d.kind} '{d.node_id}'",
                 "tasks always run and are never cached; make the upstream an @asset",
             )
         if spec.mode == "collect" and not up.dimensions:
@@ -165,7 +166,8 @@ def _same_keys(d: Definition, up: Definition) -> bool:
 
 
 def _topological_order(upstream: Mapping[str, tuple[str, ...]],
-                       downstream: Mapping[str, list[str]]) -> tuple[str, ...]:
+                       downstream: Mapping[str, list[str]],
+                       lines: Mapping[str, int]) -> tuple[str, ...]:
     waiting = {i: len(ups) for i, ups in upstream.items()}
     ready = [i for i, n in waiting.items() if n == 0]
     heapq.heapify(ready)
@@ -178,12 +180,13 @@ def _topological_order(upstream: Mapping[str, tuple[str, ...]],
             if waiting[child] == 0:
                 heapq.heappush(ready, child)
     if len(order) != len(upstream):
-        raise UsageError(f"cycle in the pipeline: {_find_cycle(upstream, set(order))}",
+        cycle = [f"{n} (line {lines[n]})" for n in _find_cycle(upstream, set(order))]
+        raise UsageError(f"cycle in the pipeline: {' -> '.join(cycle)}",
                          "remove one of these inputs so that the graph has no loop")
     return tuple(order)
 
 
-def _find_cycle(upstream: Mapping[str, tuple[str, ...]], done: set[str]) -> str:
+def _find_cycle(upstream: Mapping[str, tuple[str, ...]], done: set[str]) -> list[str]:
     start = min(i for i in upstream if i not in done)
     path, seen = [start], {start}
     node = start
@@ -191,6 +194,6 @@ def _find_cycle(upstream: Mapping[str, tuple[str, ...]], done: set[str]) -> str:
         node = min(u for u in upstream[node] if u not in done)
         if node in seen:
             cycle = path[path.index(node):] + [node]
-            return " -> ".join(reversed(cycle))
+            return list(reversed(cycle))
         path.append(node)
         seen.add(node)

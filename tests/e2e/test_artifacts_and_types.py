@@ -188,8 +188,6 @@ def test_json_values_are_json_and_other_values_are_pickles(project: Path) -> Non
     pytest.param('float("nan")', "isinstance(v, float) and v != v", id="nan"),
     pytest.param('{1: "a", 2: "b"}', 'v[1] == "a"', id="int-keys"),
 ], )
-@pytest.mark.xfail(reason="BUG: values plain JSON cannot hold are still written as JSON and "
-                   "read back changed (NaN -> None, int dict keys -> str)", strict=True)
 def test_value_reads_back_equal_in_its_consumer(project: Path, expression: str, check: str
                                                ) -> None:
     write(project, {"p.py": f"""

@@ -250,8 +250,6 @@ def test_status_json_shape(pipeline: Path) -> None:
     assert body["summary"]["cached"] == 1 and body["summary"]["never_run"] == 1
 
 
-@pytest.mark.xfail(reason="BUG: `barca status` leaves tasks out (no `always_runs` node for a "
-                   "task) although it reports on every node of the pipeline", strict=True)
 def test_status_lists_every_node_including_tasks(pipeline: Path) -> None:
     body = barca(pipeline, "status", "pipeline.py").expect(0).json
     states = {n["name"]: n["cache"]["state"] for n in body["nodes"]}

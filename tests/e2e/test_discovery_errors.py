@@ -297,15 +297,11 @@ BAD = {
     """, {7, 8}, "@asset"),
 }
 
-_NO_LINE = pytest.mark.xfail(reason="BUG: the error names the nodes but not the line",
-                             strict=True)
-
-
 @pytest.mark.parametrize("case", [
     "unknown_input",
-    pytest.param("cycle", marks=_NO_LINE),
+    "cycle",
     "misspelt_argument",
-    pytest.param("task_feeds_asset", marks=_NO_LINE),
+    "task_feeds_asset",
     "syntax_error",
     "inputs_key_not_a_parameter",
     "sensor_with_inputs",

@@ -130,8 +130,6 @@ def test_no_cascade_recomputes_only_the_named_asset(chain: Path) -> None:
     assert lines(chain / "executed.log") == ["a", "b", "d", "b"]
 
 
-@pytest.mark.xfail(reason="BUG: --no-cascade gives no warning on a cached reader that ignores "
-                   "the refresh (reference cli 1.7: steps[].warning)", strict=True)
 def test_no_cascade_warns_about_cached_readers_of_the_refreshed_asset(chain: Path) -> None:
     barca(chain, "get", "d", "pipeline.py").expect(0)
     result = barca(chain, "get", "d", "pipeline.py", "--refresh", "b", "--no-cascade").expect(0)
@@ -260,8 +258,6 @@ def test_same_file_spelled_differently_is_the_same_node(chain: Path) -> None:
         assert {s["id"] for s in result.json["steps"]} == {"pipeline.py:a", "pipeline.py:b"}
 
 
-@pytest.mark.xfail(reason="BUG: `barca get a,b` returns only the last target's value as "
-                   "final_output; no per-target `targets` object", strict=True)
 def test_get_several_targets_returns_each_targets_value(chain: Path) -> None:
     result = barca(chain, "get", "c,d", "pipeline.py").expect(0)
     targets = result.json["targets"]

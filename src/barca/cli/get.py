@@ -127,9 +127,11 @@ def _print_run(command: str, target: str | None, result: RunResult, mode: str) -
                             "elapsed_seconds": round(result.elapsed, 4),
                             "steps_executed": result.executed, "phases": result.phases}
     failure = result.failed[0] if result.failed else None
-    if failure is None:
-        body["final_output"] = final_output(result)
-    else:
+    if len(result.targets) > 1:
+        body["targets"] = _targets_json(result, target)
+    elif failure is None:
+        body["final_output"] = final_output(result, _final_node(result))
+    if failure is not None:
         body["failed_node"] = failure.step_id
         body["error"] = failure.error_message
     body["steps"] = steps
@@ -207,11 +209,41 @@ def _step_json(result: RunResult, node_id: str) -> dict[str, Any]:
         found = result.artifact_of(node_id, "")
         if found and step["status"] == "cached":
             step["artifact"] = _rel(found, result)
+    if step["status"] == "cached":
+        warning = _ignored_refresh(result, node_id)
+        if warning:
+            step["warning"] = warning
     return step
 
 
-def final_output(result: RunResult) -> Any:
-    node_id = _final_node(result)
+def _ignored_refresh(result: RunResult, node_id: str) -> str | None:
+    """With --no-cascade, a cached reader of a refreshed asset keeps its old result."""
+    options = result.options
+    if options.cascade or not options.refresh:
+        return None
+    sources = sorted(options.refresh & (result.graph.cone([node_id]) - {node_id}))
+    if not sources:
+        return None
+    graph = result.graph
+    return (f"'{graph.nodes[node_id].name}' was served from cache but depends on refreshed "
+            f"'{graph.nodes[sources[0]].name}'; drop --no-cascade to recompute it")
+
+
+def _targets_json(result: RunResult, text: str | None) -> dict[str, Any]:
+    """Each target as typed: its value, or the failure in its cone."""
+    out = {}
+    for name, node_id in zip((text or "").split(","), result.targets):
+        cone = result.graph.cone([node_id])
+        failed = [o for o in result.failed if o.node_id in cone]
+        if failed:
+            out[name] = {"status": "failed", "failed_node": failed[0].step_id,
+                         "error": failed[0].error_message}
+        else:
+            out[name] = {"status": "success", "final_output": final_output(result, node_id)}
+    return out
+
+
+def final_output(result: RunResult, node_id: str | None) -> Any:
     if node_id is None:
         return None
     plan = result.plans[node_id]

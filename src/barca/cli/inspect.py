@@ -63,7 +63,7 @@ def status_command(args, json_flag, pretty, env_name) -> None:
     mode = choose_mode(json_flag, pretty)
     target, paths = split_positionals(args, takes_target=True)
     _, result = run_pipeline("get", target, paths, dry_run=True, env=env_name,
-                             observe_sensors=False)
+                             observe_sensors=False, include_tasks=target is None)
     nodes = [_status_node(result.plans[n], result) for n in result.order]
     summary = {s: 0 for s in ("cached", "stale", "never_run", "partial", "blocked",
                               "unknown", "always_runs")}

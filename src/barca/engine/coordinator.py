@@ -55,6 +55,7 @@ class RunRequest:
     options: PlanOptions = PlanOptions()
     dry_run: bool = False
     observe_sensors: bool = True  # False: predict from each sensor's last recorded output
+    include_tasks: bool = False  # without targets: every node, tasks too (barca status)
     pool_size: int = 1
 
 
@@ -62,6 +63,7 @@ class RunRequest:
 class RunResult:
     run_id: str
     targets: tuple[str, ...]
+    options: PlanOptions
     status: str  # "success" | "failed" | "dry_run"
     elapsed: float
     graph: Graph
@@ -182,7 +184,8 @@ class _Run:
     def _cone(self) -> frozenset[str]:
         targets = self.request.targets
         if not targets:
-            targets = tuple(n for n, d in self.graph.nodes.items() if d.kind != "task")
+            targets = tuple(n for n, d in self.graph.nodes.items()
+                            if d.kind != "task" or self.request.include_tasks)
         return self.graph.cone(targets)
 
     # -- sensors ----------------------------------------------------------------------------
@@ -595,7 +598,8 @@ class _Run:
             plan = self.plans.get(node_id)
             if plan is not None and plan.unknown and failed:
                 skipped[node_id] = []
-        return RunResult(self.run_id, self.request.targets, status, elapsed, self.graph,
+        return RunResult(self.run_id, self.request.targets, self.request.options, status,
+                         elapsed, self.graph,
                          self.cone, self.order, self.plans, self.states, self.results,
                          failed, skipped,
                          executed, max(0, total_keys - executed), phases,

@@ -32,7 +32,8 @@ def run_pipeline(command: str, target_text: str | None, paths: Sequence[str], *,
                  refresh: str | Sequence[str] | None = None, refresh_all: bool = False,
                  partition: Sequence[str] | str | dict | None = None,
                  cascade: bool = True, dry_run: bool = False, env: str | None = None,
-                 observe_sensors: bool = True, reporter: Reporter | None = None,
+                 observe_sensors: bool = True, include_tasks: bool = False,
+                 reporter: Reporter | None = None,
                  loaded: Loaded | None = None) -> tuple[Loaded, RunResult]:
     loaded = loaded or load(paths, env)
     graph = loaded.graph
@@ -40,13 +41,13 @@ def run_pipeline(command: str, target_text: str | None, paths: Sequence[str], *,
     check_target_kinds(graph, command, targets, target_text)
     refresh_ids = _refresh_ids(graph, targets, refresh, cascade)
     cone = graph.cone(targets) if targets else graph.cone(
-        [n for n, d in graph.nodes.items() if d.kind != "task"])
+        [n for n, d in graph.nodes.items() if d.kind != "task" or include_tasks])
     expr_keys = evaluate_key_expressions(loaded, cone)
     selection = parse_partition(partition)
     check_selection(graph, cone, selection, expr_keys)
     options = PlanOptions(refresh_ids, refresh_all, cascade, _env_values(graph, cone), selection)
     request = RunRequest(command, targets, loaded.files, target_text, options, dry_run,
-                         observe_sensors, pool_size())
+                         observe_sensors, include_tasks, pool_size())
     return loaded, execute(loaded.project, graph, request, reporter or Reporter(), expr_keys)
 
 

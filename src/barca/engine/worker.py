@@ -8,7 +8,6 @@ metadata database; it reports every result as a `StepOutcome`. What a step print
 from __future__ import annotations
 
 import importlib
-import math
 import os
 import resource
 import sys
@@ -111,6 +110,8 @@ class Worker:
         if step.key_source:
             _check_key_source(value)
             columns = _key_columns(value)
+            if isinstance(value, dict) and not all(k.__class__ is str for k in value):
+                value = {str(k): v for k, v in value.items()}  # int keys become their text
         fmt = "json" if step.key_source else choose_format(value, step.serializer)
         path = Path(step.artifact_dir) / f"{step.run_hash}.{_EXT[fmt]}"
         size, digest = write_value(value, path, fmt)
@@ -192,7 +193,7 @@ def _check_key_source(value: Any) -> None:
             if text in seen:
                 raise KeySourceError(f"key {text!r} appears twice (as str and int)")
             seen.add(text)
-            if encode_json(item) is None or _has_nan(item):
+            if encode_json(item) is None:
                 raise KeySourceError(f"the value for key {text!r} is not JSON-writable "
                                      f"({type(item).__name__}); return a version string, "
                                      "number, list or dict")
@@ -215,16 +216,6 @@ def _key_columns(value: Any) -> tuple:
         keys = [str(k) for k in keys]
     values = orjson.dumps(list(value.values())) if isinstance(value, dict) else None
     return len(keys), orjson.dumps(keys), values
-
-
-def _has_nan(value: Any) -> bool:
-    if isinstance(value, float):
-        return math.isnan(value) or math.isinf(value)
-    if isinstance(value, dict):
-        return any(_has_nan(v) for v in value.values())
-    if isinstance(value, (list, tuple)):
-        return any(_has_nan(v) for v in value)
-    return False
 
 
 def _failure(step: StepSpec, attempt: int, started: float, exc: BaseException) -> StepOutcome:

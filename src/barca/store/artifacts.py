@@ -19,8 +19,8 @@ from typing import Any
 
 import orjson
 
-_JSON_OPTS = orjson.OPT_NON_STR_KEYS | orjson.OPT_PASSTHROUGH_DATETIME | \
-    orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_SUBCLASS
+_JSON_OPTS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS | \
+    orjson.OPT_PASSTHROUGH_SUBCLASS
 
 
 class SerializeError(Exception):
@@ -46,11 +46,27 @@ def table_kind(value: Any) -> str | None:
 
 
 def encode_json(value: Any) -> bytes | None:
-    """JSON bytes when plain JSON can hold the value, else None."""
+    """JSON bytes when JSON gives the value back as it is, else None (it becomes a pickle).
+
+    Non-str dict keys and NaN or infinite floats would come back changed, so they do not count.
+    """
     try:
-        return orjson.dumps(value, option=_JSON_OPTS)
+        data = orjson.dumps(value, option=_JSON_OPTS)
     except (TypeError, orjson.JSONEncodeError):
         return None
+    if b"null" in data and _has_non_finite(value):  # orjson writes NaN and inf as null
+        return None
+    return data
+
+
+def _has_non_finite(value: Any) -> bool:
+    if value.__class__ is float:
+        return value != value or value in (float("inf"), float("-inf"))
+    if isinstance(value, dict):
+        return any(_has_non_finite(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return any(_has_non_finite(v) for v in value)
+    return False
 
 
 def choose_format(value: Any, serializer: str | None) -> str:
