@@ -193,9 +193,6 @@ def test_metadata_only_decorator_arguments_rerun_nothing(project: Path) -> None:
     assert changed.json["steps_executed"] == 1  # serializer changes the stored bytes
 
 
-@pytest.mark.xfail(reason="BUG: workers trust __pycache__ by mtime+size, so a same-size edit "
-                   "with an unchanged mtime reruns the step with the OLD code and records its "
-                   "value under the new run hash", strict=True)
 def test_same_size_edit_with_unchanged_mtime_runs_the_new_code(cone: Path) -> None:
     # bytecode cached by an ordinary import (the user's own tests, say), validated by mtime+size
     with_bytecode = {"PYTHONDONTWRITEBYTECODE": None}

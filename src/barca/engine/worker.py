@@ -238,6 +238,9 @@ def _peak_rss() -> int:
 def main() -> None:
     in_fd, out_fd = int(sys.argv[1]), int(sys.argv[2])
     root = Path.cwd()
+    from barca.engine import source_imports
+
+    source_imports.install(str(root))
     try:
         Worker(in_fd, out_fd, root).serve()
     except KeyboardInterrupt:
