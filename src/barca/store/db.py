@@ -44,6 +44,26 @@ CREATE INDEX IF NOT EXISTS logs_by_run ON logs (run_id, seq);
 """
 
 
+def _create_schema(conn: sqlite3.Connection, path: Path) -> None:
+    """Create the tables under the write lock, so two first runs never race each other."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version == 0:
+            if conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
+                raise InfraError(f"{path} is not a barca metadata database (it has tables "
+                                 "barca did not create)",
+                                 "move it away, or run with another --env")
+            for statement in _SCHEMA.split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+            conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+
+
 def connect(path: Path, *, create: bool) -> sqlite3.Connection | None:
     """Open the database; None when it does not exist and `create` is False (read-only use)."""
     if not create and not path.exists():
@@ -54,13 +74,8 @@ def connect(path: Path, *, create: bool) -> sqlite3.Connection | None:
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
         version = conn.execute("PRAGMA user_version").fetchone()[0]
-        if version == 0 and conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
-            raise InfraError(f"{path} is not a barca metadata database (it has tables barca "
-                             "did not create)",
-                             "move it away, or run with another --env")
         if version == 0:
-            conn.executescript(_SCHEMA)
-            conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+            _create_schema(conn, path)
         elif version != SCHEMA_VERSION:
             raise InfraError(
                 f"{path} has schema version {version}; this barca reads version "
