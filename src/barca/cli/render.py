@@ -76,8 +76,17 @@ def first_line(text: str | None) -> str:
     return (text or "").strip().splitlines()[0] if (text or "").strip() else ""
 
 
+def first_run_keys(plan: NodePlan, n: int = KEYS_LISTED) -> list[int]:
+    """Positions of the first `n` keys that will run, in label order, without sorting them all
+    (a key's label is a fixed prefix plus the key, so keys sort as their labels do)."""
+    import heapq
+
+    keys = plan.keys
+    return heapq.nsmallest(n, plan.run, key=lambda i: keys[i])
+
+
 def will_run_keys(plan: NodePlan) -> list[str]:
-    return sorted(plan.label(plan.keys[i]) for i in plan.run)[:KEYS_LISTED]
+    return [plan.label(plan.keys[i]) for i in first_run_keys(plan)]
 
 
 def why(plan: NodePlan) -> str:
@@ -91,10 +100,10 @@ def why(plan: NodePlan) -> str:
         return f"{total} keys cached"
     if plan.kind in ("sensor", "task") or len(plan.run) == total and _same_reason(plan):
         return f"{total} keys; {reason_text(plan.reasons[plan.run[0]])}"
-    by_key = {plan.label(plan.keys[i]): plan.reasons[i] for i in plan.run}
-    listed = sorted(by_key)[:KEYS_LISTED]
-    items = ", ".join(f"{k} ({key_cause(by_key[k])})" for k in listed)
-    more = f", +{len(by_key) - len(listed)} more" if len(by_key) > len(listed) else ""
+    listed = first_run_keys(plan)
+    items = ", ".join(f"{plan.label(plan.keys[i])} ({key_cause(plan.reasons[i])})"
+                      for i in listed)
+    more = f", +{len(plan.run) - len(listed)} more" if len(plan.run) > len(listed) else ""
     return f"{plan.cached_count} of {total} keys cached; will run: {items}{more}"
 
 
@@ -106,9 +115,8 @@ def _same_reason(plan: NodePlan) -> bool:
 def partitions_json(plan: NodePlan) -> dict[str, Any]:
     out: dict[str, Any] = {"total": len(plan.keys), "cached": plan.cached_count,
                            "will_run": len(plan.run), "will_run_keys": will_run_keys(plan)}
-    listed = set(out["will_run_keys"])
-    changed = {k: list(plan.reasons[i].changed) for i in plan.run
-               if (k := plan.label(plan.keys[i])) in listed and plan.reasons[i].changed}
+    changed = {plan.label(plan.keys[i]): list(plan.reasons[i].changed)
+               for i in first_run_keys(plan) if plan.reasons[i].changed}
     if changed:
         out["changed"] = changed
     return out

@@ -40,6 +40,9 @@ class Executor(Protocol):
     def close(self, cancel: bool = False) -> None:
         """Stop every worker; with cancel, kill them without waiting."""
 
+    def prestart(self, files: Sequence[str]) -> None:
+        """Get ready for steps of these pipeline files (may do nothing)."""
+
 
 @dataclass(slots=True)
 class _Worker:

@@ -22,6 +22,7 @@ from barca.columns import HashColumn, JsonColumn, same_value
 from barca.state import EMPTY_STATE, NodeState
 
 UNPARTITIONED = JsonColumn([""])
+NEVER_RUN, NEW_KEY = Reason("never_run"), Reason("new_key")  # shared: one object, many keys
 
 def refreshed_nodes(graph: Graph, cone: frozenset[str], options: PlanOptions) -> dict[str, Reason]:
     """Assets forced to run by --refresh / --refresh-all, with the reason each carries."""
@@ -257,7 +258,7 @@ def _explain(run: list[int], keys: JsonColumn, hashes: HashColumn, columns: tupl
             continue
         j = state.find(key)
         if j is None:
-            reasons[i] = Reason("new_key" if has_any and d.dimensions else "never_run")
+            reasons[i] = NEW_KEY if has_any and d.dimensions else NEVER_RUN
             continue
         changed = []
         if state.context_at(j) != context:
