@@ -14,6 +14,14 @@ trivial bodies) gives first-run steps per second.
 
     .venv/bin/python benchmarks/keyed_partitions.py                 # N = 10000
     .venv/bin/python benchmarks/keyed_partitions.py --keys 10000,50000,200000 --write
+
+`--variant fetchall` runs the same pipeline with `.fetchall()` in place of `.df()`, which
+leaves pandas out of the worker: pandas' import alone takes about 0.7 s on a 2-core machine and
+is paid by every tick in which a key of `cleaned` runs.
+
+Child processes get a private, pre-filled bytecode cache (PYTHONPYCACHEPREFIX), as an installed
+barca has; a sandbox that sets PYTHONDONTWRITEBYTECODE would otherwise recompile barca in
+every process.
 """
 
 from __future__ import annotations
@@ -32,6 +40,7 @@ from pathlib import Path
 ORDERS_PER_RETAILER = 3
 HERE = Path(__file__).resolve().parent
 BARCA = [sys.executable, "-m", "barca.cli.main"]
+CHILD_ENV = dict(os.environ)
 
 SEED_PIPELINE = '''import duckdb
 from barca import Schedule, asset, partitions_from, sensor
@@ -100,7 +109,8 @@ def change_one_retailer(directory: Path, n: int, tick: int) -> None:
 def timed(args: list[str], cwd: Path) -> tuple[float, float, str]:
     """Wall seconds, peak RSS in MB of the largest process in the tree, and stdout."""
     start = time.perf_counter()
-    proc = subprocess.Popen(args, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(args, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=CHILD_ENV)
     out, err = proc.communicate()
     wall = time.perf_counter() - start
     if proc.returncode != 0:
@@ -114,7 +124,8 @@ def run_isolated(args: list[str], cwd: Path) -> tuple[float, float, str]:
     code = ("import sys, json; sys.path.insert(0, %r); from keyed_partitions import timed; "
             "from pathlib import Path; w, p, o = timed(%r, Path(%r)); "
             "print(json.dumps([w, p, o]))") % (str(HERE), args, str(cwd))
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=CHILD_ENV)
     if out.returncode != 0:
         raise SystemExit(out.stderr[-3000:])
     import json
@@ -129,12 +140,14 @@ def steps_executed(stdout: str) -> int:
     return json.loads(stdout)["steps_executed"]
 
 
-def measure_keyed(n: int, ticks: int, pool: str | None) -> list[tuple]:
+def measure_keyed(n: int, ticks: int, variant: str) -> list[tuple]:
     rows = []
     directory = Path(tempfile.mkdtemp(prefix=f"barca-keyed-{n}-"))
     try:
         build_warehouse(directory, n)
-        (directory / "pipeline.py").write_text(SEED_PIPELINE)
+        source = SEED_PIPELINE if variant == "seed" else SEED_PIPELINE.replace(".df()",
+                                                                              ".fetchall()")
+        (directory / "pipeline.py").write_text(source)
         cmd = [*BARCA, "get", "scored", "pipeline.py", "--json"]
         wall, peak, out = run_isolated(cmd, directory)
         rows.append((n, "first run", wall, peak, steps_executed(out)))
@@ -221,18 +234,25 @@ def main() -> None:
     parser.add_argument("--ticks", type=int, default=3, help="ticks of each kind per N")
     parser.add_argument("--no-io", default="20000", help="key count of the no-I/O variant "
                         "(each of two assets); 0 to skip")
+    parser.add_argument("--variant", choices=["seed", "fetchall"], default="seed",
+                        help="seed: the pipeline as written; fetchall: .fetchall() for .df()")
     parser.add_argument("--write", action="store_true", help="append to benchmarks/RESULTS.md")
     args = parser.parse_args()
+    cache = tempfile.mkdtemp(prefix="barca-pycache-")
+    CHILD_ENV.pop("PYTHONDONTWRITEBYTECODE", None)
+    CHILD_ENV["PYTHONPYCACHEPREFIX"] = cache
+    subprocess.run([*BARCA, "--help"], env=CHILD_ENV, capture_output=True)  # fill the cache
     rows = []
     for n in [int(x) for x in args.keys.split(",")]:
-        rows += measure_keyed(n, args.ticks, None)
+        rows += measure_keyed(n, args.ticks, args.variant)
     no_io = [measure_no_io(int(args.no_io))] if int(args.no_io) else []
     table = render(rows, no_io)
     print(table)
     if args.write:
         command = "python benchmarks/keyed_partitions.py " + " ".join(sys.argv[1:])
         with open(HERE / "RESULTS.md", "a") as fh:
-            fh.write(f"\n## Keyed partitions ({time.strftime('%Y-%m-%d')})\n\nMachine: "
+            fh.write(f"\n## Keyed partitions, {args.variant} ({time.strftime('%Y-%m-%d %H:%M')})"
+                     f"\n\nMachine: "
                      f"{machine()}. Command: `{command}`.\n\n{table}\n")
 
 
