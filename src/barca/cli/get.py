@@ -12,7 +12,7 @@ from barca.cli.load import split_positionals
 from barca.cli.output import choose_mode, emit, emit_json, note
 from barca.cli.progress import CliReporter
 from barca.errors import StepFailed
-from barca.engine.coordinator import RunResult
+from barca.engine.result import RunResult
 from barca.engine.session import run_pipeline
 
 PARTITION_LIMIT = 1000

@@ -8,13 +8,15 @@ exists. Ties break by node id, so the same inputs give the same order.
 
 State, in `_Run`:
     plans       node id -> NodePlan (the latest decision for it)
+    known       node id -> KnownOutput (outputs readers depend on: sensors, cutoff, key sources)
     pending     node id -> number of its keys still running or queued
+    submitted   nodes whose stale keys were handed to the executor
     complete    nodes whose keys are all cached or finished
-    results     node id -> key -> (artifact path, format, output hash) of keys run here
-    failed      node id -> keys that failed (or were skipped) in this run
-    outcomes    every StepOutcome, in arrival order
-Finished steps are recorded in batches at most twice a second, so a killed run keeps all but
-the last half second of its work.
+    results     node id -> key -> (format, output digest, run hash) of keys run here
+    failed_keys node id -> keys that failed or were skipped in this run (their readers skip them)
+    failures    the StepOutcome of each failed key
+Finished steps are recorded in batches at most twice a second and then dropped, so a killed
+run keeps all but the last half second of its work and memory does not grow with the run.
 """
 
 from __future__ import annotations
@@ -22,85 +24,29 @@ from __future__ import annotations
 import os
 import signal
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from barca.discover.model import Definition
-from barca.errors import Cancelled, InfraError, UsageError
+from barca.errors import Cancelled, InfraError
 from barca.graph import Graph
 from barca.columns import HashColumn, JsonColumn
 from barca.plan.keys import key_args, key_pairs, keys_from_value
-from barca.plan.model import KnownOutput, NodePlan, PlanOptions, Reason
+from barca.plan.model import KnownOutput, NodePlan, Reason
 from barca.plan.planner import plan_nodes, refreshed_nodes
 from barca.project import Project
 from barca.engine.events import Reporter
 from barca.engine.protocol import InputRef, LogLine, StepOutcome, StepSpec
-from barca.state import EMPTY_STATE, NodeState, state_after_run
+from barca.engine.result import RunRequest, RunResult, stored_artifact
+from barca.state import EMPTY_STATE, state_after_run
 from barca.store import metadata
 from barca.store.artifacts import read_value
 from barca.store.db import connect
-from barca.store.paths import EXTENSIONS, artifact_path, node_dir_name
+from barca.store.paths import EXTENSIONS, node_dir_name
 
 FLUSH_SECONDS = 0.5
 UNKNOWN_DIGEST = "0" * 32  # an output digest no bytes can have: readers treat it as changed
-
-
-@dataclass(frozen=True, slots=True)
-class RunRequest:
-    command: str  # "get" | "run"
-    targets: tuple[str, ...]  # node ids; empty = every asset and sensor
-    files: tuple[str, ...]
-    target_text: str | None
-    options: PlanOptions = PlanOptions()
-    dry_run: bool = False
-    observe_sensors: bool = True  # False: predict from each sensor's last recorded output
-    include_tasks: bool = False  # without targets: every node, tasks too (barca status)
-    pool_size: int = 1
-
-
-@dataclass(slots=True)
-class RunResult:
-    run_id: str
-    targets: tuple[str, ...]
-    options: PlanOptions
-    status: str  # "success" | "failed" | "dry_run"
-    elapsed: float
-    graph: Graph
-    cone: frozenset[str]
-    order: tuple[str, ...]
-    plans: dict[str, NodePlan]
-    states: dict[str, NodeState]
-    results: dict[str, dict[str, tuple[str, str | None, str]]]  # key -> (format, digest, hash)
-    failed: list[StepOutcome]
-    skipped: dict[str, list[str]]
-    executed: int
-    cached: int
-    phases: int
-    artifacts_dir: Path
-
-    def artifact_of(self, node_id: str, key: str) -> tuple[Path, str] | None:
-        """Where a key's current result lives (run here, or cached), with its format."""
-        d = self.graph.nodes[node_id]
-        hit = self.results.get(node_id, {}).get(key)
-        if hit:
-            return artifact_path(self.artifacts_dir, d.file, d.name, key_pairs(d, key), hit[2],
-                                 hit[0]), hit[0]
-        plan = self.plans.get(node_id)
-        if plan is None or plan.unknown:
-            return None
-        return stored_artifact(self.artifacts_dir, d, self.states.get(node_id, EMPTY_STATE), key)
-
-
-def stored_artifact(artifacts_dir: Path, d: Definition, state: NodeState,
-                    key: str) -> tuple[Path, str] | None:
-    """Where the last success of a key was written, with its format."""
-    i = state.find(key)
-    if i is None:
-        return None
-    fmt = state.fmt_at(i)
-    return artifact_path(artifacts_dir, d.file, d.name, key_pairs(d, key), state.run_hash[i],
-                         fmt), fmt
 
 
 def execute(project: Project, graph: Graph, request: RunRequest, reporter: Reporter,

@@ -14,7 +14,8 @@ from barca.errors import UsageError
 from barca.graph import Graph
 from barca.loading import Loaded, load, resolve_targets
 from barca.plan.model import PlanOptions
-from barca.engine.coordinator import RunRequest, RunResult, execute
+from barca.engine.coordinator import execute
+from barca.engine.result import RunRequest, RunResult
 from barca.engine.events import Reporter
 
 

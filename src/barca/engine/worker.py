@@ -8,7 +8,6 @@ metadata database; it reports every result as a `StepOutcome`. What a step print
 from __future__ import annotations
 
 import importlib
-import os
 import resource
 import sys
 import time

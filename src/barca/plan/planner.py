@@ -16,7 +16,7 @@ from typing import Any, Mapping, Sequence
 from barca.discover.model import Definition
 from barca.graph import Graph
 from barca.plan.hashes import column_digest, context_digest, digest, run_hash
-from barca.plan.keys import keys_from_value, split_label, static_keys
+from barca.plan.keys import split_label, static_keys
 from barca.plan.model import KnownOutput, NodePlan, PlanOptions, Reason
 from barca.columns import HashColumn, JsonColumn, same_value
 from barca.state import EMPTY_STATE, NodeState
