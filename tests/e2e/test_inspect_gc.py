@@ -125,8 +125,10 @@ def test_env_collects_only_that_environment(versions: Path) -> None:
 
 def test_human_output_and_bad_size(versions: Path) -> None:
     out = barca(versions, "gc", "--dry-run", "--pretty").expect(0).stdout.splitlines()
-    assert sum(line.startswith("Would remove: .barca/artifacts/") for line in out) == 8
-    assert out[-1].startswith("would remove 8 files")
+    assert out[0].startswith("Would remove 8 files (") and "kept 4 current results" in out[0]
+    assert sum(line.startswith("  .barca/artifacts/") for line in out) == 8
+    done = barca(versions, "gc", "--pretty").expect(0).stdout
+    assert done.startswith("Removed 8 files (")
     bad = barca(versions, "gc", "--max-size", "lots").expect(2)
     assert "--max-size" in bad.envelope["error"] and "500MB" in bad.envelope["remediation"]
 

@@ -118,7 +118,8 @@ def check_sources(project: Project, paths: list[str]) -> tuple[Check, tuple]:
     except UsageError as exc:
         return Check("sources", False, exc.message, exc.remediation), ()
     files = sorted({d.file for d in definitions})
-    return Check("sources", True, f"{len(definitions)} nodes in {len(files)} "
+    nodes = f"{len(definitions)} node{'s' if len(definitions) != 1 else ''}"
+    return Check("sources", True, f"{nodes} in {len(files)} "
                  f"file{'s' if len(files) != 1 else ''}: {', '.join(files)}",
                  data={"files": files, "nodes": len(definitions)}), definitions
 
@@ -138,8 +139,8 @@ def check_packages(project: Project, definitions: tuple) -> Check:
     missing = {m: why for m, why in needs.items() if importlib.util.find_spec(m) is None}
     data = {"needed": sorted(needs), "missing": sorted(missing)}
     if missing:
-        detail = "; ".join(f"{m} is not installed ({why[0]})" for m, why in sorted(
-            missing.items()))
+        detail = "; ".join(f"{m} is not installed ({'; '.join(why[:2])})" for m, why in
+                           sorted(missing.items()))
         return Check("packages", False, detail, f"install them into {sys.executable}, e.g. "
                      f"{sys.executable} -m pip install {' '.join(sorted(missing))}", data)
     found = ", ".join(sorted(needs)) or "no third-party package"

@@ -230,14 +230,18 @@ def _rel(path: Path, root: Path) -> str:
 
 def _report(body: dict[str, Any]) -> str:
     size = render.human_size
-    verb = "would remove" if body["dry_run"] else "removed"
-    lines = [f"{'Would remove' if body['dry_run'] else 'Removed'}: {c['path']} "
-             f"({size(c['bytes'])}, {c['reason']})" for c in body["evicted"]] \
-        if body["dry_run"] else []
-    lines.append(f"{verb} {body['evicted_files']} file{'s' if body['evicted_files'] != 1 else ''}"
-                 f" ({size(body['evicted_bytes'])}); kept {body['kept_files']} current "
-                 f"result{'s' if body['kept_files'] != 1 else ''} ({size(body['kept_bytes'])})")
+
+    def files(n: int, what: str) -> str:
+        return f"{n} {what}{'s' if n != 1 else ''}"
+
+    removed = f"{files(body['evicted_files'], 'file')} ({size(body['evicted_bytes'])})"
+    kept = f"kept {files(body['kept_files'], 'current result')} ({size(body['kept_bytes'])})"
+    if body["dry_run"]:
+        lines = [f"Would remove {removed}, oldest first; {kept}."]
+        lines += [f"  {c['path']} ({size(c['bytes'])}, {c['reason']})" for c in body["evicted"]]
+    else:
+        lines = [f"Removed {removed}; {kept}."]
     if body["limit_bytes"] is not None and body["after_bytes"] > body["limit_bytes"]:
-        lines.append(f"still {size(body['after_bytes'])}, over --max-size "
-                     f"{size(body['limit_bytes'])}: the rest are current results, never removed")
+        lines.append(f"Still {size(body['after_bytes'])}, over --max-size "
+                     f"{size(body['limit_bytes'])}: the rest are current results, never removed.")
     return "\n".join(lines)
