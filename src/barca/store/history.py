@@ -332,19 +332,16 @@ def latest_results(conn: sqlite3.Connection | None, node_ids: Sequence[str]
     """Per node, the results its stored state points to (nodes without one are left out)."""
     from barca.store.metadata import load_states
 
-    loaded = load_states(conn, node_ids)
-    states = loaded[0] if isinstance(loaded, tuple) else loaded
+    states, _ = load_states(conn, node_ids)
     out = {}
     for node_id, state in states.items():
-        n = len(state.run_hash)
+        n = len(state)
         if not n:
             continue
-        fmt_at = getattr(state, "fmt_at", None)
-        keys = tuple(state.keys[i] for i in range(n))
-        hashes = tuple(state.run_hash[i] for i in range(n))
+        keys = tuple(state.keys)
+        hashes = tuple(state.run_hash)
         recorded = _recorded_paths(conn, node_id)
-        out[node_id] = Latest(keys, hashes,
-                              tuple(fmt_at(i) if fmt_at else state.fmt[i] for i in range(n)),
+        out[node_id] = Latest(keys, hashes, tuple(state.fmt_at(i) for i in range(n)),
                               tuple(recorded.get(pair) for pair in zip(keys, hashes)))
     return out
 

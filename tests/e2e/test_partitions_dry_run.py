@@ -1,0 +1,186 @@
+"""How a dry run reports partitioned steps.
+
+JSON: `steps[].action == "partial"` with `partitions{total, cached, will_run, will_run_keys}`
+(at most 20 keys, lexical order, `dim=value`) and `partitions.changed` giving each listed key
+that ran before its cause. Human: `partial  <c> of <t> keys cached; will run: retailer=r.. (value
+... changed), ..., +N more`. The sensor is observed, nothing else runs, nothing is written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from conftest import barca, lines, write
+
+PIPELINE = """
+    import json
+    from pathlib import Path
+    from barca import asset, partitions_from, sensor
+
+    @sensor()
+    def retailer_versions() -> dict:
+        return json.loads(Path("versions.json").read_text())
+
+    @asset(partitions={"retailer": partitions_from(retailer_versions)})
+    def cleaned(retailer: str, retailer_versions) -> str:
+        with open("executed.log", "a") as fh:
+            fh.write(retailer + "\\n")
+        return f"{retailer}@{retailer_versions}"
+"""
+
+# declared in reverse, so that lexical order differs from the dict's order
+KEYS = [f"r{i:02d}" for i in reversed(range(30))]
+
+
+def _versions(root: Path, changed: range = range(0), new: int = 0) -> None:
+    versions = {k: 1 for k in KEYS}
+    for i in changed:
+        versions[f"r{i:02d}"] = 2
+    for i in range(new):
+        versions[f"n{i:02d}"] = 0
+    (root / "versions.json").write_text(json.dumps(versions))
+
+
+def _snapshot(root: Path) -> dict[str, str]:
+    return {p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted((root / ".barca").rglob("*")) if p.is_file()}
+
+
+@pytest.fixture
+def warm(project: Path) -> Path:
+    write(project, {"pipeline.py": PIPELINE})
+    _versions(project)
+    barca(project, "get", "cleaned", "pipeline.py").expect(0)
+    (project / "executed.log").unlink()
+    return project
+
+
+def test_dry_run_json_counts_keys_lists_at_most_20_and_gives_each_ones_cause(
+        warm: Path) -> None:
+    _versions(warm, changed=range(3, 27), new=2)         # 24 changed + 2 new of 32
+    before = _snapshot(warm)
+    dry = barca(warm, "get", "cleaned", "pipeline.py", "--dry-run").expect(0)
+    assert dry.json["dry_run"] is True
+    step = dry.steps["cleaned"]
+    assert step["action"] == "partial"
+    parts = step["partitions"]
+    assert (parts["total"], parts["cached"], parts["will_run"]) == (32, 6, 26)
+    expected = sorted([f"retailer=r{i:02d}" for i in range(3, 27)]
+                      + ["retailer=n00", "retailer=n01"])[:20]
+    assert parts["will_run_keys"] == expected           # first 20 in lexical order
+    assert all(key.startswith("retailer=") for key in parts["will_run_keys"])
+    # every listed key that ran before has its cause; new keys have none
+    assert parts["changed"] == {k: ["value pipeline.py:retailer_versions"]
+                                for k in expected if not k.startswith("retailer=n")}
+    assert dry.json["summary"] == {"will_run": 27, "cached": 6, "unknown": 0}
+    assert _snapshot(warm) == before
+    assert not (warm / "executed.log").exists()
+
+    real = barca(warm, "get", "cleaned", "pipeline.py").expect(0)
+    assert real.json["steps_executed"] == dry.json["summary"]["will_run"]
+    assert len(lines(warm / "executed.log")) == 26
+
+
+def test_dry_run_table_line_names_at_most_20_keys_with_their_cause_then_a_count(
+        warm: Path) -> None:
+    _versions(warm, changed=range(5, 29))                # 24 of 30
+    dry = barca(warm, "get", "cleaned", "pipeline.py", "--dry-run", "--pretty").expect(0)
+    row = next(line for line in dry.stdout.splitlines() if line.startswith("partial"))
+    m = re.fullmatch(r"partial\s+6 of 30 keys cached; will run: (?P<keys>.*), \+4 more"
+                     r"\s+pipeline\.py:cleaned", row)
+    assert m, row
+    listed = m["keys"].split(", ")
+    assert listed == [f"retailer=r{i:02d} (value pipeline.py:retailer_versions changed)"
+                      for i in range(5, 25)]
+    assert "25 will run, 6 cached, 0 unknown" in dry.stdout
+    assert not (warm / "executed.log").exists()
+
+
+def test_dry_run_table_line_for_one_changed_key(warm: Path) -> None:
+    _versions(warm, changed=range(10, 11))
+    dry = barca(warm, "get", "cleaned", "pipeline.py", "--dry-run", "--pretty").expect(0)
+    assert re.search(r"^partial\s+29 of 30 keys cached; will run: retailer=r10 "
+                     r"\(value pipeline\.py:retailer_versions changed\)\s+pipeline\.py:cleaned$",
+                     dry.stdout, re.M), dry.stdout
+    assert re.search(r"^will run\s+sensors always re-run\s+pipeline\.py:retailer_versions$",
+                     dry.stdout, re.M), dry.stdout
+    assert "+" not in dry.stdout.split("retailer=r10", 1)[1].splitlines()[0]
+
+
+CHAIN = """
+    import json
+    from pathlib import Path
+    from barca import asset, collect, partitions_from, sensor
+
+    def _ran(name):
+        with open("executed.log", "a") as fh:
+            fh.write(name + "\\n")
+
+    @sensor()
+    def versions() -> dict:
+        return json.loads(Path("versions.json").read_text())
+
+    @asset(partitions={"k": partitions_from(versions)})
+    def cleaned(k: str, versions) -> dict:
+        _ran("cleaned k=" + k)
+        if versions == "fail":
+            raise ValueError("cannot clean " + k)
+        return {"k": k, "v": versions}
+
+    @asset(partitions={"k": partitions_from(cleaned)})
+    def scored(k: str, cleaned: dict) -> str:
+        _ran("scored k=" + k)
+        return f"{k}={cleaned['v']}"
+
+    @asset(inputs={"all": collect(scored)})
+    def summary(all: list) -> list:
+        _ran("summary")
+        return all
+"""
+
+BASE = {"a": 1, "b": 1, "c": 1, "d": 1}
+
+
+@pytest.mark.parametrize("warm, versions, flags", [
+    (False, BASE, []),
+    (True, BASE, []),
+    (True, {**BASE, "b": 2}, []),
+    (True, {**BASE, "e": 1}, []),
+    (True, {"a": 1, "c": 1, "d": 1}, []),
+    (True, {**BASE, "b": 2, "c": 2}, ["--partition", "k=b"]),
+    (True, BASE, ["--refresh", "scored"]),
+    ("failed", BASE, []),
+], ids=["cold", "warm", "value-changed", "key-added", "key-removed", "partition", "refresh",
+        "after-failure"])
+def test_dry_run_predicts_exactly_the_keys_the_real_run_executes(project: Path, warm, versions,
+                                                                 flags) -> None:
+    write(project, {"pipeline.py": CHAIN})
+    if warm:
+        first = {**BASE, "d": "fail"} if warm == "failed" else BASE
+        (project / "versions.json").write_text(json.dumps(first))
+        barca(project, "get", "summary", "pipeline.py").expect(1 if warm == "failed" else 0)
+        (project / "executed.log").unlink()
+    (project / "versions.json").write_text(json.dumps(versions))
+    before = _snapshot(project) if warm else None
+
+    dry = barca(project, "get", "summary", "pipeline.py", "--dry-run", *flags).expect(0)
+    assert not (project / "executed.log").exists()
+    if warm:
+        assert _snapshot(project) == before
+    else:
+        assert not (project / ".barca").exists()
+
+    real = barca(project, "get", "summary", "pipeline.py", *flags).expect(0)
+    assert dry.json["summary"]["will_run"] == real.json["steps_executed"]
+    predicted = []
+    for name in ("cleaned", "scored"):
+        predicted += [f"{name} {k}" for k in dry.steps[name]["partitions"]["will_run_keys"]]
+        assert dry.steps[name]["partitions"] == real.steps[name]["partitions"]
+    if dry.steps["summary"]["action"] == "run":
+        predicted.append("summary")
+    assert sorted(lines(project / "executed.log")) == sorted(predicted)
