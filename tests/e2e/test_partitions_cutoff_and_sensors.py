@@ -164,10 +164,6 @@ def test_a_partitioned_sensor_runs_once_per_key_on_every_run(sensors: Path) -> N
     assert (latest["steps_executed"], latest["steps_cached"]) == (3, 3)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: a partitions_from reader of a partitioned sensor never reruns when a sensor key's "
-    "value changes: the planner folds the sensor key's run hash (constant) into the reader's "
-    "key, not its output, so the reader keeps serving the stale value"))
 def test_a_reader_of_a_partitioned_sensor_reruns_the_key_whose_value_changed(
         sensors: Path) -> None:
     barca(sensors, "get", "data", "pipeline.py").expect(0)

@@ -127,9 +127,6 @@ def test_status_shows_the_failed_keys_and_blocks_the_readers_of_those_keys(
     assert _node(after, "score")["partitions"]["blocked_keys"] == ["k=d"]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: when some keys of a partitioned target fail, the JSON result has no final_output; "
-    "the reference (v0.33 §1.6, §6.1) says the failed result still carries the good keys"))
 def test_a_failed_partitioned_target_still_returns_its_good_keys(failing: Path) -> None:
     got = barca(failing, "get", "load", "pipeline.py").expect(1)
     assert got.json["final_output"] == {"k=a": "v-a", "k=c": "v-c"}

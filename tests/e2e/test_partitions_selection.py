@@ -114,12 +114,8 @@ def test_partition_naming_a_dimension_not_in_the_cone_is_a_usage_error(pipeline:
 @pytest.mark.parametrize("target, value", [
     ("load", "zz"),
     ("load", "a,zz"),
-    pytest.param("score", "zz", marks=pytest.mark.xfail(strict=True, reason=(
-        "BUG: a value matching no static key is accepted (exit 0, nothing runs) when the cone "
-        "also holds a partitions_from mirror of the static node: check_selection treats any "
-        "'from' dimension as keys-unknown"))),
-    pytest.param("total", "a,zz", marks=pytest.mark.xfail(strict=True, reason=(
-        "BUG: same as above; the mirror `score` hides the static keys of `load`"))),
+    ("score", "zz"),
+    ("total", "a,zz"),
 ])
 def test_partition_value_matching_no_static_key_is_a_usage_error(pipeline: Path, target: str,
                                                                  value: str) -> None:
@@ -188,9 +184,6 @@ def test_partition_value_absent_from_a_dynamic_source_computes_nothing(keyed: Pa
     assert _ran(keyed) == []
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: a --partition value that none of a dynamic node's keys has is silently ignored; "
-    "the reference (v0.33 §1.2) says the node warns (nothing on stderr, warnings[] empty)"))
 def test_partition_value_absent_from_a_dynamic_source_is_warned_about(keyed: Path) -> None:
     got = barca(keyed, "get", "cleaned", "pipeline.py", "--partition", "k=zz").expect(0)
     assert "zz" in got.stderr or any("zz" in w["message"] for w in got.json["warnings"])

@@ -257,11 +257,6 @@ def test_multi_dimension_values_holding_commas_and_equals_signs_are_passed_whole
     assert len(dirs) == 4
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: a multi-dimension key is kept as the text `dim=v,dim=v` and split back on ',' + "
-    "identifier + '='; a value holding ',<other dimension>=' (region 'x,day=2') is split "
-    "wrongly: the function gets region='x', day='2', and keys day=1 and day=2 share one "
-    "artifact directory"))
 def test_a_value_that_looks_like_another_dimension_is_still_passed_whole(project: Path) -> None:
     write(project, {"pipeline.py": """
         from barca import asset, partitions

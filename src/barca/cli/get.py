@@ -129,13 +129,13 @@ def _print_run(command: str, target: str | None, result: RunResult, mode: str) -
     failure = result.failed[0] if result.failed else None
     if len(result.targets) > 1:
         body["targets"] = _targets_json(result, target)
-    elif failure is None:
+    elif failure is None or _keeps_good_keys(result):
         body["final_output"] = final_output(result, _final_node(result))
     if failure is not None:
         body["failed_node"] = failure.step_id
         body["error"] = failure.error_message
     body["steps"] = steps
-    body["warnings"] = []
+    body["warnings"] = selection_warnings(result)
     if mode == "json":
         emit_json(body)
     else:
@@ -229,6 +229,29 @@ def _ignored_refresh(result: RunResult, node_id: str) -> str | None:
             f"'{graph.nodes[sources[0]].name}'; drop --no-cascade to recompute it")
 
 
+def _keeps_good_keys(result: RunResult) -> bool:
+    """A partitioned target whose failed keys are its own still returns its good keys."""
+    node_id = _final_node(result)
+    return node_id is not None and result.plans[node_id].partitioned and all(
+        o.node_id == node_id for o in result.failed)
+
+
+def selection_warnings(result: RunResult) -> list[dict[str, Any]]:
+    """`--partition` values that none of a node's keys has (keys known only after a run)."""
+    selection = result.options.partition
+    out = []
+    for node_id in result.order:
+        plan = result.plans[node_id]
+        for dim in plan.dims:
+            if dim in selection and not plan.unknown and not plan.keys:
+                message = (f"--partition {dim}={','.join(sorted(selection[dim]))} matches no "
+                           f"key of {node_id}; it computes nothing")
+                out.append({"kind": "partition_selection", "node": node_id, "param": dim,
+                            "message": message})
+                note(f"[barca] warning: {message}")
+    return out
+
+
 def _targets_json(result: RunResult, text: str | None) -> dict[str, Any]:
     """Each target as typed: its value, or the failure in its cone."""
     out = {}
@@ -259,7 +282,8 @@ def final_output(result: RunResult, node_id: str | None) -> Any:
             "truncated": len(computed) > PARTITION_LIMIT,
             "hint": "pass --partition DIM=VALUE to get chosen keys, or read them with barca sql"}}
     return {plan.label(k): _output_value(result, node_id, k)
-            for k in sorted(plan.keys, key=plan.label)}
+            for k in sorted(plan.keys, key=plan.label)
+            if result.artifact_of(node_id, k) is not None}
 
 
 def _final_node(result: RunResult) -> str | None:

@@ -82,6 +82,8 @@ def first_run_keys(plan: NodePlan, n: int = KEYS_LISTED) -> list[int]:
     import heapq
 
     keys = plan.keys
+    if len(plan.dims) > 1:
+        return heapq.nsmallest(n, plan.run, key=lambda i: plan.label(keys[i]))
     return heapq.nsmallest(n, plan.run, key=lambda i: keys[i])
 
 
@@ -97,14 +99,18 @@ def why(plan: NodePlan) -> str:
         return reason_text(plan.reasons[0]) if plan.run else "cached"
     total = len(plan.keys)
     if not plan.run:
-        return f"{total} keys cached"
+        return f"{plural(total, 'key')} cached"
     if plan.kind in ("sensor", "task") or len(plan.run) == total and _same_reason(plan):
-        return f"{total} keys; {reason_text(plan.reasons[plan.run[0]])}"
+        return f"{plural(total, 'key')}; {reason_text(plan.reasons[plan.run[0]])}"
     listed = first_run_keys(plan)
     items = ", ".join(f"{plan.label(plan.keys[i])} ({key_cause(plan.reasons[i])})"
                       for i in listed)
     more = f", +{len(plan.run) - len(listed)} more" if len(plan.run) > len(listed) else ""
     return f"{plan.cached_count} of {total} keys cached; will run: {items}{more}"
+
+
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
 
 
 def _same_reason(plan: NodePlan) -> bool:

@@ -87,11 +87,11 @@ def check_selection(graph: Graph, cone: frozenset[str], selection: dict[str, fro
     for node_id in cone:
         for dim in graph.nodes[node_id].dimensions:
             known = dims.setdefault(dim.name, set())
-            if dim.kind == "from":
-                dims[dim.name] = None  # keys known only when the source has run
+            values = _values_known_in_advance(graph, node_id, dim.name, expr_keys)
+            if values is None:
+                dims[dim.name] = None  # keys known only when a source has run
             elif known is not None:
-                known.update(dim.keys if dim.kind == "static" else
-                             expr_keys[(node_id, dim.name)])
+                known.update(values)
     for dim, values in selection.items():
         if dim not in dims:
             raise UsageError(f"--partition names dimension '{dim}', which no node in this "
@@ -102,6 +102,22 @@ def check_selection(graph: Graph, cone: frozenset[str], selection: dict[str, fro
         if missing:
             raise UsageError(f"--partition {dim}={','.join(missing)} matches no key",
                              f"valid values include: {', '.join(sorted(known)[:10])}")
+
+
+def _values_known_in_advance(graph: Graph, node_id: str, dim: str,
+                             expr_keys: dict) -> Sequence[str] | None:
+    """A dimension's values before anything runs: through partitions_from mirrors down to
+    a partitions([...]) list; None when they come from a node's output."""
+    d = graph.nodes[node_id]
+    spec = next(x for x in d.dimensions if x.name == dim)
+    if spec.kind == "static":
+        return spec.keys or ()
+    if spec.kind == "expr":
+        return expr_keys[(node_id, dim)]
+    source = graph.nodes[spec.source]
+    if not source.dimensions:
+        return None
+    return _values_known_in_advance(graph, source.node_id, source.dimensions[0].name, expr_keys)
 
 
 def check_target_kinds(graph: Graph, command: str, targets: Sequence[str],

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from barca.columns import HashColumn, JsonColumn
+from barca.plan.keys import label_of
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,10 +80,13 @@ class NodePlan:
     unknown: str | None = None
     unknown_detail: str | None = None
     partitioned: bool = False
-    key_prefix: str = ""  # "retailer=" for a one-dimension node: label = key_prefix + key
+    dims: tuple[str, ...] = ()  # dimension names, sorted
 
     def label(self, key: str) -> str:
-        return self.key_prefix + key
+        """`retailer=r1`: the key as users see it (see barca.plan.keys)."""
+        if len(self.dims) == 1:
+            return f"{self.dims[0]}={key}"
+        return label_of(self.dims, key)
 
     @property
     def cached_count(self) -> int:

@@ -16,7 +16,7 @@ from typing import Any, Mapping, Sequence
 from barca.discover.model import Definition
 from barca.graph import Graph
 from barca.plan.hashes import column_digest, context_digest, digest, run_hash
-from barca.plan.keys import split_label, static_keys
+from barca.plan.keys import key_args, static_keys
 from barca.plan.model import KnownOutput, NodePlan, PlanOptions, Reason
 from barca.columns import HashColumn, JsonColumn, same_value
 from barca.state import EMPTY_STATE, NodeState
@@ -64,7 +64,7 @@ def plan_node(d: Definition, graph: Graph, plans: Mapping[str, NodePlan], state:
     if options.partition and d.dimensions:
         keys, key_values = narrow_keys(d, keys, key_values, options.partition)
     parts = _unkeyed_parts(d, graph, plans, known, options)
-    labels, columns, value_slots = _keyed_columns(d, graph, plans, keys, key_values)
+    labels, columns, value_slots = _keyed_columns(d, graph, plans, known, keys, key_values)
     context = context_digest(d.definition_hash, parts)
     parts = {**dict(d.hash_parts), **parts}
     hashes, run = _decide(keys, context, columns, value_slots, state)
@@ -76,7 +76,7 @@ def plan_node(d: Definition, graph: Graph, plans: Mapping[str, NodePlan], state:
         reasons = _explain(run, keys, hashes, columns, labels, context, parts, state, d)
     return NodePlan(d.node_id, d.kind, keys, hashes, context, parts, columns, labels,
                     tuple(run), reasons, key_values, partitioned=bool(d.dimensions),
-                    key_prefix=f"{d.dimensions[0].name}=" if len(d.dimensions) == 1 else "")
+                    dims=tuple(sorted(dim.name for dim in d.dimensions)))
 
 
 def _unknown_upstream(d: Definition, graph: Graph, plans: Mapping[str, NodePlan],
@@ -108,7 +108,7 @@ def narrow_keys(d: Definition, keys: JsonColumn, key_values: JsonColumn | None,
         kept = [i for i, k in enumerate(keys) if k in wanted]
     else:
         kept = [i for i, k in enumerate(keys)
-                if all(v in selection[n] for n, v in split_label(k).items() if n in selection)]
+                if all(v in selection[n] for n, v in key_args(d, k).items() if n in selection)]
     values = None if key_values is None else JsonColumn([key_values[i] for i in kept])
     return JsonColumn([keys[i] for i in kept]), values
 
@@ -182,8 +182,13 @@ def _mirrored_inputs(d: Definition, graph: Graph) -> list[str]:
 
 
 def _keyed_columns(d: Definition, graph: Graph, plans: Mapping[str, NodePlan],
-                   keys: JsonColumn, key_values: JsonColumn | None):
-    """Each per-key part as a column aligned with `keys`: labels, columns, raw-value slots."""
+                   known: Mapping[str, KnownOutput], keys: JsonColumn,
+                   key_values: JsonColumn | None):
+    """Each per-key part as a column aligned with `keys`: labels, columns, raw-value slots.
+
+    A key of a partitioned upstream contributes its run hash, or the digest of its bytes when
+    the upstream is a sensor (its code never changes what it observes) or a cutoff asset.
+    """
     labels: list[str] = []
     columns: list[Any] = []
     value_slots: list[int] = []
@@ -191,11 +196,13 @@ def _keyed_columns(d: Definition, graph: Graph, plans: Mapping[str, NodePlan],
         up = graph.nodes[up_id]
         source = plans[up_id]
         labels.append(f"{'sensor' if up.kind == 'sensor' else 'input'} {up_id}")
+        column = known[up_id].output_hashes if up.kind == "sensor" or up.cutoff \
+            else source.run_hashes
         if source.keys is keys or source.keys == keys:
-            columns.append(source.run_hashes)
+            columns.append(column)
         else:
             source.keys.indexed()
-            columns.append(HashColumn(source.run_hashes[source.keys.index(k)] for k in keys))
+            columns.append(HashColumn(column[source.keys.index(k)] for k in keys))
     if key_values is not None:
         value_slots.append(len(labels))
         labels.append(f"value {graph.key_source(d.node_id)}")
