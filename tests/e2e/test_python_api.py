@@ -7,7 +7,6 @@ so the API is used exactly as a user would, in a fresh interpreter, against a re
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path

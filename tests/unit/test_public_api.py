@@ -11,7 +11,6 @@ import json
 import subprocess
 import sys
 
-import pytest
 
 PUBLIC = [
     "Always", "BarcaError", "Cancelled", "Failed", "InfraError", "Manual", "Schedule",
