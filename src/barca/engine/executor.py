@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Protocol, Sequence
 
 from barca.errors import InfraError
-from barca.engine.protocol import (FrameBuffer, Lease, LogLine, Shutdown, StepOutcome, StepSpec,
-                                StepStarted, Warm, encode)
+from barca.engine.protocol import (FrameBuffer, Lease, LogLine, Outcomes, Shutdown, StepOutcome,
+                                StepSpec, StepStarted, Warm, encode)
 
 
 class Executor(Protocol):
@@ -145,6 +145,8 @@ class LocalExecutor:
             lease = self._draw(share - len(worker.leased))
             if not lease:
                 break
+            if not worker.leased:  # an idle worker starts on the first step at once
+                self._mark_running(worker, lease[0], 1)
             worker.leased.extend(lease)
             self._send(worker, Lease(lease))
 
@@ -173,15 +175,23 @@ class LocalExecutor:
     def _handle(self, worker: _Worker, message: Any) -> list[StepOutcome | LogLine]:
         if isinstance(message, StepStarted):
             step = next(s for s in worker.leased if s.step_id == message.step_id)
-            worker.running, worker.attempt = step, message.attempt
-            worker.deadline = time.monotonic() + step.timeout_seconds
+            self._mark_running(worker, step, message.attempt)
             return []
-        if isinstance(message, StepOutcome):
+        if isinstance(message, Outcomes):
             self.crashes = 0
-            self._retire(worker, message.step_id)
-            worker.running = None
-            return [message]
+            for outcome in message.items:
+                self._retire(worker, outcome.step_id)
+            # the worker moved on to its next leased step, at the latest now
+            if worker.leased:
+                self._mark_running(worker, worker.leased[0], 1)
+            else:
+                worker.running = None
+            return list(message.items)
         return [message]
+
+    def _mark_running(self, worker: _Worker, step: StepSpec, attempt: int) -> None:
+        worker.running, worker.attempt = step, attempt
+        worker.deadline = time.monotonic() + step.timeout_seconds
 
     def _retire(self, worker: _Worker, step_id: str) -> None:
         for i, step in enumerate(worker.leased):

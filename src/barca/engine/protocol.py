@@ -91,7 +91,15 @@ class Shutdown(NamedTuple):
     reason: str = "done"
 
 
+class Outcomes(NamedTuple):
+    """Worker -> coordinator: steps that finished, sent together to save round trips."""
+
+    items: tuple[StepOutcome, ...]
+
+
 class StepStarted(NamedTuple):
+    """Worker -> coordinator: a retry attempt began (its timeout starts again)."""
+
     step_id: str
     attempt: int
 

@@ -10,13 +10,17 @@ from __future__ import annotations
 import importlib
 import resource
 import sys
+import threading
 import time
 import traceback
 from pathlib import Path
 from typing import Any
 
-from barca.engine.protocol import (Lease, LogLine, Shutdown, StepOutcome, StepSpec, StepStarted,
-                                Warm, read_frame, write_frame)
+from barca.engine.protocol import (Lease, LogLine, Outcomes, Shutdown, StepOutcome, StepSpec,
+                                StepStarted, Warm, read_frame, write_frame)
+
+FLUSH_EVERY = 16  # outcomes per message at most...
+FLUSH_SECONDS = 0.02  # ...and never held longer than this
 from barca.store.artifacts import choose_format, encode_json, read_value, write_value
 
 
@@ -51,13 +55,40 @@ class Worker:
         self.in_fd, self.out_fd, self.root = in_fd, out_fd, root
         self.current = ""
         self.modules: dict[str, Any] = {}
+        self.finished: list[StepOutcome] = []
+        self.lock = threading.Lock()
 
     def send(self, message: Any) -> None:
-        write_frame(self.out_fd, message)
+        with self.lock:
+            write_frame(self.out_fd, message)
+
+    def finish(self, outcome: StepOutcome) -> None:
+        with self.lock:
+            self.finished.append(outcome)
+            full = len(self.finished) >= FLUSH_EVERY
+        if full:
+            self.flush()
+
+    def flush(self) -> None:
+        """Report finished steps; many small steps share one message."""
+        with self.lock:
+            if self.finished:
+                write_frame(self.out_fd, Outcomes(tuple(self.finished)))
+                self.finished = []
+
+    def _flush_regularly(self) -> None:
+        """No outcome waits longer than FLUSH_SECONDS, even behind a long step."""
+        while True:
+            time.sleep(FLUSH_SECONDS)
+            try:
+                self.flush()
+            except OSError:
+                return
 
     def serve(self) -> None:
         sys.stdout = _StepStream(self, "stdout")
         sys.stderr = _StepStream(self, "stderr")
+        threading.Thread(target=self._flush_regularly, daemon=True).start()
         while True:
             try:
                 message = read_frame(self.in_fd)
@@ -67,7 +98,8 @@ class Worker:
                 return
             if isinstance(message, Lease):
                 for step in message.steps:
-                    self.send(self.run_step(step))
+                    self.finish(self.run_step(step))
+                self.flush()
             elif isinstance(message, Warm):
                 for file in message.files:
                     try:
@@ -81,7 +113,9 @@ class Worker:
         attempt = 0
         while True:
             attempt += 1
-            self.send(StepStarted(step.step_id, attempt))
+            if attempt > 1:  # the coordinator restarts this step's timeout
+                self.flush()
+                self.send(StepStarted(step.step_id, attempt))
             try:
                 outcome = self._attempt(step, attempt, started)
             except BaseException as exc:  # the user's step failed: report it as data
