@@ -383,7 +383,7 @@ def test_an_unchanged_value_is_cached_and_so_is_everything_below_it(chain: Path)
     assert one.steps["cleaned"]["changed"] == ["value pipeline.py:versions"]
     assert one.steps["scored"]["changed"] == ["input pipeline.py:cleaned"]
     assert _ran(chain) == ["cleaned b", "scored b", "summary"]
-    assert one.json["final_output"] == ["c:1", "a:1", "b:2"]
+    assert one.json["final_output"] == ["a:1", "b:2", "c:1"]
 
 
 def test_a_new_key_runs_only_that_key(chain: Path) -> None:
@@ -392,7 +392,7 @@ def test_a_new_key_runs_only_that_key(chain: Path) -> None:
     assert got.steps["cleaned"]["partitions"] == {
         "total": 4, "cached": 3, "will_run": 1, "will_run_keys": ["k=d"]}
     assert _ran(chain) == ["cleaned d", "scored d", "summary"]
-    assert got.json["final_output"] == ["c:1", "a:1", "b:1", "d:5"]
+    assert got.json["final_output"] == ["a:1", "b:1", "c:1", "d:5"]
 
 
 def test_a_removed_key_runs_nothing_and_is_no_longer_returned(chain: Path) -> None:
@@ -408,17 +408,21 @@ def test_a_removed_key_runs_nothing_and_is_no_longer_returned(chain: Path) -> No
     assert _ran(chain) == []
 
 
-def test_collect_gets_declared_key_order_and_reruns_on_add_remove_and_recompute(
+def test_collect_gets_keys_in_sorted_order_and_reruns_on_add_remove_and_recompute(
         chain: Path) -> None:
+    """A dict source's order carries no meaning (a query's rows come in any order), so its
+    keys are taken sorted: the same keys in another order change nothing."""
     def summary() -> tuple[str, list]:
         got = barca(chain, "get", "summary", "pipeline.py").expect(0)
         return got.statuses()["summary"], got.json["final_output"]
 
-    assert summary() == ("cached", ["c:1", "a:1", "b:1"])   # the dict's order, not sorted
+    assert summary() == ("cached", ["a:1", "b:1", "c:1"])   # sorted, not the dict's order
+    _versions(chain, '{"b": 1, "c": 1, "a": 1}')
+    assert summary() == ("cached", ["a:1", "b:1", "c:1"])   # reordered: nothing reruns
     _versions(chain, '{"c": 1, "a": 1, "b": 1, "d": 1}')
-    assert summary() == ("ran", ["c:1", "a:1", "b:1", "d:1"])   # added
+    assert summary() == ("ran", ["a:1", "b:1", "c:1", "d:1"])   # added
     _versions(chain, '{"c": 1, "a": 1, "d": 1}')
-    assert summary() == ("ran", ["c:1", "a:1", "d:1"])          # removed
+    assert summary() == ("ran", ["a:1", "c:1", "d:1"])          # removed
     _versions(chain, '{"c": 1, "d": 1}')
     assert summary() == ("ran", ["c:1", "d:1"])                 # removed again
     _versions(chain, '{"c": 1, "d": 2}')

@@ -95,11 +95,11 @@ def test_expression_dimension_keys_come_from_the_evaluated_expressions():
         ["day=d2,region=emea", "day=d1,region=emea"]
 
 
-def test_keys_from_a_dict_are_its_keys_in_order_with_each_keys_value():
+def test_keys_from_a_dict_are_its_keys_sorted_with_each_keys_value():
     value = {"r2": {"v": 2}, "r1": {"v": 1}}
     keys, values = keys_from_value(value)
 
-    assert keys == ["r2", "r1"]
+    assert keys == ["r1", "r2"]
     assert values == value
 
 

@@ -70,7 +70,7 @@ def source_output(value: Any, output: str = "bytes") -> KnownOutput:
     """What the coordinator knows of a key source that returned `value` (list or dict)."""
     keys, values = keys_from_value(value)
     return KnownOutput(HashColumn([digest(output)]), JsonColumn(keys),
-                       None if values is None else JsonColumn(list(values.values())))
+                       None if values is None else JsonColumn([values[k] for k in keys]))
 
 
 def output_of(text: str) -> KnownOutput:
@@ -84,8 +84,9 @@ def versions_seen(value: Mapping[str, Any]) -> dict[str, KnownOutput]:
 
 
 def packed_seen(value: Mapping[str, Any]) -> dict[str, KnownOutput]:
-    """`versions_seen`, with keys and values packed as a worker sends them."""
-    keys, values = list(value), list(value.values())
+    """`versions_seen`, with keys and values packed as a worker sends them (keys sorted)."""
+    keys = sorted(value)
+    values = [value[k] for k in keys]
     return {VERSIONS: KnownOutput(HashColumn([digest("versions-bytes")]),
                                   JsonColumn(packed=orjson.dumps(keys), n=len(keys)),
                                   JsonColumn(packed=orjson.dumps(values), n=len(values)))}
@@ -653,7 +654,7 @@ def test_reordered_keyed_source_keeps_each_keys_run_hash_and_runs_nothing():
     first = plan_all(PIPELINE, known=versions_seen({"r1": 1, "r2": 2, "r3": 3}))
     plans = plan_all(PIPELINE, recorded(first), versions_seen({"r3": 3, "r1": 1, "r2": 2}))
 
-    assert keys_of(plans[FETCH]) == ["r3", "r1", "r2"]
+    assert keys_of(plans[FETCH]) == ["r1", "r2", "r3"]  # a dict source's keys come sorted
     assert dict(zip(plans[FETCH].keys, plans[FETCH].run_hashes)) == \
         dict(zip(first[FETCH].keys, first[FETCH].run_hashes))
     assert running(plans[FETCH]) == {}

@@ -231,7 +231,7 @@ class _Run:
         path, fmt = self._artifact(node_id, "")
         keys, values = keys_from_value(read_value(path, fmt))
         return KnownOutput(hashes, JsonColumn(keys),
-                           None if values is None else JsonColumn(list(values.values())))
+                           None if values is None else JsonColumn([values[k] for k in keys]))
 
     # -- execution --------------------------------------------------------------------------
 

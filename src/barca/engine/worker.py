@@ -244,11 +244,13 @@ def _key_columns(value: Any) -> tuple:
     """The keys (and values) packed as JSON lists, so the coordinator can compare them whole."""
     import orjson
 
-    keys = list(value)
-    if not all(k.__class__ is str for k in keys):
-        keys = [str(k) for k in keys]
-    values = orjson.dumps(list(value.values())) if isinstance(value, dict) else None
-    return len(keys), orjson.dumps(keys), values
+    if isinstance(value, dict):
+        by_text = value if all(k.__class__ is str for k in value) else {
+            str(k): v for k, v in value.items()}
+        keys = sorted(by_text)  # a dict's order carries no meaning (a query's rows come in any)
+        return len(keys), orjson.dumps(keys), orjson.dumps([by_text[k] for k in keys])
+    keys = [k if k.__class__ is str else str(k) for k in value]
+    return len(keys), orjson.dumps(keys), None
 
 
 def _failure(step: StepSpec, attempt: int, started: float, exc: BaseException) -> StepOutcome:

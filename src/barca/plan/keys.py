@@ -70,9 +70,11 @@ def static_keys(d: Definition, expr_keys: Mapping[tuple[str, str], Sequence[str]
 
 
 def keys_from_value(value: Any) -> tuple[list[str], dict[str, Any] | None]:
-    """Keys from a list or dict source; for a dict also key -> that key's value."""
+    """Keys from a list source in its order, or a dict source's keys sorted (a dict built from
+    a query's rows comes in any order, which must not change a plan); for a dict also
+    key -> that key's value."""
     if isinstance(value, dict):  # read back from JSON: its keys are already str
-        return list(value), value
+        return sorted(value), value
     if isinstance(value, (list, tuple)):
         return [key_text(v) for v in value], None
     raise TypeError(f"a partitions_from source must return a list or a dict, "
