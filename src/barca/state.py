@@ -156,38 +156,47 @@ def _is_hex(text: str) -> bool:
 EMPTY_STATE = NodeState()
 
 
-def state_after_run(plan: Any, old: NodeState, ran: dict[str, tuple], failed: dict[str, list],
-                    keep_output_hash: bool, whole: bool) -> NodeState:
+FORMATS = ("json", "parquet", "pickle", "csv")
+
+
+def ran_entry(index: int, fmt: str) -> int:
+    """A key run in this run: its position in the plan and its format, in one small int."""
+    return index * 4 + FORMATS.index(fmt)
+
+
+def unpack_entry(entry: int) -> tuple[int, str]:
+    return entry >> 2, FORMATS[entry & 3]
+
+
+def state_after_run(plan: Any, old: NodeState, ran: dict[str, int], digests: dict[str, str],
+                    failed: dict[str, list], keep_output_hash: bool, whole: bool) -> NodeState:
     """The snapshot after a run: every current key at its current run hash when the run left
     the node complete, else the old snapshot with this run's successes and failures added.
 
-    plan: the node's NodePlan; ran: key -> (format, output digest or None, run hash) of the
-    keys that succeeded in this run.
+    plan: the node's NodePlan; ran: key -> ran_entry of the keys that succeeded in this run;
+    digests: key -> output digest, for nodes whose readers need them.
     """
     complete = whole and not failed and all(plan.keys[i] in ran for i in plan.run)
     if not complete:
-        if len(ran) > 16:
-            plan.keys.indexed()
-        records = [(k, v[2], plan.context, _sig_of(plan, k), v[0], v[1])
-                   for k, v in ran.items()]
+        records = []
+        for key, entry in ran.items():
+            i, fmt = unpack_entry(entry)
+            records.append((key, plan.run_hashes[i], plan.context,
+                            [column[i] for column in plan.signatures], fmt, digests.get(key)))
         new = old.with_records(records)
         new.parts.setdefault(plan.context, dict(plan.context_parts))
         new.failed.update(failed)
         return new
-    fmt, output = _formats_and_digests(plan, old, ran, keep_output_hash)
+    fmt, output = _formats_and_digests(plan, old, ran, digests, keep_output_hash)
     return NodeState(plan.keys, plan.run_hashes, 0, [plan.context], plan.signatures, fmt,
                      output, {plan.context: dict(plan.context_parts)}, {})
 
 
-def _sig_of(plan: Any, key: str) -> list[Any]:
-    i = plan.keys.index(key)
-    return [column[i] for column in plan.signatures]
-
-
-def _formats_and_digests(plan: Any, old: NodeState, ran: dict[str, tuple],
-                         keep: bool) -> tuple[str | list[str], HashColumn | None]:
+def _formats_and_digests(plan: Any, old: NodeState, ran: dict[str, int],
+                         digests: dict[str, str], keep: bool
+                         ) -> tuple[str | list[str], HashColumn | None]:
     """Format (and, when kept, output digest) of every key: from this run or the old snapshot."""
-    formats = {v[0] for v in ran.values()}
+    formats = {FORMATS[entry & 3] for entry in ran.values()}
     cached_fmt = old.fmt if isinstance(old.fmt, str) and len(old) else None
     if not keep and len(formats) <= 1 and (cached_fmt is None or formats <= {cached_fmt}):
         uniform = next(iter(formats)) if formats else cached_fmt
@@ -195,18 +204,19 @@ def _formats_and_digests(plan: Any, old: NodeState, ran: dict[str, tuple],
             return uniform, None
     if len(plan.keys) > 16:
         old.keys.indexed()
-    fmts, digests = [], []
+    fmts, hashes = [], []
     for key in plan.keys:
         if key in ran:
-            fmts.append(ran[key][0])
-            digests.append(ran[key][1])
+            fmts.append(FORMATS[ran[key] & 3])
+            hashes.append(digests.get(key))
         else:
             j = old.find(key)
             fmts.append(old.fmt_at(j))
-            digests.append(old.output_hash_at(j))
+            hashes.append(old.output_hash_at(j))
     fmt: str | list[str] = fmts[0] if len(set(fmts)) == 1 else fmts
-    output = HashColumn(digests) if keep and all(digests) else None
+    output = HashColumn(hashes) if keep and all(hashes) else None
     return fmt, output
+
 
 _LEN = struct.Struct(">I")
 

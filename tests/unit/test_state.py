@@ -14,7 +14,8 @@ import pytest
 from barca.columns import HashColumn, JsonColumn
 from barca.plan.hashes import digest
 from barca.plan.model import NodePlan
-from barca.state import NodeState, StateBuilder, decode_state, encode_state, state_after_run
+from barca.state import (NodeState, StateBuilder, decode_state, encode_state, ran_entry,
+                         state_after_run)
 
 
 def h(name: str) -> str:
@@ -196,9 +197,9 @@ def plan_of(keys: list[str], run: tuple[int, ...]) -> NodePlan:
 def test_complete_run_snapshot_is_the_plans_columns():
     old = two_keys()
     plan = plan_of(["r1", "r2"], (0, 1))
-    ran = {"r1": ("json", None, h("new r1")), "r2": ("json", None, h("new r2"))}
+    ran = {"r1": ran_entry(0, "json"), "r2": ran_entry(1, "json")}
 
-    state = state_after_run(plan, old, ran, {}, keep_output_hash=False, whole=True)
+    state = state_after_run(plan, old, ran, {}, {}, keep_output_hash=False, whole=True)
 
     assert records(state) == [("r1", h("new r1"), h("ctx new"), ["v-r1"], "json", None),
                               ("r2", h("new r2"), h("ctx new"), ["v-r2"], "json", None)]
@@ -208,10 +209,11 @@ def test_complete_run_snapshot_is_the_plans_columns():
 def test_partial_run_snapshot_keeps_old_keys_and_adds_successes_and_failures():
     old = two_keys()
     plan = plan_of(["r1", "r2", "r3"], (1, 2))
-    ran = {"r3": ("json", h("out r3"), h("new r3"))}
+    ran = {"r3": ran_entry(2, "json")}
     failed = {"r2": [h("new r2"), "ValueError: boom"]}
 
-    state = state_after_run(plan, old, ran, failed, keep_output_hash=True, whole=True)
+    state = state_after_run(plan, old, ran, {"r3": h("out r3")}, failed, keep_output_hash=True,
+                            whole=True)
 
     assert [state.record(i)[:3] for i in range(len(state))] == [
         ("r1", h("run r1"), h("ctx a")), ("r2", h("run r2"), h("ctx a")),

@@ -12,7 +12,9 @@ State, in `_Run`:
     pending     node id -> number of its keys still running or queued
     submitted   nodes whose stale keys were handed to the executor
     complete    nodes whose keys are all cached or finished
-    results     node id -> key -> (format, output digest, run hash) of keys run here
+    results     node id -> key -> its position in the plan and its format, packed in one int
+                (see engine.result.ran_entry): memory per key stays small at 200,000 keys
+    digests     node id -> key -> output digest, only for nodes whose readers need bytes
     failed_keys node id -> keys that failed or were skipped in this run (their readers skip them)
     failures    the StepOutcome of each failed key
 Finished steps are recorded in batches at most twice a second and then dropped, so a killed
@@ -39,7 +41,7 @@ from barca.project import Project
 from barca.engine.events import Reporter
 from barca.engine.protocol import InputRef, LogLine, StepOutcome, StepSpec
 from barca.engine.result import RunRequest, RunResult, stored_artifact
-from barca.state import EMPTY_STATE, state_after_run
+from barca.state import EMPTY_STATE, ran_entry, state_after_run, unpack_entry
 from barca.store import metadata
 from barca.store.artifacts import read_value
 from barca.store.db import connect
@@ -68,7 +70,8 @@ class _Run:
         self.pending: dict[str, int] = {}
         self.complete: set[str] = set()
         self.submitted: set[str] = set()
-        self.results: dict[str, dict[str, tuple]] = {}
+        self.results: dict[str, dict[str, int]] = {}
+        self.digests: dict[str, dict[str, str]] = {}
         self.failed_keys: dict[str, list[str]] = {}
         self.skipped_keys: dict[str, list[str]] = {}
         self.failures: list[StepOutcome] = []
@@ -176,8 +179,8 @@ class _Run:
         plan = self.plans[node_id]
         wanted = [(plan.keys[i], plan.run_hashes[i]) for i in plan.run
                   if plan.reasons[i].code in ("changed", "never_run", "new_key")]
-        if not wanted or plan.kind != "asset":
-            return
+        if not wanted or plan.kind != "asset" or node_id not in self.states:
+            return  # a node with no recorded success has no older result to return to
         hits = metadata.find_successes(self.conn, node_id, wanted)
         if not hits:
             return
@@ -208,12 +211,12 @@ class _Run:
         return any(self.graph.key_source(r) == node_id and not d.dimensions
                    for r in self.graph.downstream[node_id])
 
-    def _known_output(self, node_id: str, plan: NodePlan, ran: Mapping[str, tuple]) -> KnownOutput:
+    def _known_output(self, node_id: str, plan: NodePlan, ran: Mapping[str, str]) -> KnownOutput:
         """Output digests per key, plus the keys (and values) a key source defines."""
         state = self.states.get(node_id, EMPTY_STATE)
         if len(plan.keys) > 16:
             state.keys.indexed()
-        digests = [ran[k][1] if k in ran else state.output_hash_at(state.find(k))
+        digests = [ran[k] if k in ran else state.output_hash_at(state.find(k))
                    for k in plan.keys]
         if not all(digests):  # e.g. cutoff=True was just added: look the digests up once
             found = metadata.output_hashes(self.conn, node_id, [
@@ -417,9 +420,10 @@ class _Run:
     def _artifact(self, node_id: str, key: str) -> tuple[Path, str]:
         d = self.graph.nodes[node_id]
         hit = self.results.get(node_id, {}).get(key)
-        if hit:
+        if hit is not None:
+            i, fmt = unpack_entry(hit)
             return self.artifacts_root / node_dir_name(d.file, d.name, key_pairs(d, key)) / \
-                f"{hit[2]}.{EXTENSIONS[hit[0]]}", hit[0]
+                f"{self.plans[node_id].run_hashes[i]}.{EXTENSIONS[fmt]}", fmt
         found = stored_artifact(self.project.artifacts_dir, d,
                                 self.states.get(node_id, EMPTY_STATE), key)
         if found is None:
@@ -452,9 +456,10 @@ class _Run:
             self.unrecorded.append(outcome)
         node_id = outcome.node_id
         if outcome.status == "success":
-            digest = outcome.output_hash if self._output_needed(node_id) else None
-            self.results.setdefault(node_id, {})[outcome.key] = (
-                outcome.format, digest, outcome.run_hash)
+            self.results.setdefault(node_id, {})[outcome.key] = ran_entry(outcome.index,
+                                                                          outcome.format)
+            if self._output_needed(node_id):
+                self.digests.setdefault(node_id, {})[outcome.key] = outcome.output_hash
             if outcome.key_columns is not None:
                 self.key_columns[node_id] = outcome.key_columns
         else:
@@ -470,7 +475,7 @@ class _Run:
         if self._output_needed(node_id) and node_id not in self.failed_keys:
             plan = self.plans[node_id]
             self.known[node_id] = self._known_output(node_id, plan,
-                                                     self.results.get(node_id, {}))
+                                                     self.digests.get(node_id, {}))
             if self.graph.nodes[node_id].kind != "sensor":
                 self._plan_pending()
                 for n in self.order:
@@ -525,7 +530,8 @@ class _Run:
                     old.run_hash == plan.run_hashes and old.keys == plan.keys:
                 continue
             updates[node_id] = state_after_run(
-                plan, old, ran, failed, keep_output_hash=self._output_needed(node_id),
+                plan, old, ran, self.digests.get(node_id, {}), failed,
+                keep_output_hash=self._output_needed(node_id),
                 whole=not self.request.options.partition)
         metadata.save_states(self.conn, updates, self.loaded_watermarks, self.run_id)
 

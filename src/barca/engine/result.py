@@ -14,7 +14,7 @@ from barca.engine.protocol import StepOutcome
 from barca.graph import Graph
 from barca.plan.keys import key_pairs
 from barca.plan.model import NodePlan, PlanOptions
-from barca.state import EMPTY_STATE, NodeState
+from barca.state import EMPTY_STATE, NodeState, unpack_entry
 from barca.store.paths import artifact_path
 
 
@@ -43,7 +43,7 @@ class RunResult:
     order: tuple[str, ...]
     plans: dict[str, NodePlan]
     states: dict[str, NodeState]
-    results: dict[str, dict[str, tuple[str, str | None, str]]]  # key -> (format, digest, hash)
+    results: dict[str, dict[str, int]]  # key -> state.ran_entry(position, format)
     failed: list[StepOutcome]
     skipped: dict[str, list[str]]
     executed: int
@@ -55,9 +55,10 @@ class RunResult:
         """Where a key's current result lives (run here, or cached), with its format."""
         d = self.graph.nodes[node_id]
         hit = self.results.get(node_id, {}).get(key)
-        if hit:
-            return artifact_path(self.artifacts_dir, d.file, d.name, key_pairs(d, key), hit[2],
-                                 hit[0]), hit[0]
+        if hit is not None:
+            i, fmt = unpack_entry(hit)
+            return artifact_path(self.artifacts_dir, d.file, d.name, key_pairs(d, key),
+                                 self.plans[node_id].run_hashes[i], fmt), fmt
         plan = self.plans.get(node_id)
         if plan is None or plan.unknown:
             return None
