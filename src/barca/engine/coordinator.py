@@ -179,8 +179,10 @@ class _Run:
         plan = self.plans[node_id]
         wanted = [(plan.keys[i], plan.run_hashes[i]) for i in plan.run
                   if plan.reasons[i].code in ("changed", "never_run", "new_key")]
-        if not wanted or plan.kind != "asset" or node_id not in self.states:
-            return  # a node with no recorded success has no older result to return to
+        if not wanted or plan.kind != "asset":
+            return
+        if node_id not in self.states and not metadata.has_success(self.conn, node_id):
+            return  # a node that never succeeded has no older result to return to
         hits = metadata.find_successes(self.conn, node_id, wanted)
         if not hits:
             return

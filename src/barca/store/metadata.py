@@ -129,6 +129,12 @@ def record(conn: sqlite3.Connection, run_id: str, outcomes: Sequence[Any],
         raise
 
 
+def has_success(conn: sqlite3.Connection | None, node_id: str) -> bool:
+    return conn is not None and conn.execute(
+        "SELECT 1 FROM materializations WHERE node_id = ? AND status = 'success' LIMIT 1",
+        (node_id,)).fetchone() is not None
+
+
 def output_hashes(conn: sqlite3.Connection | None, node_id: str,
                   wanted: Sequence[tuple[str, str]]) -> dict[str, str]:
     """Recorded output digests for (key, run_hash) pairs: key -> digest."""
