@@ -19,14 +19,18 @@ class Loaded:
     graph: Graph
 
 
-def load(paths: Sequence[str], env: str | None = None) -> Loaded:
+def load(paths: Sequence[str], env: str | None = None, write_cache: bool = False) -> Loaded:
+    """Discover the pipeline. `write_cache`: keep the result in `.barca/` for the next command
+    (only commands that write `.barca/` anyway pass it; a dry run writes nothing)."""
     from barca.discover import load_definitions
 
     cwd = Path.cwd()
     project = open_project(env, cwd)
     absolute = [str((cwd / p).resolve()) for p in paths]
     os.chdir(project.root)
-    definitions = load_definitions(project.root, absolute)
+    cache = project.root / ".barca" / "discovery.pickle"
+    definitions = load_definitions(project.root, absolute, cache_file=cache,
+                                   write_cache=write_cache and (project.root / ".barca").is_dir())
     files = tuple(sorted({d.file for d in definitions}))
     return Loaded(project, files, build_graph(definitions))
 

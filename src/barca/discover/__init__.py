@@ -23,7 +23,11 @@ __all__ = ["Definition", "DimensionSpec", "InputSpec", "SCHEME_VERSION", "discov
            "find_files", "load_definitions"]
 
 
-def load_definitions(root: Path, paths: Sequence[str],
-                     cwd: Path | None = None) -> tuple[Definition, ...]:
-    """The definitions of the pipeline files `paths` name (every pipeline file if none)."""
-    return discover(root, find_files(root, paths, cwd))
+def load_definitions(root: Path, paths: Sequence[str], cwd: Path | None = None,
+                     cache_file: Path | None = None, write_cache: bool = False
+                     ) -> tuple[Definition, ...]:
+    """The definitions of the pipeline files `paths` name (every pipeline file if none),
+    reused from `cache_file` when none of the files they came from changed."""
+    from barca.discover.cache import discover_cached
+
+    return discover_cached(root, find_files(root, paths, cwd), cache_file, write_cache)

@@ -21,14 +21,15 @@ from barca.discover.parse import RawNode, parse_module
 from barca.discover.resolve import NodeIndex, Resolver
 
 
-def discover(root: Path, files: Sequence[str]) -> tuple[Definition, ...]:
+def discover(root: Path, files: Sequence[str],
+             modules: ModuleCache | None = None) -> tuple[Definition, ...]:
     """Definitions of every barca node in `files` (root-relative posix paths), by node id.
 
     Raises UsageError for anything the planner could not trust: syntax errors (in pipeline
     files or the project helpers they import), bad decorator arguments, signatures that do
     not match their inputs, and references that name no node or several.
     """
-    modules = ModuleCache(Path(root))
+    modules = modules or ModuleCache(Path(root))
     nodes: list[RawNode] = []
     for file in sorted(set(files)):
         nodes.extend(parse_module(modules.load(file)))

@@ -11,6 +11,7 @@ packages, barca itself) is external and never followed.
 from __future__ import annotations
 
 import ast
+import hashlib
 import os
 from pathlib import Path
 from typing import NamedTuple
@@ -137,6 +138,10 @@ def _join(folder: str, name: str) -> str:
     return f"{folder}/{name}" if folder else name
 
 
+def file_digest(raw: bytes) -> str:
+    return hashlib.blake2b(raw, digest_size=16).hexdigest()
+
+
 class ModuleCache:
     """Reads each project file at most once and finds the files imports point at."""
 
@@ -145,6 +150,7 @@ class ModuleCache:
         self._root_str = str(self.root)
         self._modules: dict[str, ModuleInfo] = {}
         self._children: dict[tuple[str, str], ModRef | None] = {}
+        self.digests: dict[str, str] = {}  # every file read -> digest of its bytes
 
     def load(self, file: str, *, importer: str | None = None,
              step: str | None = None) -> ModuleInfo:
@@ -159,6 +165,7 @@ class ModuleCache:
     def _read(self, file: str, importer: str | None) -> str:
         try:
             raw = Path(self._root_str, file).read_bytes()
+            self.digests[file] = file_digest(raw)
         except OSError as exc:
             raise UsageError(f"cannot read {file}: {exc.strerror or exc}",
                              "Check that the file exists and is readable") from None
@@ -207,6 +214,10 @@ class ModuleCache:
         if module.package_dir is None:
             return None
         return self._child(module.package_dir, name)
+
+    def lookups(self) -> dict[tuple[str, str], ModRef | None]:
+        """Every (folder, name) an import was looked up under, with what was found."""
+        return dict(self._children)
 
     def _child(self, folder: str, name: str) -> ModRef | None:
         key = (folder, name)

@@ -36,7 +36,7 @@ def run_pipeline(command: str, target_text: str | None, paths: Sequence[str], *,
                  observe_sensors: bool = True, include_tasks: bool = False,
                  reporter: Reporter | None = None,
                  loaded: Loaded | None = None) -> tuple[Loaded, RunResult]:
-    loaded = loaded or load(paths, env)
+    loaded = loaded or load(paths, env, write_cache=not dry_run)
     graph = loaded.graph
     targets = resolve_targets(graph, target_text)
     check_target_kinds(graph, command, targets, target_text)
