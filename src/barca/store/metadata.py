@@ -20,20 +20,39 @@ from barca.state import NodeState, decode_state, encode_state
 
 def load_states(conn: sqlite3.Connection | None, node_ids: Iterable[str]
                 ) -> tuple[dict[str, NodeState], dict[str, int]]:
-    """Each node's snapshot plus the rows recorded after it; also the row id each covers."""
+    """Each node's snapshot plus the rows recorded after it; also the row id each covers.
+
+    Two queries for the whole cone; a node gets a third only when rows were recorded after its
+    snapshot (a killed run, another process).
+    """
     if conn is None:
         return {}, {}
+    node_ids = list(node_ids)
+    snapshots, latest = {}, {}
+    for chunk in _chunks(node_ids):
+        marks = ",".join("?" * len(chunk))
+        for node_id, watermark, data in conn.execute(
+                f"SELECT node_id, watermark, data FROM node_state WHERE node_id IN ({marks})",
+                chunk):
+            snapshots[node_id] = (watermark, data)
+        latest.update(conn.execute(
+            f"SELECT node_id, max(id) FROM materializations WHERE node_id IN ({marks}) "
+            "GROUP BY node_id", chunk).fetchall())
     states, watermarks = {}, {}
     for node_id in node_ids:
-        row = conn.execute("SELECT watermark, data FROM node_state WHERE node_id = ?",
-                           (node_id,)).fetchone()
-        state = decode_state(row[1]) if row else NodeState()
-        watermark = row[0] if row else 0
-        state, watermark = _replay(conn, node_id, state, watermark)
+        watermark, data = snapshots.get(node_id, (0, None))
+        state = decode_state(data) if data is not None else NodeState()
+        if latest.get(node_id, 0) > watermark:
+            state, watermark = _replay(conn, node_id, state, watermark)
         watermarks[node_id] = watermark
         if len(state) or state.failed:
             states[node_id] = state
     return states, watermarks
+
+
+def _chunks(items: list[str], size: int = 500) -> Iterable[list[str]]:
+    for start in range(0, len(items), size):
+        yield items[start:start + size]
 
 
 def _replay(conn: sqlite3.Connection, node_id: str, state: NodeState, watermark: int,
