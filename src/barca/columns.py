@@ -100,15 +100,6 @@ class JsonColumn:
             return []
         return [i for i, (a, b) in enumerate(zip(self.items, other)) if not same_value(a, b)]
 
-    def replaced(self, changes: dict[int, Any]) -> "JsonColumn":
-        items = list(self.items)
-        for i, value in changes.items():
-            items[i] = value
-        return JsonColumn(items)
-
-    def to_json(self) -> str:
-        return self.packed.decode()
-
 
 class HashColumn:
     __slots__ = ("_packed", "_n")
