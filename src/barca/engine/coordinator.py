@@ -40,12 +40,12 @@ from barca.plan.planner import plan_nodes, refreshed_nodes
 from barca.project import Project
 from barca.engine.events import Reporter
 from barca.engine.protocol import InputRef, LogLine, StepOutcome, StepSpec
-from barca.engine.result import RunRequest, RunResult, stored_artifact
-from barca.state import EMPTY_STATE, ran_entry, state_after_run, unpack_entry
+from barca.engine.result import RunRequest, RunResult, locate
+from barca.state import EMPTY_STATE, ran_entry, state_after_run
 from barca.store import metadata
 from barca.store.artifacts import read_value
 from barca.store.db import connect
-from barca.store.paths import EXTENSIONS, node_dir_name
+from barca.store.paths import node_dir_name
 
 FLUSH_SECONDS = 0.5
 UNKNOWN_DIGEST = "0" * 32  # an output digest no bytes can have: readers treat it as changed
@@ -420,14 +420,9 @@ class _Run:
                         annotation=annotation)
 
     def _artifact(self, node_id: str, key: str) -> tuple[Path, str]:
-        d = self.graph.nodes[node_id]
-        hit = self.results.get(node_id, {}).get(key)
-        if hit is not None:
-            i, fmt = unpack_entry(hit)
-            return self.artifacts_root / node_dir_name(d.file, d.name, key_pairs(d, key)) / \
-                f"{self.plans[node_id].run_hashes[i]}.{EXTENSIONS[fmt]}", fmt
-        found = stored_artifact(self.project.artifacts_dir, d,
-                                self.states.get(node_id, EMPTY_STATE), key)
+        found = locate(self.graph.nodes[node_id], key, self.plans[node_id],
+                       self.results.get(node_id, {}), self.states.get(node_id, EMPTY_STATE),
+                       self.artifacts_root, self.project.artifacts_dir)
         if found is None:
             raise InfraError(f"no recorded result for {node_id} {key}".strip())
         return found

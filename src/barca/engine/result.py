@@ -53,16 +53,24 @@ class RunResult:
 
     def artifact_of(self, node_id: str, key: str) -> tuple[Path, str] | None:
         """Where a key's current result lives (run here, or cached), with its format."""
-        d = self.graph.nodes[node_id]
-        hit = self.results.get(node_id, {}).get(key)
-        if hit is not None:
-            i, fmt = unpack_entry(hit)
-            return artifact_path(self.artifacts_dir, d.file, d.name, key_pairs(d, key),
-                                 self.plans[node_id].run_hashes[i], fmt), fmt
         plan = self.plans.get(node_id)
         if plan is None or plan.unknown:
             return None
-        return stored_artifact(self.artifacts_dir, d, self.states.get(node_id, EMPTY_STATE), key)
+        return locate(self.graph.nodes[node_id], key, plan, self.results.get(node_id, {}),
+                      self.states.get(node_id, EMPTY_STATE), self.artifacts_dir,
+                      self.artifacts_dir)
+
+
+def locate(d: Definition, key: str, plan: NodePlan, ran: dict[str, int], state: NodeState,
+           run_dir: Path, stored_dir: Path) -> tuple[Path, str] | None:
+    """Where a key's current result lives: written by this run (under `run_dir`, a scratch
+    directory in a dry run) or its last recorded success (under `stored_dir`)."""
+    hit = ran.get(key)
+    if hit is not None:
+        i, fmt = unpack_entry(hit)
+        return artifact_path(run_dir, d.file, d.name, key_pairs(d, key), plan.run_hashes[i],
+                             fmt), fmt
+    return stored_artifact(stored_dir, d, state, key)
 
 
 def stored_artifact(artifacts_dir: Path, d: Definition, state: NodeState,
