@@ -21,6 +21,7 @@ from barca.engine.protocol import (Lease, LogLine, Outcomes, Shutdown, StepOutco
 
 FLUSH_EVERY = 16  # outcomes per message at most...
 FLUSH_SECONDS = 0.02  # ...and never held longer than this
+from barca.plan.keys import keys_from_value
 from barca.store.artifacts import choose_format, encode_json, read_value, write_value
 
 
@@ -142,9 +143,10 @@ class Worker:
         columns = None
         if step.key_source:
             _check_key_source(value)
-            columns = _key_columns(value)
-            if isinstance(value, dict) and not all(k.__class__ is str for k in value):
-                value = {str(k): v for k, v in value.items()}  # int keys become their text
+            keys, by_key = keys_from_value(value)
+            columns = _key_columns(keys, by_key)
+            if by_key is not None:
+                value = by_key  # int keys become their text
         fmt = "json" if step.key_source else choose_format(value, step.serializer)
         path = Path(step.artifact_dir) / f"{step.run_hash}.{_EXT[fmt]}"
         size, digest = write_value(value, path, fmt)
@@ -240,17 +242,12 @@ def _check_key_source(value: Any) -> None:
                              f"{type(value).__name__}")
 
 
-def _key_columns(value: Any) -> tuple:
+def _key_columns(keys: list[str], by_key: dict[str, Any] | None) -> tuple:
     """The keys (and values) packed as JSON lists, so the coordinator can compare them whole."""
     import orjson
 
-    if isinstance(value, dict):
-        by_text = value if all(k.__class__ is str for k in value) else {
-            str(k): v for k, v in value.items()}
-        keys = sorted(by_text)  # a dict's order carries no meaning (a query's rows come in any)
-        return len(keys), orjson.dumps(keys), orjson.dumps([by_text[k] for k in keys])
-    keys = [k if k.__class__ is str else str(k) for k in value]
-    return len(keys), orjson.dumps(keys), None
+    values = None if by_key is None else orjson.dumps([by_key[k] for k in keys])
+    return len(keys), orjson.dumps(keys), values
 
 
 def _failure(step: StepSpec, attempt: int, started: float, exc: BaseException) -> StepOutcome:

@@ -73,8 +73,10 @@ def keys_from_value(value: Any) -> tuple[list[str], dict[str, Any] | None]:
     """Keys from a list source in its order, or a dict source's keys sorted (a dict built from
     a query's rows comes in any order, which must not change a plan); for a dict also
     key -> that key's value."""
-    if isinstance(value, dict):  # read back from JSON: its keys are already str
-        return sorted(value), value
+    if isinstance(value, dict):
+        by_text = value if all(k.__class__ is str for k in value) else {
+            key_text(k): v for k, v in value.items()}
+        return sorted(by_text), by_text
     if isinstance(value, (list, tuple)):
         return [key_text(v) for v in value], None
     raise TypeError(f"a partitions_from source must return a list or a dict, "
