@@ -207,11 +207,9 @@ class _Run:
         return learned
 
     def _output_needed(self, node_id: str) -> bool:
+        """Readers depend on this node's output, not only its run hash."""
         d = self.graph.nodes[node_id]
-        if d.kind == "sensor" or d.cutoff:
-            return True
-        return any(self.graph.key_source(r) == node_id and not d.dimensions
-                   for r in self.graph.downstream[node_id])
+        return d.kind == "sensor" or d.cutoff or self._is_key_source(node_id)
 
     def _known_output(self, node_id: str, plan: NodePlan, ran: Mapping[str, str]) -> KnownOutput:
         """Output digests per key, plus the keys (and values) a key source defines."""
