@@ -8,9 +8,14 @@ sorted by retailer), writes the seed's pipeline unchanged (a `retailer_versions`
     no-change tick   nothing changed: the sensor runs, every key is cached
     one-key tick     one retailer's orders changed: the sensor and that key of each asset
 
-Each row gives wall time and the peak RSS of the largest process (the coordinator or a worker,
-from wait4's rusage of the process tree). A variant whose steps do no I/O (static keys,
-trivial bodies) gives first-run steps per second.
+Ticks are measured twice: with the warm pool (the default: after the first run, a background
+process per project keeps the pipeline's libraries imported and forks the workers of the next
+run; the benchmark waits until it answers, as a tick minutes later would find it) and with
+BARCA_WARM_SECONDS=0 (every worker a fresh interpreter). Each row gives wall time and the peak
+RSS of the largest process of the run: the coordinator and fresh workers from wait4's rusage
+of the process tree, forked workers from the peak RSS they recorded for their steps. The warm
+pool's own resident memory between ticks is printed below the table. A variant whose steps do
+no I/O (static keys, trivial bodies) gives first-run steps per second.
 
     .venv/bin/python benchmarks/keyed_partitions.py                 # N = 10000
     .venv/bin/python benchmarks/keyed_partitions.py --keys 10000,50000,200000 --write
@@ -31,6 +36,7 @@ import os
 import platform
 import resource
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -41,6 +47,7 @@ ORDERS_PER_RETAILER = 3
 HERE = Path(__file__).resolve().parent
 BARCA = [sys.executable, "-m", "barca.cli.main"]
 CHILD_ENV = dict(os.environ)
+POOL_RSS: dict[int, float] = {}  # N -> resident MB of the warm pool after the ticks
 
 SEED_PIPELINE = '''import duckdb
 from barca import Schedule, asset, partitions_from, sensor
@@ -119,13 +126,14 @@ def timed(args: list[str], cwd: Path) -> tuple[float, float, str]:
     return wall, peak, out.decode()
 
 
-def run_isolated(args: list[str], cwd: Path) -> tuple[float, float, str]:
+def run_isolated(args: list[str], cwd: Path, env: dict[str, str] | None = None
+                 ) -> tuple[float, float, str]:
     """Run in a fresh child so RUSAGE_CHILDREN's max covers only this command's tree."""
-    code = ("import sys, json; sys.path.insert(0, %r); from keyed_partitions import timed; "
-            "from pathlib import Path; w, p, o = timed(%r, Path(%r)); "
+    code = ("import sys, json; sys.path.insert(0, %r); import keyed_partitions as k; "
+            "from pathlib import Path; w, p, o = k.timed(%r, Path(%r)); "
             "print(json.dumps([w, p, o]))") % (str(HERE), args, str(cwd))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         env=CHILD_ENV)
+                         env=env or CHILD_ENV)
     if out.returncode != 0:
         raise SystemExit(out.stderr[-3000:])
     import json
@@ -140,6 +148,53 @@ def steps_executed(stdout: str) -> int:
     return json.loads(stdout)["steps_executed"]
 
 
+def worker_peak_mb(directory: Path, stdout: str) -> float:
+    """The largest peak RSS a step of this run recorded (covers workers forked by the pool)."""
+    import json
+    import sqlite3
+
+    run_id = json.loads(stdout)["run_id"]
+    conn = sqlite3.connect(f"file:{directory / '.barca' / 'metadata.db'}?mode=ro", uri=True)
+    try:
+        (peak,) = conn.execute("select max(max_rss_bytes) from materializations where run_id = ?",
+                               [run_id]).fetchone()
+    finally:
+        conn.close()
+    return (peak or 0) / 2**20
+
+
+def timed_run(cmd: list[str], directory: Path, env: dict[str, str]) -> tuple[float, float, str]:
+    wall, peak, out = run_isolated(cmd, directory, env)
+    return wall, max(peak, worker_peak_mb(directory, out)), out
+
+
+def warm_pool_pid(directory: Path, timeout: float = 300) -> int:
+    """Wait until the project's warm pool answers; its pid."""
+    probe = ("import sys, time; from pathlib import Path; "
+             "from barca.engine.warm_pool import WarmPool; "
+             "root = Path(sys.argv[1]); deadline = time.monotonic() + float(sys.argv[2])\n"
+             "while WarmPool.connect(root) is None:\n"
+             "    if time.monotonic() > deadline: sys.exit('no warm pool')\n"
+             "    time.sleep(0.2)")
+    subprocess.run([sys.executable, "-c", probe, str(directory), str(timeout)], check=True,
+                   env=CHILD_ENV)
+    for entry in Path("/proc").iterdir():
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"barca.engine.zygote" in argv and str(directory).encode() in argv:
+            return int(entry.name)
+    raise SystemExit("the warm pool answered but its process was not found")
+
+
+def resident_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
 def measure_keyed(n: int, ticks: int, variant: str) -> list[tuple]:
     rows = []
     directory = Path(tempfile.mkdtemp(prefix=f"barca-keyed-{n}-"))
@@ -149,15 +204,20 @@ def measure_keyed(n: int, ticks: int, variant: str) -> list[tuple]:
                                                                               ".fetchall()")
         (directory / "pipeline.py").write_text(source)
         cmd = [*BARCA, "get", "scored", "pipeline.py", "--json"]
-        wall, peak, out = run_isolated(cmd, directory)
+        wall, peak, out = timed_run(cmd, directory, CHILD_ENV)
         rows.append((n, "first run", wall, peak, steps_executed(out)))
-        for _ in range(ticks):
-            wall, peak, out = run_isolated(cmd, directory)
-            rows.append((n, "no-change tick", wall, peak, steps_executed(out)))
-        for tick in range(ticks):
-            change_one_retailer(directory, n, tick)
-            wall, peak, out = run_isolated(cmd, directory)
-            rows.append((n, "one-key tick", wall, peak, steps_executed(out)))
+        pool = warm_pool_pid(directory)
+        fresh = dict(CHILD_ENV, BARCA_WARM_SECONDS="0")
+        for label, env in (("", CHILD_ENV), (" (fresh workers)", fresh)):
+            for _ in range(ticks):
+                wall, peak, out = timed_run(cmd, directory, env)
+                rows.append((n, "no-change tick" + label, wall, peak, steps_executed(out)))
+            for tick in range(ticks):
+                change_one_retailer(directory, n, tick + (ticks if label else 0))
+                wall, peak, out = timed_run(cmd, directory, env)
+                rows.append((n, "one-key tick" + label, wall, peak, steps_executed(out)))
+        POOL_RSS[n] = resident_mb(pool)
+        os.kill(pool, signal.SIGTERM)
     finally:
         shutil.rmtree(directory, ignore_errors=True)
     return rows
@@ -195,18 +255,22 @@ def render(rows: list[tuple], no_io: list[tuple]) -> str:
     for (n, scenario), items in groups.items():
         walls = [r[2] for r in items]
         one, none, rss, first = TARGETS.get(n, (None,) * 4)
-        target = {"first run": first, "no-change tick": none, "one-key tick": one}[scenario]
+        target = {"first run": first, "no-change tick": none, "one-key tick": one}.get(scenario)
         if scenario == "one-key tick":
             tick_medians[n] = median(walls)
         lines.append(f"| {n:,} | {scenario} | {len(items)} | {median(walls):.2f} s | "
                      f"{min(walls):.2f} s | {max(r[3] for r in items):.0f} MB | "
                      f"{items[-1][4]} | {'≤ %s s' % target if target else '-'} | "
-                     f"{'≤ %s MB' % rss if rss else '-'} |")
+                     f"{'≤ %s MB' % rss if rss and target else '-'} |")
     if len(tick_medians) > 1:
         small, large = min(tick_medians), max(tick_medians)
         lines.append("")
         lines.append(f"One-key tick ratio {large:,} / {small:,} keys: "
                      f"{tick_medians[large] / tick_medians[small]:.2f} (target ≤ 2.5)")
+    if POOL_RSS:
+        lines.append("")
+        lines.append("Warm pool resident memory between ticks: " + ", ".join(
+            f"{mb:.0f} MB at {n:,} keys" for n, mb in POOL_RSS.items()))
     if no_io:
         lines += ["", "| no-I/O variant keys | wall | peak RSS | steps | steps/s |",
                   "|---|---|---|---|---|"]

@@ -21,7 +21,11 @@ import pytest
 
 # Variables a developer may have set that would change what barca does under test.
 _ISOLATED = ("BARCA_OUTPUT", "BARCA_ENV", "BARCA_POOL_SIZE", "BARCA_PROGRESS_SECS",
-             "BARCA_REMOTE_URI", "BARCA_STATE_URI", "BARCA_STATE", "BARCA_SERVER")
+             "BARCA_REMOTE_URI", "BARCA_STATE_URI", "BARCA_STATE", "BARCA_SERVER",
+             "BARCA_WARM_SECONDS")
+# Tests start every worker fresh unless they ask for the warm pool (tests/e2e/test_warm_pool.py):
+# a pool left behind by each of hundreds of test projects would outlive the suite.
+os.environ["BARCA_WARM_SECONDS"] = "0"
 
 CLI = [sys.executable, "-m", "barca.cli.main"]
 
@@ -29,6 +33,7 @@ CLI = [sys.executable, "-m", "barca.cli.main"]
 def barca_env(env: Mapping[str, str | None] | None = None) -> dict[str, str]:
     """The test process's environment without BARCA_* settings, plus `env` (None unsets)."""
     out = {k: v for k, v in os.environ.items() if k not in _ISOLATED}
+    out["BARCA_WARM_SECONDS"] = "0"
     for name, value in (env or {}).items():
         if value is None:
             out.pop(name, None)

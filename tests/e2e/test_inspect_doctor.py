@@ -30,7 +30,7 @@ def test_healthy_project_passes_every_check_and_creates_nothing(project: Path) -
     assert result.json["ok"] is True
     checks = _checks(result)
     assert list(checks) == ["python", "barca", "project", "sources", "packages", "cache",
-                            "metadata"]
+                            "metadata", "warm"]
     assert all(c["ok"] for c in checks.values())
     assert checks["python"]["data"]["executable"] == sys.executable
     assert checks["sources"]["data"] == {"files": ["pipeline.py"], "nodes": 1}
@@ -51,7 +51,8 @@ def test_after_a_run_the_cache_and_schema_are_checked(project: Path) -> None:
     out = barca(project, "doctor", "--pretty").expect(0).stdout.splitlines()
     assert [line.split(":")[0] for line in out] == ["[ok] python", "[ok] barca", "[ok] project",
                                                     "[ok] sources", "[ok] packages",
-                                                    "[ok] cache", "[ok] metadata"]
+                                                    "[ok] cache", "[ok] metadata",
+                                                    "[ok] warm"]
 
 
 def test_missing_package_of_an_annotation_or_import_is_named_with_the_fix(

@@ -67,7 +67,7 @@ def doctor_command(files, json_flag, pretty, env_name) -> None:
     checks = [check_python(), check_barca(), check_project(project)]
     sources, definitions = check_sources(project, paths)
     checks += [sources, check_packages(project, definitions), check_cache(project),
-               check_metadata(project)]
+               check_metadata(project), check_warm_pool(project)]
     ok = all(c.ok for c in checks)
     if mode == "json":
         emit_json({"ok": ok, "checks": [{"name": c.name, "ok": c.ok, "detail": c.detail,
@@ -239,3 +239,31 @@ def check_metadata(project: Project) -> Check:
                      "use the barca version that wrote it, or use another --env", data)
     return Check("metadata", True, f"schema version {version or SCHEMA_VERSION}, {runs} "
                  f"run{'s' if runs != 1 else ''} recorded", data=data)
+
+
+def check_warm_pool(project: Project) -> Check:
+    """Says what the background process found next to a project is, and how to turn it off."""
+    from barca.engine import warm_pool
+    from barca.engine.session import warm_seconds
+    from barca.errors import UsageError
+
+    try:
+        idle = warm_seconds()
+    except UsageError as exc:
+        return Check("warm", False, exc.message, exc.remediation)
+    if idle <= 0:
+        return Check("warm", True, "off (BARCA_WARM_SECONDS=0): every worker starts fresh",
+                     data={"idle_seconds": 0, "pid": None})
+    if not warm_pool.supported():
+        return Check("warm", True, "not available on this platform: workers start fresh",
+                     data={"idle_seconds": idle, "pid": None})
+    pool = warm_pool.WarmPool.connect(project.root)
+    if pool is None:
+        return Check("warm", True, "no warm pool running; the next run that starts workers "
+                     f"leaves one, which exits after {idle:g} s without a run",
+                     data={"idle_seconds": idle, "pid": None})
+    pool.close()
+    return Check("warm", True, f"warm pool pid {pool.pid} holds {len(pool.modules)} imported "
+                 f"modules; it exits after {idle:g} s without a run (BARCA_WARM_SECONDS=0 "
+                 "turns it off)", data={"idle_seconds": idle, "pid": pool.pid,
+                                         "modules": len(pool.modules)})

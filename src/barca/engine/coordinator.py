@@ -94,7 +94,7 @@ class _Run:
             self.project.ensure_state_dir()
         if req.observe_sensors and any(self.graph.nodes[n].kind == "sensor" for n in self.order):
             # a sensor always runs: start its worker now, so its imports overlap our planning
-            self.executor = _local_executor(self.project.root, req.pool_size)
+            self.executor = _local_executor(self.project.root, req)
             self.executor.prestart(sorted({self.graph.nodes[n].file for n in self.order}))
         self.conn = connect(self.project.db_path, create=not req.dry_run)
         self.states, self.loaded_watermarks = metadata.load_states(self.conn, self.order)
@@ -362,7 +362,7 @@ class _Run:
         count = sum(len(keys) for _, _, keys in steps)
         if count:
             if self.executor is None:
-                self.executor = _local_executor(self.project.root, self.request.pool_size)
+                self.executor = _local_executor(self.project.root, self.request)
             self.executor.submit((self._step(node_id, plan, i) for node_id, plan, keys in steps
                                   for i in keys), count)
 
@@ -553,11 +553,11 @@ class _Run:
                          self.project.artifacts_dir)
 
 
-def _local_executor(root: Path, pool_size: int) -> Any:
+def _local_executor(root: Path, request: RunRequest) -> Any:
     """Worker processes, imported only when a step must run (a cached get starts none)."""
     from barca.engine.executor import LocalExecutor
 
-    return LocalExecutor(root, pool_size)
+    return LocalExecutor(root, request.pool_size, warm_seconds=request.warm_seconds)
 
 
 def _raise_interrupt(signum: int, frame: Any) -> None:

@@ -9,12 +9,17 @@ lease of up to `lease_size` steps, refilled when it falls to half, so many small
 round trip while long steps never hold back idle workers for long. A worker is started only
 when there is work for it. A step that outlives its timeout has its worker killed; the other
 steps of that lease go back to the front of the queue and a fresh worker takes over.
+
+Workers come from the project's warm pool when one is up (forked with the pipeline's libraries
+already imported, see `warm_pool`), otherwise as fresh interpreters; after a run that started
+fresh ones, the executor leaves a warm pool behind for the next run.
 """
 
 from __future__ import annotations
 
 import collections
 import os
+import select
 import selectors
 import signal
 import subprocess
@@ -25,8 +30,8 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Protocol, Sequence
 
 from barca.errors import InfraError
-from barca.engine.protocol import (FrameBuffer, Lease, LogLine, Outcomes, Shutdown, StepOutcome,
-                                StepSpec, StepStarted, Warm, encode)
+from barca.engine.protocol import (FrameBuffer, Imported, Lease, LogLine, Outcomes, Shutdown,
+                                   StepOutcome, StepSpec, StepStarted, Warm, encode)
 
 
 class Executor(Protocol):
@@ -44,9 +49,43 @@ class Executor(Protocol):
         """Get ready for steps of these pipeline files (may do nothing)."""
 
 
+class _ForkedProcess:
+    """A worker forked by the warm pool: the zygote's child, not ours, so watched by pidfd.
+    Its exit status goes to the zygote; `returncode` stays None."""
+
+    returncode = None
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        try:
+            self._fd: int | None = os.pidfd_open(pid)
+        except ProcessLookupError:
+            self._fd = None
+
+    def _exited(self, timeout: float) -> bool:
+        if self._fd is None:
+            return True
+        ready, _, _ = select.select([self._fd], [], [], timeout)
+        if ready:
+            os.close(self._fd)
+            self._fd = None
+        return bool(ready)
+
+    def poll(self) -> int | None:
+        return 0 if self._exited(0) else None
+
+    def wait(self, timeout: float | None = None) -> None:
+        if not self._exited(timeout if timeout is not None else 1e9):
+            raise subprocess.TimeoutExpired("warm worker", timeout or 0)
+
+    def kill(self) -> None:
+        if self._fd is not None:
+            signal.pidfd_send_signal(self._fd, signal.SIGKILL)
+
+
 @dataclass(slots=True)
 class _Worker:
-    process: subprocess.Popen
+    process: subprocess.Popen | _ForkedProcess
     to_worker: int
     from_worker: int
     buffer: FrameBuffer = field(default_factory=FrameBuffer)
@@ -57,8 +96,13 @@ class _Worker:
 
 
 class LocalExecutor:
-    def __init__(self, root: Path, pool_size: int, lease_size: int = 32) -> None:
+    def __init__(self, root: Path, pool_size: int, lease_size: int = 32,
+                 warm_seconds: float = 0.0) -> None:
         self.root = root
+        self.warm_seconds = warm_seconds
+        self.warm_pool: Any = None  # a warm_pool.WarmPool, looked up at the first worker
+        self.fresh_workers = 0
+        self.imported: set[str] = set()
         self.pool_size = max(1, pool_size)
         self.lease_size = lease_size
         self.queue: collections.deque[StepSpec] = collections.deque()  # requeued steps first
@@ -96,9 +140,15 @@ class LocalExecutor:
         return out
 
     def close(self, cancel: bool = False) -> None:
+        if not cancel:  # all at once: each finishes its step while the others do
+            for worker in self.workers:
+                if worker.process.poll() is None:
+                    self._send(worker, Shutdown())
         for worker in list(self.workers):
             self._stop(worker, kill=cancel)
         self.workers.clear()
+        if self.warm_seconds > 0 and not cancel:
+            self._leave_warm_pool()
 
     def prestart(self, files: Sequence[str]) -> None:
         """Start one worker now and have it import the pipeline, while the caller plans."""
@@ -120,18 +170,49 @@ class LocalExecutor:
         to_r, to_w = os.pipe()
         from_r, from_w = os.pipe()
         env = dict(os.environ, BARCA_WORKER="1")
-        try:
-            process = subprocess.Popen(
-                [sys.executable, "-m", "barca.engine.worker", str(to_r), str(from_w)],
-                cwd=self.root, env=env, pass_fds=(to_r, from_w), stdin=subprocess.DEVNULL,
-                start_new_session=True)
-        except OSError as exc:
-            raise InfraError(f"cannot start a worker process: {exc}") from exc
+        process = self._fork_warm(env, (to_r, from_w))
+        if process is None:
+            try:
+                process = subprocess.Popen(
+                    [sys.executable, "-m", "barca.engine.worker", str(to_r), str(from_w)],
+                    cwd=self.root, env=env, pass_fds=(to_r, from_w), stdin=subprocess.DEVNULL,
+                    start_new_session=True)
+            except OSError as exc:
+                raise InfraError(f"cannot start a worker process: {exc}") from exc
+            self.fresh_workers += 1
         os.close(to_r)
         os.close(from_w)
         worker = _Worker(process, to_w, from_r)
         self.selector.register(from_r, selectors.EVENT_READ, worker)
         return worker
+
+    def _fork_warm(self, env: dict[str, str], fds: tuple[int, int]) -> _ForkedProcess | None:
+        """A worker from the warm pool, or None to start a fresh one."""
+        if self.warm_seconds <= 0:
+            return None
+        from barca.engine import warm_pool
+
+        if self.warm_pool is None and not self.fresh_workers:
+            self.warm_pool = warm_pool.WarmPool.connect(self.root)
+        if self.warm_pool is None:
+            return None
+        try:
+            return _ForkedProcess(self.warm_pool.fork_worker(self.root, env, fds))
+        except (OSError, EOFError):
+            self.warm_pool.close()
+            self.warm_pool = None
+            return None
+
+    def _leave_warm_pool(self) -> None:
+        """Teach the warm pool what this run's workers imported, or start one if there was none."""
+        from barca.engine import warm_pool
+
+        if self.warm_pool is not None:
+            self.warm_pool.learn(self.imported)
+            self.warm_pool.close()
+            self.warm_pool = None
+        elif self.fresh_workers:
+            warm_pool.start_zygote(self.root, self.imported, self.warm_seconds)
 
     def _refill(self) -> None:
         if not self.waiting:
@@ -187,6 +268,9 @@ class LocalExecutor:
             else:
                 worker.running = None
             return list(message.items)
+        if isinstance(message, Imported):
+            self.imported.update(message.modules)
+            return []
         return [message]
 
     def _mark_running(self, worker: _Worker, step: StepSpec, attempt: int) -> None:
@@ -234,20 +318,33 @@ class LocalExecutor:
             self.queue.appendleft(running)
             self.waiting += 1
             return []
-        if error_type == "WorkerLost" and worker.process.returncode is not None:
+        if error_type == "WorkerLost" and worker.process.returncode is not None:  # Popen only
             code = worker.process.returncode
             why += f" ({'signal ' + signal.Signals(-code).name if code < 0 else f'code {code}'})"
         return [StepOutcome(running.step_id, running.node_id, running.key, running.index,
                             running.run_hash, "failed", attempts, 0.0, error_type=error_type,
                             error_message=why)]
 
+    def _read_until_exit(self, worker: _Worker, timeout: float = 5.0) -> None:
+        """Collect what a stopping worker still has to say (its last `Imported`)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            ready, _, _ = select.select([worker.from_worker], [], [],
+                                        max(0.0, deadline - time.monotonic()))
+            data = os.read(worker.from_worker, 1 << 20) if ready else b""
+            if not data:
+                return
+            for message in worker.buffer.feed(data):
+                if isinstance(message, Imported):
+                    self.imported.update(message.modules)
+
     def _stop(self, worker: _Worker, kill: bool) -> None:
         try:
             self.selector.unregister(worker.from_worker)
         except (KeyError, ValueError):
             pass
-        if not kill and worker.process.poll() is None:
-            self._send(worker, Shutdown())
+        if not kill and self.warm_seconds > 0:
+            self._read_until_exit(worker)
         for fd in (worker.to_worker, worker.from_worker):
             try:
                 os.close(fd)

@@ -104,6 +104,13 @@ class StepStarted(NamedTuple):
     attempt: int
 
 
+class Imported(NamedTuple):
+    """Worker -> coordinator: top-level libraries the worker's steps imported (not project
+    code), so the warm pool can have them loaded before the next run."""
+
+    modules: tuple[str, ...]
+
+
 class LogLine(NamedTuple):
     step_id: str
     stream: str  # "stdout" | "stderr"

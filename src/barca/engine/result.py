@@ -29,6 +29,7 @@ class RunRequest:
     observe_sensors: bool = True  # False: predict from each sensor's last recorded output
     include_tasks: bool = False  # without targets: every node, tasks too (barca status)
     pool_size: int = 1
+    warm_seconds: float = 0.0  # how long the warm pool outlives the run; 0: no warm pool
 
 
 @dataclass(slots=True)

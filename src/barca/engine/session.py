@@ -29,6 +29,25 @@ def pool_size() -> int:
     return int(text)
 
 
+DEFAULT_WARM_SECONDS = 900.0
+
+
+def warm_seconds() -> float:
+    """BARCA_WARM_SECONDS: how long a warm pool waits for the next run; 0 turns it off."""
+    text = os.environ.get("BARCA_WARM_SECONDS")
+    if not text:
+        return DEFAULT_WARM_SECONDS
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < float("inf"):
+        raise UsageError(f"BARCA_WARM_SECONDS={text!r} is not a number of seconds",
+                         "set BARCA_WARM_SECONDS to 0 (start workers fresh every run) or a "
+                         "number of seconds such as 900, or unset it")
+    return value
+
+
 def run_pipeline(command: str, target_text: str | None, paths: Sequence[str], *,
                  refresh: str | Sequence[str] | None = None, refresh_all: bool = False,
                  partition: Sequence[str] | str | dict | None = None,
@@ -48,7 +67,7 @@ def run_pipeline(command: str, target_text: str | None, paths: Sequence[str], *,
     check_selection(graph, cone, selection, expr_keys)
     options = PlanOptions(refresh_ids, refresh_all, cascade, _env_values(graph, cone), selection)
     request = RunRequest(command, targets, loaded.files, target_text, options, dry_run,
-                         observe_sensors, include_tasks, pool_size())
+                         observe_sensors, include_tasks, pool_size(), warm_seconds())
     return loaded, execute(loaded.project, graph, request, reporter or Reporter(), expr_keys)
 
 

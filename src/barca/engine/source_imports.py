@@ -9,6 +9,7 @@ from source on import. Installed packages keep their bytecode.
 
 from __future__ import annotations
 
+import functools
 import importlib.machinery
 import os
 import sys
@@ -20,20 +21,27 @@ class _SourceOnlyLoader(importlib.machinery.SourceFileLoader):
         return compile(self.get_data(self.path), self.path, "exec", dont_inherit=True)
 
 
+def is_project_file(root: str, path: str) -> bool:
+    """A file of the project's own code: under the root, outside any environment's packages."""
+    real = os.path.realpath(path)
+    return real.startswith(_real_dir(root)) and "site-packages" not in real \
+        and not any(real.startswith(_real_dir(p))
+                    for p in (sys.prefix, sys.base_prefix, sys.exec_prefix))
+
+
+@functools.lru_cache(maxsize=None)
+def _real_dir(path: str) -> str:
+    return os.path.join(os.path.realpath(path), "")
+
+
 class _ProjectSourceFinder:
     def __init__(self, root: str) -> None:
-        self.root = os.path.join(os.path.realpath(root), "")
-        self.prefixes = tuple(os.path.join(os.path.realpath(p), "")
-                              for p in {sys.prefix, sys.base_prefix, sys.exec_prefix})
+        self.root = root
 
     def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
         spec = importlib.machinery.PathFinder.find_spec(name, path)
         origin = spec.origin if spec is not None else None
-        if not origin or not origin.endswith(".py"):
-            return None
-        real = os.path.realpath(origin)
-        if not real.startswith(self.root) or real.startswith(self.prefixes) \
-                or "site-packages" in real:
+        if not origin or not origin.endswith(".py") or not is_project_file(self.root, origin):
             return None
         spec.loader = _SourceOnlyLoader(spec.name, origin)
         return spec

@@ -16,13 +16,14 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from barca.engine.protocol import (Lease, LogLine, Outcomes, Shutdown, StepOutcome, StepSpec,
-                                StepStarted, Warm, read_frame, write_frame)
+from barca.engine.protocol import (Imported, Lease, LogLine, Outcomes, Shutdown, StepOutcome,
+                                   StepSpec, StepStarted, Warm, read_frame, write_frame)
+from barca.engine.source_imports import is_project_file
+from barca.plan.keys import keys_from_value
+from barca.store.artifacts import choose_format, encode_json, read_value, write_value
 
 FLUSH_EVERY = 16  # outcomes per message at most...
 FLUSH_SECONDS = 0.02  # ...and never held longer than this
-from barca.plan.keys import keys_from_value
-from barca.store.artifacts import choose_format, encode_json, read_value, write_value
 
 
 class _StepStream:
@@ -58,6 +59,8 @@ class Worker:
         self.modules: dict[str, Any] = {}
         self.finished: list[StepOutcome] = []
         self.lock = threading.Lock()
+        self.modules_seen = 0
+        self.reported: set[str] = set()
 
     def send(self, message: Any) -> None:
         with self.lock:
@@ -101,12 +104,30 @@ class Worker:
                 for step in message.steps:
                     self.finish(self.run_step(step))
                 self.flush()
+                self._report_imports()
             elif isinstance(message, Warm):
                 for file in message.files:
                     try:
                         self._module(file)
                     except BaseException:  # noqa: BLE001 - the step that needs it reports it
                         self.modules.pop(file, None)
+
+    def _report_imports(self) -> None:
+        """Tell the coordinator which libraries steps imported, for the warm pool to preload."""
+        if len(sys.modules) == self.modules_seen:
+            return
+        self.modules_seen = len(sys.modules)
+        names = {name.partition(".")[0] for name in list(sys.modules)}
+        new = names - self.reported
+        self.reported |= new
+        third_party = []
+        for name in sorted(new):
+            origin = getattr(sys.modules.get(name), "__file__", None)
+            if not name.startswith("_") and name not in ("__main__", "barca") and \
+                    not (origin and is_project_file(str(self.root), origin)):
+                third_party.append(name)
+        if third_party:
+            self.send(Imported(tuple(third_party)))
 
     def run_step(self, step: StepSpec) -> StepOutcome:
         self.current = step.step_id
@@ -267,16 +288,21 @@ def _peak_rss() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
-def main() -> None:
-    in_fd, out_fd = int(sys.argv[1]), int(sys.argv[2])
-    root = Path.cwd()
+def run(in_fd: int, out_fd: int, root: Path) -> None:
+    """Serve leases until told to stop; shared by a fresh worker and one forked warm."""
     from barca.engine import source_imports
 
     source_imports.install(str(root))
     try:
         Worker(in_fd, out_fd, root).serve()
-    except KeyboardInterrupt:
-        pass
+    except (KeyboardInterrupt, BrokenPipeError):
+        pass  # interrupted, or the coordinator stopped listening: nothing is left to report
+    finally:
+        sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
+
+
+def main() -> None:
+    run(int(sys.argv[1]), int(sys.argv[2]), Path.cwd())
 
 
 if __name__ == "__main__":

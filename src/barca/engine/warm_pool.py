@@ -1,0 +1,184 @@
+"""The warm pool, client side: get workers forked from a process that already imported the
+libraries the pipeline uses.
+
+A tick that runs one key would otherwise start a fresh interpreter and import pandas or duckdb
+again (most of a second on a small machine) for a step that takes milliseconds. After a run
+that started workers, the executor leaves behind one background process per project (the
+zygote, `barca.engine.zygote`) that imports the third-party modules those workers imported and
+then waits. The next run asks it to fork workers: each child is a clean copy of the zygote that
+imports the project's own code from source, as a freshly started worker would. The zygote
+exits after `BARCA_WARM_SECONDS` without a request (default 900; 0 turns the pool off), and as
+soon as anything that shaped its imports changes: the interpreter, barca's own files, the
+installed packages or the environment variables. Its identity hashes all of these, so a run
+never reaches a zygote that is out of date, and a project keeps one zygote: the newest.
+
+The socket and the zygote's list of modules live in a private directory under the system
+temp directory (mode 0700), never in the project's `.barca/`. Linux only (SOCK_SEQPACKET with
+file-descriptor passing, pidfds); elsewhere every worker is started fresh.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+import socket
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Iterable
+
+_MAX_MESSAGE = 1 << 20
+
+
+def supported() -> bool:
+    return sys.platform.startswith("linux") and hasattr(os, "pidfd_open") \
+        and hasattr(socket, "send_fds")
+
+
+def state_dir() -> Path | None:
+    """The user's private directory for zygote sockets, or None if it is not safe to use."""
+    path = Path(tempfile.gettempdir()) / f"barca-{os.getuid()}"
+    try:
+        path.mkdir(mode=0o700, exist_ok=True)
+        st = path.stat()
+    except OSError:
+        return None
+    if st.st_uid != os.getuid() or st.st_mode & 0o077:
+        return None
+    return path
+
+
+# Shell bookkeeping that differs between terminals and never shapes what a library does.
+_VOLATILE = frozenset({"_", "OLDPWD", "PWD", "SHLVL", "COLUMNS", "LINES", "TERM",
+                       "TERM_PROGRAM", "TERM_PROGRAM_VERSION", "COLORTERM", "SSH_CLIENT",
+                       "SSH_CONNECTION", "SSH_TTY", "TMUX_PANE", "WINDOWID"})
+
+
+def identity(root: Path) -> str:
+    """What a forked worker inherits from the zygote, hashed: if any of it changes, the zygote
+    no longer stands in for a fresh `python -m barca.engine.worker`."""
+    import site
+    import sysconfig
+
+    import barca
+
+    h = hashlib.blake2b(digest_size=16)
+
+    def add(*parts: object) -> None:
+        h.update(repr(parts).encode())
+
+    add(sys.executable, os.path.realpath(root), sys.version)
+    # a library may read the environment once, at import: any change needs a new zygote
+    add(sorted((k, v) for k, v in os.environ.items()
+               if k not in _VOLATILE and not k.startswith("BARCA_")))
+    dirs = [*site.getsitepackages(), site.getusersitepackages(),
+            sysconfig.get_paths()["stdlib"], os.path.realpath(sys.executable)]
+    for directory in dirs:
+        add(directory, _stamp(directory))
+    package = os.path.dirname(barca.__file__)
+    for folder, subdirs, files in os.walk(package):
+        subdirs[:] = sorted(d for d in subdirs if d != "__pycache__")
+        for name in sorted(files):
+            if name.endswith(".py"):
+                add(name, _stamp(os.path.join(folder, name)))
+    return h.hexdigest()
+
+
+def _stamp(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_size
+
+
+def paths(directory: Path, key: str) -> tuple[Path, Path, Path]:
+    """The zygote's socket, lock file (holding its pid) and list of modules to import."""
+    stem = directory / key[:24]
+    return stem.with_suffix(".sock"), stem.with_suffix(".lock"), stem.with_suffix(".imports")
+
+
+def owner_path(directory: Path, root: Path) -> Path:
+    """Names the project's newest zygote; an older one (say, of an environment since changed)
+    sees it is no longer named and exits, so a project keeps at most one."""
+    digest = hashlib.blake2b(os.path.realpath(root).encode(), digest_size=12).hexdigest()
+    return directory / f"{digest}.owner"
+
+
+def send(sock: socket.socket, message: Any, fds: Iterable[int] = ()) -> None:
+    data = pickle.dumps(message, protocol=5)
+    if len(data) > _MAX_MESSAGE:
+        raise OSError("warm pool message too large")
+    socket.send_fds(sock, [data], list(fds))
+
+
+def receive(sock: socket.socket, max_fds: int = 0) -> tuple[Any, list[int]]:
+    data, fds, _flags, _addr = socket.recv_fds(sock, _MAX_MESSAGE, max_fds)
+    if not data:
+        raise EOFError("warm pool closed the connection")
+    return pickle.loads(data), fds
+
+
+class WarmPool:
+    """A connection to this project's zygote."""
+
+    def __init__(self, sock: socket.socket, modules: frozenset[str], pid: int) -> None:
+        self.sock = sock
+        self.modules = modules  # what the zygote has imported
+        self.pid = pid
+
+    @classmethod
+    def connect(cls, root: Path) -> "WarmPool | None":
+        """This project's zygote, if one is up and current; None otherwise (start workers fresh)."""
+        directory = state_dir() if supported() else None
+        if directory is None:
+            return None
+        sock_path, _, _ = paths(directory, identity(root))
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            sock.settimeout(5.0)
+            sock.connect(str(sock_path))
+            send(sock, ("hello",))
+            (kind, modules, pid), _ = receive(sock)
+        except (OSError, EOFError, ValueError, pickle.UnpicklingError):
+            sock.close()
+            return None
+        return cls(sock, frozenset(modules), pid) if kind == "hello" else None
+
+    def fork_worker(self, root: Path, env: dict[str, str], fds: tuple[int, ...]) -> int:
+        """A new worker on these pipe ends (worker's read, worker's write); returns its pid."""
+        send(self.sock, ("fork", str(root), env), [*fds, 1, 2])
+        (kind, pid), _ = receive(self.sock)
+        if kind != "forked":
+            raise OSError(f"warm pool refused to fork: {pid}")
+        return pid
+
+    def learn(self, modules: set[str]) -> None:
+        """Ask the zygote to import modules workers needed that it does not have yet."""
+        new = sorted(modules - self.modules)
+        if new:
+            try:
+                send(self.sock, ("import", new))
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def start_zygote(root: Path, modules: set[str], idle_seconds: float) -> None:
+    """Leave a zygote behind for the next run; it imports `modules` in the background."""
+    import subprocess
+
+    directory = state_dir() if supported() else None
+    if directory is None:
+        return
+    key = identity(root)
+    try:
+        subprocess.Popen([sys.executable, "-m", "barca.engine.zygote", str(root), key,
+                          repr(idle_seconds), *sorted(modules)],
+                         cwd=root, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
+    except OSError:
+        pass  # the next run starts its workers fresh, as this one did

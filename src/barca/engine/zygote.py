@@ -1,0 +1,182 @@
+"""The warm pool, server side: a background process that imports a project's libraries once and
+forks workers from that state (see `barca.engine.warm_pool` for why and when).
+
+Started as `python -m barca.engine.zygote ROOT KEY IDLE_SECONDS [MODULE ...]` with the project root as its
+working directory, so its `sys.path` is the one a fresh worker would get. It never imports the
+project's own modules: a forked child imports those from source, so code edits need no
+restart. One zygote per identity: a second one finds the lock taken and exits.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import importlib
+import importlib.util
+import os
+import selectors
+import signal
+import socket
+import sys
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+from barca.engine import warm_pool, worker
+from barca.engine.source_imports import is_project_file
+
+CHECK_SECONDS = 5.0  # how often the zygote checks that its identity still holds
+
+
+class Zygote:
+    def __init__(self, root: Path, key: str, idle: float, directory: Path, lock: Any) -> None:
+        self.root, self.key, self.idle, self.directory = root, key, idle, directory
+        self.lock = lock  # held while this zygote lives; a child must not keep it
+        self.modules: set[str] = set()
+        self.selector = selectors.DefaultSelector()
+
+    def preload(self, names: list[str]) -> None:
+        """Import third-party modules now, so forked workers start with them."""
+        for name in names:
+            if name in self.modules or not name.isidentifier():
+                continue
+            self.modules.add(name)
+            try:
+                spec = importlib.util.find_spec(name)
+                origin = spec.origin if spec is not None else None
+                if origin and is_project_file(str(self.root), origin):
+                    continue  # the project's own code is always imported fresh, in the child
+                importlib.import_module(name)
+            except BaseException:  # noqa: BLE001 - a module that fails here loads in the worker
+                continue
+        for module_name, module in list(sys.modules.items()):
+            origin = getattr(module, "__file__", None)
+            if origin and is_project_file(str(self.root), origin):
+                del sys.modules[module_name]
+
+    def serve(self, listener: socket.socket) -> None:
+        self.selector.register(listener, selectors.EVENT_READ, None)
+        last_request = last_check = time.monotonic()
+        while True:
+            now = time.monotonic()
+            if now - last_request >= self.idle:
+                return
+            if now - last_check >= CHECK_SECONDS:
+                last_check = now
+                if not self.root.is_dir() or not self._owner() or \
+                        warm_pool.identity(self.root) != self.key:
+                    return
+            timeout = min(CHECK_SECONDS, self.idle - (now - last_request))
+            for key, _ in self.selector.select(max(0.0, timeout)):
+                last_request = time.monotonic()
+                if key.data is None:
+                    conn, _ = listener.accept()
+                    conn.setblocking(True)
+                    self.selector.register(conn, selectors.EVENT_READ, "client")
+                else:
+                    self._answer(key.fileobj)
+
+    def _owner(self) -> bool:
+        """Whether this is still the project's newest zygote."""
+        try:
+            return warm_pool.owner_path(self.directory, self.root).read_text() == \
+                str(os.getpid())
+        except OSError:
+            return False
+
+    def _answer(self, conn: socket.socket) -> None:
+        fds: list[int] = []
+        try:
+            message, fds = warm_pool.receive(conn, max_fds=4)
+            kind = message[0]
+            if kind == "hello":
+                warm_pool.send(conn, ("hello", sorted(self.modules), os.getpid()))
+            elif kind == "fork" and len(fds) == 4:
+                pid = self._fork(message[1], message[2], fds)
+                warm_pool.send(conn, ("forked", pid))
+            elif kind == "import":
+                self.preload(list(message[1]))
+                self._save_modules()
+            else:
+                warm_pool.send(conn, ("error", f"bad request {kind!r}"))
+        except (OSError, EOFError, ValueError, IndexError, TypeError):
+            self.selector.unregister(conn)
+            conn.close()
+        finally:
+            for fd in fds:
+                os.close(fd)
+
+    def _fork(self, root: str, env: dict, fds: list[int]) -> int:
+        pid = os.fork()
+        if pid:
+            return pid
+        try:  # the child: become a fresh worker of the requesting run
+            for key in list(self.selector.get_map().values()):
+                key.fileobj.close()
+            self.selector.close()
+            self.lock.close()
+            os.setsid()
+            for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+                signal.signal(sig, signal.SIG_DFL)
+            in_fd, out_fd, stdout, stderr = fds
+            devnull = os.open(os.devnull, os.O_RDONLY)
+            os.dup2(devnull, 0)
+            os.dup2(stdout, 1)
+            os.dup2(stderr, 2)
+            os.environ.clear()
+            os.environ.update(env)
+            os.chdir(root)
+            worker.run(in_fd, out_fd, Path(root))
+        finally:
+            os._exit(0)
+
+    def _save_modules(self) -> None:
+        _, _, modules_path = warm_pool.paths(self.directory, self.key)
+        _write_atomically(modules_path, "\n".join(sorted(self.modules)))
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def main() -> None:
+    root, key, idle, names = Path(sys.argv[1]), sys.argv[2], float(sys.argv[3]), sys.argv[4:]
+    directory = warm_pool.state_dir()
+    if directory is None or idle <= 0:
+        return
+    sock_path, lock_path, modules_path = warm_pool.paths(directory, key)
+    lock = open(lock_path, "a+")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return  # another zygote serves this identity
+    lock.truncate(0)
+    lock.write(str(os.getpid()))
+    lock.flush()
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    warnings.filterwarnings("ignore", category=DeprecationWarning, message=".*fork.*")
+    zygote = Zygote(root, key, idle, directory, lock)
+    try:
+        saved = modules_path.read_text().split()
+    except OSError:
+        saved = []
+    zygote.preload(sorted(set(saved) | set(names)))
+    zygote._save_modules()
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        sock_path.unlink(missing_ok=True)
+        listener.bind(str(sock_path))
+        os.chmod(sock_path, 0o600)
+        listener.listen(16)
+        _write_atomically(warm_pool.owner_path(directory, root), str(os.getpid()))
+        zygote.serve(listener)
+    finally:
+        sock_path.unlink(missing_ok=True)
+        listener.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,220 @@
+"""The warm pool: after a run, a background process per project keeps the pipeline's libraries
+imported and forks the next run's workers.
+
+Each test turns the pool on with BARCA_WARM_SECONDS, waits until the pool answers (it imports
+in the background after the first run), and stops it at the end. Facts about where a step ran
+(its parent pid, whether a library was already imported when the step began) are written by
+the steps themselves.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import site
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import barca, edit, lines, write
+
+WARM = {"BARCA_WARM_SECONDS": "60"}
+
+PIPELINE = """
+    import json
+    import os
+    import sys
+    from barca import asset
+
+    CALLS = []
+
+    @asset()
+    def probe() -> dict:
+        CALLS.append(1)
+        seen = {"decimal_loaded": "decimal" in sys.modules, "parent": os.getppid(),
+                "calls": len(CALLS), "version": 1}
+        import decimal  # stands for a library a step imports (pandas through .df(), ...)
+        print("probe ran")
+        return seen
+"""
+
+
+def zygotes(root: Path) -> list[int]:
+    """Pids of warm pools serving this project."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"barca.engine.zygote" in argv and str(root).encode() in argv:
+            out.append(int(entry.name))
+    return out
+
+
+def wait_until_ready(root: Path, timeout: float = 60) -> int:
+    """The pid of the project's warm pool, once it accepts requests."""
+    from barca.engine.warm_pool import WarmPool
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        pool = WarmPool.connect(root)
+        if pool is not None:
+            pool.close()
+            pids = zygotes(root)
+            assert len(pids) == 1, pids
+            return pids[0]
+        time.sleep(0.1)
+    raise AssertionError(f"no warm pool answered for {root} within {timeout}s")
+
+
+def wait_until_gone(pid: int, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not Path(f"/proc/{pid}").exists():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"warm pool {pid} still running after {timeout}s")
+
+
+@pytest.fixture
+def project(tmp_path: Path):
+    yield tmp_path
+    for pid in zygotes(tmp_path):
+        os.kill(pid, signal.SIGTERM)
+
+
+def probe(root: Path, *args: str, env: dict | None = None) -> dict:
+    barca(root, "get", "probe", "p.py", "--refresh", "probe", *args, env=env or WARM).expect(0)
+    return barca(root, "get", "probe", "p.py", env=env or WARM).expect(0).json["final_output"]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the warm pool is Linux-only")
+class TestWarmPool:
+    def test_next_run_forks_workers_with_the_libraries_already_imported(self, project):
+        write(project, {"p.py": PIPELINE})
+        first = probe(project)
+        assert first["decimal_loaded"] is False  # a fresh worker: nothing imported yet
+        pool = wait_until_ready(project)
+        second = probe(project)
+        assert second["parent"] == pool
+        assert second["decimal_loaded"] is True  # learned from the first run's worker
+        doctor = {c["name"]: c for c in barca(project, "doctor", env=WARM).expect(0).json["checks"]}
+        assert doctor["warm"]["data"]["pid"] == pool
+        assert f"pid {pool}" in doctor["warm"]["detail"]
+
+    def test_each_run_imports_the_project_code_afresh(self, project):
+        write(project, {"p.py": PIPELINE})
+        probe(project)
+        wait_until_ready(project)
+        assert probe(project)["calls"] == 1  # module state of an earlier run is not kept
+        assert probe(project)["calls"] == 1
+        edit(project / "p.py", '"version": 1', '"version": 2')
+        result = barca(project, "get", "probe", "p.py", env=WARM).expect(0)
+        assert result.json["steps_executed"] == 1
+        assert barca(project, "get", "probe", "p.py", env=WARM).json["final_output"]["version"] == 2
+
+    def test_output_and_logs_of_forked_workers_reach_the_run(self, project):
+        write(project, {"p.py": PIPELINE})
+        probe(project)
+        wait_until_ready(project)
+        barca(project, "get", "probe", "p.py", "--refresh", "probe", env=WARM).expect(0)
+        logs = barca(project, "logs", "--json", env=WARM).expect(0)
+        assert [entry["line"] for entry in logs.json] == ["probe ran"]
+
+    def test_a_timed_out_step_in_a_forked_worker_is_killed(self, project):
+        write(project, {"p.py": """
+            import os
+            import time
+            from barca import asset
+
+            @asset()
+            def warmup() -> int:
+                return 1
+
+            @asset(timeout_seconds=1)
+            def slow() -> int:
+                with open("parents.log", "a") as fh:
+                    fh.write(f"{os.getppid()}\\n")
+                time.sleep(30)
+                return 1
+        """})
+        barca(project, "get", "warmup", "p.py", env=WARM).expect(0)
+        pool = wait_until_ready(project)
+        result = barca(project, "get", "slow", "p.py", env=WARM, timeout=25).expect(1)
+        assert "timed out" in result.json["error"]
+        assert lines(project / "parents.log") == [str(pool)]
+        assert wait_until_ready(project) == pool  # the pool itself is unharmed
+
+    def test_partitioned_results_match_fresh_workers(self, project, tmp_path_factory):
+        pipeline = """
+            from barca import asset, collect, partitions
+
+            @asset(partitions={"k": partitions([f"k{i:03d}" for i in range(60)])})
+            def square(k: str) -> int:
+                return int(k[1:]) ** 2
+
+            @asset(inputs={"square": collect(square)})
+            def total(square: list) -> int:
+                return sum(square)
+        """
+        cold = tmp_path_factory.mktemp("cold")
+        write(cold, {"p.py": pipeline})
+        write(project, {"p.py": pipeline})
+        expected = barca(cold, "get", "total", "p.py").expect(0).json["final_output"]
+        barca(project, "get", "square", "p.py", "--partition", "k=k000", env=WARM).expect(0)
+        pool = wait_until_ready(project)
+        for size in ("1", "2", "16"):
+            got = barca(project, "get", "total", "p.py", "--refresh", "square",
+                        env={**WARM, "BARCA_POOL_SIZE": size}).expect(0)
+            assert got.json["final_output"] == expected == sum(i * i for i in range(60))
+        assert zygotes(project) == [pool]
+
+    def test_zero_seconds_leaves_no_pool_and_a_bad_value_is_a_usage_error(self, project):
+        write(project, {"p.py": PIPELINE})
+        barca(project, "get", "probe", "p.py", env={"BARCA_WARM_SECONDS": "0"}).expect(0)
+        time.sleep(1)
+        assert zygotes(project) == []
+        bad = barca(project, "get", "probe", "p.py", "--refresh", "probe",
+                    env={"BARCA_WARM_SECONDS": "soon"}).expect(2)
+        assert "BARCA_WARM_SECONDS" in bad.envelope["error"]
+        assert "0" in bad.envelope["remediation"]
+        doctor = barca(project, "doctor", env={"BARCA_WARM_SECONDS": "soon"}).expect(3)
+        assert not {c["name"]: c for c in doctor.json["checks"]}["warm"]["ok"]
+
+    def test_an_idle_pool_exits_on_its_own(self, project):
+        write(project, {"p.py": PIPELINE})
+        barca(project, "get", "probe", "p.py", env={"BARCA_WARM_SECONDS": "2"}).expect(0)
+        pid = wait_until_ready(project)
+        wait_until_gone(pid)
+        assert not (Path(f"/proc/{pid}")).exists()
+
+    def test_installing_packages_retires_the_pool(self, project):
+        write(project, {"p.py": PIPELINE})
+        probe(project)
+        old = wait_until_ready(project)
+        packages = Path(site.getsitepackages()[0])
+        before = packages.stat()
+        try:  # what `pip install` does to the directory: a new entry, a new mtime
+            os.utime(packages, ns=(before.st_atime_ns, before.st_mtime_ns + 10**9))
+            wait_until_gone(old)
+            assert probe(project)["parent"] != old  # started fresh, not from the retired pool
+            assert wait_until_ready(project) != old
+        finally:
+            os.utime(packages, ns=(before.st_atime_ns, before.st_mtime_ns))
+
+    def test_a_changed_environment_gets_a_new_pool_and_the_old_one_exits(self, project,
+                                                                          monkeypatch):
+        write(project, {"p.py": PIPELINE})
+        monkeypatch.setenv("SOME_SETTING", "a")  # read at import by some library, say
+        probe(project)
+        old = wait_until_ready(project)
+        monkeypatch.setenv("SOME_SETTING", "b")
+        assert probe(project)["parent"] != old
+        wait_until_gone(old)
+        new = wait_until_ready(project)
+        assert probe(project)["parent"] == new
