@@ -68,7 +68,7 @@ def identity(root: Path) -> str:
     def add(*parts: object) -> None:
         h.update(repr(parts).encode())
 
-    add(sys.executable, os.path.realpath(root), sys.version)
+    add(os.path.realpath(sys.executable), sys.prefix, os.path.realpath(root), sys.version)
     # a library may read the environment once, at import: any change needs a new zygote
     add(sorted((k, v) for k, v in os.environ.items()
                if k not in _VOLATILE and not k.startswith("BARCA_")))
@@ -93,17 +93,19 @@ def _stamp(path: str) -> tuple[int, int] | None:
     return st.st_mtime_ns, st.st_size
 
 
-def paths(directory: Path, key: str) -> tuple[Path, Path, Path]:
-    """The zygote's socket, lock file (holding its pid) and list of modules to import."""
+def paths(directory: Path, key: str) -> tuple[Path, Path]:
+    """The socket and the lock file (holding the pid) of the zygote with this identity."""
     stem = directory / key[:24]
-    return stem.with_suffix(".sock"), stem.with_suffix(".lock"), stem.with_suffix(".imports")
+    return stem.with_suffix(".sock"), stem.with_suffix(".lock")
 
 
-def owner_path(directory: Path, root: Path) -> Path:
-    """Names the project's newest zygote; an older one (say, of an environment since changed)
-    sees it is no longer named and exits, so a project keeps at most one."""
-    digest = hashlib.blake2b(os.path.realpath(root).encode(), digest_size=12).hexdigest()
-    return directory / f"{digest}.owner"
+def project_paths(directory: Path, root: Path) -> tuple[Path, Path]:
+    """The project's owner file, naming its newest zygote (an older one, say of an environment
+    since changed, sees it is no longer named and exits, so a project keeps at most one), and
+    the modules its workers imported, kept for the next zygote."""
+    stem = directory / hashlib.blake2b(os.path.realpath(root).encode(),
+                                       digest_size=12).hexdigest()
+    return stem.with_suffix(".owner"), stem.with_suffix(".imports")
 
 
 def send(sock: socket.socket, message: Any, fds: Iterable[int] = ()) -> None:
@@ -134,7 +136,7 @@ class WarmPool:
         directory = state_dir() if supported() else None
         if directory is None:
             return None
-        sock_path, _, _ = paths(directory, identity(root))
+        sock_path, _ = paths(directory, identity(root))
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             sock.settimeout(5.0)

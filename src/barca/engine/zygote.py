@@ -63,7 +63,7 @@ class Zygote:
                 return
             if now - last_check >= CHECK_SECONDS:
                 last_check = now
-                if not self.root.is_dir() or not self._owner() or \
+                if not self.root.is_dir() or not self.is_owner() or \
                         warm_pool.identity(self.root) != self.key:
                     return
             timeout = min(CHECK_SECONDS, self.idle - (now - last_request))
@@ -76,11 +76,11 @@ class Zygote:
                 else:
                     self._answer(key.fileobj)
 
-    def _owner(self) -> bool:
+    def is_owner(self) -> bool:
         """Whether this is still the project's newest zygote."""
+        owner, _ = warm_pool.project_paths(self.directory, self.root)
         try:
-            return warm_pool.owner_path(self.directory, self.root).read_text() == \
-                str(os.getpid())
+            return owner.read_text() == str(os.getpid())
         except OSError:
             return False
 
@@ -96,7 +96,7 @@ class Zygote:
                 warm_pool.send(conn, ("forked", pid))
             elif kind == "import":
                 self.preload(list(message[1]))
-                self._save_modules()
+                self.save_modules()
             else:
                 warm_pool.send(conn, ("error", f"bad request {kind!r}"))
         except (OSError, EOFError, ValueError, IndexError, TypeError):
@@ -130,8 +130,8 @@ class Zygote:
         finally:
             os._exit(0)
 
-    def _save_modules(self) -> None:
-        _, _, modules_path = warm_pool.paths(self.directory, self.key)
+    def save_modules(self) -> None:
+        _, modules_path = warm_pool.project_paths(self.directory, self.root)
         _write_atomically(modules_path, "\n".join(sorted(self.modules)))
 
 
@@ -146,7 +146,8 @@ def main() -> None:
     directory = warm_pool.state_dir()
     if directory is None or idle <= 0:
         return
-    sock_path, lock_path, modules_path = warm_pool.paths(directory, key)
+    sock_path, lock_path = warm_pool.paths(directory, key)
+    owner_path, modules_path = warm_pool.project_paths(directory, root)
     lock = open(lock_path, "a+")
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -158,24 +159,39 @@ def main() -> None:
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     warnings.filterwarnings("ignore", category=DeprecationWarning, message=".*fork.*")
+    _forget_old_projects(directory)
     zygote = Zygote(root, key, idle, directory, lock)
     try:
         saved = modules_path.read_text().split()
     except OSError:
         saved = []
-    zygote.preload(sorted(set(saved) | set(names)))
-    zygote._save_modules()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     try:
+        zygote.preload(sorted(set(saved) | set(names)))
+        zygote.save_modules()
         sock_path.unlink(missing_ok=True)
         listener.bind(str(sock_path))
         os.chmod(sock_path, 0o600)
         listener.listen(16)
-        _write_atomically(warm_pool.owner_path(directory, root), str(os.getpid()))
+        _write_atomically(owner_path, str(os.getpid()))
         zygote.serve(listener)
     finally:
-        sock_path.unlink(missing_ok=True)
         listener.close()
+        sock_path.unlink(missing_ok=True)
+        if zygote.is_owner():
+            owner_path.unlink(missing_ok=True)
+        lock_path.unlink(missing_ok=True)  # still locked by us: no other zygote holds it
+
+
+def _forget_old_projects(directory: Path, days: float = 30) -> None:
+    """Module lists of projects without a run for a month (deleted temp projects, say)."""
+    cutoff = time.time() - days * 86400
+    for path in directory.glob("*.imports"):
+        try:
+            if path.stat().st_mtime < cutoff:
+                path.unlink()
+        except OSError:
+            pass
 
 
 if __name__ == "__main__":
