@@ -40,6 +40,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -113,25 +114,67 @@ def change_one_retailer(directory: Path, n: int, tick: int) -> None:
     con.close()
 
 
-def timed(args: list[str], cwd: Path) -> tuple[float, float, str]:
-    """Wall seconds, peak RSS in MB of the largest process in the tree, and stdout."""
+def timed(args: list[str], cwd: Path, pool: int | None = None) -> tuple[float, float, str]:
+    """Wall seconds, peak RSS in MB of the largest process in the tree, and stdout.
+
+    With a warm pool, the command and its workers are the pool's children, not ours: a
+    sampler reads their peak RSS (VmHWM, which only grows) every 5 ms while the command runs."""
+    sampled = [0.0]
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            for pid in descendants(pool):
+                sampled[0] = max(sampled[0], status_mb(pid))
+            done.wait(0.005)
+
+    sampler = threading.Thread(target=sample) if pool else None
     start = time.perf_counter()
     proc = subprocess.Popen(args, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             env=CHILD_ENV)
+    if sampler:
+        sampler.start()
     out, err = proc.communicate()
     wall = time.perf_counter() - start
+    done.set()
+    if sampler:
+        sampler.join()
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(args)} failed ({proc.returncode}):\n{err.decode()[-2000:]}")
     peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    return wall, peak, out.decode()
+    return wall, max(peak, sampled[0]), out.decode()
 
 
-def run_isolated(args: list[str], cwd: Path, env: dict[str, str] | None = None
-                 ) -> tuple[float, float, str]:
+def descendants(pid: int) -> list[int]:
+    out, todo = [], [pid]
+    while todo:
+        try:
+            children = Path(f"/proc/{todo.pop()}/task").glob("*/children")
+            found = [int(c) for path in children for c in path.read_text().split()]
+        except OSError:
+            continue
+        out += found
+        todo += found
+    return out
+
+
+def status_mb(pid: int, field: str = "VmHWM") -> float:
+    """A memory figure of a live process from /proc/PID/status (VmHWM: peak resident)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def run_isolated(args: list[str], cwd: Path, env: dict[str, str] | None = None,
+                 pool: int | None = None) -> tuple[float, float, str]:
     """Run in a fresh child so RUSAGE_CHILDREN's max covers only this command's tree."""
     code = ("import sys, json; sys.path.insert(0, %r); import keyed_partitions as k; "
-            "from pathlib import Path; w, p, o = k.timed(%r, Path(%r)); "
-            "print(json.dumps([w, p, o]))") % (str(HERE), args, str(cwd))
+            "from pathlib import Path; w, p, o = k.timed(%r, Path(%r), %r); "
+            "print(json.dumps([w, p, o]))") % (str(HERE), args, str(cwd), pool)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env=env or CHILD_ENV)
     if out.returncode != 0:
@@ -163,8 +206,9 @@ def worker_peak_mb(directory: Path, stdout: str) -> float:
     return (peak or 0) / 2**20
 
 
-def timed_run(cmd: list[str], directory: Path, env: dict[str, str]) -> tuple[float, float, str]:
-    wall, peak, out = run_isolated(cmd, directory, env)
+def timed_run(cmd: list[str], directory: Path, env: dict[str, str], pool: int | None = None
+              ) -> tuple[float, float, str]:
+    wall, peak, out = run_isolated(cmd, directory, env, pool)
     return wall, max(peak, worker_peak_mb(directory, out)), out
 
 
@@ -188,11 +232,6 @@ def warm_pool_pid(directory: Path, timeout: float = 300) -> int:
     raise SystemExit("the warm pool answered but its process was not found")
 
 
-def resident_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
 
 
 def measure_keyed(n: int, ticks: int, variant: str) -> list[tuple]:
@@ -209,14 +248,15 @@ def measure_keyed(n: int, ticks: int, variant: str) -> list[tuple]:
         pool = warm_pool_pid(directory)
         fresh = dict(CHILD_ENV, BARCA_WARM_SECONDS="0")
         for label, env in (("", CHILD_ENV), (" (fresh workers)", fresh)):
+            watch = None if label else pool
             for _ in range(ticks):
-                wall, peak, out = timed_run(cmd, directory, env)
+                wall, peak, out = timed_run(cmd, directory, env, watch)
                 rows.append((n, "no-change tick" + label, wall, peak, steps_executed(out)))
             for tick in range(ticks):
                 change_one_retailer(directory, n, tick + (ticks if label else 0))
-                wall, peak, out = timed_run(cmd, directory, env)
+                wall, peak, out = timed_run(cmd, directory, env, watch)
                 rows.append((n, "one-key tick" + label, wall, peak, steps_executed(out)))
-        POOL_RSS[n] = resident_mb(pool)
+        POOL_RSS[n] = status_mb(pool, "VmRSS")
         os.kill(pool, signal.SIGTERM)
     finally:
         shutil.rmtree(directory, ignore_errors=True)

@@ -15,11 +15,16 @@ new column and never changes the old one.
 
 from __future__ import annotations
 
+import itertools
+import operator
 from typing import Any, Iterable, Iterator, Sequence
 
 import orjson
 
 HASH_WIDTH = 32
+# sets of item types within which Python's `==` agrees with JSON equality
+_EXACT_WITH_STR = frozenset({str, int, type(None)})
+_EXACT_WITH_FLOAT = frozenset({str, float, type(None)})
 _BLOCK = 1024  # hashes compared per slice when looking for the few that differ
 
 
@@ -98,7 +103,13 @@ class JsonColumn:
         """Positions where two columns of equal length differ."""
         if self == other:
             return []
-        return [i for i, (a, b) in enumerate(zip(self.items, other)) if not same_value(a, b)]
+        mine = self.items
+        theirs = other.items if isinstance(other, JsonColumn) else list(other)
+        kinds = set(map(type, mine)) | set(map(type, theirs))
+        if kinds <= _EXACT_WITH_STR or kinds <= _EXACT_WITH_FLOAT:
+            # `==` is exact here (no 1 == 1.0 == True, no containers): compare in C
+            return list(itertools.compress(range(len(mine)), map(operator.ne, mine, theirs)))
+        return [i for i, (a, b) in enumerate(zip(mine, theirs)) if not same_value(a, b)]
 
 
 class HashColumn:

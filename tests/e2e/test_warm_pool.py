@@ -9,8 +9,11 @@ the steps themselves.
 
 from __future__ import annotations
 
+import json
 import os
+import pty
 import signal
+import subprocess
 import site
 import sys
 import time
@@ -18,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import barca, edit, lines, write
+from conftest import CLI, barca, barca_env, edit, lines, read_runs, start_barca, write
 
 WARM = {"BARCA_WARM_SECONDS": "60"}
 
@@ -224,3 +227,107 @@ class TestWarmPool:
         wait_until_gone(old)
         new = wait_until_ready(project)
         assert probe(project)["parent"] == new
+
+
+SLOW_AND_FAILING = """
+    import os
+    import time
+    from pathlib import Path
+    from barca import asset
+
+    @asset()
+    def quick() -> int:
+        return 1
+
+    @asset()
+    def slow() -> int:
+        Path("slow.started").write_text(str(os.getpid()))
+        time.sleep(60)
+        return 2
+
+    @asset()
+    def broken() -> int:
+        raise ValueError("no good")
+"""
+
+
+def run_pid(root: Path) -> int:
+    """The pid recorded by the newest run (the process that ran the command)."""
+    return read_runs(root, "pid")[-1][0]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the warm pool is Linux-only")
+class TestCommandsInTheWarmPool:
+    """With a pool up, `barca get` / `run` are run by a process forked from it; the command
+    the user started forwards signals and exits with that process's exit code."""
+
+    @pytest.fixture
+    def warm(self, project):
+        """Ready, but started from the test itself: the pool is specific to the environment,
+        and pytest's PYTEST_CURRENT_TEST differs between a fixture and the test."""
+        def start() -> tuple[Path, int]:
+            write(project, {"p.py": SLOW_AND_FAILING})
+            barca(project, "get", "quick", "p.py", env=WARM).expect(0)
+            return project, wait_until_ready(project)
+        return start
+
+    def test_get_is_run_by_a_forked_process_with_the_same_output(self, warm):
+        project, pool = warm()
+        proc = start_barca(project, "get", "quick", "p.py", "--refresh", "quick", env=WARM)
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+        assert json.loads(out)["final_output"] == 1
+        assert run_pid(project) != proc.pid
+        off = start_barca(project, "get", "quick", "p.py", "--refresh", "quick",
+                          env={"BARCA_WARM_SECONDS": "0"})
+        assert off.wait(timeout=60) == 0
+        assert run_pid(project) == off.pid  # the pool turned off: the command runs itself
+
+    def test_exit_codes_and_error_envelopes_come_through(self, warm):
+        project, _ = warm()
+        failed = barca(project, "get", "broken", "p.py", env=WARM).expect(1)
+        assert failed.envelope["kind"] == "step_failed"
+        assert "no good" in failed.envelope["error"]
+        usage = barca(project, "get", "missing", "p.py", env=WARM).expect(2)
+        assert usage.envelope["kind"] == "usage"
+
+    def test_ctrl_c_reaches_the_run_which_records_itself_cancelled(self, warm):
+        project, _ = warm()
+        proc = start_barca(project, "get", "slow", "p.py", env=WARM)
+        try:
+            deadline = time.monotonic() + 30
+            while not (project / "slow.started").exists() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            proc.send_signal(signal.SIGINT)
+            out, err = proc.communicate(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        assert proc.returncode == 130, err
+        assert json.loads(err.strip().splitlines()[-1])["kind"] == "cancelled"
+        assert read_runs(project)[-1] == ("cancelled",)
+        worker = int((project / "slow.started").read_text())
+        wait_until_gone(worker)
+
+    def test_a_terminal_still_gets_human_output(self, warm):
+        project, _ = warm()
+        master, slave = pty.openpty()
+        proc = subprocess.Popen([*CLI, "get", "quick", "p.py"], cwd=project,
+                                env=barca_env(WARM), stdout=slave, stderr=subprocess.PIPE,
+                                stdin=subprocess.DEVNULL)
+        _, err = proc.communicate(timeout=60)
+        os.close(slave)
+        chunks = []
+        while True:
+            try:
+                data = os.read(master, 65536)
+            except OSError:
+                break
+            if not data:
+                break
+            chunks.append(data)
+        os.close(master)
+        assert proc.returncode == 0, err
+        text = b"".join(chunks).decode()
+        assert text.startswith("Run ") and "Value:" in text
+        assert run_pid(project) != proc.pid

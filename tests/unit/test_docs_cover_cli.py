@@ -1,7 +1,7 @@
 """The manual covers the CLI: every command has a section in `barca docs contract` naming each
 of its flags and arguments, and every command appears in the overview.
 
-The command tree is read from `barca.cli.main.COMMANDS` and each command's click parameters,
+The command tree is read from `barca.cli.app.COMMANDS` and each command's click parameters,
 so adding a command or a flag without documenting it fails here.
 """
 
@@ -14,7 +14,7 @@ import click
 import pytest
 
 from barca.cli.docs import summary, topics
-from barca.cli.main import COMMANDS, cli
+from barca.cli.app import COMMANDS, cli
 
 # Positional parameters whose click name is not what users see (`args` = TARGET and FILES).
 _SHOWN_AS = {"args": None}

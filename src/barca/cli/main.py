@@ -1,8 +1,11 @@
-"""Entry point of the `barca` command: the command group and the one error handler.
+"""Entry point of the `barca` command.
 
-Exit codes: 0 success, 1 a step failed, 2 usage error, 3 barca or the machine failed,
-130 cancelled (Ctrl-C / SIGTERM). In JSON mode the last stderr line of a failure is the
-envelope `{error, code, kind, remediation}`.
+`get` and `run` are handed to the project's warm pool when one is up (see
+`barca.engine.warm_pool`): a process forked from it, with barca and the pipeline's libraries
+already imported, runs the command on this terminal's stdin, stdout and stderr, and this
+process forwards signals and exits with its exit code. That skips most of Python's start-up
+cost on every tick. Without a pool, and for every other command, the command runs here.
+Nothing heavy is imported before that choice is made.
 """
 
 from __future__ import annotations
@@ -10,122 +13,45 @@ from __future__ import annotations
 import os
 import sys
 
-import click
-
-from barca import __version__
-from barca.errors import BarcaError, UsageError
-
-EPILOG = """\b
-Examples:
-  barca get summary pipeline.py            compute summary and what it needs
-  barca get summary pipeline.py --dry-run  what would run, and why
-  barca run publish pipeline.py            run a task (its asset inputs come from cache)
-  barca status pipeline.py                 freshness of every node
-  barca list pipeline.py                   every node, kind and inputs
-"""
-
-
-# name -> (module, attribute, one-line help). Commands are imported only when used, so that
-# `barca --help` does not pay for the engine.
-COMMANDS = {
-    "get": ("barca.cli.get", "get_command", "Compute assets and what they need."),
-    "run": ("barca.cli.get", "run_command", "Run tasks; their asset inputs come from cache."),
-    "list": ("barca.cli.inspect", "list_command", "Every node, kind, freshness and inputs."),
-    "status": ("barca.cli.inspect", "status_command", "Cache state of every node, and why."),
-    "plan": ("barca.cli.inspect", "plan_command", "Execution phases as JSON."),
-    "version": ("barca.cli.version", "version_command", "Print barca's version."),
-    "history": ("barca.cli.history", "history_command", "Recent runs, or one run's steps."),
-    "logs": ("barca.cli.logs", "logs_command", "What a run's steps printed."),
-    "stats": ("barca.cli.stats", "stats_command", "Timings and re-execution rate of a node."),
-    "sql": ("barca.cli.sql", "sql_command", "DuckDB SQL over the stored results."),
-    "docs": ("barca.cli.docs", "docs_command", "The manual, by topic."),
-    "gc": ("barca.cli.gc", "gc_command", "Remove results no current state needs."),
-    "doctor": ("barca.cli.doctor", "doctor_command", "Check what barca needs to run here."),
-}
-
-
-class LazyGroup(click.Group):
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return list(COMMANDS)
-
-    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
-        if name not in COMMANDS:
-            return None
-        import importlib
-
-        module, attribute, _ = COMMANDS[name]
-        return getattr(importlib.import_module(module), attribute)
-
-    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        with formatter.section("Commands"):
-            formatter.write_dl([(name, text) for name, (_, _, text) in COMMANDS.items()])
-
-
-@click.group(cls=LazyGroup, epilog=EPILOG,
-             context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, "--version", prog_name="barca")
-def cli() -> None:
-    """barca: cached Python functions as a dependency graph.
-
-    Decorate functions with @asset, @sensor and @task; barca runs only what changed, down to
-    the single partition key, and keeps every result under .barca/.
-    """
-
-
-def _json_mode(argv: list[str]) -> bool:
-    if "--json" in argv or any(a.startswith("--fields") for a in argv):
-        return True
-    if "--pretty" in argv:
-        return False
-    env = os.environ.get("BARCA_OUTPUT")
-    if env in ("json", "pretty"):
-        return env == "json"
-    return not sys.stdout.isatty()
-
-
-def report_error(error: BarcaError, json_mode: bool) -> None:
-    from barca.cli.output import note
-
-    if json_mode:
-        import orjson
-
-        note(orjson.dumps(error.envelope(), default=str).decode())
-        return
-    note(f"error: {error.message}")
-    if error.remediation:
-        note(f"  {error.remediation}")
+DELEGATED = ("get", "run")
 
 
 def main(argv: list[str] | None = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0].endswith(".py"):
         argv = ["get", *argv]  # `barca pipeline.py` is `barca get pipeline.py`
-    json_mode = _json_mode(argv)
-    try:
-        cli.main(args=argv, prog_name="barca", standalone_mode=False)
-    except click.exceptions.Exit as done:
-        sys.exit(done.exit_code)
-    except click.ClickException as exc:
-        report_error(UsageError(exc.format_message(), "run `barca --help` or "
-                                "`barca COMMAND --help` for the accepted arguments"), json_mode)
-        sys.exit(2)
-    except click.exceptions.Abort:
-        sys.exit(130)
-    except BarcaError as exc:
-        report_error(exc, json_mode)
-        sys.exit(exc.exit_code)
-    except Exception as exc:
-        if type(exc).__module__ != "sqlite3":
-            raise
-        from barca.errors import InfraError
+    if argv and argv[0] in DELEGATED and _warm_pool_allowed():
+        code = _run_in_warm_pool(argv)
+        if code is not None:
+            sys.exit(code)
+    from barca.cli.app import main as run_here
 
-        report_error(InfraError(f"metadata database error: {exc}", "check that .barca/ is "
-                                "writable and not corrupted; run `barca doctor`"), json_mode)
-        sys.exit(3)
-    except KeyboardInterrupt:
-        sys.exit(130)
-    except BrokenPipeError:
-        sys.exit(0)
+    run_here(argv)
+
+
+def _warm_pool_allowed() -> bool:
+    """Off when BARCA_WARM_SECONDS is 0; a bad value is reported by the command itself."""
+    text = os.environ.get("BARCA_WARM_SECONDS", "")
+    try:
+        return not text or float(text) > 0
+    except ValueError:
+        return False
+
+
+def _run_in_warm_pool(argv: list[str]) -> int | None:
+    """The command's exit code, or None when no warm pool took it (run it here)."""
+    from pathlib import Path
+
+    from barca.engine.warm_pool import WarmPool
+    from barca.project import find_root
+
+    pool = WarmPool.connect(find_root(Path.cwd()))
+    if pool is None:
+        return None
+    try:
+        return pool.run_command(argv)
+    finally:
+        pool.close()
 
 
 if __name__ == "__main__":

@@ -156,6 +156,37 @@ class WarmPool:
             raise OSError(f"warm pool refused to fork: {pid}")
         return pid
 
+    def run_command(self, argv: list[str]) -> int | None:
+        """Have a forked process run `barca ARGV` on our stdin/stdout/stderr; its exit code.
+        None when the pool would not take it (run the command here instead)."""
+        import signal
+
+        try:
+            for fd in (0, 1, 2):
+                os.fstat(fd)
+            umask = os.umask(0)
+            os.umask(umask)
+            send(self.sock, ("command", argv, os.getcwd(), dict(os.environ), umask), [0, 1, 2])
+            self.sock.settimeout(None)  # a run takes as long as it takes
+            message, _ = receive(self.sock)
+        except (OSError, EOFError, ValueError):
+            return None
+        if message[0] == "error":
+            return None
+        pid = message[1] if message[0] == "forked" else None
+        if pid is not None:  # Ctrl-C and kill reach the run, which records itself cancelled
+            for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+                signal.signal(sig, lambda signum, _frame: os.kill(pid, signum))
+        while message[0] != "exit":
+            try:
+                message, _ = receive(self.sock)
+            except (OSError, EOFError):
+                sys.stderr.write("error: the process running this command ended without an "
+                                 "exit status\n  run it again with BARCA_WARM_SECONDS=0 to "
+                                 "run it in this process\n")
+                return 3
+        return message[1]
+
     def learn(self, modules: set[str]) -> None:
         """Ask the zygote to import modules workers needed that it does not have yet."""
         new = sorted(modules - self.modules)

@@ -10,6 +10,7 @@ restart. One zygote per identity: a second one finds the lock taken and exits.
 from __future__ import annotations
 
 import fcntl
+import io
 import importlib
 import importlib.util
 import os
@@ -92,7 +93,10 @@ class Zygote:
             if kind == "hello":
                 warm_pool.send(conn, ("hello", sorted(self.modules), os.getpid()))
             elif kind == "fork" and len(fds) == 4:
-                pid = self._fork(message[1], message[2], fds)
+                pid = self._fork_worker(message[1], message[2], fds)
+                warm_pool.send(conn, ("forked", pid))
+            elif kind == "command" and len(fds) == 3:
+                pid = self._fork_command(conn, *message[1:], fds)
                 warm_pool.send(conn, ("forked", pid))
             elif kind == "import":
                 self.preload(list(message[1]))
@@ -106,33 +110,87 @@ class Zygote:
             for fd in fds:
                 os.close(fd)
 
-    def _fork(self, root: str, env: dict, fds: list[int]) -> int:
+    def _fork_worker(self, root: str, env: dict, fds: list[int]) -> int:
         pid = os.fork()
         if pid:
             return pid
         try:  # the child: become a fresh worker of the requesting run
-            for key in list(self.selector.get_map().values()):
-                key.fileobj.close()
-            self.selector.close()
-            self.lock.close()
-            os.setsid()
-            for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-                signal.signal(sig, signal.SIG_DFL)
+            self._leave_zygote(keep=None)
+            os.setsid()  # the run stops a worker and whatever it started with one killpg
             in_fd, out_fd, stdout, stderr = fds
             devnull = os.open(os.devnull, os.O_RDONLY)
-            os.dup2(devnull, 0)
-            os.dup2(stdout, 1)
-            os.dup2(stderr, 2)
-            os.environ.clear()
-            os.environ.update(env)
-            os.chdir(root)
+            _take_stdio((devnull, stdout, stderr), env, root)
             worker.run(in_fd, out_fd, Path(root))
         finally:
             os._exit(0)
 
+    def _fork_command(self, conn: socket.socket, argv: list[str], cwd: str, env: dict,
+                      umask: int, fds: list[int]) -> int:
+        pid = os.fork()
+        if pid:
+            return pid
+        code = 1
+        try:  # the child: run `barca ARGV` as the client process would have
+            self._leave_zygote(keep=conn)
+            os.umask(umask)
+            _take_stdio(fds, env, cwd)
+            sys.argv = ["barca", *argv]
+            from barca.cli.app import main
+
+            main(argv)
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (exc.code is not None)
+            if isinstance(exc.code, str):
+                print(exc.code, file=sys.stderr)
+        except BaseException:  # noqa: BLE001 - reported like an uncaught error would be
+            import traceback
+
+            traceback.print_exc()
+        finally:
+            for stream in (sys.stdout, sys.stderr):
+                try:
+                    stream.flush()
+                except (OSError, ValueError):
+                    pass
+            try:
+                warm_pool.send(conn, ("exit", int(code)))
+            finally:
+                os._exit(int(code))
+
+    def _leave_zygote(self, keep: socket.socket | None) -> None:
+        """In a forked child: let go of the zygote's sockets, lock and signal handling."""
+        for key in list(self.selector.get_map().values()):
+            if key.fileobj is not keep:
+                key.fileobj.close()
+        self.selector.close()
+        self.lock.close()
+        for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
     def save_modules(self) -> None:
         _, modules_path = warm_pool.project_paths(self.directory, self.root)
         _write_atomically(modules_path, "\n".join(sorted(self.modules)))
+
+
+def _take_stdio(fds: list[int] | tuple[int, ...], env: dict, cwd: str) -> None:
+    """Make the caller's stdin/stdout/stderr, environment and directory this process's own."""
+    for target, fd in enumerate(fds):
+        os.dup2(fd, target)
+        os.close(fd)
+    encoding, errors = sys.__stdout__.encoding, sys.__stdout__.errors
+    sys.stdin = sys.__stdin__ = io.TextIOWrapper(io.FileIO(0, "r", closefd=False),
+                                                 encoding=encoding, errors=errors)
+    sys.stdout = sys.__stdout__ = io.TextIOWrapper(
+        io.FileIO(1, "w", closefd=False), encoding=encoding, errors=errors,
+        line_buffering=os.isatty(1))
+    sys.stderr = sys.__stderr__ = io.TextIOWrapper(
+        io.FileIO(2, "w", closefd=False), encoding=encoding, errors="backslashreplace",
+        line_buffering=True)
+    os.environ.clear()
+    os.environ.update(env)
+    os.chdir(cwd)
 
 
 def _write_atomically(path: Path, text: str) -> None:
@@ -160,6 +218,7 @@ def main() -> None:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     warnings.filterwarnings("ignore", category=DeprecationWarning, message=".*fork.*")
     _forget_old_projects(directory)
+    _import_barca()
     zygote = Zygote(root, key, idle, directory, lock)
     try:
         saved = modules_path.read_text().split()
@@ -181,6 +240,20 @@ def main() -> None:
         if zygote.is_owner():
             owner_path.unlink(missing_ok=True)
         lock_path.unlink(missing_ok=True)  # still locked by us: no other zygote holds it
+
+
+def _import_barca() -> None:
+    """All of barca, so that a forked `get` starts with its imports done."""
+    import pkgutil
+
+    import barca
+
+    for info in pkgutil.walk_packages(barca.__path__, "barca."):
+        if not info.name.endswith("__main__"):
+            try:
+                importlib.import_module(info.name)
+            except Exception:  # noqa: BLE001 - an optional part missing its library
+                continue
 
 
 def _forget_old_projects(directory: Path, days: float = 30) -> None:

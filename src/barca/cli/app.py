@@ -1,0 +1,125 @@
+"""The `barca` command group, run in this process, and the one error handler.
+
+Exit codes: 0 success, 1 a step failed, 2 usage error, 3 barca or the machine failed,
+130 cancelled (Ctrl-C / SIGTERM). In JSON mode the last stderr line of a failure is the
+envelope `{error, code, kind, remediation}`.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from barca import __version__
+from barca.errors import BarcaError, UsageError
+
+EPILOG = """\b
+Examples:
+  barca get summary pipeline.py            compute summary and what it needs
+  barca get summary pipeline.py --dry-run  what would run, and why
+  barca run publish pipeline.py            run a task (its asset inputs come from cache)
+  barca status pipeline.py                 freshness of every node
+  barca list pipeline.py                   every node, kind and inputs
+"""
+
+
+# name -> (module, attribute, one-line help). Commands are imported only when used, so that
+# `barca --help` does not pay for the engine.
+COMMANDS = {
+    "get": ("barca.cli.get", "get_command", "Compute assets and what they need."),
+    "run": ("barca.cli.get", "run_command", "Run tasks; their asset inputs come from cache."),
+    "list": ("barca.cli.inspect", "list_command", "Every node, kind, freshness and inputs."),
+    "status": ("barca.cli.inspect", "status_command", "Cache state of every node, and why."),
+    "plan": ("barca.cli.inspect", "plan_command", "Execution phases as JSON."),
+    "version": ("barca.cli.version", "version_command", "Print barca's version."),
+    "history": ("barca.cli.history", "history_command", "Recent runs, or one run's steps."),
+    "logs": ("barca.cli.logs", "logs_command", "What a run's steps printed."),
+    "stats": ("barca.cli.stats", "stats_command", "Timings and re-execution rate of a node."),
+    "sql": ("barca.cli.sql", "sql_command", "DuckDB SQL over the stored results."),
+    "docs": ("barca.cli.docs", "docs_command", "The manual, by topic."),
+    "gc": ("barca.cli.gc", "gc_command", "Remove results no current state needs."),
+    "doctor": ("barca.cli.doctor", "doctor_command", "Check what barca needs to run here."),
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in COMMANDS:
+            return None
+        import importlib
+
+        module, attribute, _ = COMMANDS[name]
+        return getattr(importlib.import_module(module), attribute)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, text) for name, (_, _, text) in COMMANDS.items()])
+
+
+@click.group(cls=LazyGroup, epilog=EPILOG,
+             context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", prog_name="barca")
+def cli() -> None:
+    """barca: cached Python functions as a dependency graph.
+
+    Decorate functions with @asset, @sensor and @task; barca runs only what changed, down to
+    the single partition key, and keeps every result under .barca/.
+    """
+
+
+def _json_mode(argv: list[str]) -> bool:
+    if "--json" in argv or any(a.startswith("--fields") for a in argv):
+        return True
+    if "--pretty" in argv:
+        return False
+    env = os.environ.get("BARCA_OUTPUT")
+    if env in ("json", "pretty"):
+        return env == "json"
+    return not sys.stdout.isatty()
+
+
+def report_error(error: BarcaError, json_mode: bool) -> None:
+    from barca.cli.output import note
+
+    if json_mode:
+        import orjson
+
+        note(orjson.dumps(error.envelope(), default=str).decode())
+        return
+    note(f"error: {error.message}")
+    if error.remediation:
+        note(f"  {error.remediation}")
+
+
+def main(argv: list[str]) -> None:
+    json_mode = _json_mode(argv)
+    try:
+        cli.main(args=argv, prog_name="barca", standalone_mode=False)
+    except click.exceptions.Exit as done:
+        sys.exit(done.exit_code)
+    except click.ClickException as exc:
+        report_error(UsageError(exc.format_message(), "run `barca --help` or "
+                                "`barca COMMAND --help` for the accepted arguments"), json_mode)
+        sys.exit(2)
+    except click.exceptions.Abort:
+        sys.exit(130)
+    except BarcaError as exc:
+        report_error(exc, json_mode)
+        sys.exit(exc.exit_code)
+    except Exception as exc:
+        if type(exc).__module__ != "sqlite3":
+            raise
+        from barca.errors import InfraError
+
+        report_error(InfraError(f"metadata database error: {exc}", "check that .barca/ is "
+                                "writable and not corrupted; run `barca doctor`"), json_mode)
+        sys.exit(3)
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except BrokenPipeError:
+        sys.exit(0)
