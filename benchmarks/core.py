@@ -46,7 +46,9 @@ drift on the machine hits both alike, and the table adds the reference's figures
 ratio ours / reference of the median wall times (below 1 means ours is faster).
 
 Worker pool size is whatever each command picks by default (both use every core); set
-BARCA_POOL_SIZE in the environment to pin it for both.
+BARCA_POOL_SIZE in the environment to pin it for both. Our warm pool is off here
+(BARCA_WARM_SECONDS=0): these scenarios measure a command started from nothing; ticks with the
+pool are measured by keyed_partitions.py.
 
 How to run
 ----------
@@ -546,7 +548,9 @@ BYTECODE = {
 
 
 def child_env(mode: str, base: Path) -> dict[str, str]:
-    env = dict(os.environ)
+    # every scenario starts its processes fresh: a warm pool left by one cold run would serve
+    # the next runs and keep importing in the background while they are timed
+    env = dict(os.environ, BARCA_WARM_SECONDS="0")
     if mode == "cached":
         env.pop("PYTHONDONTWRITEBYTECODE", None)
         env["PYTHONPYCACHEPREFIX"] = str(base / "pycache")

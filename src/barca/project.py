@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from barca.errors import UsageError
+from barca.project_root import find_root
 
 ENV_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
@@ -43,15 +44,6 @@ class Project:
         if not ignore.exists():
             ignore.write_text("*\n")
         self.artifacts_dir.mkdir(parents=True, exist_ok=True)
-
-
-def find_root(start: Path) -> Path:
-    """The nearest directory at or above `start` holding `barca.toml`, else `start` itself."""
-    start = start.resolve()
-    for candidate in (start, *start.parents):
-        if (candidate / "barca.toml").is_file():
-            return candidate
-    return start
 
 
 def resolve_env(flag: str | None) -> str:

@@ -43,7 +43,7 @@ def _run_in_warm_pool(argv: list[str]) -> int | None:
     from pathlib import Path
 
     from barca.engine.warm_pool import WarmPool
-    from barca.project import find_root
+    from barca.project_root import find_root
 
     pool = WarmPool.connect(find_root(Path.cwd()))
     if pool is None:

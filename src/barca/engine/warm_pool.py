@@ -24,7 +24,6 @@ import os
 import pickle
 import socket
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -38,7 +37,9 @@ def supported() -> bool:
 
 def state_dir() -> Path | None:
     """The user's private directory for zygote sockets, or None if it is not safe to use."""
-    path = Path(tempfile.gettempdir()) / f"barca-{os.getuid()}"
+    temp = next((d for d in map(os.environ.get, ("TMPDIR", "TEMP", "TMP"))
+                 if d and os.path.isdir(d)), "/tmp")  # tempfile's order, without importing it
+    path = Path(temp) / f"barca-{os.getuid()}"
     try:
         path.mkdir(mode=0o700, exist_ok=True)
         st = path.stat()
@@ -56,10 +57,9 @@ _VOLATILE = frozenset({"_", "OLDPWD", "PWD", "SHLVL", "COLUMNS", "LINES", "TERM"
 
 
 def identity(root: Path) -> str:
-    """What a forked worker inherits from the zygote, hashed: if any of it changes, the zygote
-    no longer stands in for a fresh `python -m barca.engine.worker`."""
+    """What a forked process inherits from the zygote, hashed: if any of it changes, the
+    zygote no longer stands in for a freshly started `barca` or worker."""
     import site
-    import sysconfig
 
     import barca
 
@@ -73,7 +73,8 @@ def identity(root: Path) -> str:
     add(sorted((k, v) for k, v in os.environ.items()
                if k not in _VOLATILE and not k.startswith("BARCA_")))
     dirs = [*site.getsitepackages(), site.getusersitepackages(),
-            sysconfig.get_paths()["stdlib"], os.path.realpath(sys.executable)]
+            os.path.dirname(os.__file__),  # the standard library
+            os.path.realpath(sys.executable)]
     for directory in dirs:
         add(directory, _stamp(directory))
     package = os.path.dirname(barca.__file__)

@@ -10,6 +10,7 @@ restart. One zygote per identity: a second one finds the lock taken and exits.
 from __future__ import annotations
 
 import fcntl
+import gc
 import io
 import importlib
 import importlib.util
@@ -54,6 +55,9 @@ class Zygote:
             origin = getattr(module, "__file__", None)
             if origin and is_project_file(str(self.root), origin):
                 del sys.modules[module_name]
+        # What is loaded now lives as long as the zygote: keep it out of the cyclic collector,
+        # so that children do not traverse (and so copy) it at each full collection.
+        gc.freeze()
 
     def serve(self, listener: socket.socket) -> None:
         self.selector.register(listener, selectors.EVENT_READ, None)
