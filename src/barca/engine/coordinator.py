@@ -44,7 +44,7 @@ from barca.engine.result import RunRequest, RunResult, locate
 from barca.state import EMPTY_STATE, ran_entry, state_after_run
 from barca.store import metadata
 from barca.store.artifacts import read_value
-from barca.store.db import connect
+from barca.store.db import checkpoint, connect, defer_checkpoint
 from barca.store.paths import node_dir_name
 
 FLUSH_SECONDS = 0.5
@@ -97,7 +97,11 @@ class _Run:
             self.executor = _local_executor(self.project.root, req)
             self.executor.prestart(sorted({self.graph.nodes[n].file for n in self.order}))
         self.conn = connect(self.project.db_path, create=not req.dry_run)
-        self.states, self.loaded_watermarks = metadata.load_states(self.conn, self.order)
+        # sensors first: the rest of the state loads while they run
+        sensors = [n for n in self.order if self.graph.nodes[n].kind == "sensor"]
+        early = self.graph.cone(sensors) if sensors else frozenset()
+        self.states, self.loaded_watermarks = metadata.load_states(
+            self.conn, [n for n in self.order if n in early])
         self.refreshed = refreshed_nodes(self.graph, self.cone, req.options)
         if not req.dry_run:
             metadata.start_run(self.conn, self.run_id, req.command, req.files, req.target_text)
@@ -111,7 +115,7 @@ class _Run:
                     for sig in (signal.SIGINT, signal.SIGTERM)}
         status = "failed"
         try:
-            self._observe_sensors()
+            self._observe_sensors(sensors, [n for n in self.order if n not in early])
             self._plan_pending()
             if req.dry_run:
                 self._predict_missing_artifacts()
@@ -139,24 +143,31 @@ class _Run:
 
     # -- sensors ----------------------------------------------------------------------------
 
-    def _observe_sensors(self) -> None:
-        sensors = [n for n in self.order if self.graph.nodes[n].kind == "sensor"]
+    def _observe_sensors(self, sensors: list[str], later: list[str]) -> None:
+        """Run the sensors; meanwhile load the state of the nodes they do not need (`later`),
+        which at 200,000 keys takes as long as a sensor's query."""
+        if sensors:
+            self.plans = plan_nodes(self.graph, sensors, self.states, {},
+                                    self.request.options, self.expr_keys, {})
+            if self.request.observe_sensors:
+                self.reporter.run_started(sum(len(self.plans[n].run) for n in sensors))
+                self._dispatch(sensors)
+        states, watermarks = metadata.load_states(self.conn, later)
+        self.states.update(states)
+        self.loaded_watermarks.update(watermarks)
         if not sensors:
             return
-        self.plans = plan_nodes(self.graph, sensors, self.states, {}, self.request.options,
-                                self.expr_keys, {})
-        if not self.request.observe_sensors:
-            for node_id in sensors:
-                state = self.states.get(node_id)
-                if state is not None and all(state.find(k) is not None
-                                             for k in self.plans[node_id].keys):
-                    self.known[node_id] = self._known_output(node_id, self.plans[node_id], {})
-                self.complete.add(node_id)
+        if self.request.observe_sensors:
+            if not self.request.dry_run:
+                checkpoint(self.conn)  # the previous run's deferred one; the sensor is running
+            self._drain(lambda: all(n in self.complete for n in sensors))
             return
-        total = sum(len(self.plans[n].run) for n in sensors)
-        self.reporter.run_started(total)
-        self._dispatch(sensors)
-        self._drain(lambda: all(n in self.complete for n in sensors))
+        for node_id in sensors:
+            state = self.states.get(node_id)
+            if state is not None and all(state.find(k) is not None
+                                         for k in self.plans[node_id].keys):
+                self.known[node_id] = self._known_output(node_id, self.plans[node_id], {})
+            self.complete.add(node_id)
 
     # -- planning ---------------------------------------------------------------------------
 
@@ -507,6 +518,7 @@ class _Run:
                             max(0, total_keys - executed), elapsed,
                             failed[0].step_id if failed else None,
                             failed[0].error_message if failed else None)
+        defer_checkpoint(self.conn)
         self._save_states()
         self.reporter.run_finished(executed, executed, elapsed, status)
 

@@ -86,3 +86,17 @@ def connect(path: Path, *, create: bool) -> sqlite3.Connection | None:
     except sqlite3.Error as exc:
         raise InfraError(f"cannot open metadata database {path}: {exc}",
                          "check that .barca/ is writable and not on a full disk") from exc
+
+
+def defer_checkpoint(conn: sqlite3.Connection) -> None:
+    """Leave what this connection writes from now on in the write-ahead log.
+
+    Copying a run's last writes (the state snapshots, megabytes at 200,000 keys) into the
+    database file would double their cost at the end of the run, where the user waits; the
+    next run does it while its sensors run (`checkpoint`), or any later large write does."""
+    conn.execute("PRAGMA wal_autocheckpoint=0")
+
+
+def checkpoint(conn: sqlite3.Connection) -> None:
+    """Copy the write-ahead log into the database file, without waiting for other processes."""
+    conn.execute("PRAGMA wal_checkpoint(PASSIVE)")

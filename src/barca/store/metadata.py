@@ -22,8 +22,9 @@ def load_states(conn: sqlite3.Connection | None, node_ids: Iterable[str]
                 ) -> tuple[dict[str, NodeState], dict[str, int]]:
     """Each node's snapshot plus the rows recorded after it; also the row id each covers.
 
-    Two queries for the whole cone; a node gets a third only when rows were recorded after its
-    snapshot (a killed run, another process).
+    One query for the snapshots of the whole cone and one index seek per node for its newest
+    row; a node gets one more query only when rows were recorded after its snapshot (a killed
+    run, another process).
     """
     if conn is None:
         return {}, {}
@@ -35,9 +36,9 @@ def load_states(conn: sqlite3.Connection | None, node_ids: Iterable[str]
                 f"SELECT node_id, watermark, data FROM node_state WHERE node_id IN ({marks})",
                 chunk):
             snapshots[node_id] = (watermark, data)
-        latest.update(conn.execute(
-            f"SELECT node_id, max(id) FROM materializations WHERE node_id IN ({marks}) "
-            "GROUP BY node_id", chunk).fetchall())
+    for node_id in node_ids:  # one index seek each; a GROUP BY would read every row's entry
+        latest[node_id] = conn.execute("SELECT max(id) FROM materializations WHERE node_id = ?",
+                                       (node_id,)).fetchone()[0] or 0
     states, watermarks = {}, {}
     for node_id in node_ids:
         watermark, data = snapshots.get(node_id, (0, None))
@@ -106,12 +107,13 @@ def find_successes(conn: sqlite3.Connection | None, node_id: str,
         chunk = wanted[start:start + 400]
         hashes = sorted({h for _, h in chunk})
         marks = ",".join("?" * len(hashes))
-        rows = conn.execute(
-            f"SELECT key, run_hash, context, signature, format, output_hash FROM "
+        # sorted here, not by ORDER BY id: that makes SQLite walk every row of the node
+        rows = sorted(conn.execute(
+            f"SELECT id, key, run_hash, context, signature, format, output_hash FROM "
             f"materializations WHERE node_id = ? AND status = 'success' AND run_hash IN "
-            f"({marks}) ORDER BY id", (node_id, *hashes)).fetchall()
+            f"({marks})", (node_id, *hashes)).fetchall())
         pairs = set(chunk)
-        for key, run_hash, context, signature, fmt, output_hash in rows:
+        for _, key, run_hash, context, signature, fmt, output_hash in rows:
             if (key, run_hash) in pairs:
                 found[key] = (key, run_hash, context, _signature(signature), fmt, output_hash)
     return list(found.values())
