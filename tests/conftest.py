@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import pty
 import sqlite3
 import subprocess
 import sys
@@ -98,6 +99,28 @@ def start_barca(cwd: Path, *args: Any, env: Mapping[str, str | None] | None = No
     popen.setdefault("stderr", subprocess.PIPE)
     return subprocess.Popen([*CLI, *map(str, args)], cwd=cwd, env=barca_env(env),
                             stdin=subprocess.DEVNULL, text=True, **popen)
+
+
+def in_terminal(cwd: Path, *args: Any, env: Mapping[str, str | None] | None = None
+                ) -> tuple[subprocess.Popen, str, str]:
+    """Run `barca ARGS` with stdout on a pseudo-terminal (output small enough for its buffer);
+    returns the finished process, what it printed there and its stderr."""
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([*CLI, *map(str, args)], cwd=cwd, env=barca_env(env), stdout=slave,
+                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+    _, err = proc.communicate(timeout=60)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 65536)
+        except OSError:
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(master)
+    return proc, b"".join(chunks).decode().replace("\r\n", "\n"), err
 
 
 def write(root: Path, files: Mapping[str, str]) -> Path:

@@ -5,17 +5,14 @@
 from __future__ import annotations
 
 import json
-import os
-import pty
 import re
 import sqlite3
-import subprocess
 from pathlib import Path
 
 import pytest
 
 import barca as barca_package
-from conftest import CLI, barca, barca_env, write
+from conftest import barca, in_terminal, write
 
 PIPELINE = """
     from barca import asset, sensor, task, Schedule
@@ -76,28 +73,15 @@ def test_bare_file_argument_means_get(pipeline: Path) -> None:
 
 
 def test_terminal_gets_human_output_and_json_flag_forces_json(pipeline: Path) -> None:
-    def in_terminal(*args: str) -> str:
-        master, slave = pty.openpty()
-        proc = subprocess.run([*CLI, *args], cwd=pipeline, env=barca_env(), stdout=slave,
-                              stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, timeout=60)
-        os.close(slave)
-        chunks = []
-        while True:
-            try:
-                data = os.read(master, 65536)
-            except OSError:
-                break
-            if not data:
-                break
-            chunks.append(data)
-        os.close(master)
-        assert proc.returncode == 0, proc.stderr
-        return b"".join(chunks).decode().replace("\r\n", "\n")
+    def terminal_output(*args: str) -> str:
+        proc, out, err = in_terminal(pipeline, *args)
+        assert proc.returncode == 0, err
+        return out
 
-    human = in_terminal("get", "b", "pipeline.py")
+    human = terminal_output("get", "b", "pipeline.py")
     assert re.match(r"Run [0-9a-f]{12} \| got 'b' in [0-9.]+s \(2 steps, 2 phases\)", human)
     assert "Value:\n2" in human
-    forced = in_terminal("get", "b", "pipeline.py", "--json")
+    forced = terminal_output("get", "b", "pipeline.py", "--json")
     assert json.loads(forced)["final_output"] == 2
 
 

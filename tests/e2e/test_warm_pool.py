@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import json
 import os
-import pty
 import signal
-import subprocess
 import site
 import sys
 import time
@@ -21,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CLI, barca, barca_env, edit, lines, read_runs, start_barca, write
+from conftest import barca, edit, in_terminal, lines, read_runs, start_barca, write
 
 WARM = {"BARCA_WARM_SECONDS": "60"}
 
@@ -311,23 +309,7 @@ class TestCommandsInTheWarmPool:
 
     def test_a_terminal_still_gets_human_output(self, warm):
         project, _ = warm()
-        master, slave = pty.openpty()
-        proc = subprocess.Popen([*CLI, "get", "quick", "p.py"], cwd=project,
-                                env=barca_env(WARM), stdout=slave, stderr=subprocess.PIPE,
-                                stdin=subprocess.DEVNULL)
-        _, err = proc.communicate(timeout=60)
-        os.close(slave)
-        chunks = []
-        while True:
-            try:
-                data = os.read(master, 65536)
-            except OSError:
-                break
-            if not data:
-                break
-            chunks.append(data)
-        os.close(master)
+        proc, text, err = in_terminal(project, "get", "quick", "p.py", env=WARM)
         assert proc.returncode == 0, err
-        text = b"".join(chunks).decode()
         assert text.startswith("Run ") and "Value:" in text
         assert run_pid(project) != proc.pid
