@@ -144,6 +144,14 @@ def lines(path: Path) -> list[str]:
     return path.read_text().splitlines() if path.exists() else []
 
 
+def take_executed(root: Path) -> list[str]:
+    """What the pipeline logged to executed.log since the last call (sorted), then forget it."""
+    log = root / "executed.log"
+    out = sorted(lines(log))
+    log.unlink(missing_ok=True)
+    return out
+
+
 def run_statuses(root: Path, env_name: str | None = None) -> list[str]:
     """`status` of every row in the runs table, oldest first (read-only)."""
     base = root / ".barca"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import barca, edit, lines, write
+from conftest import barca, edit, take_executed, write
 
 CUTOFF = """
     import json
@@ -57,13 +57,6 @@ CUTOFF = """
 """
 
 
-def _ran(root: Path) -> list[str]:
-    log = root / "executed.log"
-    out = sorted(lines(log))
-    log.unlink(missing_ok=True)
-    return out
-
-
 @pytest.fixture
 def cutoff(project: Path) -> Path:
     return write(project, {"pipeline.py": CUTOFF, "rates.txt": "5 first",
@@ -74,51 +67,51 @@ def test_a_cutoff_global_asset_that_writes_the_same_bytes_reruns_no_key(cutoff: 
     first = barca(cutoff, "get", "report", "pipeline.py").expect(0)
     assert first.json["final_output"] == {"region=amer": "AMER:5", "region=apac": "APAC:5",
                                           "region=emea": "EMEA:5"}
-    _ran(cutoff)
+    take_executed(cutoff)
 
     (cutoff / "rates.txt").write_text("5 second")       # rates reruns, same bytes
     same = barca(cutoff, "get", "report", "pipeline.py").expect(0)
     assert same.statuses() == {"rates_file": "ran", "rates": "ran", "priced": "cached",
                                "report": "cached"}
-    assert _ran(cutoff) == ["rates"]
+    assert take_executed(cutoff) == ["rates"]
 
     (cutoff / "rates.txt").write_text("6 third")        # new bytes: every key reruns
     new = barca(cutoff, "get", "report", "pipeline.py").expect(0)
     assert new.steps["priced"]["partitions"]["will_run"] == 3
     assert new.steps["priced"]["changed"] == ["input pipeline.py:rates"]
-    assert _ran(cutoff) == ["priced amer", "priced apac", "priced emea", "rates",
-                            "report amer", "report apac", "report emea"]
+    assert take_executed(cutoff) == ["priced amer", "priced apac", "priced emea", "rates",
+                                     "report amer", "report apac", "report emea"]
     assert new.json["final_output"]["region=emea"] == "EMEA:6"
 
 
 def test_a_cutoff_asset_returning_key_versions_is_a_keyed_source(cutoff: Path) -> None:
     barca(cutoff, "get", "per", "pipeline.py").expect(0)
-    assert _ran(cutoff) == ["keyed", "per a", "per b", "per c"]
+    assert take_executed(cutoff) == ["keyed", "per a", "per b", "per c"]
 
     (cutoff / "manifest.json").write_text('{"c": 1, "b": 2, "a": 1, "d": 0}')
     got = barca(cutoff, "get", "per", "pipeline.py").expect(0)
     assert got.statuses()["keyed"] == "ran"
     assert got.steps["per"]["partitions"]["will_run_keys"] == ["k=b", "k=d"]
     assert got.steps["per"]["partitions"]["changed"] == {"k=b": ["value pipeline.py:keyed"]}
-    assert _ran(cutoff) == ["keyed", "per b", "per d"]
+    assert take_executed(cutoff) == ["keyed", "per b", "per d"]
     assert got.json["final_output"] == {"k=a": "a@1", "k=b": "b@2", "k=c": "c@1", "k=d": "d@0"}
 
     # keyed reruns (its sensor's text changed) and returns the same dict: no key reruns
     (cutoff / "manifest.json").write_text('{"a": 1, "b": 2, "c": 1, "d": 0}')
     again = barca(cutoff, "get", "per", "pipeline.py").expect(0)
     assert again.statuses() == {"manifest": "ran", "keyed": "ran", "per": "cached"}
-    assert _ran(cutoff) == ["keyed"]
+    assert take_executed(cutoff) == ["keyed"]
 
 
 def test_a_dict_asset_without_cutoff_reruns_every_key_when_it_reruns(cutoff: Path) -> None:
     edit(cutoff / "pipeline.py", '@asset(inputs={"m": manifest}, cutoff=True)',
          '@asset(inputs={"m": manifest})')
     barca(cutoff, "get", "per", "pipeline.py").expect(0)
-    _ran(cutoff)
+    take_executed(cutoff)
     (cutoff / "manifest.json").write_text('{"a": 1, "b": 2, "c": 1}')
     got = barca(cutoff, "get", "per", "pipeline.py").expect(0)
     assert got.steps["per"]["partitions"]["will_run"] == 3
-    assert _ran(cutoff) == ["keyed", "per a", "per b", "per c"]
+    assert take_executed(cutoff) == ["keyed", "per a", "per b", "per c"]
 
 
 SENSORS = """
@@ -152,14 +145,15 @@ def sensors(project: Path) -> Path:
 def test_a_partitioned_sensor_runs_once_per_key_on_every_run(sensors: Path) -> None:
     first = barca(sensors, "get", "data", "pipeline.py").expect(0)
     assert first.json["steps_executed"] == 6
-    assert _ran(sensors) == ["data r1", "data r2", "data r3", "poll r1", "poll r2", "poll r3"]
+    assert take_executed(sensors) == ["data r1", "data r2", "data r3",
+                                      "poll r1", "poll r2", "poll r3"]
     for _ in range(2):
         again = barca(sensors, "get", "data", "pipeline.py").expect(0)
         assert again.json["steps_executed"] == 3
         assert again.steps["poll"]["status"] == "ran"
         assert again.steps["poll"]["partitions"]["will_run"] == 3
         assert again.steps["data"]["status"] == "cached"
-        assert _ran(sensors) == ["poll r1", "poll r2", "poll r3"]
+        assert take_executed(sensors) == ["poll r1", "poll r2", "poll r3"]
     latest = barca(sensors, "history", "--json").expect(0).json["runs"][0]
     assert (latest["steps_executed"], latest["steps_cached"]) == (3, 3)
 
@@ -167,9 +161,9 @@ def test_a_partitioned_sensor_runs_once_per_key_on_every_run(sensors: Path) -> N
 def test_a_reader_of_a_partitioned_sensor_reruns_the_key_whose_value_changed(
         sensors: Path) -> None:
     barca(sensors, "get", "data", "pipeline.py").expect(0)
-    _ran(sensors)
+    take_executed(sensors)
     (sensors / "r2.txt").write_text("fresh")
     got = barca(sensors, "get", "data", "pipeline.py").expect(0)
     assert got.json["final_output"]["retailer=r2"] == "r2:fresh"
     assert got.steps["data"]["partitions"]["will_run_keys"] == ["retailer=r2"]
-    assert _ran(sensors) == ["data r2", "poll r1", "poll r2", "poll r3"]
+    assert take_executed(sensors) == ["data r2", "poll r1", "poll r2", "poll r3"]

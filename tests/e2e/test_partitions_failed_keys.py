@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import barca, lines, write
+from conftest import barca, take_executed, write
 
 PIPELINE = """
     from pathlib import Path
@@ -40,13 +40,6 @@ PIPELINE = """
 """
 
 
-def _ran(root: Path) -> list[str]:
-    log = root / "executed.log"
-    out = sorted(lines(log))
-    log.unlink(missing_ok=True)
-    return out
-
-
 @pytest.fixture
 def failing(project: Path) -> Path:
     """The pipeline after a first run in which keys b and d of `load` failed."""
@@ -64,7 +57,7 @@ def test_failed_keys_let_their_siblings_finish_and_the_run_exits_1(failing: Path
     assert got.json["failed_node"] in ("pipeline.py:load[k=b]", "pipeline.py:load[k=d]")
     assert got.statuses()["total"] == "skipped"
     assert got.steps["total"]["reason"] == "upstream_failed"
-    assert _ran(failing) == ["load a", "load b", "load c", "load d", "score a", "score c"]
+    assert take_executed(failing) == ["load a", "load b", "load c", "load d", "score a", "score c"]
     assert got.envelope["kind"] == "step_failed" and got.envelope["code"] == 1
 
     steps = barca(failing, "history", got.json["run_id"], "--json").expect(0).json["steps"]
@@ -83,19 +76,19 @@ def test_failed_keys_let_their_siblings_finish_and_the_run_exits_1(failing: Path
 
 def test_the_next_run_runs_only_the_failed_keys(failing: Path) -> None:
     barca(failing, "get", "total", "pipeline.py").expect(1)
-    _ran(failing)
+    take_executed(failing)
     (failing / "fail_b").unlink()
 
     still = barca(failing, "get", "total", "pipeline.py").expect(1)   # d still fails
     assert still.json["failed_node"] == "pipeline.py:load[k=d]"
     assert still.steps["load"]["partitions"]["will_run_keys"] == ["k=b", "k=d"]
-    assert _ran(failing) == ["load b", "load d", "score b"]
+    assert take_executed(failing) == ["load b", "load d", "score b"]
 
     (failing / "fail_d").unlink()
     fixed = barca(failing, "get", "total", "pipeline.py").expect(0)
     assert fixed.steps["load"]["partitions"]["will_run_keys"] == ["k=d"]
     assert "last run failed: boom on d" in fixed.steps["load"]["detail"]
-    assert _ran(failing) == ["load d", "score d", "total"]
+    assert take_executed(failing) == ["load d", "score d", "total"]
     assert fixed.json["final_output"] == ["v-a!", "v-b!", "v-c!", "v-d!"]
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import barca, edit, lines, write
+from conftest import barca, edit, lines, take_executed, write
 
 # ---------------------------------------------------------------------------------------------
 # The seed example (verbatim pipeline), over a warehouse.duckdb built in the test directory.
@@ -351,21 +351,13 @@ def _versions(root: Path, text: str) -> None:
     (root / "versions.json").write_text(text)
 
 
-def _ran(root: Path) -> list[str]:
-    """What executed since the last call (sorted), then forget it."""
-    log = root / "executed.log"
-    out = sorted(lines(log))
-    log.unlink(missing_ok=True)
-    return out
-
-
 @pytest.fixture
 def chain(project: Path) -> Path:
     write(project, {"pipeline.py": CHAIN})
     _versions(project, '{"c": 1, "a": 1, "b": 1}')
     barca(project, "get", "summary", "pipeline.py").expect(0)
-    assert _ran(project) == ["cleaned a", "cleaned b", "cleaned c",
-                             "scored a", "scored b", "scored c", "summary"]
+    assert take_executed(project) == ["cleaned a", "cleaned b", "cleaned c",
+                                      "scored a", "scored b", "scored c", "summary"]
     return project
 
 
@@ -374,7 +366,7 @@ def test_an_unchanged_value_is_cached_and_so_is_everything_below_it(chain: Path)
     assert again.json["steps_executed"] == 1  # the sensor only
     assert again.statuses() == {"versions": "ran", "cleaned": "cached", "scored": "cached",
                                 "summary": "cached"}
-    assert _ran(chain) == []
+    assert take_executed(chain) == []
 
     _versions(chain, '{"c": 1, "a": 1, "b": 2}')
     one = barca(chain, "get", "summary", "pipeline.py").expect(0)
@@ -382,7 +374,7 @@ def test_an_unchanged_value_is_cached_and_so_is_everything_below_it(chain: Path)
     assert one.steps["cleaned"]["partitions"]["will_run_keys"] == ["k=b"]
     assert one.steps["cleaned"]["changed"] == ["value pipeline.py:versions"]
     assert one.steps["scored"]["changed"] == ["input pipeline.py:cleaned"]
-    assert _ran(chain) == ["cleaned b", "scored b", "summary"]
+    assert take_executed(chain) == ["cleaned b", "scored b", "summary"]
     assert one.json["final_output"] == ["a:1", "b:2", "c:1"]
 
 
@@ -391,7 +383,7 @@ def test_a_new_key_runs_only_that_key(chain: Path) -> None:
     got = barca(chain, "get", "summary", "pipeline.py").expect(0)
     assert got.steps["cleaned"]["partitions"] == {
         "total": 4, "cached": 3, "will_run": 1, "will_run_keys": ["k=d"]}
-    assert _ran(chain) == ["cleaned d", "scored d", "summary"]
+    assert take_executed(chain) == ["cleaned d", "scored d", "summary"]
     assert got.json["final_output"] == ["a:1", "b:1", "c:1", "d:5"]
 
 
@@ -400,12 +392,12 @@ def test_a_removed_key_runs_nothing_and_is_no_longer_returned(chain: Path) -> No
     got = barca(chain, "get", "scored", "pipeline.py").expect(0)
     assert got.json["steps_executed"] == 1
     assert got.json["final_output"] == {"k=a": "a:1", "k=c": "c:1"}
-    assert _ran(chain) == []
+    assert take_executed(chain) == []
     # a key that comes back with its old value is served from its kept artifact
     _versions(chain, '{"c": 1, "a": 1, "b": 1}')
     back = barca(chain, "get", "scored", "pipeline.py").expect(0)
     assert back.json["steps_executed"] == 1
-    assert _ran(chain) == []
+    assert take_executed(chain) == []
 
 
 def test_collect_gets_keys_in_sorted_order_and_reruns_on_add_remove_and_recompute(
@@ -428,8 +420,8 @@ def test_collect_gets_keys_in_sorted_order_and_reruns_on_add_remove_and_recomput
     _versions(chain, '{"c": 1, "d": 2}')
     assert summary() == ("ran", ["c:1", "d:2"])                 # recomputed
     assert summary() == ("cached", ["c:1", "d:2"])
-    assert _ran(chain) == ["cleaned d", "cleaned d", "scored d", "scored d",
-                           "summary", "summary", "summary", "summary"]
+    assert take_executed(chain) == ["cleaned d", "cleaned d", "scored d", "scored d",
+                                    "summary", "summary", "summary", "summary"]
 
 
 def test_editing_the_sensor_code_reruns_every_key(chain: Path) -> None:
@@ -439,25 +431,25 @@ def test_editing_the_sensor_code_reruns_every_key(chain: Path) -> None:
     assert got.steps["cleaned"]["partitions"]["will_run"] == 3
     assert got.steps["cleaned"]["changed"] == ["sensor pipeline.py:versions"]
     assert got.steps["scored"]["partitions"]["will_run"] == 3
-    assert _ran(chain) == ["cleaned a", "cleaned b", "cleaned c",
-                           "scored a", "scored b", "scored c"]
+    assert take_executed(chain) == ["cleaned a", "cleaned b", "cleaned c",
+                                    "scored a", "scored b", "scored c"]
 
 
 def test_a_keys_value_is_hashed_as_canonical_json(chain: Path) -> None:
     _versions(chain, '{"c": 1, "a": {"x": 1, "y": [1, {"p": 1, "q": 2}]}, "b": 1}')
     barca(chain, "get", "scored", "pipeline.py").expect(0)
-    assert _ran(chain) == ["cleaned a", "scored a"]
+    assert take_executed(chain) == ["cleaned a", "scored a"]
     # same values, every object written in another order, whitespace added
     _versions(chain, '{"b": 1,\n "a": {"y": [1, {"q": 2, "p": 1}], "x": 1},\n "c": 1}')
     got = barca(chain, "get", "scored", "pipeline.py").expect(0)
     assert got.json["steps_executed"] == 1
     assert got.statuses() == {"versions": "ran", "cleaned": "cached", "scored": "cached"}
-    assert _ran(chain) == []
+    assert take_executed(chain) == []
     # a list's order is part of the value
     _versions(chain, '{"b": 1, "a": {"y": [{"q": 2, "p": 1}, 1], "x": 1}, "c": 1}')
     moved = barca(chain, "get", "scored", "pipeline.py").expect(0)
     assert moved.steps["cleaned"]["partitions"]["will_run_keys"] == ["k=a"]
-    assert _ran(chain) == ["cleaned a", "scored a"]
+    assert take_executed(chain) == ["cleaned a", "scored a"]
 
 
 def test_an_empty_source_gives_no_keys_and_collect_receives_an_empty_list(chain: Path) -> None:
@@ -465,8 +457,8 @@ def test_an_empty_source_gives_no_keys_and_collect_receives_an_empty_list(chain:
     got = barca(chain, "get", "summary", "pipeline.py").expect(0)
     assert got.json["final_output"] == []
     assert got.steps["cleaned"]["partitions"]["total"] == 0
-    assert _ran(chain) == ["summary"]
+    assert take_executed(chain) == ["summary"]
     _versions(chain, '{"a": 1}')                       # a key comes back: served from cache
     back = barca(chain, "get", "summary", "pipeline.py").expect(0)
     assert back.json["final_output"] == ["a:1"]
-    assert _ran(chain) == ["summary"]
+    assert take_executed(chain) == ["summary"]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import barca, lines, write
+from conftest import barca, take_executed, write
 
 PIPELINE = """
     from barca import asset, collect, partitions, partitions_from
@@ -42,13 +42,6 @@ PIPELINE = """
 """
 
 
-def _ran(root: Path) -> list[str]:
-    log = root / "executed.log"
-    out = sorted(lines(log))
-    log.unlink(missing_ok=True)
-    return out
-
-
 @pytest.fixture
 def pipeline(project: Path) -> Path:
     return write(project, {"pipeline.py": PIPELINE})
@@ -59,12 +52,12 @@ def test_partition_runs_only_the_selected_keys_and_a_full_run_only_the_others(
     part = barca(pipeline, "get", "score", "pipeline.py", "--partition", "k=a,c").expect(0)
     assert part.json["final_output"] == {"k=a": "v-a!", "k=c": "v-c!"}
     assert part.steps["score"]["partitions"]["will_run_keys"] == ["k=a", "k=c"]
-    assert _ran(pipeline) == ["load a", "load c", "score a", "score c"]
+    assert take_executed(pipeline) == ["load a", "load c", "score a", "score c"]
 
     full = barca(pipeline, "get", "score", "pipeline.py").expect(0)
     assert full.steps["load"]["partitions"] == {
         "total": 4, "cached": 2, "will_run": 2, "will_run_keys": ["k=b", "k=d"]}
-    assert _ran(pipeline) == ["load b", "load d", "score b", "score d"]
+    assert take_executed(pipeline) == ["load b", "load d", "score b", "score d"]
     assert full.json["final_output"] == {"k=a": "v-a!", "k=b": "v-b!", "k=c": "v-c!",
                                          "k=d": "v-d!"}
 
@@ -75,7 +68,7 @@ def test_partition_skips_a_collect_fan_in(pipeline: Path) -> None:
     assert got.steps["total"]["reason"] == "partition_selection"
     assert "without --partition" in got.steps["total"]["detail"]
     assert "--partition skips a fan-in that reads every key: total" in got.stderr
-    assert _ran(pipeline) == ["load b", "score b"]
+    assert take_executed(pipeline) == ["load b", "score b"]
 
     dry = barca(pipeline, "get", "total", "pipeline.py", "--partition", "k=b",
                 "--dry-run").expect(0)
@@ -84,22 +77,22 @@ def test_partition_skips_a_collect_fan_in(pipeline: Path) -> None:
 
     full = barca(pipeline, "get", "total", "pipeline.py").expect(0)
     assert full.json["final_output"] == ["v-a!", "v-b!", "v-c!", "v-d!"]
-    assert _ran(pipeline) == ["load a", "load c", "load d", "score a", "score c", "score d",
-                              "total"]
+    assert take_executed(pipeline) == ["load a", "load c", "load d",
+                                       "score a", "score c", "score d", "total"]
 
 
 def test_partition_on_several_dimensions_and_the_json_form(pipeline: Path) -> None:
     one = barca(pipeline, "get", "grid", "pipeline.py", "--partition", "region=emea").expect(0)
     assert one.json["final_output"] == {"day=d1,region=emea": "emea/d1",
                                         "day=d2,region=emea": "emea/d2"}
-    assert _ran(pipeline) == ["grid emea d1", "grid emea d2"]
+    assert take_executed(pipeline) == ["grid emea d1", "grid emea d2"]
     both = barca(pipeline, "get", "grid", "pipeline.py", "--partition", "region=amer",
                  "--partition", "day=d2").expect(0)
     assert both.json["final_output"] == {"day=d2,region=amer": "amer/d2"}
     as_json = barca(pipeline, "get", "grid", "pipeline.py", "--partition",
                     '{"region": "amer", "day": ["d1", "d2"]}').expect(0)
     assert sorted(as_json.json["final_output"]) == ["day=d1,region=amer", "day=d2,region=amer"]
-    assert _ran(pipeline) == ["grid amer d1", "grid amer d2"]
+    assert take_executed(pipeline) == ["grid amer d1", "grid amer d2"]
 
 
 def test_partition_naming_a_dimension_not_in_the_cone_is_a_usage_error(pipeline: Path) -> None:
@@ -108,7 +101,7 @@ def test_partition_naming_a_dimension_not_in_the_cone_is_a_usage_error(pipeline:
     assert "region" in bad.envelope["error"]
     assert "k" in bad.envelope["remediation"]
     assert bad.stdout == ""
-    assert _ran(pipeline) == []
+    assert take_executed(pipeline) == []
 
 
 @pytest.mark.parametrize("target, value", [
@@ -123,28 +116,28 @@ def test_partition_value_matching_no_static_key_is_a_usage_error(pipeline: Path,
     assert bad.envelope["kind"] == "usage"
     assert "zz" in bad.envelope["error"]
     assert "a, b, c, d" in bad.envelope["remediation"]
-    assert _ran(pipeline) == []
+    assert take_executed(pipeline) == []
 
 
 def test_refresh_on_a_partitioned_node_reruns_all_its_keys(pipeline: Path) -> None:
     barca(pipeline, "get", "total", "pipeline.py").expect(0)
-    _ran(pipeline)
+    take_executed(pipeline)
     got = barca(pipeline, "get", "total", "pipeline.py", "--refresh", "load").expect(0)
     assert got.steps["load"]["reason"] == "refresh"
     assert got.steps["load"]["partitions"]["will_run"] == 4
     assert got.steps["score"]["reason"] == "refresh_cascade"
     assert got.steps["total"]["reason"] == "refresh_cascade"
-    assert _ran(pipeline) == ["load a", "load b", "load c", "load d",
-                              "score a", "score b", "score c", "score d", "total"]
+    assert take_executed(pipeline) == ["load a", "load b", "load c", "load d",
+                                       "score a", "score b", "score c", "score d", "total"]
 
     only = barca(pipeline, "get", "score", "pipeline.py", "--refresh", "score").expect(0)
     assert only.statuses() == {"load": "cached", "score": "ran"}
-    assert _ran(pipeline) == ["score a", "score b", "score c", "score d"]
+    assert take_executed(pipeline) == ["score a", "score b", "score c", "score d"]
 
     narrowed = barca(pipeline, "get", "score", "pipeline.py", "--refresh", "load",
                      "--partition", "k=b").expect(0)
     assert narrowed.json["steps_executed"] == 2
-    assert _ran(pipeline) == ["load b", "score b"]
+    assert take_executed(pipeline) == ["load b", "score b"]
 
 
 KEYED = """
@@ -172,16 +165,16 @@ def keyed(project: Path) -> Path:
 def test_partition_narrows_keys_known_only_after_the_source_ran(keyed: Path) -> None:
     got = barca(keyed, "get", "cleaned", "pipeline.py", "--partition", "k=b").expect(0)
     assert got.json["final_output"] == {"k=b": "b@2"}
-    assert _ran(keyed) == ["cleaned b"]
+    assert take_executed(keyed) == ["cleaned b"]
     full = barca(keyed, "get", "cleaned", "pipeline.py").expect(0)
     assert full.steps["cleaned"]["partitions"]["will_run_keys"] == ["k=a", "k=c"]
-    assert _ran(keyed) == ["cleaned a", "cleaned c"]
+    assert take_executed(keyed) == ["cleaned a", "cleaned c"]
 
 
 def test_partition_value_absent_from_a_dynamic_source_computes_nothing(keyed: Path) -> None:
     got = barca(keyed, "get", "cleaned", "pipeline.py", "--partition", "k=zz").expect(0)
     assert got.json["final_output"] == {}
-    assert _ran(keyed) == []
+    assert take_executed(keyed) == []
 
 
 def test_partition_value_absent_from_a_dynamic_source_is_warned_about(keyed: Path) -> None:

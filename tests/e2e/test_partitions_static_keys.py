@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import barca, edit, lines, write
+from conftest import barca, edit, take_executed, write
 
 KEYS = """
     from barca import asset, collect, partitions
@@ -57,13 +57,6 @@ def keys(project: Path) -> Path:
     return write(project, {"pipeline.py": KEYS})
 
 
-def _ran(root: Path) -> list[str]:
-    log = root / "executed.log"
-    out = sorted(lines(log))
-    log.unlink(missing_ok=True)
-    return out
-
-
 def test_literal_constant_and_expression_keys_pass_the_key_as_the_dimension_parameter(
         keys: Path) -> None:
     got = barca(keys, "get", "literal,constant,expression", "pipeline.py").expect(0)
@@ -77,13 +70,13 @@ def test_literal_constant_and_expression_keys_pass_the_key_as_the_dimension_para
         "n=0": "expression-0", "n=10": "expression-10", "n=20": "expression-20"}
     assert {name: s["partitions"]["total"] for name, s in got.steps.items()} == {
         "literal": 3, "constant": 2, "expression": 3}
-    assert len(_ran(keys)) == 8
+    assert len(take_executed(keys)) == 8
 
 
 def test_adding_a_key_to_any_spelling_runs_only_that_key_and_removing_runs_nothing(
         keys: Path) -> None:
     barca(keys, "get", "literal,constant,expression", "pipeline.py").expect(0)
-    _ran(keys)
+    take_executed(keys)
     edit(keys / "pipeline.py", 'partitions(["emea", "amer", "apac"])',
          'partitions(["apac", "emea", "new", "amer"])')               # reordered + added
     edit(keys / "pipeline.py", 'REGIONS = ["emea", "amer"]', 'REGIONS = ["amer", "x"]')
@@ -92,7 +85,7 @@ def test_adding_a_key_to_any_spelling_runs_only_that_key_and_removing_runs_nothi
     assert got.json["steps_executed"] == 3
     assert {n: s["partitions"]["will_run_keys"] for n, s in got.steps.items()} == {
         "literal": ["region=new"], "constant": ["region=x"], "expression": ["n=30"]}
-    assert _ran(keys) == ["constant x", "expression 30", "literal new"]
+    assert take_executed(keys) == ["constant x", "expression 30", "literal new"]
     # the removed key (constant emea) is no longer returned
     assert got.json["targets"]["constant"]["final_output"] == {
         "region=amer": "constant-amer", "region=x": "constant-x"}
@@ -105,7 +98,8 @@ def test_several_dimensions_are_a_cross_product_keyed_in_dimension_name_order(
         "day=d1,region=amer": "amer/d1", "day=d1,region=emea": "emea/d1",
         "day=d2,region=amer": "amer/d2", "day=d2,region=emea": "emea/d2"}
     assert got.steps["multi"]["partitions"]["total"] == 4
-    assert _ran(keys) == ["multi amer d1", "multi amer d2", "multi emea d1", "multi emea d2"]
+    assert take_executed(keys) == ["multi amer d1", "multi amer d2",
+                                   "multi emea d1", "multi emea d2"]
 
     run_id = got.json["run_id"]
     steps = barca(keys, "history", run_id, "--json").expect(0).json["steps"]
