@@ -4,8 +4,8 @@ A tick over 200,000 keys where nothing changed must not build 200,000 Python obj
 column. Two packed forms cover every column barca keeps per key:
 
     JsonColumn   a list of JSON values (keys, keyed-source values), packed as the orjson bytes
-                 of the list. orjson writes equal lists as equal bytes, so two packed columns
-                 are equal exactly when their bytes are.
+                 of each run of CHUNK items. orjson writes equal lists as equal bytes, so two
+                 packed columns are equal exactly when their chunks are.
     HashColumn   fixed-width hex digests (run hashes, output hashes), packed as one string;
                  item i is a slice, so reading one never unpacks the rest.
 
@@ -26,6 +26,7 @@ HASH_WIDTH = 32
 _EXACT_WITH_STR = frozenset({str, int, type(None)})
 _EXACT_WITH_FLOAT = frozenset({str, float, type(None)})
 _BLOCK = 1024  # hashes compared per slice when looking for the few that differ
+CHUNK = 4096  # items per packed chunk of a JsonColumn
 
 
 def same_value(a: Any, b: Any) -> bool:
@@ -39,28 +40,44 @@ def same_value(a: Any, b: Any) -> bool:
 
 
 class JsonColumn:
-    __slots__ = ("_packed", "_items", "_index", "_n")
+    """A list of JSON values, packed as chunks: the orjson bytes of each run of CHUNK items.
 
-    def __init__(self, items: Sequence[Any] | None = None, packed: bytes | None = None,
-                 n: int | None = None) -> None:
-        if items is None and packed is None:
+    Chunk boundaries depend only on positions, so two columns of equal length are compared
+    chunk by chunk, and a change at one key unpacks (and rewrites, see barca.state) one chunk.
+    """
+
+    __slots__ = ("_chunks", "_items", "_decoded", "_index", "_n")
+
+    def __init__(self, items: Sequence[Any] | None = None,
+                 chunks: Sequence[bytes] | None = None, n: int | None = None) -> None:
+        if items is None and chunks is None:
             items = []
         self._items = list(items) if items is not None and not isinstance(items, list) else items
-        self._packed = packed
+        self._chunks = tuple(chunks) if chunks is not None else None
         self._n = len(self._items) if self._items is not None else n
+        self._decoded: dict[int, list[Any]] | None = None  # chunk number -> its items
         self._index: dict[Any, int] | None = None
 
     @property
-    def packed(self) -> bytes:
-        if self._packed is None:
-            self._packed = orjson.dumps(self._items)
-        return self._packed
+    def chunks(self) -> tuple[bytes, ...]:
+        if self._chunks is None:
+            self._chunks = pack_chunks(self._items)  # type: ignore[arg-type]
+        return self._chunks
 
     @property
     def items(self) -> list[Any]:
         if self._items is None:
-            self._items = orjson.loads(self._packed)  # type: ignore[arg-type]
+            self._items = unpack_chunks(self._chunks)  # type: ignore[arg-type]
         return self._items
+
+    def json_parts(self) -> Iterator[bytes]:
+        """The bytes of the whole list as one JSON array, in pieces (for hashing)."""
+        yield b"["
+        for i, chunk in enumerate(self.chunks):
+            if i:
+                yield b","
+            yield chunk[1:-1]
+        yield b"]"
 
     def __len__(self) -> int:
         if self._n is None:
@@ -68,7 +85,20 @@ class JsonColumn:
         return self._n
 
     def __getitem__(self, i: int) -> Any:
-        return self.items[i]
+        """One item; a packed column unpacks only that item's chunk (the few keys a tick
+        changed must not unpack 200,000)."""
+        if self._items is not None:
+            return self._items[i]
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        if self._decoded is None:
+            self._decoded = {}
+        chunk = self._decoded.get(i // CHUNK)
+        if chunk is None:
+            chunk = self._decoded[i // CHUNK] = orjson.loads(self.chunks[i // CHUNK])
+        return chunk[i % CHUNK]
 
     def __iter__(self) -> Iterator[Any]:
         return iter(self.items)
@@ -80,7 +110,8 @@ class JsonColumn:
             return NotImplemented
         if self is other:
             return True
-        return self.packed == other.packed  # bytes: 1, 1.0 and true stay different
+        # bytes: 1, 1.0 and true stay different
+        return len(self) == len(other) and self.chunks == other.chunks
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -100,16 +131,36 @@ class JsonColumn:
         return self
 
     def differing(self, other: "JsonColumn | HashColumn") -> list[int]:
-        """Positions where two columns of equal length differ."""
+        """Positions where two columns of equal length differ; only differing chunks unpack."""
         if self == other:
             return []
-        mine = self.items
-        theirs = other.items if isinstance(other, JsonColumn) else list(other)
-        kinds = set(map(type, mine)) | set(map(type, theirs))
-        if kinds <= _EXACT_WITH_STR or kinds <= _EXACT_WITH_FLOAT:
-            # `==` is exact here (no 1 == 1.0 == True, no containers): compare in C
-            return list(itertools.compress(range(len(mine)), map(operator.ne, mine, theirs)))
-        return [i for i, (a, b) in enumerate(zip(mine, theirs)) if not same_value(a, b)]
+        if isinstance(other, HashColumn):
+            return _differing_items(self.items, list(other), 0)
+        out: list[int] = []
+        for c, (mine, theirs) in enumerate(zip(self.chunks, other.chunks)):
+            if mine != theirs:
+                out.extend(_differing_items(orjson.loads(mine), orjson.loads(theirs), c * CHUNK))
+        return out
+
+
+def pack_chunks(items: Sequence[Any]) -> tuple[bytes, ...]:
+    return tuple(orjson.dumps(items[start:start + CHUNK])
+                 for start in range(0, len(items), CHUNK))
+
+
+def unpack_chunks(chunks: Sequence[bytes]) -> list[Any]:
+    if len(chunks) == 1:
+        return orjson.loads(chunks[0])
+    return orjson.loads(b"".join(JsonColumn(chunks=chunks).json_parts()))
+
+
+def _differing_items(mine: list[Any], theirs: list[Any], offset: int) -> list[int]:
+    kinds = set(map(type, mine)) | set(map(type, theirs))
+    if kinds <= _EXACT_WITH_STR or kinds <= _EXACT_WITH_FLOAT:
+        # `==` is exact here (no 1 == 1.0 == True, no containers): compare in C
+        return list(itertools.compress(range(offset, offset + len(mine)),
+                                       map(operator.ne, mine, theirs)))
+    return [offset + i for i, (a, b) in enumerate(zip(mine, theirs)) if not same_value(a, b)]
 
 
 class HashColumn:
@@ -124,6 +175,11 @@ class HashColumn:
     @property
     def packed(self) -> str:
         return self._packed
+
+    @property
+    def chunks(self) -> "HashChunks":
+        """The digests as ASCII bytes in runs of CHUNK, cut when read (as JsonColumn.chunks)."""
+        return HashChunks(self._packed)
 
     def __len__(self) -> int:
         return self._n
@@ -173,3 +229,22 @@ class HashColumn:
             last = i + 1
         parts.append(self._packed[last * HASH_WIDTH:])
         return HashColumn(packed="".join(parts))
+
+
+class HashChunks:
+    """A HashColumn's chunks, each made only when asked for: comparing two columns chunk by
+    chunk never holds a second copy of either."""
+
+    __slots__ = ("_packed",)
+    _WIDTH = CHUNK * HASH_WIDTH
+
+    def __init__(self, packed: str) -> None:
+        self._packed = packed
+
+    def __len__(self) -> int:
+        return -(-len(self._packed) // self._WIDTH)
+
+    def __getitem__(self, c: int) -> bytes:
+        if not 0 <= c < len(self):
+            raise IndexError(c)
+        return self._packed[c * self._WIDTH:(c + 1) * self._WIDTH].encode()

@@ -10,13 +10,12 @@ Keys are raw: the key value itself for a one-dimension node (`"r000001"`), the t
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 import orjson
 
-from barca.columns import HashColumn, JsonColumn
+from barca.columns import CHUNK, HashColumn, JsonColumn
 
 
 @dataclass(slots=True)
@@ -218,42 +217,45 @@ def _formats_and_digests(plan: Any, old: NodeState, ran: dict[str, int],
     return fmt, output
 
 
-_LEN = struct.Struct(">I")
-
-
-def encode_state(state: NodeState) -> bytes:
-    """Header JSON plus raw segments, so that loading never parses a column it can keep packed."""
-    segments: list[tuple[str, bytes]] = [("keys", state.keys.packed),
-                                         ("run_hash", state.run_hash.packed.encode())]
-    kinds = []
+def state_columns(state: NodeState) -> dict[str, Sequence[bytes]]:
+    """Each per-key column of a snapshot as its chunks (CHUNK keys each), stored one row per
+    chunk so that a change at one key rewrites one chunk of the columns it touches."""
+    columns: dict[str, Sequence[bytes]] = {"keys": state.keys.chunks,
+                                           "run_hash": state.run_hash.chunks}
     for i, column in enumerate(state.signature):
-        data = column.packed if isinstance(column, JsonColumn) else column.packed.encode()
-        kinds.append("json" if isinstance(column, JsonColumn) else "hash")
-        segments.append((f"sig{i}", data))
+        columns[f"sig{i}"] = column.chunks
     if state.output_hash is not None:
-        segments.append(("output_hash", state.output_hash.packed.encode()))
-    header = {"n": len(state), "context": state.context, "contexts": state.contexts,
-              "fmt": state.fmt, "signature": kinds, "parts": state.parts,
-              "failed": state.failed, "segments": [(name, len(data)) for name, data in segments]}
-    head = orjson.dumps(header)
-    return b"".join([_LEN.pack(len(head)), head, *(data for _, data in segments)])
+        columns["output_hash"] = state.output_hash.chunks
+    return columns
 
 
-def decode_state(blob: bytes) -> NodeState:
-    (size,) = _LEN.unpack_from(blob)
-    header = orjson.loads(blob[_LEN.size:_LEN.size + size])
-    offset = _LEN.size + size
-    data = {}
-    for name, length in header["segments"]:
-        data[name] = blob[offset:offset + length]
-        offset += length
+def encode_header(state: NodeState) -> bytes:
+    """Everything of a snapshot but its per-key columns."""
+    return orjson.dumps({
+        "n": len(state), "context": state.context, "contexts": state.contexts,
+        "fmt": state.fmt, "parts": state.parts, "failed": state.failed,
+        "signature": ["json" if isinstance(c, JsonColumn) else "hash" for c in state.signature],
+        "output_hash": state.output_hash is not None})
+
+
+def decode_state(header_bytes: bytes, columns: dict[str, Sequence[bytes]]) -> NodeState:
+    """A snapshot from its header and its columns' chunks (as `state_columns` gave them)."""
+    header = orjson.loads(header_bytes)
     n = header["n"]
-    signature = tuple(
-        JsonColumn(packed=data[f"sig{i}"], n=n) if kind == "json"
-        else HashColumn(packed=data[f"sig{i}"].decode())
-        for i, kind in enumerate(header["signature"]))
-    output = HashColumn(packed=data["output_hash"].decode()) if "output_hash" in data else None
-    return NodeState(JsonColumn(packed=data["keys"], n=n),
-                     HashColumn(packed=data["run_hash"].decode()), header["context"],
+
+    def column(name: str, kind: str) -> Any:
+        chunks = columns.get(name, ())
+        if len(chunks) != -(-n // CHUNK):
+            raise ValueError(f"column {name} has {len(chunks)} chunks for {n} keys")
+        if kind == "json":
+            return JsonColumn(chunks=chunks, n=n)
+        hashes = HashColumn(packed=b"".join(chunks).decode())
+        if len(hashes) != n:
+            raise ValueError(f"column {name} has {len(hashes)} hashes for {n} keys")
+        return hashes
+
+    signature = tuple(column(f"sig{i}", kind) for i, kind in enumerate(header["signature"]))
+    output = column("output_hash", "hash") if header["output_hash"] else None
+    return NodeState(column("keys", "json"), column("run_hash", "hash"), header["context"],
                      header["contexts"], signature, header["fmt"], output, header["parts"],
                      header["failed"])

@@ -21,17 +21,22 @@ from typing import Any, Iterable, Mapping
 import orjson
 import pytest
 
-from barca.columns import HashColumn, JsonColumn
+from barca.columns import HashColumn, JsonColumn, pack_chunks
 from barca.discover.model import Definition, DimensionSpec, InputSpec
 from barca.graph import Graph, build_graph
 from barca.plan.hashes import column_digest, context_digest, digest, run_hash
 from barca.plan.keys import keys_from_value
 from barca.plan.model import KnownOutput, NodePlan, PlanOptions, Reason
 from barca.plan.planner import plan_nodes, refreshed_nodes
-from barca.state import NodeState, decode_state, encode_state
+from barca.state import NodeState, decode_state, encode_header, state_columns
 
 FILE = "p.py"
 VERSIONS, FETCH, CLEAN, SUMMARY = "p.py:versions", "p.py:fetch", "p.py:clean", "p.py:summary"
+
+
+def stored(state: NodeState) -> tuple[bytes, dict[str, tuple[bytes, ...]]]:
+    """A state as store/ writes it: its header and every chunk of its columns."""
+    return encode_header(state), {n: tuple(c) for n, c in state_columns(state).items()}
 
 
 def definition(name: str, kind: str = "asset", *, inputs: Iterable[InputSpec] = (),
@@ -88,8 +93,8 @@ def packed_seen(value: Mapping[str, Any]) -> dict[str, KnownOutput]:
     keys = sorted(value)
     values = [value[k] for k in keys]
     return {VERSIONS: KnownOutput(HashColumn([digest("versions-bytes")]),
-                                  JsonColumn(packed=orjson.dumps(keys), n=len(keys)),
-                                  JsonColumn(packed=orjson.dumps(values), n=len(values)))}
+                                  JsonColumn(chunks=pack_chunks(keys), n=len(keys)),
+                                  JsonColumn(chunks=pack_chunks(values), n=len(values)))}
 
 
 def plan_all(definitions: list[Definition], states: Mapping[str, NodeState] | None = None,
@@ -118,7 +123,7 @@ def recorded(plans: Mapping[str, NodePlan]) -> dict[str, NodeState]:
 
 def loaded(states: Mapping[str, NodeState]) -> dict[str, NodeState]:
     """The same states as store/ hands them back: encoded, written, decoded (packed)."""
-    return {n: decode_state(encode_state(s)) for n, s in states.items()}
+    return {n: decode_state(*stored(s)) for n, s in states.items()}
 
 
 def column_like(column: Any, items: list) -> Any:
@@ -664,11 +669,11 @@ def test_reordered_keyed_source_keeps_each_keys_run_hash_and_runs_nothing():
 def test_planning_does_not_mutate_the_stored_state():
     first = plan_all(PIPELINE, known=versions_seen({"r1": 1, "r2": 2}))
     states = recorded(first)
-    snapshot = {n: encode_state(s) for n, s in states.items()}
+    snapshot = {n: stored(s) for n, s in states.items()}
     plan_all(pipeline(fetch_code="def fetch(): return 9"), states,
              versions_seen({"r1": 1, "r2": 20, "r3": 3}))
 
-    assert {n: encode_state(s) for n, s in states.items()} == snapshot
+    assert {n: stored(s) for n, s in states.items()} == snapshot
 
 
 def test_graph_is_a_plain_input_and_plan_nodes_plans_only_the_given_order():

@@ -1,7 +1,7 @@
 """Stored per-key state (barca.state): packed columns aligned by index, one NodeState per node.
 
 store/ assembles a state key by key with `StateBuilder.put`, adds successes with
-`with_records`, writes it with `encode_state` and reads it back with `decode_state`; the
+`with_records`, writes it as `encode_header` and `state_columns` and reads it back with `decode_state`; the
 planner only reads it. These tests pin that a key is found wherever it sits, that recording
 a key twice keeps one row, that a success clears the key's failure, and that a state survives
 its stored encoding unchanged.
@@ -11,11 +11,16 @@ from __future__ import annotations
 
 import pytest
 
-from barca.columns import HashColumn, JsonColumn
+from barca.columns import CHUNK, HashColumn, JsonColumn
 from barca.plan.hashes import digest
 from barca.plan.model import NodePlan
-from barca.state import (NodeState, StateBuilder, decode_state, encode_state, ran_entry,
-                         state_after_run)
+from barca.state import (NodeState, StateBuilder, decode_state, encode_header, ran_entry,
+                         state_after_run, state_columns)
+
+
+def stored(state: NodeState) -> tuple[bytes, dict[str, tuple[bytes, ...]]]:
+    """A state as store/ writes it: its header and every chunk of its columns."""
+    return encode_header(state), {n: tuple(c) for n, c in state_columns(state).items()}
 
 
 def h(name: str) -> str:
@@ -142,14 +147,14 @@ def test_failure_of_a_key_without_success_is_kept_beside_the_columns():
 
 def test_with_records_returns_a_copy_and_leaves_the_original_alone():
     state = two_keys()
-    before = encode_state(state)
+    before = stored(state)
 
     copy = state.with_records([
         ("r2", h("run r2 new"), h("ctx c"), [h("up r2 new"), 20], "json", h("out r2 new")),
         ("r3", h("run r3"), h("ctx a"), [h("up r3"), 3], "json", h("out r3")),
     ])
 
-    assert encode_state(state) == before
+    assert stored(state) == before
     assert list(copy.keys) == ["r1", "r2", "r3"]
     assert list(copy.run_hash) == [h("run r1"), h("run r2 new"), h("run r3")]
     assert [copy.context_at(i) for i in range(3)] == [h("ctx a"), h("ctx c"), h("ctx a")]
@@ -168,7 +173,7 @@ def test_encode_decode_round_trips_every_column(fmt_r2, out_r2):
     state = builder.build({h("ctx a"): {"code": "c"}, h("ctx b"): {"code": "d"}},
                           {"r9": [h("run r9"), "ValueError: boom"]})
 
-    again = decode_state(encode_state(state))
+    again = decode_state(*stored(state))
 
     assert records(again) == records(state)
     assert (again.context, again.contexts, again.fmt, again.parts, again.failed) == \
@@ -176,12 +181,38 @@ def test_encode_decode_round_trips_every_column(fmt_r2, out_r2):
     assert [type(c) for c in again.signature] == [type(c) for c in state.signature]
     assert again.output_hash == state.output_hash
     assert [again.find(k) for k in ("r1", "r/2 é", "r9")] == [0, 1, None]
-    assert encode_state(again) == encode_state(state)
+    assert stored(again) == stored(state)
 
 
 def test_empty_state_round_trips():
-    again = decode_state(encode_state(NodeState()))
+    again = decode_state(*stored(NodeState()))
     assert (len(again), records(again), again.failed, again.parts) == (0, [], {}, {})
+
+
+def test_a_state_of_many_chunks_round_trips_and_one_changed_key_changes_one_chunk():
+    n = CHUNK * 2 + 5
+    builder = StateBuilder()
+    for i in range(n):
+        builder.put(f"k{i:06}", h(f"run {i}"), h("ctx"), [h(f"up {i}"), {"v": i}], "json",
+                    h(f"out {i}"))
+    state = builder.build({}, {})
+    header, columns = stored(state)
+    assert {name: len(chunks) for name, chunks in columns.items()} == \
+        {"keys": 3, "run_hash": 3, "sig0": 3, "sig1": 3, "output_hash": 3}
+
+    again = decode_state(header, columns)
+    assert records(again) == records(state)
+
+    key = f"k{CHUNK + 7:06}"
+    changed = again.with_records([(key, h("run new"), h("ctx"), [h("up new"), {"v": -1}],
+                                   "json", h("out new"))])
+    _, after = stored(changed)
+    differ = {name: [c for c, (a, b) in enumerate(zip(chunks, after[name])) if a != b]
+              for name, chunks in columns.items()}
+    assert differ == {"keys": [], "run_hash": [1], "sig0": [1], "sig1": [1],
+                      "output_hash": [1]}
+    assert changed.signature[1].differing(again.signature[1]) == [CHUNK + 7]
+    assert again.signature[1].differing(changed.signature[1]) == [CHUNK + 7]
 
 
 # --- the snapshot after a run --------------------------------------------------------------

@@ -27,7 +27,7 @@ from barca.cli.load import split_positionals
 from barca.cli.output import choose_mode, emit, emit_json
 from barca.errors import InfraError, UsageError
 from barca.project import Project, open_project
-from barca.store.db import SCHEMA_VERSION
+from barca.store.db import SCHEMA_VERSION, UPGRADABLE
 
 # Libraries an annotation names by their usual module name even without an import line.
 KNOWN_MODULES = ("pandas", "polars", "pyarrow", "duckdb", "numpy")
@@ -233,6 +233,10 @@ def check_metadata(project: Project) -> Check:
                      f"move {path} aside (history and cache records are lost) and run again",
                      data)
     data["schema_version"] = version
+    if version in UPGRADABLE:
+        return Check("metadata", True, f"schema version {version}, {runs} run"
+                     f"{'s' if runs != 1 else ''} recorded; the next barca command upgrades it "
+                     f"to version {SCHEMA_VERSION}", data=data)
     if version not in (0, SCHEMA_VERSION):
         return Check("metadata", False, f"{path} has schema version {version}; this barca "
                      f"reads version {SCHEMA_VERSION}",

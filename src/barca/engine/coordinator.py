@@ -100,7 +100,7 @@ class _Run:
         # sensors first: the rest of the state loads while they run
         sensors = [n for n in self.order if self.graph.nodes[n].kind == "sensor"]
         early = self.graph.cone(sensors) if sensors else frozenset()
-        self.states, self.loaded_watermarks = metadata.load_states(
+        self.states, self.stored = metadata.load_states(
             self.conn, [n for n in self.order if n in early])
         self.refreshed = refreshed_nodes(self.graph, self.cone, req.options)
         if not req.dry_run:
@@ -152,9 +152,9 @@ class _Run:
             if self.request.observe_sensors:
                 self.reporter.run_started(sum(len(self.plans[n].run) for n in sensors))
                 self._dispatch(sensors)
-        states, watermarks = metadata.load_states(self.conn, later)
+        states, stored = metadata.load_states(self.conn, later)
         self.states.update(states)
-        self.loaded_watermarks.update(watermarks)
+        self.stored.update(stored)
         if not sensors:
             return
         if self.request.observe_sensors:
@@ -240,8 +240,8 @@ class _Run:
         packed = self.key_columns.get(node_id)
         if packed is not None:  # the worker sent the keys and values already packed
             n, keys, values = packed
-            return KnownOutput(hashes, JsonColumn(packed=keys, n=n),
-                               None if values is None else JsonColumn(packed=values, n=n))
+            return KnownOutput(hashes, JsonColumn(chunks=keys, n=n),
+                               None if values is None else JsonColumn(chunks=values, n=n))
         path, fmt = self._artifact(node_id, "")
         keys, values = keys_from_value(read_value(path, fmt))
         return KnownOutput(hashes, JsonColumn(keys),
@@ -533,14 +533,15 @@ class _Run:
             ran = self.results.get(node_id, {})
             failed = {o.key: [o.run_hash, o.error_message] for o in self.failures
                       if o.node_id == node_id}
-            if not ran and not failed and node_id not in self.rewrite and \
+            replayed = self.stored.get(node_id, metadata.NOT_STORED).replayed
+            if not ran and not failed and node_id not in self.rewrite and not replayed and \
                     old.run_hash == plan.run_hashes and old.keys == plan.keys:
                 continue
             updates[node_id] = state_after_run(
                 plan, old, ran, self.digests.get(node_id, {}), failed,
                 keep_output_hash=self._output_needed(node_id),
                 whole=not self.request.options.partition)
-        metadata.save_states(self.conn, updates, self.loaded_watermarks, self.run_id)
+        metadata.save_states(self.conn, updates, self.states, self.stored, self.run_id)
 
     def _result(self, status: str, elapsed: float) -> RunResult:
         executed = self.executed

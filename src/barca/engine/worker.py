@@ -239,8 +239,7 @@ class KeySourceError(Exception):
 def _check_key_source(value: Any) -> None:
     """Keys must be str or int and values JSON; the common all-str case is checked in one pass."""
     if isinstance(value, dict):
-        if all(k.__class__ is str for k in value) and \
-                all(v.__class__ is str for v in value.values()):
+        if not value or set(map(type, value)) == {str} == set(map(type, value.values())):
             return
         seen = set()
         for key, item in value.items():
@@ -266,11 +265,14 @@ def _check_key_source(value: Any) -> None:
 
 
 def _key_columns(keys: list[str], by_key: dict[str, Any] | None) -> tuple:
-    """The keys (and values) packed as JSON lists, so the coordinator can compare them whole."""
-    import orjson
+    """The keys (and values) packed as JSON chunks, so the coordinator compares them whole."""
+    from barca.columns import pack_chunks
 
-    values = None if by_key is None else orjson.dumps([by_key[k] for k in keys])
-    return len(keys), orjson.dumps(keys), values
+    values = None
+    if by_key is not None:  # a dict built in key order (a sorted query) gives its values as is
+        values = pack_chunks(list(by_key.values()) if list(by_key) == keys
+                             else list(map(by_key.__getitem__, keys)))
+    return len(keys), pack_chunks(keys), values
 
 
 def _failure(step: StepSpec, attempt: int, started: float, exc: BaseException) -> StepOutcome:

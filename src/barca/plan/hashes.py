@@ -35,7 +35,8 @@ def column_digest(keys: Any, hashes: Any) -> str:
     """Every key of a node with its hash, in key order (a collect() input), without unpacking."""
     h = hashlib.blake2b(digest_size=16)
     h.update(b"collect\0")
-    h.update(keys.packed)
+    for part in keys.json_parts():
+        h.update(part)
     h.update(b"\0")
     h.update(hashes.packed.encode())
     return h.hexdigest()

@@ -74,7 +74,7 @@ def keys_from_value(value: Any) -> tuple[list[str], dict[str, Any] | None]:
     a query's rows comes in any order, which must not change a plan); for a dict also
     key -> that key's value."""
     if isinstance(value, dict):
-        by_text = value if all(k.__class__ is str for k in value) else {
+        by_text = value if not value or set(map(type, value)) == {str} else {
             key_text(k): v for k, v in value.items()}
         return sorted(by_text), by_text
     if isinstance(value, (list, tuple)):

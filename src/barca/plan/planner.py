@@ -255,7 +255,8 @@ def _explain(run: list[int], keys: JsonColumn, hashes: HashColumn, columns: tupl
     """Why each key runs: never run, new key, last attempt failed, or which parts changed."""
     reasons: dict[int, Reason] = {}
     has_any = len(state) > 0
-    if len(run) > 16:
+    aligned = state.keys == keys  # same keys in the same places: no lookup needed
+    if len(run) > 16 and not aligned:
         state.keys.indexed()
     for i in run:
         key = keys[i]
@@ -263,7 +264,7 @@ def _explain(run: list[int], keys: JsonColumn, hashes: HashColumn, columns: tupl
         if failure is not None and failure[0] == hashes[i]:
             reasons[i] = Reason("failed", origin=failure[1])
             continue
-        j = state.find(key)
+        j = i if aligned else state.find(key)
         if j is None:
             reasons[i] = NEW_KEY if has_any and d.dimensions else NEVER_RUN
             continue

@@ -12,7 +12,10 @@ from pathlib import Path
 
 from barca.errors import InfraError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+# versions this barca upgrades in place: 1 kept each node's snapshot in one row; its snapshots
+# are dropped and rebuilt from the materializations by the next run that reads the node
+UPGRADABLE = (1,)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -34,7 +37,12 @@ CREATE INDEX IF NOT EXISTS mat_by_node ON materializations (node_id, id);
 CREATE INDEX IF NOT EXISTS mat_by_run ON materializations (run_id);
 CREATE TABLE IF NOT EXISTS contexts (digest TEXT PRIMARY KEY, parts TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS node_state (
-    node_id TEXT PRIMARY KEY, watermark INTEGER NOT NULL, data BLOB NOT NULL
+    node_id TEXT PRIMARY KEY, watermark INTEGER NOT NULL, generation INTEGER NOT NULL,
+    data BLOB NOT NULL
+);
+CREATE TABLE IF NOT EXISTS node_state_chunk (
+    node_id TEXT NOT NULL, part TEXT NOT NULL, chunk INTEGER NOT NULL, data BLOB NOT NULL,
+    PRIMARY KEY (node_id, part, chunk)
 );
 CREATE TABLE IF NOT EXISTS logs (
     run_id TEXT NOT NULL, step_id TEXT NOT NULL, seq INTEGER NOT NULL, stream TEXT NOT NULL,
@@ -45,15 +53,17 @@ CREATE INDEX IF NOT EXISTS logs_by_run ON logs (run_id, seq);
 
 
 def _create_schema(conn: sqlite3.Connection, path: Path) -> None:
-    """Create the tables under the write lock, so two first runs never race each other."""
+    """Create (or upgrade) the tables under the write lock, so two first runs never race."""
     conn.execute("BEGIN IMMEDIATE")
     try:
         version = conn.execute("PRAGMA user_version").fetchone()[0]
-        if version == 0:
-            if conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
-                raise InfraError(f"{path} is not a barca metadata database (it has tables "
-                                 "barca did not create)",
-                                 "move it away, or run with another --env")
+        if version == 0 and conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
+            raise InfraError(f"{path} is not a barca metadata database (it has tables "
+                             "barca did not create)",
+                             "move it away, or run with another --env")
+        if version in UPGRADABLE:
+            conn.execute("DROP TABLE node_state")
+        if version != SCHEMA_VERSION:
             for statement in _SCHEMA.split(";"):
                 if statement.strip():
                     conn.execute(statement)
@@ -74,7 +84,7 @@ def connect(path: Path, *, create: bool) -> sqlite3.Connection | None:
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
         version = conn.execute("PRAGMA user_version").fetchone()[0]
-        if version == 0:
+        if version == 0 or version in UPGRADABLE:
             _create_schema(conn, path)
         elif version != SCHEMA_VERSION:
             raise InfraError(

@@ -12,43 +12,65 @@ import os
 import socket
 import sqlite3
 import time
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, NamedTuple, Sequence
 
 import orjson
 
-from barca.state import NodeState, decode_state, encode_state
+from barca.state import NodeState, decode_state, encode_header, state_columns
+
+class Stored(NamedTuple):
+    """What a node's snapshot row said when its state was loaded."""
+
+    watermark: int  # the last materialization id the snapshot covers
+    generation: int  # bumped by every write of the snapshot
+    replayed: bool  # rows after the watermark were applied: the state is not what is stored
+
+
+NOT_STORED = Stored(0, 0, True)
+
 
 def load_states(conn: sqlite3.Connection | None, node_ids: Iterable[str]
-                ) -> tuple[dict[str, NodeState], dict[str, int]]:
-    """Each node's snapshot plus the rows recorded after it; also the row id each covers.
+                ) -> tuple[dict[str, NodeState], dict[str, Stored]]:
+    """Each node's snapshot plus the rows recorded after it, and what its snapshot row said.
 
-    One query for the snapshots of the whole cone and one index seek per node for its newest
+    Two queries for the snapshots of the whole cone and one index seek per node for its newest
     row; a node gets one more query only when rows were recorded after its snapshot (a killed
-    run, another process).
+    run, another process). A snapshot that cannot be read is rebuilt from the rows.
     """
     if conn is None:
         return {}, {}
     node_ids = list(node_ids)
-    snapshots, latest = {}, {}
+    headers: dict[str, tuple[int, int, bytes]] = {}
+    columns: dict[str, dict[str, list[bytes]]] = {}
     for chunk in _chunks(node_ids):
         marks = ",".join("?" * len(chunk))
-        for node_id, watermark, data in conn.execute(
-                f"SELECT node_id, watermark, data FROM node_state WHERE node_id IN ({marks})",
-                chunk):
-            snapshots[node_id] = (watermark, data)
-    for node_id in node_ids:  # one index seek each; a GROUP BY would read every row's entry
-        latest[node_id] = conn.execute("SELECT max(id) FROM materializations WHERE node_id = ?",
-                                       (node_id,)).fetchone()[0] or 0
-    states, watermarks = {}, {}
+        for node_id, watermark, generation, data in conn.execute(
+                f"SELECT node_id, watermark, generation, data FROM node_state "
+                f"WHERE node_id IN ({marks})", chunk):
+            headers[node_id] = (watermark, generation, data)
+        for node_id, part, data in conn.execute(
+                f"SELECT node_id, part, data FROM node_state_chunk WHERE node_id IN ({marks}) "
+                f"ORDER BY node_id, part, chunk", chunk):
+            columns.setdefault(node_id, {}).setdefault(part, []).append(data)
+    states, stored = {}, {}
     for node_id in node_ids:
-        watermark, data = snapshots.get(node_id, (0, None))
-        state = decode_state(data) if data is not None else NodeState()
-        if latest.get(node_id, 0) > watermark:
+        # one index seek each; a GROUP BY would read every row's entry
+        latest = conn.execute("SELECT max(id) FROM materializations WHERE node_id = ?",
+                              (node_id,)).fetchone()[0] or 0
+        watermark, generation, header = headers.get(node_id, (0, 0, None))
+        state = NodeState()
+        if header is not None:
+            try:
+                state = decode_state(header, columns.get(node_id, {}))
+            except (ValueError, KeyError, TypeError):  # unreadable: replay every row instead
+                watermark = 0
+        replayed = latest > watermark
+        if replayed:
             state, watermark = _replay(conn, node_id, state, watermark)
-        watermarks[node_id] = watermark
+        stored[node_id] = Stored(watermark, generation, replayed)
         if len(state) or state.failed:
             states[node_id] = state
-    return states, watermarks
+    return states, stored
 
 
 def _chunks(items: list[str], size: int = 500) -> Iterable[list[str]]:
@@ -163,21 +185,55 @@ def output_hashes(conn: sqlite3.Connection | None, node_id: str,
 
 
 def save_states(conn: sqlite3.Connection, states: dict[str, NodeState],
-                watermarks: dict[str, int], run_id: str) -> None:
-    """Write new snapshots. Rows another process recorded meanwhile are folded in first."""
+                before: dict[str, NodeState], stored: dict[str, Stored], run_id: str) -> None:
+    """Write new snapshots. Rows another process recorded meanwhile are folded in first.
+
+    `before` holds the states as loaded: when a node's snapshot is still the one loaded, only
+    the chunks that differ from it are written, so a tick that changed one key of 200,000
+    writes a few chunks, not the node's every column."""
     for node_id, state in states.items():
         conn.execute("BEGIN IMMEDIATE")
         try:
-            state, top = _replay(conn, node_id, state, watermarks.get(node_id, 0),
-                                 skip_run=run_id)
+            mark = stored.get(node_id, NOT_STORED)
+            state, top = _replay(conn, node_id, state, mark.watermark, skip_run=run_id)
             latest = conn.execute("SELECT max(id) FROM materializations WHERE node_id = ?",
                                   (node_id,)).fetchone()[0] or 0
-            conn.execute("INSERT OR REPLACE INTO node_state (node_id, watermark, data) "
-                         "VALUES (?, ?, ?)", (node_id, max(top, latest), encode_state(state)))
+            row = conn.execute("SELECT generation FROM node_state WHERE node_id = ?",
+                               (node_id,)).fetchone()
+            generation = row[0] if row else 0
+            unchanged = row is not None and generation == mark.generation and \
+                not mark.replayed
+            old = state_columns(before.get(node_id, NodeState())) if unchanged else None
+            _write_columns(conn, node_id, state_columns(state), old)
+            conn.execute("INSERT OR REPLACE INTO node_state (node_id, watermark, generation, "
+                         "data) VALUES (?, ?, ?, ?)",
+                         (node_id, max(top, latest), generation + 1, encode_header(state)))
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
             raise
+
+
+def _write_columns(conn: sqlite3.Connection, node_id: str,
+                   columns: dict[str, Sequence[bytes]],
+                   old: dict[str, Sequence[bytes]] | None) -> None:
+    """Store each column's chunks; with `old` (what is stored now), only those that differ."""
+    if old is None:
+        conn.execute("DELETE FROM node_state_chunk WHERE node_id = ?", (node_id,))
+        old = {}
+    for part in old.keys() - columns.keys():
+        conn.execute("DELETE FROM node_state_chunk WHERE node_id = ? AND part = ?",
+                     (node_id, part))
+    for part, chunks in columns.items():
+        was = old.get(part, ())
+        conn.executemany(
+            "INSERT OR REPLACE INTO node_state_chunk (node_id, part, chunk, data) "
+            "VALUES (?, ?, ?, ?)",
+            [(node_id, part, c, chunks[c]) for c in range(len(chunks))
+             if c >= len(was) or chunks[c] != was[c]])
+        if len(was) > len(chunks):
+            conn.execute("DELETE FROM node_state_chunk WHERE node_id = ? AND part = ? AND "
+                         "chunk >= ?", (node_id, part, len(chunks)))
 
 
 def start_run(conn: sqlite3.Connection, run_id: str, command: str, files: Sequence[str],

@@ -1,0 +1,180 @@
+"""Per-node state snapshots: stored in chunks of keys, rewritten only where a key changed.
+
+A keyed source with more keys than one chunk (barca.columns.CHUNK) runs through the real CLI;
+the tests read `node_state_chunk` from the project's SQLite file to see what a tick rewrote,
+and check that a snapshot barca cannot use (an older schema, damaged bytes) is rebuilt from
+the recorded materializations without rerunning anything.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from barca.columns import CHUNK
+from conftest import barca, write
+
+PIPELINE = """
+import json
+from pathlib import Path
+from barca import asset, partitions_from, sensor
+
+
+@sensor()
+def versions() -> dict:
+    return json.loads(Path("versions.json").read_text())
+
+
+@asset(partitions={"k": partitions_from(versions)})
+def cleaned(k: str, versions: int) -> int:
+    return versions
+
+
+@asset(partitions={"k": partitions_from(cleaned)})
+def scored(k: str, cleaned: int) -> int:
+    return cleaned * 10
+"""
+
+N = CHUNK + 100  # two chunks per column
+
+
+def key(i: int) -> str:
+    return f"k{i:05d}"
+
+
+def set_versions(root: Path, changes: dict[str, int] | None = None,
+                 extra: dict[str, int] | None = None) -> None:
+    versions = {key(i): 1 for i in range(N)}
+    versions.update(changes or {})
+    versions.update(extra or {})
+    (root / "versions.json").write_text(json.dumps(versions))
+
+
+def stored_chunks(root: Path) -> dict[tuple[str, str, int], bytes]:
+    conn = sqlite3.connect(f"file:{root / '.barca' / 'metadata.db'}?mode=ro", uri=True)
+    try:
+        return {(n.split(":")[1], p, c): d for n, p, c, d in conn.execute(
+            "SELECT node_id, part, chunk, data FROM node_state_chunk")}
+    finally:
+        conn.close()
+
+
+def executed(result) -> dict[str, int]:
+    return {node: step.get("partitions", {}).get("will_run", 0)
+            for node, step in result.steps.items() if node != "versions"}
+
+
+@pytest.fixture
+def big(project: Path) -> Path:
+    write(project, {"pipeline.py": PIPELINE})
+    set_versions(project)
+    first = barca(project, "get", "scored", "pipeline.py").expect(0)
+    assert first.json["steps_executed"] == 1 + 2 * N
+    return project
+
+
+def watch_chunk_writes(root: Path) -> None:
+    """A trigger that notes every chunk row barca writes from now on (read by `written`)."""
+    conn = sqlite3.connect(root / ".barca" / "metadata.db")
+    try:
+        conn.executescript("""
+            CREATE TABLE written (node_id TEXT, part TEXT, chunk INTEGER);
+            CREATE TRIGGER note_write AFTER INSERT ON node_state_chunk BEGIN
+                INSERT INTO written VALUES (new.node_id, new.part, new.chunk);
+            END;
+        """)
+    finally:
+        conn.close()
+
+
+def written(root: Path) -> list[tuple[str, str, int]]:
+    conn = sqlite3.connect(f"file:{root / '.barca' / 'metadata.db'}?mode=ro", uri=True)
+    try:
+        return sorted((n.split(":")[1], p, c) for n, p, c in conn.execute(
+            "SELECT node_id, part, chunk FROM written"))
+    finally:
+        conn.close()
+
+
+def test_a_tick_that_changes_one_key_rewrites_only_that_keys_chunk(big: Path) -> None:
+    before = stored_chunks(big)
+    assert {(node, part) for node, part, _ in before} >= {
+        ("cleaned", "keys"), ("cleaned", "run_hash"), ("cleaned", "sig0"),
+        ("scored", "keys"), ("scored", "run_hash"), ("scored", "sig0")}
+    assert max(c for _, _, c in before) == 1
+    watch_chunk_writes(big)
+
+    set_versions(big, {key(CHUNK + 3): 2})
+    tick = barca(big, "get", "scored", "pipeline.py").expect(0)
+    assert executed(tick) == {"cleaned": 1, "scored": 1}
+    assert tick.steps["cleaned"]["partitions"]["will_run_keys"] == [f"k={key(CHUNK + 3)}"]
+    # the key's own chunk of its run hash and of what its hash is made of (the value, the
+    # upstream run hash), and the sensor's output digest; the keys are untouched
+    assert written(big) == [("cleaned", "run_hash", 1), ("cleaned", "sig0", 1),
+                            ("scored", "run_hash", 1), ("scored", "sig0", 1),
+                            ("versions", "output_hash", 0)]
+    assert stored_chunks(big).keys() == before.keys()
+
+    again = barca(big, "get", "scored", "pipeline.py").expect(0)
+    assert again.json["steps_executed"] == 1
+    assert len(written(big)) == 5  # nothing changed, nothing written
+    one = barca(big, "get", "scored", "pipeline.py", "--partition", f"k={key(CHUNK + 3)}")
+    assert one.expect(0).json["final_output"] == {f"k={key(CHUNK + 3)}": 20}
+
+
+def test_a_key_inserted_in_the_first_chunk_runs_only_that_key(big: Path) -> None:
+    set_versions(big, extra={"k00000a": 7})  # sorts second: every later key shifts
+    tick = barca(big, "get", "scored", "pipeline.py").expect(0)
+    assert executed(tick) == {"cleaned": 1, "scored": 1}
+    assert tick.steps["scored"]["partitions"]["will_run_keys"] == ["k=k00000a"]
+    assert tick.json["final_output"]["_barca_partitions"]["outputs"] == {"k=k00000a": 70}
+    assert tick.json["final_output"]["_barca_partitions"]["keys"] == N + 1
+    assert barca(big, "get", "scored", "pipeline.py").expect(0).json["steps_executed"] == 1
+
+
+def _downgrade_to_schema_1(root: Path) -> None:
+    """What barca before chunked snapshots left: one node_state row per node, version 1."""
+    conn = sqlite3.connect(root / ".barca" / "metadata.db")
+    try:
+        conn.executescript("""
+            DROP TABLE node_state_chunk;
+            DROP TABLE node_state;
+            CREATE TABLE node_state (node_id TEXT PRIMARY KEY, watermark INTEGER NOT NULL,
+                                     data BLOB NOT NULL);
+            INSERT INTO node_state VALUES ('pipeline.py:cleaned', 1, x'00000004deadbeef');
+            PRAGMA user_version = 1;
+        """)
+    finally:
+        conn.close()
+
+
+def test_a_schema_1_database_is_upgraded_and_its_snapshots_rebuilt(big: Path) -> None:
+    _downgrade_to_schema_1(big)
+    doctor = barca(big, "doctor")
+    metadata = next(c for c in doctor.json["checks"] if c["name"] == "metadata")
+    assert metadata["ok"] and "upgrades it to version 2" in metadata["detail"]
+
+    got = barca(big, "get", "scored", "pipeline.py").expect(0)
+    assert got.json["steps_executed"] == 1  # the sensor: every key still cached
+    assert {n for n, _, _ in stored_chunks(big)} == {"versions", "cleaned", "scored"}
+    set_versions(big, {key(5): 3})
+    tick = barca(big, "get", "scored", "pipeline.py").expect(0)
+    assert executed(tick) == {"cleaned": 1, "scored": 1}
+
+
+def test_a_damaged_snapshot_is_rebuilt_from_the_recorded_results(big: Path) -> None:
+    conn = sqlite3.connect(big / ".barca" / "metadata.db")
+    try:
+        conn.execute("UPDATE node_state SET data = x'7b6e' WHERE node_id = 'pipeline.py:cleaned'")
+        conn.execute("DELETE FROM node_state_chunk WHERE node_id = 'pipeline.py:scored' "
+                     "AND part = 'run_hash' AND chunk = 1")
+        conn.commit()
+    finally:
+        conn.close()
+    got = barca(big, "get", "scored", "pipeline.py").expect(0)
+    assert got.json["steps_executed"] == 1
+    assert got.json["final_output"]["_barca_partitions"]["cached"] == N
+    assert ("scored", "run_hash", 1) in stored_chunks(big)  # written again, whole
