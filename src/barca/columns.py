@@ -6,8 +6,8 @@ column. Two packed forms cover every column barca keeps per key:
     JsonColumn   a list of JSON values (keys, keyed-source values), packed as the orjson bytes
                  of each run of CHUNK items. orjson writes equal lists as equal bytes, so two
                  packed columns are equal exactly when their chunks are.
-    HashColumn   fixed-width hex digests (run hashes, output hashes), packed as one string;
-                 item i is a slice, so reading one never unpacks the rest.
+    HashColumn   fixed-width hex digests (run hashes, output hashes), packed as raw bytes in
+                 chunks of CHUNK digests; item i is a slice, so reading one unpacks nothing.
 
 Both also accept a plain list and pack it on demand. Columns are values: `replaced` returns a
 new column and never changes the old one.
@@ -25,8 +25,8 @@ HASH_WIDTH = 32
 # sets of item types within which Python's `==` agrees with JSON equality
 _EXACT_WITH_STR = frozenset({str, int, type(None)})
 _EXACT_WITH_FLOAT = frozenset({str, float, type(None)})
-_BLOCK = 1024  # hashes compared per slice when looking for the few that differ
-CHUNK = 4096  # items per packed chunk of a JsonColumn
+CHUNK = 4096  # items per packed chunk of a column
+_DIGEST_BYTES = HASH_WIDTH // 2
 
 
 def same_value(a: Any, b: Any) -> bool:
@@ -164,22 +164,29 @@ def _differing_items(mine: list[Any], theirs: list[Any], offset: int) -> list[in
 
 
 class HashColumn:
-    __slots__ = ("_packed", "_n")
+    """Fixed-width hex digests, packed as their raw bytes in chunks of CHUNK digests.
 
-    def __init__(self, items: Iterable[str] | None = None, packed: str | None = None) -> None:
-        if packed is None:
-            packed = "".join(items or ())
-        self._packed = packed
-        self._n = len(packed) // HASH_WIDTH
+    Item i is read from its chunk alone; `replaced` copies only the chunks it changes, so the
+    new column shares every other chunk (and compares equal to it by identity) with the old."""
+
+    __slots__ = ("_chunks", "_n")
+
+    def __init__(self, items: Iterable[str] | None = None,
+                 chunks: Sequence[bytes] | None = None) -> None:
+        if chunks is None:
+            hexes = items if isinstance(items, list) else list(items or ())
+            chunks = [bytes.fromhex("".join(hexes[start:start + CHUNK]))
+                      for start in range(0, len(hexes), CHUNK)]
+        self._chunks = tuple(chunks)
+        self._n = sum(map(len, self._chunks)) // _DIGEST_BYTES
 
     @property
-    def packed(self) -> str:
-        return self._packed
+    def chunks(self) -> tuple[bytes, ...]:
+        return self._chunks
 
-    @property
-    def chunks(self) -> "HashChunks":
-        """The digests as ASCII bytes in runs of CHUNK, cut when read (as JsonColumn.chunks)."""
-        return HashChunks(self._packed)
+    def hex_parts(self) -> Iterator[bytes]:
+        """The digests as one run of hex text, in pieces (for hashing)."""
+        return (chunk.hex().encode() for chunk in self._chunks)
 
     def __len__(self) -> int:
         return self._n
@@ -189,62 +196,43 @@ class HashColumn:
             i += self._n
         if not 0 <= i < self._n:
             raise IndexError(i)
-        return self._packed[i * HASH_WIDTH:(i + 1) * HASH_WIDTH]
+        c, j = divmod(i, CHUNK)
+        return self._chunks[c][j * _DIGEST_BYTES:(j + 1) * _DIGEST_BYTES].hex()
 
     def __iter__(self) -> Iterator[str]:
-        p = self._packed
-        return (p[i:i + HASH_WIDTH] for i in range(0, len(p), HASH_WIDTH))
+        for chunk in self._chunks:
+            text = chunk.hex()
+            yield from (text[s:s + HASH_WIDTH] for s in range(0, len(text), HASH_WIDTH))
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, JsonColumn):
             return other == self
         if not isinstance(other, HashColumn):
             return NotImplemented
-        return self._packed == other._packed
+        return self._chunks == other._chunks
 
     __hash__ = None  # type: ignore[assignment]
 
     def differing(self, other: "HashColumn | JsonColumn") -> list[int]:
-        """Positions that differ, found block by block so equal stretches cost one compare."""
+        """Positions that differ, found chunk by chunk so equal stretches cost one compare."""
         if isinstance(other, JsonColumn):
             return other.differing(self)
-        a, b = self._packed, other._packed
-        if a == b:
-            return []
-        out = []
-        step = _BLOCK * HASH_WIDTH
-        for start in range(0, max(len(a), len(b)), step):
-            if a[start:start + step] != b[start:start + step]:
-                first = start // HASH_WIDTH
-                last = min(self._n, other._n, first + _BLOCK)
-                out.extend(i for i in range(first, last) if self[i] != other[i])
+        out: list[int] = []
+        width = _DIGEST_BYTES
+        for c, (a, b) in enumerate(zip(self._chunks, other._chunks)):
+            if a != b:
+                out.extend(c * CHUNK + j for j in range(min(len(a), len(b)) // width)
+                           if a[j * width:(j + 1) * width] != b[j * width:(j + 1) * width])
         return out
 
     def replaced(self, changes: dict[int, str]) -> "HashColumn":
-        parts = []
-        last = 0
-        for i in sorted(changes):
-            parts.append(self._packed[last * HASH_WIDTH:i * HASH_WIDTH])
-            parts.append(changes[i])
-            last = i + 1
-        parts.append(self._packed[last * HASH_WIDTH:])
-        return HashColumn(packed="".join(parts))
-
-
-class HashChunks:
-    """A HashColumn's chunks, each made only when asked for: comparing two columns chunk by
-    chunk never holds a second copy of either."""
-
-    __slots__ = ("_packed",)
-    _WIDTH = CHUNK * HASH_WIDTH
-
-    def __init__(self, packed: str) -> None:
-        self._packed = packed
-
-    def __len__(self) -> int:
-        return -(-len(self._packed) // self._WIDTH)
-
-    def __getitem__(self, c: int) -> bytes:
-        if not 0 <= c < len(self):
-            raise IndexError(c)
-        return self._packed[c * self._WIDTH:(c + 1) * self._WIDTH].encode()
+        chunks = list(self._chunks)
+        edited: dict[int, bytearray] = {}
+        for i, digest in changes.items():
+            c, j = divmod(i, CHUNK)
+            if c not in edited:
+                edited[c] = bytearray(chunks[c])
+            edited[c][j * _DIGEST_BYTES:(j + 1) * _DIGEST_BYTES] = bytes.fromhex(digest)
+        for c, data in edited.items():
+            chunks[c] = bytes(data)
+        return HashColumn(chunks=chunks)

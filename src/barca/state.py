@@ -15,7 +15,7 @@ from typing import Any, Iterable, Sequence
 
 import orjson
 
-from barca.columns import CHUNK, HashColumn, JsonColumn
+from barca.columns import CHUNK, HASH_WIDTH, HashColumn, JsonColumn
 
 
 @dataclass(slots=True)
@@ -135,21 +135,16 @@ class StateBuilder:
 
 
 def _column(values: list[Any]) -> Any:
-    """A HashColumn when every value is a run hash, else a JsonColumn."""
-    from barca.columns import HASH_WIDTH
-
-    if values and all(isinstance(v, str) and len(v) == HASH_WIDTH for v in values) and \
-            all(_is_hex(v) for v in values[:64]):
-        return HashColumn(values)
+    """A HashColumn when every value is a digest (lowercase hex, as barca writes them: packing
+    keeps no case), else a JsonColumn."""
+    if values and all(isinstance(v, str) and len(v) == HASH_WIDTH for v in values):
+        text = "".join(values)
+        if text.isalnum() and text == text.lower():
+            try:
+                return HashColumn(values)
+            except ValueError:  # not hex
+                pass
     return JsonColumn(values)
-
-
-def _is_hex(text: str) -> bool:
-    try:
-        int(text, 16)
-        return True
-    except ValueError:
-        return False
 
 
 EMPTY_STATE = NodeState()
@@ -249,7 +244,7 @@ def decode_state(header_bytes: bytes, columns: dict[str, Sequence[bytes]]) -> No
             raise ValueError(f"column {name} has {len(chunks)} chunks for {n} keys")
         if kind == "json":
             return JsonColumn(chunks=chunks, n=n)
-        hashes = HashColumn(packed=b"".join(chunks).decode())
+        hashes = HashColumn(chunks=chunks)
         if len(hashes) != n:
             raise ValueError(f"column {name} has {len(hashes)} hashes for {n} keys")
         return hashes

@@ -97,6 +97,18 @@ def test_builder_puts_each_key_in_first_seen_order_with_all_its_columns():
     assert [type(c) for c in state.signature] == [HashColumn, JsonColumn]
 
 
+@pytest.mark.parametrize("value", ["A" * 32, "g" * 32, "0a 0b 0c 0d 0e 0f 1a 1b 1c 1d 1e"])
+def test_values_that_only_look_like_digests_keep_their_exact_text(value):
+    """Digests are packed as bytes (lowercase hex when read back): a value column of 32-char
+    text that is not lowercase hex stays JSON, so a value never changes case or spacing."""
+    builder = StateBuilder()
+    builder.put("r1", h("run"), h("ctx"), [value], "json", None)
+    builder.put("r2", h("run 2"), h("ctx"), [h("digest")], "json", None)
+    state = decode_state(*stored(builder.build({}, {})))
+    assert [type(c) for c in state.signature] == [JsonColumn]
+    assert state.signature_at(0) == [value]
+
+
 def test_put_on_an_existing_key_updates_its_row_in_place():
     builder = StateBuilder.from_state(two_keys())
     builder.put("r1", h("run r1 new"), h("ctx b"), [h("up r1 new"), 10], "parquet", h("o"))

@@ -38,7 +38,8 @@ def column_digest(keys: Any, hashes: Any) -> str:
     for part in keys.json_parts():
         h.update(part)
     h.update(b"\0")
-    h.update(hashes.packed.encode())
+    for part in hashes.hex_parts():
+        h.update(part)
     return h.hexdigest()
 
 
