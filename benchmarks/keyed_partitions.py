@@ -1,8 +1,9 @@
 """Keyed partitions: the seed's pipeline over N retailers, first run and ticks, as whole processes.
 
-For each N it builds a DuckDB warehouse of orders (ORDERS_PER_RETAILER rows per retailer,
-sorted by retailer), writes the seed's pipeline unchanged (a `retailer_versions` sensor,
-`cleaned` and `scored` with `partitions_from`), and times `barca get scored pipeline.py`:
+For each N it builds a DuckDB warehouse of orders (three rows per retailer, sorted by
+retailer) and copies the seed's pipeline unchanged (a `retailer_versions` sensor, `cleaned`
+and `scored` with `partitions_from`), both from examples/keyed_partitions/, and times
+`barca get scored pipeline.py`:
 
     first run        cold, every key of both assets
     no-change tick   nothing changed: the sensor runs, every key is cached
@@ -32,6 +33,7 @@ every process.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import platform
 import resource
@@ -44,37 +46,13 @@ import threading
 import time
 from pathlib import Path
 
-ORDERS_PER_RETAILER = 3
 HERE = Path(__file__).resolve().parent
 BARCA = [sys.executable, "-m", "barca.cli.main"]
 CHILD_ENV = dict(os.environ)
 POOL_RSS: dict[int, float] = {}  # N -> resident MB of the warm pool after the ticks
 
-SEED_PIPELINE = '''import duckdb
-from barca import Schedule, asset, partitions_from, sensor
-
-
-@sensor(freshness=Schedule("*/5 * * * *"))
-def retailer_versions() -> dict:
-    rows = duckdb.connect("warehouse.duckdb", read_only=True).execute(
-        "select retailer, max(updated_at)::varchar from orders group by retailer"
-    ).fetchall()
-    return dict(rows)                       # {"r000001": "2026-10-22 09:14:03", ...}
-
-
-@asset(partitions={"retailer": partitions_from(retailer_versions)})
-def cleaned(retailer: str, retailer_versions: str) -> dict:
-    # retailer_versions is this retailer's value only
-    orders = duckdb.connect("warehouse.duckdb", read_only=True).execute(
-        "select * from orders where retailer = ?", [retailer]
-    ).df()
-    return {"retailer": retailer, "rows": len(orders), "as_of": retailer_versions}
-
-
-@asset(partitions={"retailer": partitions_from(cleaned)})
-def scored(retailer: str, cleaned: dict) -> dict:
-    return {**cleaned, "score": cleaned["rows"] * 0.1}
-'''
+EXAMPLE = HERE.parent / "examples" / "keyed_partitions"
+SEED_PIPELINE = (EXAMPLE / "pipeline.py").read_text()  # the user's example, unchanged
 
 NO_IO_PIPELINE = '''from barca import asset, partitions
 
@@ -92,26 +70,23 @@ def second(k: str, first: dict) -> dict:
 '''
 
 
-def build_warehouse(directory: Path, n: int) -> None:
-    import duckdb
+def _warehouse_module():
+    spec = importlib.util.spec_from_file_location("keyed_example_warehouse",
+                                                  EXAMPLE / "warehouse.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
-    con = duckdb.connect(str(directory / "warehouse.duckdb"))
-    con.execute(
-        "create or replace table orders as "
-        "select 'r' || lpad((i // ?)::varchar, 6, '0') as retailer, i as amount, "
-        "timestamp '2026-10-22 09:00:00' + to_minutes((i % 600)::bigint) as updated_at "
-        "from range(?) t(i) order by retailer", [ORDERS_PER_RETAILER, n * ORDERS_PER_RETAILER])
-    con.close()
+
+WAREHOUSE = _warehouse_module()
+
+
+def build_warehouse(directory: Path, n: int) -> None:
+    WAREHOUSE.build(directory, n)
 
 
 def change_one_retailer(directory: Path, n: int, tick: int) -> None:
-    import duckdb
-
-    retailer = f"r{(n // 2 + tick) % n:06d}"
-    con = duckdb.connect(str(directory / "warehouse.duckdb"))
-    con.execute("update orders set updated_at = updated_at + interval 1 hour "
-                "where retailer = ?", [retailer])
-    con.close()
+    WAREHOUSE.touch(directory, WAREHOUSE.retailer((n // 2 + tick) % n))
 
 
 def timed(args: list[str], cwd: Path, pool: int | None = None) -> tuple[float, float, str]:

@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -21,32 +24,8 @@ from conftest import barca, edit, lines, take_executed, write
 # ---------------------------------------------------------------------------------------------
 # The seed example (verbatim pipeline), over a warehouse.duckdb built in the test directory.
 
-SEED_PIPELINE = '''
-    import duckdb
-    from barca import Schedule, asset, partitions_from, sensor
-
-
-    @sensor(freshness=Schedule("*/5 * * * *"))
-    def retailer_versions() -> dict:
-        rows = duckdb.connect("warehouse.duckdb", read_only=True).execute(
-            "select retailer, max(updated_at)::varchar from orders group by retailer"
-        ).fetchall()
-        return dict(rows)                       # {"r000001": "2026-10-22 09:14:03", ...}
-
-
-    @asset(partitions={"retailer": partitions_from(retailer_versions)})
-    def cleaned(retailer: str, retailer_versions: str) -> dict:
-        # retailer_versions is this retailer's value only
-        orders = duckdb.connect("warehouse.duckdb", read_only=True).execute(
-            "select * from orders where retailer = ?", [retailer]
-        ).df()
-        return {"retailer": retailer, "rows": len(orders), "as_of": retailer_versions}
-
-
-    @asset(partitions={"retailer": partitions_from(cleaned)})
-    def scored(retailer: str, cleaned: dict) -> dict:
-        return {**cleaned, "score": cleaned["rows"] * 0.1}
-'''
+SEED_PIPELINE = (Path(__file__).resolve().parents[2] / "examples" / "keyed_partitions" /
+                 "pipeline.py").read_text()  # the user's example, verbatim
 
 RETAILERS = [f"r{i:06d}" for i in range(1, 7)]  # N = 6
 
@@ -120,6 +99,32 @@ def test_seed_example_runs_every_key_then_only_the_retailer_whose_orders_changed
     table = barca(project, "history", "--pretty", "--limit", "1").expect(0).stdout
     row = next(line for line in table.splitlines() if line.startswith(real.json["run_id"]))
     assert row.split()[4:6] == ["3", str(2 * n - 2)]  # STEPS, CACHED
+
+
+def test_the_bundled_keyed_example_runs_as_its_docstring_says(tmp_path: Path) -> None:
+    """examples/keyed_partitions/: build a warehouse, run, touch one retailer, run again."""
+    example = Path(__file__).resolve().parents[2] / "examples" / "keyed_partitions"
+    for name in ("pipeline.py", "warehouse.py"):
+        shutil.copy(example / name, tmp_path / name)
+
+    def warehouse(*args: str) -> str:
+        done = subprocess.run([sys.executable, "warehouse.py", *args], cwd=tmp_path,
+                              capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    assert "20 retailers" in warehouse("build", "20")
+    first = barca(tmp_path, "get", "scored", "pipeline.py").expect(0)
+    assert first.json["steps_executed"] == 41
+    assert first.json["final_output"]["retailer=r000010"]["rows"] == 3
+    warehouse("touch", "r000010")
+    dry = barca(tmp_path, "get", "scored", "pipeline.py", "--dry-run").expect(0)
+    assert dry.steps["cleaned"]["partitions"]["will_run_keys"] == ["retailer=r000010"]
+    tick = barca(tmp_path, "get", "scored", "pipeline.py").expect(0)
+    assert tick.json["steps_executed"] == 3
+    bad = subprocess.run([sys.executable, "warehouse.py", "build"], cwd=tmp_path,
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and "warehouse.py build 10000" in bad.stderr
 
 
 # ---------------------------------------------------------------------------------------------

@@ -111,6 +111,9 @@ class _Run:
 
             self.scratch = Path(tempfile.mkdtemp(prefix="barca-dry-run-"))
             self.artifacts_root = self.scratch
+        # where steps write: root-relative when recorded, so that a project can move
+        self.step_dirs = self.artifacts_root if self.scratch else \
+            self.artifacts_root.relative_to(self.project.root)
         previous = {sig: signal.signal(sig, _raise_interrupt)
                     for sig in (signal.SIGINT, signal.SIGTERM)}
         status = "failed"
@@ -398,12 +401,10 @@ class _Run:
         label = plan.label(key)
         step_id = f"{node_id}[{label}]" if plan.partitioned else node_id
         inputs = tuple(self._input_ref(d, spec, plan, i) for spec in d.inputs)
-        directory = self.artifacts_root / node_dir_name(d.file, d.name, key_pairs(d, key))
-        if self.scratch is None:  # recorded paths are root-relative, so a project can move
-            directory = directory.relative_to(self.project.root)
+        directory = f"{self.step_dirs}/{node_dir_name(d.file, d.name, key_pairs(d, key))}"
         return StepSpec(step_id, node_id, key, i, d.kind, d.file, d.function,
                         tuple(key_args(d, key).items()), inputs,
-                        str(directory), plan.run_hashes[i], d.serializer, max(1, d.retries),
+                        directory, plan.run_hashes[i], d.serializer, max(1, d.retries),
                         d.retry_backoff, d.timeout_seconds, self._is_key_source(node_id))
 
     def _is_key_source(self, node_id: str) -> bool:

@@ -9,12 +9,15 @@ is cut and suffixed with a digest of the whole key.
 from __future__ import annotations
 
 import hashlib
+import re
 from pathlib import Path
 from typing import Sequence
 
 EXTENSIONS = {"json": "json", "parquet": "parquet", "pickle": "pkl", "csv": "csv"}
 _SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789.-_")
 _SAFE_NO_UNDERSCORE = _SAFE - {ord("_")}
+_PLAIN = re.compile(r"[A-Za-z0-9._-]+")  # text made only of _SAFE characters
+_PLAIN_NO_UNDERSCORE = re.compile(r"[A-Za-z0-9.-]+")
 _MAX_LEAF_BYTES = 200
 
 Pairs = Sequence[tuple[str, str]]
@@ -22,6 +25,9 @@ Pairs = Sequence[tuple[str, str]]
 
 def escape(text: str, underscore: bool = True) -> str:
     """`r/1 é` -> `r%2F1%20%C3%A9`: injective, ASCII, and never `.` or `..` on its own."""
+    if (_PLAIN if underscore else _PLAIN_NO_UNDERSCORE).fullmatch(text) and \
+            text not in (".", ".."):
+        return text  # the common case, checked in C
     safe = _SAFE if underscore else _SAFE_NO_UNDERSCORE
     out = "".join(chr(b) if b in safe else f"%{b:02X}" for b in text.encode("utf-8"))
     return "%2E" * len(out) if out in (".", "..") else out
@@ -48,4 +54,6 @@ def node_dir_name(file: str, name: str, pairs: Pairs) -> str:
 
 def artifact_path(artifacts_dir: Path, file: str, name: str, pairs: Pairs, run_hash: str,
                   fmt: str) -> Path:
-    return artifacts_dir / node_dir_name(file, name, pairs) / f"{run_hash}.{EXTENSIONS[fmt]}"
+    # one Path built from text: joining with `/` twice costs more than the rest of the lookup
+    return Path(f"{artifacts_dir}/{node_dir_name(file, name, pairs)}/"
+                f"{run_hash}.{EXTENSIONS[fmt]}")
