@@ -180,3 +180,36 @@ def test_partition_value_absent_from_a_dynamic_source_computes_nothing(keyed: Pa
 def test_partition_value_absent_from_a_dynamic_source_is_warned_about(keyed: Path) -> None:
     got = barca(keyed, "get", "cleaned", "pipeline.py", "--partition", "k=zz").expect(0)
     assert "zz" in got.stderr or any("zz" in w["message"] for w in got.json["warnings"])
+
+
+def test_get_json_says_what_the_selection_kept_left_out_and_skipped(pipeline: Path) -> None:
+    expected = {"selection": {"k": ["b", "c"]},
+                "nodes": [{"id": "pipeline.py:load", "selected": 2, "skipped": 2},
+                          {"id": "pipeline.py:score", "selected": 2, "skipped": 2}],
+                "skipped_nodes": ["pipeline.py:total"]}
+    dry = barca(pipeline, "get", "total", "pipeline.py", "--partition", "k=c,b", "--dry-run")
+    assert dry.expect(0).json["partition_selection"] == expected
+    got = barca(pipeline, "get", "total", "pipeline.py", "--partition", "k=c,b").expect(0)
+    assert got.json["partition_selection"] == expected
+    assert "partition_selection" not in barca(pipeline, "get", "score", "pipeline.py").json
+
+
+def test_selection_counts_are_null_while_a_nodes_keys_are_unknown(project: Path) -> None:
+    write(project, {"pipeline.py": """
+        from barca import asset, partitions_from
+
+        @asset()
+        def ids() -> list:
+            return ["x", "y", "z"]
+
+        @asset(partitions={"id": partitions_from(ids)})
+        def per(id: str) -> str:
+            return id * 2
+    """})
+    dry = barca(project, "get", "per", "pipeline.py", "--partition", "id=y", "--dry-run")
+    assert dry.expect(0).json["partition_selection"]["nodes"] == [
+        {"id": "pipeline.py:per", "selected": None, "skipped": None}]
+    got = barca(project, "get", "per", "pipeline.py", "--partition", "id=y").expect(0)
+    assert got.json["partition_selection"]["nodes"] == [
+        {"id": "pipeline.py:per", "selected": 1, "skipped": 2}]
+    assert got.json["final_output"] == {"id=y": "yy"}

@@ -107,8 +107,11 @@ def _print_dry_run(command: str, target: str | None, result: RunResult, mode: st
         return
     steps = [render.dry_run_step(p, _rel(result.artifact_of(p.node_id, ""), result))
              if not p.partitioned or p.unknown else render.dry_run_step(p, None) for p in plans]
-    emit_json({"dry_run": True, "command": command, "target": target, "steps": steps,
-               "summary": render.summary_counts(plans), "warnings": []})
+    body = {"dry_run": True, "command": command, "target": target, "steps": steps,
+            "summary": render.summary_counts(plans), "warnings": []}
+    if result.options.partition:
+        body["partition_selection"] = partition_selection(result)
+    emit_json(body)
 
 
 def _rel(found: tuple[Path, str] | None, result: RunResult) -> str | None:
@@ -136,6 +139,8 @@ def _print_run(command: str, target: str | None, result: RunResult, mode: str) -
         body["error"] = failure.error_message
     body["steps"] = steps
     body["warnings"] = selection_warnings(result)
+    if result.options.partition:
+        body["partition_selection"] = partition_selection(result)
     if mode == "json":
         emit_json(body)
     else:
@@ -234,6 +239,26 @@ def _keeps_good_keys(result: RunResult) -> bool:
     node_id = _final_node(result)
     return node_id is not None and result.plans[node_id].partitioned and all(
         o.node_id == node_id for o in result.failed)
+
+
+def partition_selection(result: RunResult) -> dict[str, Any]:
+    """What `--partition` selected: per node carrying a selected dimension, how many keys it
+    kept and left out (null while its keys are unknown), and the fan-ins it skipped."""
+    selection = result.options.partition
+    nodes = []
+    for node_id in result.order:
+        plan = result.plans[node_id]
+        d = result.graph.nodes[node_id]
+        if plan.unknown == "partition_selection" or \
+                not any(dim.name in selection for dim in d.dimensions):
+            continue
+        known = plan.selected_from is not None and not plan.unknown
+        nodes.append({"id": node_id, "selected": len(plan.keys) if known else None,
+                      "skipped": plan.selected_from - len(plan.keys) if known else None})
+    return {"selection": {dim: sorted(values) for dim, values in sorted(selection.items())},
+            "nodes": nodes,
+            "skipped_nodes": [n for n in result.order
+                              if result.plans[n].unknown == "partition_selection"]}
 
 
 def selection_warnings(result: RunResult) -> list[dict[str, Any]]:

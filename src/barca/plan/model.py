@@ -81,6 +81,7 @@ class NodePlan:
     unknown_detail: str | None = None
     partitioned: bool = False
     dims: tuple[str, ...] = ()  # dimension names, sorted
+    selected_from: int | None = None  # how many keys there were before --partition narrowed them
 
     def label(self, key: str) -> str:
         """`retailer=r1`: the key as users see it (see barca.plan.keys)."""

@@ -61,7 +61,12 @@ def plan_node(d: Definition, graph: Graph, plans: Mapping[str, NodePlan], state:
         return NodePlan(d.node_id, d.kind, partitioned=bool(d.dimensions), unknown=blocked[0],
                         unknown_detail=blocked[1])
     keys, key_values = _node_keys(d, graph, plans, known, expr_keys)
-    if options.partition and d.dimensions:
+    selected_from = None
+    if any(dim.name in options.partition for dim in d.dimensions):
+        source = plans.get(graph.key_source(d.node_id) or "")
+        # keys taken from a node the selection already narrowed: count from its full set
+        selected_from = source.selected_from if source is not None and \
+            source.selected_from is not None else len(keys)
         keys, key_values = narrow_keys(d, keys, key_values, options.partition)
     parts = _unkeyed_parts(d, graph, plans, known, options)
     labels, columns, value_slots = _keyed_columns(d, graph, plans, known, keys, key_values)
@@ -76,7 +81,8 @@ def plan_node(d: Definition, graph: Graph, plans: Mapping[str, NodePlan], state:
         reasons = _explain(run, keys, hashes, columns, labels, context, parts, state, d)
     return NodePlan(d.node_id, d.kind, keys, hashes, context, parts, columns, labels,
                     tuple(run), reasons, key_values, partitioned=bool(d.dimensions),
-                    dims=tuple(sorted(dim.name for dim in d.dimensions)))
+                    dims=tuple(sorted(dim.name for dim in d.dimensions)),
+                    selected_from=selected_from)
 
 
 def _unknown_upstream(d: Definition, graph: Graph, plans: Mapping[str, NodePlan],
