@@ -167,3 +167,49 @@ def test_a_reader_of_a_partitioned_sensor_reruns_the_key_whose_value_changed(
     assert got.json["final_output"]["retailer=r2"] == "r2:fresh"
     assert got.steps["data"]["partitions"]["will_run_keys"] == ["retailer=r2"]
     assert take_executed(sensors) == ["data r2", "poll r1", "poll r2", "poll r3"]
+
+
+PARTITIONED_CUTOFF = """
+    import json
+    from pathlib import Path
+    from barca import asset, partitions_from, sensor
+
+    def _ran(name):
+        with open("executed.log", "a") as fh:
+            fh.write(name + "\\n")
+
+    @sensor()
+    def versions() -> dict:
+        return json.loads(Path("versions.json").read_text())
+
+    @asset(partitions={"k": partitions_from(versions)}, cutoff=True)
+    def parity(k: str, versions: int) -> str:
+        _ran("parity " + k)
+        return "even" if versions % 2 == 0 else "odd"
+
+    @asset(partitions={"k": partitions_from(parity)})
+    def report(k: str, parity: str) -> str:
+        _ran("report " + k)
+        return k + " is " + parity
+"""
+
+
+def test_a_partitioned_cutoff_asset_reruns_readers_only_of_keys_whose_bytes_changed(
+        project: Path) -> None:
+    write(project, {"pipeline.py": PARTITIONED_CUTOFF,
+                    "versions.json": '{"a": 1, "b": 2, "c": 3}'})
+    barca(project, "get", "report", "pipeline.py").expect(0)
+    take_executed(project)
+
+    (project / "versions.json").write_text('{"a": 5, "b": 2, "c": 4}')  # a: same bytes
+    got = barca(project, "get", "report", "pipeline.py").expect(0)
+    assert take_executed(project) == ["parity a", "parity c", "report c"]
+    assert got.json["final_output"] == {"k=a": "a is odd", "k=b": "b is even",
+                                        "k=c": "c is even"}
+    again = barca(project, "get", "report", "pipeline.py").expect(0)
+    assert again.json["steps_executed"] == 1 and take_executed(project) == []
+
+    (project / "versions.json").write_text('{"a": 6, "b": 2, "c": 4}')
+    last = barca(project, "get", "report", "pipeline.py").expect(0)
+    assert take_executed(project) == ["parity a", "report a"]
+    assert last.json["final_output"]["k=a"] == "a is even"

@@ -41,7 +41,7 @@ from barca.project import Project
 from barca.engine.events import Reporter
 from barca.engine.protocol import InputRef, LogLine, StepOutcome, StepSpec
 from barca.engine.result import RunRequest, RunResult, locate
-from barca.state import EMPTY_STATE, ran_entry, state_after_run
+from barca.state import EMPTY_STATE, ran_entry, state_after_run, unpack_entry
 from barca.store import metadata
 from barca.store.artifacts import read_value
 from barca.store.db import checkpoint, connect, defer_checkpoint
@@ -105,7 +105,7 @@ class _Run:
         self.refreshed = refreshed_nodes(self.graph, self.cone, req.options)
         if not req.dry_run:
             metadata.start_run(self.conn, self.run_id, req.command, req.files, req.target_text)
-        self.artifacts_root = self.project.artifacts_dir
+        self.stored_dir = self.artifacts_root = self.project.artifacts_dir
         if req.dry_run:
             import tempfile
 
@@ -227,17 +227,7 @@ class _Run:
 
     def _known_output(self, node_id: str, plan: NodePlan, ran: Mapping[str, str]) -> KnownOutput:
         """Output digests per key, plus the keys (and values) a key source defines."""
-        state = self.states.get(node_id, EMPTY_STATE)
-        if len(plan.keys) > 16:
-            state.keys.indexed()
-        digests = [ran[k] if k in ran else state.output_hash_at(state.find(k))
-                   for k in plan.keys]
-        if not all(digests):  # e.g. cutoff=True was just added: look the digests up once
-            found = metadata.output_hashes(self.conn, node_id, [
-                (k, plan.run_hashes[i]) for i, k in enumerate(plan.keys) if not digests[i]])
-            digests = [d or found.get(k) or UNKNOWN_DIGEST for d, k in zip(digests, plan.keys)]
-            self.rewrite.add(node_id)
-        hashes = HashColumn(digests)
+        hashes = self._output_hashes(node_id, plan, ran)
         if not self._is_key_source(node_id):
             return KnownOutput(hashes)
         packed = self.key_columns.get(node_id)
@@ -249,6 +239,26 @@ class _Run:
         keys, values = keys_from_value(read_value(path, fmt))
         return KnownOutput(hashes, JsonColumn(keys),
                            None if values is None else JsonColumn([values[k] for k in keys]))
+
+    def _output_hashes(self, node_id: str, plan: NodePlan, ran: Mapping[str, str]) -> HashColumn:
+        """The digest of each key's bytes: this run's where a key ran, else the stored one.
+        With the same keys as stored, only the keys that ran are touched."""
+        state = self.states.get(node_id, EMPTY_STATE)
+        positions = self.results.get(node_id, {})
+        if state.output_hash is not None and all(k in positions for k in ran) and \
+                state.keys == plan.keys:
+            return state.output_hash.replaced({unpack_entry(positions[k])[0]: digest
+                                               for k, digest in ran.items()})
+        if len(plan.keys) > 16:
+            state.keys.indexed()
+        digests = [ran[k] if k in ran else state.output_hash_at(state.find(k))
+                   for k in plan.keys]
+        if not all(digests):  # e.g. cutoff=True was just added: look the digests up once
+            found = metadata.output_hashes(self.conn, node_id, [
+                (k, plan.run_hashes[i]) for i, k in enumerate(plan.keys) if not digests[i]])
+            digests = [d or found.get(k) or UNKNOWN_DIGEST for d, k in zip(digests, plan.keys)]
+            self.rewrite.add(node_id)
+        return HashColumn(digests)
 
     # -- execution --------------------------------------------------------------------------
 
@@ -432,7 +442,7 @@ class _Run:
     def _artifact(self, node_id: str, key: str) -> tuple[Path, str]:
         found = locate(self.graph.nodes[node_id], key, self.plans[node_id],
                        self.results.get(node_id, {}), self.states.get(node_id, EMPTY_STATE),
-                       self.artifacts_root, self.project.artifacts_dir)
+                       self.artifacts_root, self.stored_dir)
         if found is None:
             raise InfraError(f"no recorded result for {node_id} {key}".strip())
         return found
