@@ -178,3 +178,24 @@ def test_a_damaged_snapshot_is_rebuilt_from_the_recorded_results(big: Path) -> N
     assert got.json["steps_executed"] == 1
     assert got.json["final_output"]["_barca_partitions"]["cached"] == N
     assert ("scored", "run_hash", 1) in stored_chunks(big)  # written again, whole
+
+
+def test_a_key_back_at_an_older_value_is_served_from_history_and_its_chunk_rewritten(
+        big: Path) -> None:
+    changed = key(CHUNK + 9)
+    set_versions(big, {changed: 2})
+    assert executed(barca(big, "get", "scored", "pipeline.py").expect(0)) == {
+        "cleaned": 1, "scored": 1}
+    watch_chunk_writes(big)
+
+    set_versions(big)  # back to 1: its earlier results are still on record
+    back = barca(big, "get", "scored", "pipeline.py").expect(0)
+    assert back.json["steps_executed"] == 1  # the sensor; the key comes from history
+    assert ("cleaned", "run_hash", 1) in written(big)
+    assert ("scored", "run_hash", 1) in written(big)
+
+    again = barca(big, "get", "scored", "pipeline.py").expect(0)
+    assert again.json["steps_executed"] == 1
+    assert executed(again) == {"cleaned": 0, "scored": 0}
+    one = barca(big, "get", "scored", "pipeline.py", "--partition", f"k={changed}")
+    assert one.expect(0).json["final_output"] == {f"k={changed}": 10}

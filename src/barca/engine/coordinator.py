@@ -7,6 +7,8 @@ finished), all its stale keys at once, in key order. A node whose plan depends o
 exists. Ties break by node id, so the same inputs give the same order.
 
 State, in `_Run`:
+    states      node id -> NodeState (stored per-key state, plus older results found again)
+    loaded      node id -> NodeState exactly as loaded; stored: what each snapshot row said
     plans       node id -> NodePlan (the latest decision for it)
     known       node id -> KnownOutput (outputs readers depend on: sensors, cutoff, key sources)
     pending     node id -> number of its keys still running or queued
@@ -102,6 +104,7 @@ class _Run:
         early = self.graph.cone(sensors) if sensors else frozenset()
         self.states, self.stored = metadata.load_states(
             self.conn, [n for n in self.order if n in early])
+        self.loaded = dict(self.states)  # as stored: what a snapshot write is compared with
         self.refreshed = refreshed_nodes(self.graph, self.cone, req.options)
         if not req.dry_run:
             metadata.start_run(self.conn, self.run_id, req.command, req.files, req.target_text)
@@ -157,6 +160,7 @@ class _Run:
                 self._dispatch(sensors)
         states, stored = metadata.load_states(self.conn, later)
         self.states.update(states)
+        self.loaded.update(states)
         self.stored.update(stored)
         if not sensors:
             return
@@ -552,7 +556,7 @@ class _Run:
                 plan, old, ran, self.digests.get(node_id, {}), failed,
                 keep_output_hash=self._output_needed(node_id),
                 whole=not self.request.options.partition)
-        metadata.save_states(self.conn, updates, self.states, self.stored, self.run_id)
+        metadata.save_states(self.conn, updates, self.loaded, self.stored, self.run_id)
 
     def _result(self, status: str, elapsed: float) -> RunResult:
         executed = self.executed

@@ -18,6 +18,7 @@ import orjson
 
 from barca.state import NodeState, decode_state, encode_header, state_columns
 
+
 class Stored(NamedTuple):
     """What a node's snapshot row said when its state was loaded."""
 
@@ -188,7 +189,8 @@ def save_states(conn: sqlite3.Connection, states: dict[str, NodeState],
                 before: dict[str, NodeState], stored: dict[str, Stored], run_id: str) -> None:
     """Write new snapshots. Rows another process recorded meanwhile are folded in first.
 
-    `before` holds the states as loaded: when a node's snapshot is still the one loaded, only
+    `before` holds the states as loaded (not as the run changed them, e.g. with older results
+    found again): when a node's snapshot is still the one loaded, only
     the chunks that differ from it are written, so a tick that changed one key of 200,000
     writes a few chunks, not the node's every column."""
     for node_id, state in states.items():
