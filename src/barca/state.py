@@ -10,7 +10,7 @@ Keys are raw: the key value itself for a one-dimension node (`"r000001"`), the t
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Sequence
 
 import orjson
@@ -178,6 +178,8 @@ def state_after_run(plan: Any, old: NodeState, ran: dict[str, int], digests: dic
             records.append((key, plan.run_hashes[i], plan.context,
                             [column[i] for column in plan.signatures], fmt, digests.get(key)))
         new = old.with_records(records)
+        if new is old:  # nothing succeeded: never change the loaded state (or EMPTY_STATE)
+            new = replace(old, parts=dict(old.parts), failed=dict(old.failed))
         new.parts.setdefault(plan.context, dict(plan.context_parts))
         new.failed.update(failed)
         return new

@@ -14,8 +14,8 @@ import pytest
 from barca.columns import CHUNK, HashColumn, JsonColumn
 from barca.plan.hashes import digest
 from barca.plan.model import NodePlan
-from barca.state import (NodeState, StateBuilder, decode_state, encode_header, ran_entry,
-                         state_after_run, state_columns)
+from barca.state import (EMPTY_STATE, NodeState, StateBuilder, decode_state, encode_header,
+                         ran_entry, state_after_run, state_columns)
 
 
 def stored(state: NodeState) -> tuple[bytes, dict[str, tuple[bytes, ...]]]:
@@ -263,3 +263,14 @@ def test_partial_run_snapshot_keeps_old_keys_and_adds_successes_and_failures():
         ("r3", h("new r3"), h("ctx new"))]
     assert state.failed == {"r2": [h("new r2"), "ValueError: boom"]}
     assert state.parts[h("ctx new")] == {"code": "c2"}
+
+
+def test_a_run_where_every_key_failed_leaves_the_old_state_and_the_empty_state_alone():
+    plan = plan_of(["r1", "r2"], (0, 1))
+    failed = {"r1": [h("new r1"), "boom"], "r2": [h("new r2"), "boom"]}
+    for old in (two_keys(), EMPTY_STATE):
+        before = stored(old)
+        state = state_after_run(plan, old, {}, {}, failed, keep_output_hash=False, whole=True)
+        assert state.failed == failed and state is not old
+        assert stored(old) == before
+    assert (EMPTY_STATE.failed, EMPTY_STATE.parts) == ({}, {})
