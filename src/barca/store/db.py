@@ -61,6 +61,9 @@ def _create_schema(conn: sqlite3.Connection, path: Path) -> None:
             raise InfraError(f"{path} is not a barca metadata database (it has tables "
                              "barca did not create)",
                              "move it away, or run with another --env")
+        if version > SCHEMA_VERSION:  # a newer barca created it meanwhile
+            raise InfraError(f"{path} has schema version {version}; this barca reads version "
+                             f"{SCHEMA_VERSION}", "use the barca version that wrote it")
         if version in UPGRADABLE:
             conn.execute("DROP TABLE node_state")
         if version != SCHEMA_VERSION:
