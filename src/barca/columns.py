@@ -72,12 +72,7 @@ class JsonColumn:
 
     def json_parts(self) -> Iterator[bytes]:
         """The bytes of the whole list as one JSON array, in pieces (for hashing)."""
-        yield b"["
-        for i, chunk in enumerate(self.chunks):
-            if i:
-                yield b","
-            yield chunk[1:-1]
-        yield b"]"
+        return _array_parts(self.chunks)
 
     def __len__(self) -> int:
         if self._n is None:
@@ -151,7 +146,17 @@ def pack_chunks(items: Sequence[Any]) -> tuple[bytes, ...]:
 def unpack_chunks(chunks: Sequence[bytes]) -> list[Any]:
     if len(chunks) == 1:
         return orjson.loads(chunks[0])
-    return orjson.loads(b"".join(JsonColumn(chunks=chunks).json_parts()))
+    return orjson.loads(b"".join(_array_parts(chunks)))
+
+
+def _array_parts(chunks: Sequence[bytes]) -> Iterator[bytes]:
+    """Chunks (each a JSON array) as the pieces of the one array they make together."""
+    yield b"["
+    for i, chunk in enumerate(chunks):
+        if i:
+            yield b","
+        yield chunk[1:-1]
+    yield b"]"
 
 
 def _differing_items(mine: list[Any], theirs: list[Any], offset: int) -> list[int]:

@@ -252,7 +252,7 @@ def partition_selection(result: RunResult) -> dict[str, Any]:
         if plan.unknown == "partition_selection" or \
                 not any(dim.name in selection for dim in d.dimensions):
             continue
-        known = plan.selected_from is not None and not plan.unknown
+        known = plan.selected_from is not None  # unset while the node's keys are unknown
         nodes.append({"id": node_id, "selected": len(plan.keys) if known else None,
                       "skipped": plan.selected_from - len(plan.keys) if known else None})
     return {"selection": {dim: sorted(values) for dim, values in sorted(selection.items())},
