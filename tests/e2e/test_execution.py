@@ -351,6 +351,39 @@ def test_metadata_is_sqlite_in_wal_mode(project: Path) -> None:
         conn.close()
 
 
+def _open_new_database(path: str, barrier, results) -> None:
+    from barca.store.db import connect
+
+    barrier.wait()
+    try:
+        connect(Path(path), create=True).close()
+        results.put("ok")
+    except Exception as exc:  # noqa: BLE001 - the message is the assertion's evidence
+        results.put(str(exc))
+
+
+def test_two_processes_creating_one_new_database_at_once_both_open_it(tmp_path: Path) -> None:
+    """Switching a new database to WAL answers "locked" at once, without SQLite's busy
+    timeout, while another process creates it: one process in eight failed so before the fix,
+    and two first runs started together (below) once failed in CI. Fifteen released-together
+    pairs, each on a new file."""
+    import multiprocessing
+
+    outcomes = []
+    for i in range(15):
+        barrier, results = multiprocessing.Barrier(2), multiprocessing.Queue()
+        path = str(tmp_path / f"db{i}" / "metadata.db")
+        os.makedirs(os.path.dirname(path))
+        procs = [multiprocessing.Process(target=_open_new_database,
+                                         args=(path, barrier, results)) for _ in range(2)]
+        for proc in procs:
+            proc.start()
+        for proc in procs:
+            proc.join(timeout=60)
+        outcomes += [results.get(timeout=5) for _ in procs]
+    assert [o for o in outcomes if o != "ok"] == []
+
+
 def test_two_gets_on_one_project_at_once_both_finish_correctly(project: Path) -> None:
     names = [f"s{i:02d}" for i in range(30)]
     source = ["import time", "from barca import asset", ""]

@@ -8,6 +8,7 @@ process writes here; workers never open it.
 from __future__ import annotations
 
 import sqlite3
+import time
 from pathlib import Path
 
 from barca.errors import InfraError
@@ -84,7 +85,7 @@ def connect(path: Path, *, create: bool) -> sqlite3.Connection | None:
     try:
         conn = sqlite3.connect(path, timeout=60.0, isolation_level=None,
                                check_same_thread=False)
-        conn.execute("PRAGMA journal_mode=WAL")
+        _enable_wal(conn)
         conn.execute("PRAGMA synchronous=NORMAL")
         version = conn.execute("PRAGMA user_version").fetchone()[0]
         if version == 0 or version in UPGRADABLE:
@@ -99,6 +100,21 @@ def connect(path: Path, *, create: bool) -> sqlite3.Connection | None:
     except sqlite3.Error as exc:
         raise InfraError(f"cannot open metadata database {path}: {exc}",
                          "check that .barca/ is writable and not on a full disk") from exc
+
+
+def _enable_wal(conn: sqlite3.Connection, wait: float = 60.0) -> None:
+    """Switch to WAL, waiting like every other statement does: SQLite answers this pragma
+    "database is locked" at once, without its busy timeout, while another process is creating
+    the same new database (two first runs started together)."""
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
 
 
 def defer_checkpoint(conn: sqlite3.Connection) -> None:
