@@ -27,6 +27,7 @@ PIPELINE = """
     import json
     import os
     import sys
+    import wave  # a library the pipeline imports at its top: preloaded by a new pool
     from barca import asset
 
     CALLS = []
@@ -34,9 +35,9 @@ PIPELINE = """
     @asset()
     def probe() -> dict:
         CALLS.append(1)
-        seen = {"decimal_loaded": "decimal" in sys.modules, "parent": os.getppid(),
+        seen = {"colorsys_loaded": "colorsys" in sys.modules, "parent": os.getppid(),
                 "calls": len(CALLS), "version": 1}
-        import decimal  # stands for a library a step imports (pandas through .df(), ...)
+        import colorsys  # stands for a library a step imports (pandas through .df(), ...)
         print("probe ran")
         return seen
 """
@@ -102,17 +103,29 @@ def probe(root: Path, *args: str, env: dict | None = None) -> dict:
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the warm pool is Linux-only")
 class TestWarmPool:
-    def test_next_run_forks_workers_with_the_libraries_already_imported(self, project):
+    def test_a_first_run_starts_the_pool_and_the_next_one_finds_what_it_learned(self, project):
         write(project, {"p.py": PIPELINE})
         first = probe(project)
-        assert first["decimal_loaded"] is False  # a fresh worker: nothing imported yet
         pool = wait_until_ready(project)
+        assert first["parent"] == pool  # forked from the pool the first run started
+        started_with = Path(f"/proc/{pool}/cmdline").read_bytes().split(b"\0")
+        assert b"wave" in started_with and b"pyarrow" in started_with
+        assert first["colorsys_loaded"] is False  # imported inside the step: not known yet
         second = probe(project)
         assert second["parent"] == pool
-        assert second["decimal_loaded"] is True  # learned from the first run's worker
+        assert second["colorsys_loaded"] is True  # learned from the first run's worker
         doctor = {c["name"]: c for c in barca(project, "doctor", env=WARM).expect(0).json["checks"]}
         assert doctor["warm"]["data"]["pid"] == pool
         assert f"pid {pool}" in doctor["warm"]["detail"]
+
+    def test_two_first_runs_started_together_share_one_new_pool(self, project):
+        write(project, {"p.py": PIPELINE})
+        procs = [start_barca(project, "get", "probe", "p.py", "--refresh", "probe", "--json",
+                             env=WARM) for _ in range(2)]
+        outputs = [proc.communicate(timeout=120) for proc in procs]
+        assert [proc.returncode for proc in procs] == [0, 0], outputs
+        pool = wait_until_ready(project)  # and only one
+        assert [json.loads(out)["final_output"]["parent"] for out, _ in outputs] == [pool, pool]
 
     def test_each_run_imports_the_project_code_afresh(self, project):
         write(project, {"p.py": PIPELINE})

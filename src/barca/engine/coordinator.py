@@ -96,8 +96,8 @@ class _Run:
             self.project.ensure_state_dir()
         if req.observe_sensors and any(self.graph.nodes[n].kind == "sensor" for n in self.order):
             # a sensor always runs: start its worker now, so its imports overlap our planning
-            self.executor = _local_executor(self.project.root, req)
-            self.executor.prestart(sorted({self.graph.nodes[n].file for n in self.order}))
+            self.executor = self._local_executor()
+            self.executor.prestart()
         self.conn = connect(self.project.db_path, create=not req.dry_run)
         # sensors first: the rest of the state loads while they run
         sensors = [n for n in self.order if self.graph.nodes[n].kind == "sensor"]
@@ -390,9 +390,17 @@ class _Run:
         count = sum(len(keys) for _, _, keys in steps)
         if count:
             if self.executor is None:
-                self.executor = _local_executor(self.project.root, self.request)
+                self.executor = self._local_executor()
             self.executor.submit((self._step(node_id, plan, i) for node_id, plan, keys in steps
                                   for i in keys), count)
+
+    def _local_executor(self) -> Any:
+        """Worker processes, imported only when a step must run (a cached get starts none)."""
+        from barca.engine.executor import LocalExecutor
+
+        files = sorted({self.graph.nodes[n].file for n in self.order})
+        return LocalExecutor(self.project.root, self.request.pool_size, files,
+                             warm_seconds=self.request.warm_seconds)
 
     def _blocked_keys(self, node_id: str) -> set[str]:
         """Keys that cannot run because an input they read failed (or was skipped) here."""
@@ -579,13 +587,6 @@ class _Run:
                          failed, skipped,
                          executed, max(0, total_keys - executed), phases,
                          self.project.artifacts_dir)
-
-
-def _local_executor(root: Path, request: RunRequest) -> Any:
-    """Worker processes, imported only when a step must run (a cached get starts none)."""
-    from barca.engine.executor import LocalExecutor
-
-    return LocalExecutor(root, request.pool_size, warm_seconds=request.warm_seconds)
 
 
 def _raise_interrupt(signum: int, frame: Any) -> None:

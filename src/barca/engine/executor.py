@@ -10,9 +10,10 @@ round trip while long steps never hold back idle workers for long. A worker is s
 when there is work for it. A step that outlives its timeout has its worker killed; the other
 steps of that lease go back to the front of the queue and a fresh worker takes over.
 
-Workers come from the project's warm pool when one is up (forked with the pipeline's libraries
-already imported, see `warm_pool`), otherwise as fresh interpreters; after a run that started
-fresh ones, the executor leaves a warm pool behind for the next run.
+Workers are forked from the project's warm pool (with the pipeline's libraries already
+imported, see `warm_pool`); a run that finds none starts one first, preloading what the
+pipeline files import, and teaches it what its workers imported on top. Where no pool can run,
+workers are fresh interpreters.
 """
 
 from __future__ import annotations
@@ -45,8 +46,8 @@ class Executor(Protocol):
     def close(self, cancel: bool = False) -> None:
         """Stop every worker; with cancel, kill them without waiting."""
 
-    def prestart(self, files: Sequence[str]) -> None:
-        """Get ready for steps of these pipeline files (may do nothing)."""
+    def prestart(self) -> None:
+        """Get ready for the first steps (may do nothing)."""
 
 
 class _ForkedProcess:
@@ -96,9 +97,10 @@ class _Worker:
 
 
 class LocalExecutor:
-    def __init__(self, root: Path, pool_size: int, lease_size: int = 32,
-                 warm_seconds: float = 0.0) -> None:
+    def __init__(self, root: Path, pool_size: int, files: Sequence[str] = (),
+                 lease_size: int = 32, warm_seconds: float = 0.0) -> None:
         self.root = root
+        self.files = tuple(files)  # the pipeline files, root-relative: what workers import
         self.warm_seconds = warm_seconds
         self.warm_pool: Any = None  # a warm_pool.WarmPool, looked up at the first worker
         self.fresh_workers = 0
@@ -150,12 +152,12 @@ class LocalExecutor:
         if self.warm_seconds > 0 and not cancel:
             self._leave_warm_pool()
 
-    def prestart(self, files: Sequence[str]) -> None:
+    def prestart(self) -> None:
         """Start one worker now and have it import the pipeline, while the caller plans."""
         if not self.workers:
             worker = self._spawn()
             self.workers.append(worker)
-            self._send(worker, Warm(tuple(files)))
+            self._send(worker, Warm(self.files))
 
     # -- internals ----------------------------------------------------------------------------
 
@@ -193,7 +195,8 @@ class LocalExecutor:
         from barca.engine import warm_pool
 
         if self.warm_pool is None and not self.fresh_workers:
-            self.warm_pool = warm_pool.WarmPool.connect(self.root)
+            self.warm_pool = warm_pool.WarmPool.connect(self.root) or warm_pool.start_and_connect(
+                self.root, warm_pool.top_level_imports(self.root, self.files), self.warm_seconds)
         if self.warm_pool is None:
             return None
         try:

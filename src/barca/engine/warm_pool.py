@@ -2,15 +2,19 @@
 libraries the pipeline uses.
 
 A tick that runs one key would otherwise start a fresh interpreter and import pandas or duckdb
-again (most of a second on a small machine) for a step that takes milliseconds. After a run
-that started workers, the executor leaves behind one background process per project (the
-zygote, `barca.engine.zygote`) that imports the third-party modules those workers imported and
-then waits. The next run asks it to fork workers: each child is a clean copy of the zygote that
-imports the project's own code from source, as a freshly started worker would. The zygote
-exits after `BARCA_WARM_SECONDS` without a request (default 900; 0 turns the pool off), and as
-soon as anything that shaped its imports changes: the interpreter, barca's own files, the
-installed packages or the environment variables. Its identity hashes all of these, so a run
-never reaches a zygote that is out of date, and a project keeps one zygote: the newest.
+again (most of a second on a small machine) for a step that takes milliseconds. So workers are
+forked from one background process per project (the zygote, `barca.engine.zygote`) that has
+imported the third-party modules the pipeline uses and then waits: each child is a clean copy of
+the zygote that imports the project's own code from source, as a freshly started worker would. A
+run that finds no zygote starts one, preloading what the pipeline files import at their top
+level (and what earlier runs' workers imported), and waits until it answers; every run then
+teaches it the modules its workers imported on top (pandas through DuckDB's `.df()`, say).
+Forked workers share the zygote's pages of those libraries, so each one also costs less memory
+than a fresh interpreter that imports them itself. The zygote exits after `BARCA_WARM_SECONDS`
+without a request (default 900; 0 turns the pool off), and as soon as anything that shaped its
+imports changes: the interpreter, barca's own files, the installed packages or the environment
+variables. Its identity hashes all of these, so a run never reaches a zygote that is out of
+date, and a project keeps one zygote: the newest.
 
 The socket and the zygote's list of modules live in a private directory under the system
 temp directory (mode 0700), never in the project's `.barca/`. Linux only (SOCK_SEQPACKET with
@@ -132,12 +136,12 @@ class WarmPool:
         self.pid = pid
 
     @classmethod
-    def connect(cls, root: Path) -> "WarmPool | None":
+    def connect(cls, root: Path, key: str | None = None) -> "WarmPool | None":
         """This project's zygote, if one is up and current; None otherwise (start workers fresh)."""
         directory = state_dir() if supported() else None
         if directory is None:
             return None
-        sock_path, _ = paths(directory, identity(root))
+        sock_path, _ = paths(directory, key or identity(root))
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             sock.settimeout(5.0)
@@ -201,18 +205,71 @@ class WarmPool:
         self.sock.close()
 
 
-def start_zygote(root: Path, modules: set[str], idle_seconds: float) -> None:
-    """Leave a zygote behind for the next run; it imports `modules` in the background."""
+def start_zygote(root: Path, modules: set[str], idle_seconds: float) -> Any:
+    """Start a zygote for this project that imports `modules` in the background; its process
+    (a `subprocess.Popen`), or None where no zygote can run."""
     import subprocess
 
     directory = state_dir() if supported() else None
     if directory is None:
-        return
-    key = identity(root)
+        return None
     try:
-        subprocess.Popen([sys.executable, "-m", "barca.engine.zygote", str(root), key,
-                          repr(idle_seconds), *sorted(modules)],
-                         cwd=root, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                         stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
+        return subprocess.Popen([sys.executable, "-m", "barca.engine.zygote", str(root),
+                                 identity(root), repr(idle_seconds), *sorted(modules)],
+                                cwd=root, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
     except OSError:
-        pass  # the next run starts its workers fresh, as this one did
+        return None  # workers start fresh
+
+
+def start_and_connect(root: Path, modules: set[str], idle_seconds: float,
+                      timeout: float = 30.0) -> WarmPool | None:
+    """Start this project's zygote and wait until it answers; None if it does not come up
+    within `timeout` seconds (workers then start fresh)."""
+    import time
+
+    process = start_zygote(root, modules, idle_seconds)
+    if process is None:
+        return None
+    key = identity(root)
+    _, lock_path = paths(state_dir() or Path(), key)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        pool = WarmPool.connect(root, key)
+        if pool is not None:
+            return pool
+        # ours exits at once if a zygote of this identity is already starting: wait for that one
+        if process.poll() is not None and not _holder_alive(lock_path):
+            return None
+        time.sleep(0.02)
+    return None
+
+
+def _holder_alive(lock_path: Path) -> bool:
+    """Whether the zygote whose pid the lock file holds is running (a stale file's pid may
+    since belong to another process)."""
+    try:
+        return b"barca.engine.zygote" in Path(f"/proc/{int(lock_path.read_text())}/cmdline"
+                                              ).read_bytes()
+    except (OSError, ValueError):
+        return False
+
+
+def top_level_imports(root: Path, files: Iterable[str]) -> set[str]:
+    """What a zygote started for a run preloads before it has learned anything: the modules the
+    pipeline files import at their top level, and pyarrow, which barca writes tables with (and
+    pandas imports). The zygote skips the project's own modules among them."""
+    import ast
+
+    names = {"pyarrow"}
+    for file in files:
+        try:
+            tree = ast.parse((root / file).read_bytes())
+        except (OSError, SyntaxError, ValueError):
+            continue
+        for stmt in tree.body:
+            if isinstance(stmt, ast.Import):
+                names.update(alias.name.partition(".")[0] for alias in stmt.names)
+            elif isinstance(stmt, ast.ImportFrom) and stmt.module and not stmt.level:
+                names.add(stmt.module.partition(".")[0])
+    return names

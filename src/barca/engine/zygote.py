@@ -49,7 +49,7 @@ class Zygote:
                 if origin and is_project_file(str(self.root), origin):
                     continue  # the project's own code is always imported fresh, in the child
                 importlib.import_module(name)
-            except BaseException:  # noqa: BLE001 - a module that fails here loads in the worker
+            except Exception:  # noqa: BLE001 - a module that fails here loads in the worker
                 continue
         for module_name, module in list(sys.modules.items()):
             origin = getattr(module, "__file__", None)
