@@ -26,9 +26,11 @@ no I/O (static keys, trivial bodies) gives first-run steps per second.
 leaves pandas out of the worker: pandas' import alone takes about 0.7 s on a 2-core machine and
 is paid by every tick in which a key of `cleaned` runs.
 
-Child processes get a private, pre-filled bytecode cache (PYTHONPYCACHEPREFIX), as an installed
-barca has; a sandbox that sets PYTHONDONTWRITEBYTECODE would otherwise recompile barca in
-every process.
+Child processes find bytecode as an installed barca does: pip compiled the libraries when it
+installed them, and the benchmark compiles barca's own package first (an editable install has
+none yet, and a sandbox that sets PYTHONDONTWRITEBYTECODE would recompile barca in every
+process). PYTHONPYCACHEPREFIX is unset for them: with it, every library would be compiled
+from source again at its first import, in the first run's processes.
 """
 
 from __future__ import annotations
@@ -332,10 +334,11 @@ def main() -> None:
                         help="seed: the pipeline as written; fetchall: .fetchall() for .df()")
     parser.add_argument("--write", action="store_true", help="append to benchmarks/RESULTS.md")
     args = parser.parse_args()
-    cache = tempfile.mkdtemp(prefix="barca-pycache-")
-    CHILD_ENV.pop("PYTHONDONTWRITEBYTECODE", None)
-    CHILD_ENV["PYTHONPYCACHEPREFIX"] = cache
-    subprocess.run([*BARCA, "--help"], env=CHILD_ENV, capture_output=True)  # fill the cache
+    for name in ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX"):
+        CHILD_ENV.pop(name, None)
+    package = Path(importlib.util.find_spec("barca").origin).parent
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(package)], env=CHILD_ENV,
+                   check=True)
     rows = []
     for n in [int(x) for x in args.keys.split(",")]:
         rows += measure_keyed(n, args.ticks, args.variant)
