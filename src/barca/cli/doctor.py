@@ -263,8 +263,8 @@ def check_warm_pool(project: Project) -> Check:
                      data={"idle_seconds": idle, "pid": None})
     pool = warm_pool.WarmPool.connect(project.root)
     if pool is None:
-        return Check("warm", True, "no warm pool running; the next run that starts workers "
-                     f"leaves one, which exits after {idle:g} s without a run",
+        return Check("warm", True, "no warm pool running; the next run that needs workers "
+                     f"starts one, which exits after {idle:g} s without a run",
                      data={"idle_seconds": idle, "pid": None})
     pool.close()
     return Check("warm", True, f"warm pool pid {pool.pid} holds {len(pool.modules)} imported "
