@@ -16,7 +16,13 @@ would find it) and with BARCA_WARM_SECONDS=0 (every worker a fresh interpreter).
 wall time and the peak RSS of the largest process of the run: the coordinator and fresh
 workers from wait4's rusage of the process tree, forked workers from the peak RSS they
 recorded for their steps, and for the first run also the pool's own peak (VmHWM, read once it
-answers). The pool's resident memory after the ticks is printed below the table. A variant whose steps do
+answers). The pool's resident memory after the ticks is printed below the table.
+
+The one-key tick ratio of the largest to the smallest N is also measured paired: the two
+projects and their pools are kept (BARCA_WARM_SECONDS=7200, so that they outlive the first
+runs in between), and their ticks are taken alternately, so that both sides of the ratio see
+the same minutes of a shared machine, whose speed drifts by a quarter or more over the
+minutes between the per-N rows. A variant whose steps do
 no I/O (static keys, trivial bodies) gives first-run steps per second.
 
     .venv/bin/python benchmarks/keyed_partitions.py                 # N = 10000
@@ -53,6 +59,7 @@ HERE = Path(__file__).resolve().parent
 BARCA = [sys.executable, "-m", "barca.cli.main"]
 CHILD_ENV = dict(os.environ)
 POOL_RSS: dict[int, float] = {}  # N -> resident MB of the warm pool after the ticks
+KEPT: dict[int, tuple[Path, int, int]] = {}  # N -> project, pool pid, ticks taken so far
 
 EXAMPLE = HERE.parent / "examples" / "keyed_partitions"
 SEED_PIPELINE = (EXAMPLE / "pipeline.py").read_text()  # the user's example, unchanged
@@ -217,9 +224,12 @@ def warm_pool_pid(directory: Path, timeout: float = 300) -> int:
 
 
 
-def measure_keyed(n: int, ticks: int, variant: str) -> list[tuple]:
+def measure_keyed(n: int, ticks: int, variant: str, keep: bool = False) -> list[tuple]:
+    """The rows for N keys; with `keep`, the project and its warm pool stay for paired ticks
+    (in KEPT)."""
     rows = []
     directory = Path(tempfile.mkdtemp(prefix=f"barca-keyed-{n}-"))
+    kept = False
     try:
         build_warehouse(directory, n)
         source = SEED_PIPELINE if variant == "seed" else SEED_PIPELINE.replace(".df()",
@@ -243,10 +253,38 @@ def measure_keyed(n: int, ticks: int, variant: str) -> list[tuple]:
                 rows.append((n, "one-key tick" + label, wall, peak, steps_executed(out),
                              sensor))
         POOL_RSS[n] = status_mb(pool, "VmRSS")
-        os.kill(pool, signal.SIGTERM)
+        if keep:
+            KEPT[n] = (directory, pool, 2 * ticks)
+            kept = True
+        else:
+            os.kill(pool, signal.SIGTERM)
     finally:
-        shutil.rmtree(directory, ignore_errors=True)
+        if not kept:
+            shutil.rmtree(directory, ignore_errors=True)
     return rows
+
+
+def measure_paired(small: int, large: int, pairs: int) -> list[tuple[float, float]]:
+    """One-key ticks of the smallest and largest N taken alternately, so that both sides of
+    the ratio see the same minutes of this shared machine; (small, large) wall per pair."""
+    cmd = [*BARCA, "get", "scored", "pipeline.py", "--json"]
+    out = []
+    try:
+        for i in range(pairs):
+            walls = []
+            for n in (small, large):
+                directory, pool, done = KEPT[n]
+                change_one_retailer(directory, n, done + i)
+                walls.append(timed_run(cmd, directory, CHILD_ENV, pool)[0])
+            out.append((walls[0], walls[1]))
+    finally:
+        for directory, pool, _ in KEPT.values():
+            try:
+                os.kill(pool, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            shutil.rmtree(directory, ignore_errors=True)
+    return out
 
 
 def measure_no_io(n: int) -> tuple:
@@ -270,7 +308,7 @@ def median(values: list[float]) -> float:
     return values[len(values) // 2]
 
 
-def render(rows: list[tuple], no_io: list[tuple]) -> str:
+def render(rows: list[tuple], no_io: list[tuple], paired: list[tuple[float, float]]) -> str:
     lines = ["| N keys | scenario | runs | median wall | min wall | peak RSS (largest process) "
              "| steps | sensor step | target wall | target RSS |",
              "|---|---|---|---|---|---|---|---|---|---|"]
@@ -293,9 +331,18 @@ def render(rows: list[tuple], no_io: list[tuple]) -> str:
     if len(tick_medians) > 1:
         small, large = min(tick_medians), max(tick_medians)
         lines.append("")
-        lines.append(f"One-key tick ratio {large:,} / {small:,} keys: "
-                     f"{tick_medians[large] / tick_medians[small]:.2f} (target ≤ 2.5). "
-                     f"Without the sensor step (the seed's group-by over every retailer, "
+        if paired:
+            lines.append(
+                f"One-key tick ratio {large:,} / {small:,} keys, paired (ticks of the two "
+                f"sizes taken alternately, {len(paired)} pairs): "
+                f"{median([b / a for a, b in paired]):.2f} (target ≤ 2.5); medians "
+                f"{median([a for a, _ in paired]):.2f} s and {median([b for _, b in paired]):.2f}"
+                f" s. From the rows above, taken minutes apart: "
+                f"{tick_medians[large] / tick_medians[small]:.2f}.")
+        else:
+            lines.append(f"One-key tick ratio {large:,} / {small:,} keys: "
+                         f"{tick_medians[large] / tick_medians[small]:.2f} (target ≤ 2.5).")
+        lines.append(f"Without the sensor step (the seed's group-by over every retailer, "
                      f"which grows with N whatever the orchestrator): {rest_medians[small]:.2f} "
                      f"s and {rest_medians[large]:.2f} s, ratio "
                      f"{rest_medians[large] / rest_medians[small]:.2f}.")
@@ -339,11 +386,16 @@ def main() -> None:
     package = Path(importlib.util.find_spec("barca").origin).parent
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(package)], env=CHILD_ENV,
                    check=True)
+    # the pools of the smallest and largest N must outlive the first runs between them
+    CHILD_ENV["BARCA_WARM_SECONDS"] = "7200"
+    sizes = [int(x) for x in args.keys.split(",")]
+    paired_sizes = (min(sizes), max(sizes)) if len(set(sizes)) > 1 else ()
     rows = []
-    for n in [int(x) for x in args.keys.split(",")]:
-        rows += measure_keyed(n, args.ticks, args.variant)
+    for n in sizes:
+        rows += measure_keyed(n, args.ticks, args.variant, keep=n in paired_sizes)
+    paired = measure_paired(*paired_sizes, 2 * args.ticks) if paired_sizes else []
     no_io = [measure_no_io(int(args.no_io))] if int(args.no_io) else []
-    table = render(rows, no_io)
+    table = render(rows, no_io, paired)
     print(table)
     if args.write:
         command = "python benchmarks/keyed_partitions.py " + " ".join(sys.argv[1:])

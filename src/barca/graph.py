@@ -51,6 +51,17 @@ class Graph:
                 return dim.source
         return None
 
+    def is_key_source(self, node_id: str) -> bool:
+        """An unpartitioned node whose value (a list or dict) gives another node its keys."""
+        return not self.nodes[node_id].dimensions and any(
+            self.key_source(reader) == node_id for reader in self.downstream[node_id])
+
+    def output_read(self, node_id: str) -> bool:
+        """Readers depend on this node's output bytes, not only its run hash: a sensor, a
+        cutoff asset, a key source."""
+        d = self.nodes[node_id]
+        return d.kind == "sensor" or d.cutoff or self.is_key_source(node_id)
+
     def resolve_target(self, text: str) -> str:
         """A target as typed (bare name, `name=` or full id) to its node id; exact match only."""
         if text in self.nodes:

@@ -309,3 +309,25 @@ def test_dry_run_predicts_exactly_what_the_real_run_executes(chain: Path, warm, 
     assert predicted == ran
     for name in ran:
         assert dry.steps[name]["reason"] == real.steps[name]["reason"]
+
+
+def test_a_deleted_artifact_read_under_two_names_is_recomputed_once(project: Path) -> None:
+    write(project, {"p.py": """
+        from barca import asset
+
+        @asset()
+        def a() -> int:
+            return 2
+
+        @asset(inputs={"x": a, "y": a})
+        def both(x: int, y: int) -> int:
+            return x + y
+    """})
+    barca(project, "get", "both", "p.py").expect(0)
+    for artifact in (project / ".barca" / "artifacts" / "p.py--a").iterdir():
+        artifact.unlink()
+    edit(project / "p.py", "return x + y", "return x * y")  # both must read a again
+    result = barca(project, "get", "both", "p.py").expect(0)
+    assert result.steps["a"]["reason"] == "artifact_missing"
+    assert result.json["final_output"] == 4
+    assert result.stderr.count("cached result of the node is missing") == 1

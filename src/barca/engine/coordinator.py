@@ -32,22 +32,22 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from barca.discover.model import Definition
 from barca.errors import Cancelled, InfraError
 from barca.graph import Graph
 from barca.columns import HashColumn, JsonColumn
-from barca.plan.keys import key_args, key_pairs, keys_from_value
+from barca.plan.keys import keys_from_value
 from barca.plan.model import KnownOutput, NodePlan, Reason
 from barca.plan.planner import plan_nodes, refreshed_nodes
 from barca.project import Project
 from barca.engine.events import Reporter
-from barca.engine.protocol import InputRef, LogLine, StepOutcome, StepSpec
+from barca.engine.protocol import LogLine, StepOutcome
+from barca.engine.missing_artifacts import missing_inputs, missing_target_keys
 from barca.engine.result import RunRequest, RunResult, locate
+from barca.engine.step_specs import blocked_keys, step_spec
 from barca.state import EMPTY_STATE, ran_entry, state_after_run, unpack_entry
 from barca.store import metadata
 from barca.store.artifacts import read_value
 from barca.store.db import checkpoint, connect, defer_checkpoint
-from barca.store.paths import node_dir_name
 
 FLUSH_SECONDS = 0.5
 UNKNOWN_DIGEST = "0" * 32  # an output digest no bytes can have: readers treat it as changed
@@ -217,22 +217,17 @@ class _Run:
         learned = False
         for node_id in planned:
             plan = self.plans[node_id]
-            if plan.unknown or plan.run or node_id in self.known or not self._output_needed(
+            if plan.unknown or plan.run or node_id in self.known or not self.graph.output_read(
                     node_id):
                 continue
             self.known[node_id] = self._known_output(node_id, plan, {})
             learned = True
         return learned
 
-    def _output_needed(self, node_id: str) -> bool:
-        """Readers depend on this node's output, not only its run hash."""
-        d = self.graph.nodes[node_id]
-        return d.kind == "sensor" or d.cutoff or self._is_key_source(node_id)
-
     def _known_output(self, node_id: str, plan: NodePlan, ran: Mapping[str, str]) -> KnownOutput:
         """Output digests per key, plus the keys (and values) a key source defines."""
         hashes = self._output_hashes(node_id, plan, ran)
-        if not self._is_key_source(node_id):
+        if not self.graph.is_key_source(node_id):
             return KnownOutput(hashes)
         packed = self.key_columns.get(node_id)
         if packed is not None:  # the worker sent the keys and values already packed
@@ -312,49 +307,20 @@ class _Run:
     def _check_target_outputs(self) -> None:
         """A cached target whose file is gone is recomputed: its value is what the user asked for."""
         for node_id in self.request.targets:
-            plan = self.plans[node_id]
-            if plan.unknown or plan.kind != "asset" or len(plan.keys) > 1000:
-                continue
-            ran = set(plan.keys[i] for i in plan.run)
-            missing = [k for k in plan.keys
-                       if k not in ran and not self._artifact(node_id, k)[0].exists()]
+            missing = missing_target_keys(node_id, self.plans[node_id], self._exists)
             if missing:
                 self._recompute_missing(node_id, missing)
 
     def _inputs_on_disk(self, node_id: str) -> bool:
-        """Cached inputs this node will read must still exist; a missing one is recomputed first.
+        """Cached inputs this node will read must still exist; a missing one is recomputed first."""
+        missing = missing_inputs(self.graph, self.plans, node_id, self.failed_keys,
+                                 self.results, self.complete, self._exists)
+        for source, keys in missing.items():
+            self._recompute_missing(source, keys)
+        return not missing
 
-        Only results that something reads are checked, so pruned intermediates cost nothing.
-        """
-        plan = self.plans[node_id]
-        if not plan.run:
-            return True
-        d = self.graph.nodes[node_id]
-        fine = True
-        for spec in d.inputs:
-            if spec.mode == "order":
-                continue
-            up = self.plans[spec.source]
-            if self.graph.key_source(node_id) == spec.source and plan.key_values is not None:
-                continue
-            bad = set(self.failed_keys.get(spec.source, ()))
-            partitioned_up = bool(self.graph.nodes[spec.source].dimensions)
-            if bad and (spec.mode == "collect" or not partitioned_up):
-                continue  # the whole node is blocked; _dispatch skips it
-            if spec.mode == "collect":
-                wanted = up.keys
-            elif self.graph.nodes[spec.source].dimensions:
-                wanted = tuple(plan.keys[i] for i in plan.run)
-            else:
-                wanted = ("",)
-            ran = self.results.get(spec.source, {})
-            will_run = {up.keys[i] for i in up.run} if spec.source not in self.complete else ()
-            missing = [k for k in wanted if k not in ran and k not in bad and k not in will_run
-                       and not self._artifact(spec.source, k)[0].exists()]
-            if missing:
-                self._recompute_missing(spec.source, missing)
-                fine = False
-        return fine
+    def _exists(self, node_id: str, key: str) -> bool:
+        return self._artifact(node_id, key)[0].exists()
 
     def _recompute_missing(self, node_id: str, keys: Sequence[str]) -> None:
         plan = self.plans[node_id]
@@ -375,7 +341,7 @@ class _Run:
         for node_id in node_ids:
             plan = self.plans[node_id]
             self.submitted.add(node_id)
-            blocked = self._blocked_keys(node_id)
+            blocked = blocked_keys(self.graph, plan, node_id, self.failed_keys)
             ran = self.results.get(node_id, {})
             keys = [i for i in plan.run if plan.keys[i] not in blocked and plan.keys[i] not in ran]
             if blocked:
@@ -391,8 +357,9 @@ class _Run:
         if count:
             if self.executor is None:
                 self.executor = self._local_executor()
-            self.executor.submit((self._step(node_id, plan, i) for node_id, plan, keys in steps
-                                  for i in keys), count)
+            self.executor.submit((step_spec(self.graph, self.plans, node_id, plan, i,
+                                            self.step_dirs, self._artifact)
+                                  for node_id, plan, keys in steps for i in keys), count)
 
     def _local_executor(self) -> Any:
         """Worker processes, imported only when a step must run (a cached get starts none)."""
@@ -401,55 +368,6 @@ class _Run:
         files = sorted({self.graph.nodes[n].file for n in self.order})
         return LocalExecutor(self.project.root, self.request.pool_size, files,
                              warm_seconds=self.request.warm_seconds)
-
-    def _blocked_keys(self, node_id: str) -> set[str]:
-        """Keys that cannot run because an input they read failed (or was skipped) here."""
-        blocked: set[str] = set()
-        plan = self.plans[node_id]
-        for up in self.graph.upstream[node_id]:
-            bad = self.failed_keys.get(up)
-            if not bad:
-                continue
-            if self.graph.nodes[up].dimensions and plan.partitioned and not any(
-                    s.source == up and s.mode == "collect" for s in self.graph.nodes[node_id].inputs):
-                blocked.update(bad)
-            else:
-                return set(plan.keys)
-        return blocked
-
-    def _step(self, node_id: str, plan: NodePlan, i: int) -> StepSpec:
-        d = self.graph.nodes[node_id]
-        key = plan.keys[i]
-        label = plan.label(key)
-        step_id = f"{node_id}[{label}]" if plan.partitioned else node_id
-        inputs = tuple(self._input_ref(d, spec, plan, i) for spec in d.inputs)
-        directory = f"{self.step_dirs}/{node_dir_name(d.file, d.name, key_pairs(d, key))}"
-        return StepSpec(step_id, node_id, key, i, d.kind, d.file, d.function,
-                        tuple(key_args(d, key).items()), inputs,
-                        directory, plan.run_hashes[i], d.serializer, max(1, d.retries),
-                        d.retry_backoff, d.timeout_seconds, self._is_key_source(node_id))
-
-    def _is_key_source(self, node_id: str) -> bool:
-        d = self.graph.nodes[node_id]
-        return not d.dimensions and any(self.graph.key_source(r) == node_id
-                                        for r in self.graph.downstream[node_id])
-
-    def _input_ref(self, d: Definition, spec: Any, plan: NodePlan, i: int) -> InputRef:
-        annotation = d.annotation(spec.param)
-        key = plan.keys[i]
-        if spec.mode == "order":
-            return InputRef(spec.param, "none")
-        up = self.graph.nodes[spec.source]
-        if spec.mode == "collect":
-            found = [self._artifact(spec.source, k) for k in self.plans[spec.source].keys]
-            return InputRef(spec.param, "artifacts", tuple(str(f[0]) for f in found),
-                            tuple(f[1] for f in found), annotation=annotation)
-        if self.graph.key_source(d.node_id) == spec.source and not up.dimensions \
-                and plan.key_values is not None:
-            return InputRef(spec.param, "inline", value=plan.key_values[i])
-        found = self._artifact(spec.source, key if up.dimensions else "")
-        return InputRef(spec.param, "artifact", (str(found[0]),), (found[1],),
-                        annotation=annotation)
 
     def _artifact(self, node_id: str, key: str) -> tuple[Path, str]:
         found = locate(self.graph.nodes[node_id], key, self.plans[node_id],
@@ -487,7 +405,7 @@ class _Run:
         if outcome.status == "success":
             self.results.setdefault(node_id, {})[outcome.key] = ran_entry(outcome.index,
                                                                           outcome.format)
-            if self._output_needed(node_id):
+            if self.graph.output_read(node_id):
                 self.digests.setdefault(node_id, {})[outcome.key] = outcome.output_hash
             if outcome.key_columns is not None:
                 self.key_columns[node_id] = outcome.key_columns
@@ -501,7 +419,7 @@ class _Run:
 
     def _node_done(self, node_id: str) -> None:
         self.complete.add(node_id)
-        if self._output_needed(node_id) and node_id not in self.failed_keys:
+        if self.graph.output_read(node_id) and node_id not in self.failed_keys:
             plan = self.plans[node_id]
             self.known[node_id] = self._known_output(node_id, plan,
                                                      self.digests.get(node_id, {}))
@@ -562,7 +480,7 @@ class _Run:
                 continue
             updates[node_id] = state_after_run(
                 plan, old, ran, self.digests.get(node_id, {}), failed,
-                keep_output_hash=self._output_needed(node_id),
+                keep_output_hash=self.graph.output_read(node_id),
                 whole=not self.request.options.partition)
         metadata.save_states(self.conn, updates, self.loaded, self.stored, self.run_id)
 

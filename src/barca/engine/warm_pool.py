@@ -223,9 +223,10 @@ def start_zygote(root: Path, modules: set[str], idle_seconds: float) -> Any:
 
 
 def start_and_connect(root: Path, modules: set[str], idle_seconds: float,
-                      timeout: float = 30.0) -> WarmPool | None:
-    """Start this project's zygote and wait until it answers; None if it does not come up
-    within `timeout` seconds (workers then start fresh)."""
+                      timeout: float = 60.0) -> WarmPool | None:
+    """Start this project's zygote and wait until it answers (a fresh worker would spend that
+    time importing the same libraries); None if it exits or does not answer within `timeout`
+    seconds, and workers start fresh."""
     import time
 
     process = start_zygote(root, modules, idle_seconds)

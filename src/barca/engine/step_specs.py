@@ -1,0 +1,69 @@
+"""What a worker is handed for one key of a node: the function, the key's arguments, where
+each input's bytes are (or the key's own value, inline), and where to write the result.
+
+Pure functions of the graph and the run's plans; `artifact(node_id, key)` finds a result this
+run wrote or the state recorded (see `engine.result.locate`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping
+
+from barca.discover.model import Definition
+from barca.engine.protocol import InputRef, StepSpec
+from barca.graph import Graph
+from barca.plan.keys import key_args, key_pairs
+from barca.plan.model import NodePlan
+from barca.store.paths import node_dir_name
+
+Artifact = Callable[[str, str], tuple[Any, str]]  # (node id, key) -> (path, format)
+
+
+def step_spec(graph: Graph, plans: Mapping[str, NodePlan], node_id: str, plan: NodePlan,
+              i: int, step_dirs: Any, artifact: Artifact) -> StepSpec:
+    """The step for key `i` of the node's plan; its directory under `step_dirs`."""
+    d = graph.nodes[node_id]
+    key = plan.keys[i]
+    step_id = f"{node_id}[{plan.label(key)}]" if plan.partitioned else node_id
+    inputs = tuple(_input_ref(graph, plans, d, spec, plan, i, artifact) for spec in d.inputs)
+    directory = f"{step_dirs}/{node_dir_name(d.file, d.name, key_pairs(d, key))}"
+    return StepSpec(step_id, node_id, key, i, d.kind, d.file, d.function,
+                    tuple(key_args(d, key).items()), inputs,
+                    directory, plan.run_hashes[i], d.serializer, max(1, d.retries),
+                    d.retry_backoff, d.timeout_seconds, graph.is_key_source(node_id))
+
+
+def _input_ref(graph: Graph, plans: Mapping[str, NodePlan], d: Definition, spec: Any,
+               plan: NodePlan, i: int, artifact: Artifact) -> InputRef:
+    annotation = d.annotation(spec.param)
+    key = plan.keys[i]
+    if spec.mode == "order":
+        return InputRef(spec.param, "none")
+    up = graph.nodes[spec.source]
+    if spec.mode == "collect":
+        found = [artifact(spec.source, k) for k in plans[spec.source].keys]
+        return InputRef(spec.param, "artifacts", tuple(str(f[0]) for f in found),
+                        tuple(f[1] for f in found), annotation=annotation)
+    if graph.key_source(d.node_id) == spec.source and not up.dimensions \
+            and plan.key_values is not None:
+        return InputRef(spec.param, "inline", value=plan.key_values[i])
+    found = artifact(spec.source, key if up.dimensions else "")
+    return InputRef(spec.param, "artifact", (str(found[0]),), (found[1],),
+                    annotation=annotation)
+
+
+def blocked_keys(graph: Graph, plan: NodePlan, node_id: str,
+                 failed_keys: Mapping[str, list[str]]) -> set[str]:
+    """Keys that cannot run because an input they read failed (or was skipped) in this run:
+    key for key when both sides are partitioned and read so, else every key."""
+    blocked: set[str] = set()
+    for up in graph.upstream[node_id]:
+        bad = failed_keys.get(up)
+        if not bad:
+            continue
+        if graph.nodes[up].dimensions and plan.partitioned and not any(
+                s.source == up and s.mode == "collect" for s in graph.nodes[node_id].inputs):
+            blocked.update(bad)
+        else:
+            return set(plan.keys)
+    return blocked
