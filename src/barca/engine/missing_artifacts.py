@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Callable, Collection, Mapping
 
+from barca.engine.step_specs import reads_inline
 from barca.graph import Graph
 from barca.plan.model import NodePlan
 
@@ -37,8 +38,8 @@ def missing_inputs(graph: Graph, plans: Mapping[str, NodePlan], node_id: str,
     for spec in graph.nodes[node_id].inputs:
         if spec.mode == "order":
             continue
-        if graph.key_source(node_id) == spec.source and plan.key_values is not None:
-            continue  # each key's value travels inline
+        if reads_inline(graph, plan, node_id, spec.source):
+            continue  # no file is read
         up = plans[spec.source]
         bad = set(failed_keys.get(spec.source, ()))
         partitioned_up = bool(graph.nodes[spec.source].dimensions)

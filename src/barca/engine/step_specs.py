@@ -44,12 +44,17 @@ def _input_ref(graph: Graph, plans: Mapping[str, NodePlan], d: Definition, spec:
         found = [artifact(spec.source, k) for k in plans[spec.source].keys]
         return InputRef(spec.param, "artifacts", tuple(str(f[0]) for f in found),
                         tuple(f[1] for f in found), annotation=annotation)
-    if graph.key_source(d.node_id) == spec.source and not up.dimensions \
-            and plan.key_values is not None:
+    if reads_inline(graph, plan, d.node_id, spec.source):
         return InputRef(spec.param, "inline", value=plan.key_values[i])
     found = artifact(spec.source, key if up.dimensions else "")
     return InputRef(spec.param, "artifact", (str(found[0]),), (found[1],),
                     annotation=annotation)
+
+
+def reads_inline(graph: Graph, plan: NodePlan, node_id: str, source: str) -> bool:
+    """The node reads its key source's value per key, carried in the step itself: each key gets
+    only its own value (`key_values` is set only for a dict source that is not partitioned)."""
+    return graph.key_source(node_id) == source and plan.key_values is not None
 
 
 def blocked_keys(graph: Graph, plan: NodePlan, node_id: str,

@@ -205,9 +205,11 @@ class WarmPool:
         self.sock.close()
 
 
-def start_zygote(root: Path, modules: set[str], idle_seconds: float) -> Any:
-    """Start a zygote for this project that imports `modules` in the background; its process
-    (a `subprocess.Popen`), or None where no zygote can run."""
+def start_zygote(root: Path, modules: set[str], idle_seconds: float,
+                 key: str | None = None) -> Any:
+    """Start a zygote for this project (of identity `key`, computed if not given) that imports
+    `modules` in the background; its process (a `subprocess.Popen`), or None where no zygote
+    can run."""
     import subprocess
 
     directory = state_dir() if supported() else None
@@ -215,7 +217,7 @@ def start_zygote(root: Path, modules: set[str], idle_seconds: float) -> Any:
         return None
     try:
         return subprocess.Popen([sys.executable, "-m", "barca.engine.zygote", str(root),
-                                 identity(root), repr(idle_seconds), *sorted(modules)],
+                                 key or identity(root), repr(idle_seconds), *sorted(modules)],
                                 cwd=root, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
     except OSError:
@@ -229,10 +231,10 @@ def start_and_connect(root: Path, modules: set[str], idle_seconds: float,
     seconds, and workers start fresh."""
     import time
 
-    process = start_zygote(root, modules, idle_seconds)
+    key = identity(root)
+    process = start_zygote(root, modules, idle_seconds, key)
     if process is None:
         return None
-    key = identity(root)
     _, lock_path = paths(state_dir() or Path(), key)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
