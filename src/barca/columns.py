@@ -4,8 +4,8 @@ A tick over 200,000 keys where nothing changed must not build 200,000 Python obj
 column. Two packed forms cover every column barca keeps per key:
 
     JsonColumn   a list of JSON values (keys, keyed-source values), packed as the orjson bytes
-                 of each run of CHUNK items. orjson writes equal lists as equal bytes, so two
-                 packed columns are equal exactly when their chunks are.
+                 of each run of CHUNK items, object keys sorted. Equal lists pack to equal
+                 bytes, so two packed columns are equal exactly when their chunks are.
     HashColumn   fixed-width hex digests (run hashes, output hashes), packed as raw bytes in
                  chunks of CHUNK digests; item i is a slice, so reading one unpacks nothing.
 
@@ -72,7 +72,7 @@ class JsonColumn:
 
     def json_parts(self) -> Iterator[bytes]:
         """The bytes of the whole list as one JSON array, in pieces (for hashing)."""
-        return _array_parts(self.chunks)
+        return json_array_parts(self.chunks)
 
     def __len__(self) -> int:
         if self._n is None:
@@ -139,17 +139,18 @@ class JsonColumn:
 
 
 def pack_chunks(items: Sequence[Any]) -> tuple[bytes, ...]:
-    return tuple(orjson.dumps(items[start:start + CHUNK])
+    """Object keys sorted at every level, so equal values pack to equal bytes."""
+    return tuple(orjson.dumps(items[start:start + CHUNK], option=orjson.OPT_SORT_KEYS)
                  for start in range(0, len(items), CHUNK))
 
 
 def unpack_chunks(chunks: Sequence[bytes]) -> list[Any]:
     if len(chunks) == 1:
         return orjson.loads(chunks[0])
-    return orjson.loads(b"".join(_array_parts(chunks)))
+    return orjson.loads(b"".join(json_array_parts(chunks)))
 
 
-def _array_parts(chunks: Sequence[bytes]) -> Iterator[bytes]:
+def json_array_parts(chunks: Sequence[bytes]) -> Iterator[bytes]:
     """Chunks (each a JSON array) as the pieces of the one array they make together."""
     yield b"["
     for i, chunk in enumerate(chunks):

@@ -467,3 +467,46 @@ def test_an_empty_source_gives_no_keys_and_collect_receives_an_empty_list(chain:
     back = barca(chain, "get", "summary", "pipeline.py").expect(0)
     assert back.json["final_output"] == ["a:1"]
     assert take_executed(chain) == ["summary"]
+
+
+WHOLE = """
+    import json
+    from pathlib import Path
+    from barca import asset, partitions_from, sensor
+
+    @sensor()
+    def versions() -> dict:
+        return json.loads(Path("versions.json").read_text())
+
+    @asset(partitions={"k": partitions_from(versions)})
+    def cleaned(k: str, versions) -> str:
+        return k
+
+    @asset(inputs={"versions": versions})
+    def everything(versions: dict) -> list:
+        with open("executed.log", "a") as fh:
+            fh.write("everything\\n")
+        return sorted(versions.items())
+"""
+
+
+def test_a_reader_of_the_whole_source_is_cached_when_only_the_order_of_its_rows_changes(
+        project: Path) -> None:
+    """The source's file keeps the order it was returned in; its digest is taken over the
+    keys in sorted order, so a query returning its rows in another order reruns nothing."""
+    write(project, {"pipeline.py": WHOLE})
+    _versions(project, '{"c": 1, "a": {"x": 1, "y": 2}, "b": 1}')
+    first = barca(project, "get", "everything", "pipeline.py").expect(0)
+    assert first.json["final_output"] == [["a", {"x": 1, "y": 2}], ["b", 1], ["c", 1]]
+    assert take_executed(project) == ["everything"]
+
+    _versions(project, '{"b": 1, "a": {"y": 2, "x": 1}, "c": 1}')
+    again = barca(project, "get", "everything", "pipeline.py").expect(0)
+    assert again.statuses()["everything"] == "cached"
+    assert take_executed(project) == []
+
+    _versions(project, '{"b": 2, "a": {"y": 2, "x": 1}, "c": 1}')
+    changed = barca(project, "get", "everything", "pipeline.py").expect(0)
+    assert changed.statuses()["everything"] == "ran"
+    assert changed.json["final_output"] == [["a", {"x": 1, "y": 2}], ["b", 2], ["c", 1]]
+    assert take_executed(project) == ["everything"]

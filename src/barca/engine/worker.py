@@ -21,8 +21,8 @@ from typing import Any
 from barca.engine.protocol import (Imported, Lease, LogLine, Outcomes, Shutdown, StepOutcome,
                                    StepSpec, StepStarted, Warm, read_frame, write_frame)
 from barca.engine.source_imports import is_project_file
-from barca.plan.keys import keys_from_value
-from barca.store.artifacts import choose_format, encode_json, read_value, write_value
+from barca.engine.key_source import write_key_source
+from barca.store.artifacts import choose_format, read_value, write_value
 
 FLUSH_EVERY = 16  # outcomes per message at most...
 FLUSH_SECONDS = 0.02  # ...and never held longer than this
@@ -163,16 +163,13 @@ class Worker:
         if step.kind == "sensor" and isinstance(value, tuple) and len(value) == 2 \
                 and isinstance(value[0], bool):
             value = value[1]
-        columns = None
-        if step.key_source:
-            _check_key_source(value)
-            keys, by_key = keys_from_value(value)
-            columns = _key_columns(keys, by_key)
-            if by_key is not None:
-                value = by_key  # int keys become their text
         fmt = "json" if step.key_source else choose_format(value, step.serializer)
         path = Path(step.artifact_dir) / f"{step.run_hash}.{_EXT[fmt]}"
-        size, digest = write_value(value, path, fmt)
+        columns = None
+        if step.key_source:
+            size, digest, columns = write_key_source(value, path)
+        else:
+            size, digest = write_value(value, path, fmt)
         return StepOutcome(step.step_id, step.node_id, step.key, step.index, step.run_hash,
                            "success",
                            attempt, time.perf_counter() - started, str(path), fmt, size, digest,
@@ -230,49 +227,6 @@ def _element_annotation(annotation: str | None) -> str | None:
     if annotation and annotation.startswith("list[") and annotation.endswith("]"):
         return annotation[5:-1]
     return annotation
-
-
-class KeySourceError(Exception):
-    """A partitions_from source returned something that cannot define keys."""
-
-
-def _check_key_source(value: Any) -> None:
-    """Keys must be str or int and values JSON; the common all-str case is checked in one pass."""
-    if isinstance(value, dict):
-        if not value or set(map(type, value)) == {str} == set(map(type, value.values())):
-            return
-        seen = set()
-        for key, item in value.items():
-            if isinstance(key, bool) or not isinstance(key, (str, int)):
-                raise KeySourceError(f"key {key!r} is a {type(key).__name__}; keys must be "
-                                     "str or int")
-            text = str(key)
-            if text in seen:
-                raise KeySourceError(f"key {text!r} appears twice (as str and int)")
-            seen.add(text)
-            if encode_json(item) is None:
-                raise KeySourceError(f"the value for key {text!r} is not JSON-writable "
-                                     f"({type(item).__name__}); return a version string, "
-                                     "number, list or dict")
-    elif isinstance(value, (list, tuple)):
-        for item in value:
-            if isinstance(item, bool) or not isinstance(item, (str, int)):
-                raise KeySourceError(f"key {item!r} is a {type(item).__name__}; keys must be "
-                                     "str or int")
-    else:
-        raise KeySourceError(f"a partitions_from source must return a list or a dict, not "
-                             f"{type(value).__name__}")
-
-
-def _key_columns(keys: list[str], by_key: dict[str, Any] | None) -> tuple:
-    """The keys (and values) packed as JSON chunks, so the coordinator compares them whole."""
-    from barca.columns import pack_chunks
-
-    values = None
-    if by_key is not None:  # a dict built in key order (a sorted query) gives its values as is
-        values = pack_chunks(list(by_key.values()) if list(by_key) == keys
-                             else list(map(by_key.__getitem__, keys)))
-    return len(keys), pack_chunks(keys), values
 
 
 def _failure(step: StepSpec, attempt: int, started: float, exc: BaseException) -> StepOutcome:

@@ -9,13 +9,14 @@ Files are written to a temporary name and renamed, so a reader never sees half a
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
 import pickle
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import orjson
 
@@ -81,31 +82,39 @@ def choose_format(value: Any, serializer: str | None) -> str:
 
 def write_value(value: Any, path: Path, fmt: str) -> tuple[int, str]:
     """Write atomically; returns (size in bytes, blake2b digest of the bytes)."""
+    if fmt in ("json", "pickle"):
+        data = encode_json(value) if fmt == "json" else pickle.dumps(value, protocol=5)
+        if data is None:
+            raise SerializeError(f"value of type {type(value).__name__} is not JSON")
+        write_bytes(data, path)
+        return len(data), hashlib.blake2b(data, digest_size=16).hexdigest()
+    writer = {"parquet": _write_parquet, "csv": _write_csv}.get(fmt)
+    if writer is None:
+        raise SerializeError(f"unknown format {fmt!r}")
+    with _atomic(path) as tmp:
+        writer(value, Path(tmp))
+        return _digest_file(tmp)
+
+
+def write_bytes(data: bytes, path: Path) -> None:
+    """Write bytes atomically."""
+    with _atomic(path) as tmp, open(tmp, "wb") as fh:
+        fh.write(data)
+
+
+@contextlib.contextmanager
+def _atomic(path: Path) -> Iterator[str]:
+    """A temporary name next to `path`, renamed onto it when the block ends without error."""
     directory = os.path.dirname(path)
     os.makedirs(directory, exist_ok=True)
     tmp = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}.tmp")
     try:
-        if fmt in ("json", "pickle"):
-            data = encode_json(value) if fmt == "json" else pickle.dumps(value, protocol=5)
-            if data is None:
-                raise SerializeError(f"value of type {type(value).__name__} is not JSON")
-            with open(tmp, "wb") as fh:
-                fh.write(data)
-            size, digest = len(data), hashlib.blake2b(data, digest_size=16).hexdigest()
-        elif fmt == "parquet":
-            _write_parquet(value, Path(tmp))
-            size, digest = _digest_file(tmp)
-        elif fmt == "csv":
-            _write_csv(value, Path(tmp))
-            size, digest = _digest_file(tmp)
-        else:
-            raise SerializeError(f"unknown format {fmt!r}")
+        yield tmp
         _replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
-    return size, digest
 
 
 def _replace(tmp: str, path: Path) -> None:

@@ -1,0 +1,68 @@
+"""A keyed source's value in the worker: checked, written and packed for the coordinator.
+
+A sensor over 200,000 keys runs on every tick, so each pass over its dict shows in the tick's
+time. The common dict (str keys, as a query's rows give) is checked by the JSON encoder while it
+writes the file, and sorted once. The file keeps the order the source returned; what is
+recorded as its digest is the digest of the keys and values in key order, so a query that
+returns its rows in another order changes nothing downstream.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+from barca.columns import json_array_parts, pack_chunks
+from barca.plan.keys import key_text
+from barca.store.artifacts import encode_json, write_bytes, write_value
+
+
+class KeySourceError(Exception):
+    """A partitions_from source returned something that cannot define keys."""
+
+
+def write_key_source(value: Any, path: Path) -> tuple[int, str, tuple]:
+    """Write a key source's value as JSON; returns (size, digest, packed columns), the columns
+    being (count, keys chunks, values chunks or None for a list source)."""
+    if isinstance(value, (list, tuple)):
+        keys = [key_text(_checked_key(item)) for item in value]
+        size, digest = write_value(value, path, "json")
+        return size, digest, (len(keys), pack_chunks(keys), None)
+    if not isinstance(value, dict):
+        raise KeySourceError(f"a partitions_from source must return a list or a dict, not "
+                             f"{type(value).__name__}")
+    data = encode_json(value)  # None unless every key is a str and every value JSON
+    if data is None:
+        value = _text_keys(value)
+        data = encode_json(value)
+    write_bytes(data, path)
+    keys = sorted(value)
+    keys_chunks = pack_chunks(keys)
+    values_chunks = pack_chunks(list(map(value.__getitem__, keys)))
+    digest = hashlib.blake2b(digest_size=16)
+    for part in (b"[", *json_array_parts(keys_chunks), b",",
+                 *json_array_parts(values_chunks), b"]"):
+        digest.update(part)
+    return len(data), digest.hexdigest(), (len(keys), keys_chunks, values_chunks)
+
+
+def _checked_key(key: Any) -> Any:
+    if isinstance(key, bool) or not isinstance(key, (str, int)):
+        raise KeySourceError(f"key {key!r} is a {type(key).__name__}; keys must be str or int")
+    return key
+
+
+def _text_keys(value: dict) -> dict[str, Any]:
+    """A dict the JSON encoder refused: int keys become their text, anything else is named."""
+    out: dict[str, Any] = {}
+    for key, item in value.items():
+        text = key_text(_checked_key(key))
+        if text in out:
+            raise KeySourceError(f"key {text!r} appears twice (as str and int)")
+        if encode_json(item) is None:
+            raise KeySourceError(f"the value for key {text!r} is not JSON-writable "
+                                 f"({type(item).__name__}); return a version string, "
+                                 "number, list or dict")
+        out[text] = item
+    return out
