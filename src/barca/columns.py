@@ -72,7 +72,7 @@ class JsonColumn:
 
     def json_parts(self) -> Iterator[bytes]:
         """The bytes of the whole list as one JSON array, in pieces (for hashing)."""
-        return json_array_parts(self.chunks)
+        return _array_parts(self.chunks)
 
     def __len__(self) -> int:
         if self._n is None:
@@ -147,10 +147,10 @@ def pack_chunks(items: Sequence[Any]) -> tuple[bytes, ...]:
 def unpack_chunks(chunks: Sequence[bytes]) -> list[Any]:
     if len(chunks) == 1:
         return orjson.loads(chunks[0])
-    return orjson.loads(b"".join(json_array_parts(chunks)))
+    return orjson.loads(b"".join(_array_parts(chunks)))
 
 
-def json_array_parts(chunks: Sequence[bytes]) -> Iterator[bytes]:
+def _array_parts(chunks: Sequence[bytes]) -> Iterator[bytes]:
     """Chunks (each a JSON array) as the pieces of the one array they make together."""
     yield b"["
     for i, chunk in enumerate(chunks):
