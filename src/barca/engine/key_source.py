@@ -10,8 +10,10 @@ key order, so a query that returns its rows in another order changes nothing dow
 from __future__ import annotations
 
 import hashlib
+import operator
+import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from barca.columns import HASH_WIDTH, pack_chunks
 from barca.plan.keys import key_text
@@ -36,14 +38,37 @@ def write_key_source(value: Any, path: Path) -> tuple[int, str, tuple]:
     if data is None:
         value = _text_keys(value)
         data = encode_json(value)
-    write_bytes(data, path)
+    written = _in_background(write_bytes, data, path)  # the write lets go of the GIL
     keys = sorted(value)
     keys_chunks = pack_chunks(keys)
-    values_chunks = pack_chunks(list(map(value.__getitem__, keys)))
+    # itemgetter looks every key up in one call (it gives a bare value, not a tuple, for one key)
+    values_chunks = pack_chunks(operator.itemgetter(*keys)(value) if len(keys) > 1
+                                else [value[k] for k in keys])
     digest = hashlib.sha256()  # twice blake2b's speed here (SHA extensions), on megabytes
     for chunk in (*keys_chunks, *values_chunks):
         digest.update(chunk)
+    written()
     return len(data), digest.hexdigest()[:HASH_WIDTH], (len(keys), keys_chunks, values_chunks)
+
+
+def _in_background(fn: Callable[..., None], *args: Any) -> Callable[[], None]:
+    """Start fn(*args) in a thread; returns a function that waits for it and raises its error."""
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            fn(*args)
+        except BaseException as exc:  # noqa: BLE001 - raised again in the caller's thread
+            errors.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+
+    def wait() -> None:
+        thread.join()
+        if errors:
+            raise errors[0]
+    return wait
 
 
 def _checked_key(key: Any) -> Any:

@@ -1,10 +1,12 @@
 """Typed messages between the coordinator and its workers, and their framing.
 
-Each frame is a 4-byte big-endian length and a pickle of one message. Messages are typed
-NamedTuples: immutable, named fields, and as cheap to pickle as plain tuples, which matters at
-thousands of steps a second. Failures
-cross the boundary as data (`StepOutcome` with the error's type name, message and traceback
-text), never as live exception objects.
+Each frame is a pickle of one message, after a header of big-endian lengths: the pickle's, the
+number of out-of-band buffers and each buffer's; the buffers follow the pickle. A message
+carries bytes out of band (`out_of_band`) when they are megabytes, a key source's packed
+columns: they are written from where they are and not copied into the pickle first. Messages
+are typed NamedTuples: immutable, named fields, and as cheap to pickle as plain tuples, which
+matters at thousands of steps a second. Failures cross the boundary as data (`StepOutcome`
+with the error's type name, message and traceback text), never as live exception objects.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ import pickle
 import struct
 from typing import Any, NamedTuple
 
-_HEADER = struct.Struct(">I")
+_HEADER = struct.Struct(">II")  # the pickle's length, the number of out-of-band buffers
+_SIZE = struct.Struct(">I")
 
 
 class InputRef(NamedTuple):
@@ -117,22 +120,33 @@ class LogLine(NamedTuple):
     text: str
 
 
+def out_of_band(chunks: tuple[bytes, ...]) -> tuple[Any, ...]:
+    """Bytes sent after the message's pickle rather than inside it; they arrive as bytes."""
+    return tuple(map(pickle.PickleBuffer, chunks))
+
+
+def _frame(message: Any) -> list[Any]:
+    buffers: list[pickle.PickleBuffer] = []
+    body = pickle.dumps(message, protocol=5, buffer_callback=buffers.append)
+    raws = [buffer.raw() for buffer in buffers]
+    header = _HEADER.pack(len(body), len(raws)) + b"".join(_SIZE.pack(r.nbytes) for r in raws)
+    return [header, body, *raws]
+
+
 def encode(message: Any) -> bytes:
-    body = pickle.dumps(message, protocol=5)
-    return _HEADER.pack(len(body)) + body
+    return b"".join(_frame(message))
 
 
 def write_frame(fd: int, message: Any) -> None:
-    body = pickle.dumps(message, protocol=5)
-    header = _HEADER.pack(len(body))
-    if len(body) < 1 << 16:
-        _write_all(fd, header + body)
-    else:  # a key source's columns: megabytes, not worth a copy to save one write
-        _write_all(fd, header)
-        _write_all(fd, body)
+    parts = _frame(message)
+    if len(parts) == 2:
+        _write_all(fd, parts[0] + parts[1])
+    else:
+        for part in parts:
+            _write_all(fd, part)
 
 
-def _write_all(fd: int, data: bytes) -> None:
+def _write_all(fd: int, data: Any) -> None:
     view = memoryview(data)
     while view:
         n = os.write(fd, view)
@@ -141,9 +155,10 @@ def _write_all(fd: int, data: bytes) -> None:
 
 def read_frame(fd: int) -> Any:
     """Blocking read of one message; EOFError when the other side closed."""
-    header = _read_exact(fd, _HEADER.size)
-    (size,) = _HEADER.unpack(header)
-    return pickle.loads(_read_exact(fd, size))
+    size, count = _HEADER.unpack(_read_exact(fd, _HEADER.size))
+    sizes = [_SIZE.unpack(_read_exact(fd, _SIZE.size))[0] for _ in range(count)]
+    body = _read_exact(fd, size)
+    return pickle.loads(body, buffers=[_read_exact(fd, n) for n in sizes])
 
 
 def _read_exact(fd: int, size: int) -> bytes:
@@ -174,18 +189,40 @@ class FrameBuffer:
         if self._size < self._wanted:
             return []
         buf = self._parts[0] if len(self._parts) == 1 else b"".join(self._parts)
-        view = memoryview(buf)
         out, start = [], 0
-        while len(buf) - start >= _HEADER.size:
-            (size,) = _HEADER.unpack_from(buf, start)
-            end = start + _HEADER.size + size
-            if len(buf) < end:
+        while True:
+            self._wanted = _frame_length(buf, start)
+            if len(buf) - start < self._wanted:
                 break
-            out.append(pickle.loads(view[start + _HEADER.size:end]))
-            start = end
+            out.append(_decode(buf, start))
+            start += self._wanted
         rest = buf[start:]
         self._parts = [rest] if rest else []
         self._size = len(rest)
-        self._wanted = _HEADER.size + (_HEADER.unpack_from(rest)[0]
-                                       if len(rest) >= _HEADER.size else 0)
         return out
+
+
+def _frame_length(buf: bytes, start: int) -> int:
+    """The length of the frame at `start`, or as much of it as must be read to know it."""
+    if len(buf) - start < _HEADER.size:
+        return _HEADER.size
+    size, count = _HEADER.unpack_from(buf, start)
+    sizes_end = start + _HEADER.size + count * _SIZE.size
+    if len(buf) < sizes_end:
+        return sizes_end - start
+    return sizes_end - start + size + sum(
+        _SIZE.unpack_from(buf, start + _HEADER.size + i * _SIZE.size)[0] for i in range(count))
+
+
+def _decode(buf: bytes, start: int) -> Any:
+    size, count = _HEADER.unpack_from(buf, start)
+    at = start + _HEADER.size + count * _SIZE.size
+    view = memoryview(buf)
+    body = view[at:at + size]
+    at += size
+    buffers = []
+    for i in range(count):
+        (n,) = _SIZE.unpack_from(buf, start + _HEADER.size + i * _SIZE.size)
+        buffers.append(buf[at:at + n])
+        at += n
+    return pickle.loads(body, buffers=buffers)

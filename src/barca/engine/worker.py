@@ -18,10 +18,11 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from barca.engine.protocol import (Imported, Lease, LogLine, Outcomes, Shutdown, StepOutcome,
-                                   StepSpec, StepStarted, Warm, read_frame, write_frame)
-from barca.engine.source_imports import is_project_file
 from barca.engine.key_source import write_key_source
+from barca.engine.protocol import (Imported, Lease, LogLine, Outcomes, Shutdown, StepOutcome,
+                                   StepSpec, StepStarted, Warm, out_of_band, read_frame,
+                                   write_frame)
+from barca.engine.source_imports import is_project_file
 from barca.store.artifacts import choose_format, read_value, write_value
 
 FLUSH_EVERY = 16  # outcomes per message at most...
@@ -172,7 +173,8 @@ class Worker:
         path = Path(step.artifact_dir) / f"{step.run_hash}.{_EXT[fmt]}"
         columns = None
         if step.key_source:
-            size, digest, columns = write_key_source(value, path)
+            size, digest, (n, keys, values) = write_key_source(value, path)
+            columns = (n, out_of_band(keys), None if values is None else out_of_band(values))
         else:
             size, digest = write_value(value, path, fmt)
         return StepOutcome(step.step_id, step.node_id, step.key, step.index, step.run_hash,

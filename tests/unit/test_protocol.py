@@ -1,0 +1,72 @@
+"""Framing between coordinator and workers, over a real pipe: messages come back whole and in
+order however the bytes are split, including out-of-band bytes (a key source's columns)."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+from barca.engine.protocol import (FrameBuffer, LogLine, StepOutcome, out_of_band, read_frame,
+                                   write_frame)
+
+
+CHUNKS = tuple(os.urandom(n) for n in (70_000, 1, 0, 300_000))
+
+
+def _messages() -> list:
+    chunks = CHUNKS
+    return [
+        LogLine("s1", "stdout", "hello\n"),
+        StepOutcome("s2", "n", "", 0, "h", "success", 1, 0.5,
+                    key_columns=(3, out_of_band(chunks), None)),
+        LogLine("s3", "stderr", "x" * 100_000),
+        StepOutcome("s4", "n", "", 0, "h", "success", 1, 0.5,
+                    key_columns=(1, out_of_band((b'["k"]',)), out_of_band((b'["v"]',)))),
+    ]
+
+
+def _expected() -> list:
+    out = []
+    for message in _messages():
+        if isinstance(message, StepOutcome):
+            n, keys, values = message.key_columns
+            message = message._replace(key_columns=(
+                n, tuple(bytes(k.raw()) for k in keys),
+                None if values is None else tuple(bytes(v.raw()) for v in values)))
+        out.append(message)
+    return out
+
+
+def _written(messages: list) -> bytes:
+    read_fd, write_fd = os.pipe()
+    writer = threading.Thread(target=lambda: [write_frame(write_fd, m) for m in messages]
+                              + [os.close(write_fd)])
+    writer.start()
+    data = b""
+    while chunk := os.read(read_fd, 1 << 16):
+        data += chunk
+    writer.join()
+    os.close(read_fd)
+    return data
+
+
+def test_frames_come_back_whole_however_the_bytes_are_split() -> None:
+    data = _written(_messages())
+    for step in (1, 7, 4096, 65_536, len(data)):
+        buffer, got = FrameBuffer(), []
+        for start in range(0, len(data), step):
+            got += buffer.feed(data[start:start + step])
+        assert got == _expected(), step
+    # out-of-band bytes arrive as bytes, not views into a larger buffer
+    assert all(type(c) is bytes for c in got[1].key_columns[1])
+
+
+def test_a_blocking_reader_gets_the_same_messages() -> None:
+    read_fd, write_fd = os.pipe()
+    writer = threading.Thread(target=lambda: [write_frame(write_fd, m) for m in _messages()])
+    writer.start()
+    got = [read_frame(read_fd) for _ in _messages()]
+    writer.join()
+    os.close(read_fd)
+    os.close(write_fd)
+    assert got == _expected()
