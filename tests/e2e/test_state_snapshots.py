@@ -141,6 +141,7 @@ def _downgrade_to_schema_1(root: Path) -> None:
     try:
         conn.executescript("""
             DROP TABLE node_state_chunk;
+            DROP TABLE key_source_chunk;
             DROP TABLE node_state;
             CREATE TABLE node_state (node_id TEXT PRIMARY KEY, watermark INTEGER NOT NULL,
                                      data BLOB NOT NULL);
@@ -155,7 +156,7 @@ def test_a_schema_1_database_is_upgraded_and_its_snapshots_rebuilt(big: Path) ->
     _downgrade_to_schema_1(big)
     doctor = barca(big, "doctor")
     metadata = next(c for c in doctor.json["checks"] if c["name"] == "metadata")
-    assert metadata["ok"] and "upgrades it to version 2" in metadata["detail"]
+    assert metadata["ok"] and "upgrades it to version 3" in metadata["detail"]
 
     got = barca(big, "get", "scored", "pipeline.py").expect(0)
     assert got.json["steps_executed"] == 1  # the sensor: every key still cached
@@ -163,6 +164,68 @@ def test_a_schema_1_database_is_upgraded_and_its_snapshots_rebuilt(big: Path) ->
     set_versions(big, {key(5): 3})
     tick = barca(big, "get", "scored", "pipeline.py").expect(0)
     assert executed(tick) == {"cleaned": 1, "scored": 1}
+
+
+def source_rows(root: Path) -> dict[tuple[str, int], tuple[int, bytes, bytes]]:
+    """The sensor's stored chunks: (part, chunk) -> (rowid, digest, data)."""
+    conn = sqlite3.connect(f"file:{root / '.barca' / 'metadata.db'}?mode=ro", uri=True)
+    try:
+        return {(p, c): (r, g, d) for r, p, c, g, d in conn.execute(
+            "SELECT rowid, part, chunk, digest, data FROM key_source_chunk")}
+    finally:
+        conn.close()
+
+
+def _damage(root: Path, sql: str) -> None:
+    conn = sqlite3.connect(root / ".barca" / "metadata.db")
+    try:
+        conn.execute(sql)
+        conn.commit()
+    finally:
+        conn.close()
+
+
+def test_the_sensors_keys_and_values_are_stored_and_a_tick_rewrites_the_chunk_that_changed(
+        big: Path) -> None:
+    before = source_rows(big)
+    assert sorted(before) == [("keys", 0), ("keys", 1), ("values", 0), ("values", 1)]
+    assert json.loads(before[("keys", 1)][2])[:2] == [key(CHUNK), key(CHUNK + 1)]
+    set_versions(big, {key(CHUNK + 3): 7})
+    tick = barca(big, "get", "scored", "pipeline.py").expect(0)
+    assert executed(tick) == {"cleaned": 1, "scored": 1}
+    after = source_rows(big)
+    rewritten = {part for part in after if after[part][0] != before[part][0]}
+    assert rewritten == {("values", 1)}
+    assert json.loads(after[("values", 1)][2])[3] == 7
+    assert barca(big, "get", "scored", "pipeline.py").expect(0).json["steps_executed"] == 1
+    assert source_rows(big) == after  # nothing changed: nothing written
+
+
+def test_a_stored_chunk_that_does_not_match_its_digest_is_not_used(big: Path) -> None:
+    """The step leaves out the chunks whose digest matches what is stored; if the stored bytes
+    are damaged, the coordinator reads the sensor's file instead of using them."""
+    _damage(big, "UPDATE key_source_chunk SET data = CAST('[\"bad\"]' AS BLOB) "
+                 "WHERE part = 'values' AND chunk = 0")
+    set_versions(big, {key(CHUNK + 3): 7})
+    tick = barca(big, "get", "scored", "pipeline.py").expect(0)
+    assert executed(tick) == {"cleaned": 1, "scored": 1}
+    assert tick.steps["scored"]["partitions"]["will_run_keys"] == [f"k={key(CHUNK + 3)}"]
+    # a wrong digest makes the step send that chunk again, which repairs the row
+    _damage(big, "UPDATE key_source_chunk SET digest = zeroblob(16) WHERE part = 'keys'")
+    set_versions(big, {key(CHUNK + 3): 7, key(1): 5})
+    tick = barca(big, "get", "scored", "pipeline.py").expect(0)
+    assert tick.steps["scored"]["partitions"]["will_run_keys"] == [f"k={key(1)}"]
+    rows = source_rows(big)
+    assert rows[("keys", 0)][1] != bytes(16) and json.loads(rows[("values", 0)][2])[1] == 5
+
+
+def test_a_schema_2_database_gets_the_sensor_chunk_table(big: Path) -> None:
+    _damage(big, "DROP TABLE key_source_chunk")
+    _damage(big, "PRAGMA user_version = 2")
+    set_versions(big, {key(2): 4})
+    tick = barca(big, "get", "scored", "pipeline.py").expect(0)
+    assert tick.steps["scored"]["partitions"]["will_run_keys"] == [f"k={key(2)}"]
+    assert len(source_rows(big)) == 4
 
 
 def test_a_damaged_snapshot_is_rebuilt_from_the_recorded_results(big: Path) -> None:

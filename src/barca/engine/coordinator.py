@@ -40,14 +40,15 @@ from barca.plan.model import KnownOutput, NodePlan, Reason
 from barca.plan.planner import plan_nodes, refreshed_nodes
 from barca.project import Project
 from barca.engine.events import Reporter
-from barca.engine.protocol import LogLine, StepOutcome
+from barca.engine.protocol import Known, LogLine, PackedColumns, StepOutcome
 from barca.engine.missing_artifacts import missing_inputs, missing_target_keys
 from barca.engine.result import RunRequest, RunResult, locate
 from barca.engine.step_specs import blocked_keys, step_spec
 from barca.state import EMPTY_STATE, ran_entry, state_after_run, unpack_entry
-from barca.store import metadata
+from barca.store import metadata, source_chunks
 from barca.store.artifacts import read_value
 from barca.store.db import checkpoint, connect, defer_checkpoint
+from barca.store.source_chunks import SourceChunks
 
 FLUSH_SECONDS = 0.5
 UNKNOWN_DIGEST = "0" * 32  # an output digest no bytes can have: readers treat it as changed
@@ -85,7 +86,8 @@ class _Run:
         self.scratch: Path | None = None
         self._reopened = False
         self.rewrite: set[str] = set()
-        self.key_columns: dict[str, tuple] = {}
+        self.key_columns: dict[str, PackedColumns] = {}  # a key source's, from this run
+        self.source_chunks: dict[str, SourceChunks] = {}  # what is stored of it
 
     def go(self) -> RunResult:
         started = time.perf_counter()
@@ -231,9 +233,9 @@ class _Run:
             return KnownOutput(hashes)
         packed = self.key_columns.get(node_id)
         if packed is not None:  # the worker sent the keys and values already packed
-            n, keys, values = packed
-            return KnownOutput(hashes, JsonColumn(chunks=keys, n=n),
-                               None if values is None else JsonColumn(chunks=values, n=n))
+            n = packed.count
+            return KnownOutput(hashes, JsonColumn(chunks=packed.keys, n=n), None
+                               if packed.values is None else JsonColumn(chunks=packed.values, n=n))
         path, fmt = self._artifact(node_id, "")
         keys, values = keys_from_value(read_value(path, fmt))
         return KnownOutput(hashes, JsonColumn(keys),
@@ -357,9 +359,19 @@ class _Run:
         if count:
             if self.executor is None:
                 self.executor = self._local_executor()
+            sources = [n for n, _, _ in steps if self.graph.is_key_source(n)]
+            for node_id in sources:
+                self.source_chunks[node_id] = SourceChunks.read_digests(self.conn, node_id)
             self.executor.submit((step_spec(self.graph, self.plans, node_id, plan, i,
-                                            self.step_dirs, self._artifact)
+                                            self.step_dirs, self._artifact,
+                                            self._known_chunks(node_id))
                                   for node_id, plan, keys in steps for i in keys), count)
+            for node_id in sources:  # while its step runs
+                self.source_chunks[node_id].load(self.conn, node_id)
+
+    def _known_chunks(self, node_id: str) -> Known:
+        chunks = self.source_chunks.get(node_id)
+        return chunks.known() if chunks is not None else ((), ())
 
     def _local_executor(self) -> Any:
         """Worker processes, imported only when a step must run (a cached get starts none)."""
@@ -408,7 +420,7 @@ class _Run:
             if self.graph.output_read(node_id):
                 self.digests.setdefault(node_id, {})[outcome.key] = outcome.output_hash
             if outcome.key_columns is not None:
-                self.key_columns[node_id] = outcome.key_columns
+                self._take_columns(node_id, outcome.key_columns)
         else:
             self.failures.append(outcome)
             self.failed_keys.setdefault(node_id, []).append(outcome.key)
@@ -416,6 +428,15 @@ class _Run:
         if self.pending[node_id] == 0:
             del self.pending[node_id]
             self._node_done(node_id)
+
+    def _take_columns(self, node_id: str, packed: PackedColumns) -> None:
+        """A key source's whole columns: the chunks its step sent, the stored ones where it
+        sent none. When a stored chunk could not be read, its file is read instead."""
+        stored = self.source_chunks.get(node_id, SourceChunks({}))
+        keys = stored.rebuild(packed.keys, "keys")
+        values = None if packed.values is None else stored.rebuild(packed.values, "values")
+        if keys is not None and (values is not None or packed.values is None):
+            self.key_columns[node_id] = packed._replace(keys=keys, values=values)
 
     def _node_done(self, node_id: str) -> None:
         self.complete.add(node_id)
@@ -461,6 +482,11 @@ class _Run:
                             failed[0].error_message if failed else None)
         defer_checkpoint(self.conn)
         self._save_states()
+        for node_id, packed in self.key_columns.items():
+            source_chunks.save(self.conn, node_id, {
+                "keys": (packed.keys, packed.key_digests),
+                "values": (packed.values or (), packed.value_digests)},
+                self.source_chunks.get(node_id))
         self.reporter.run_finished(executed, executed, elapsed, status)
 
     def _save_states(self) -> None:

@@ -4,7 +4,8 @@ A sensor over 200,000 keys runs on every tick, so each pass over its dict shows 
 time. The common dict (str keys, as a query's rows give) is checked by the JSON encoder while it
 writes the file, and sorted once. The file keeps the order the source returned; the digest
 recorded for it (SHA-256, cut to barca's 128 bits) is taken over the packed keys and values in
-key order, so a query that returns its rows in another order changes nothing downstream.
+key order, so a query that returns its rows in another order changes nothing downstream. Only
+the chunks the coordinator does not have already are sent (see barca.store.source_chunks).
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ import threading
 from pathlib import Path
 from typing import Any, Callable
 
-from barca.columns import HASH_WIDTH, pack_chunks
+from barca.columns import HASH_WIDTH, chunk_digest, pack_chunks
+from barca.engine.protocol import Known, PackedColumns
 from barca.plan.keys import key_text
 from barca.store.artifacts import encode_json, write_bytes, write_value
 
@@ -24,13 +26,13 @@ class KeySourceError(Exception):
     """A partitions_from source returned something that cannot define keys."""
 
 
-def write_key_source(value: Any, path: Path) -> tuple[int, str, tuple]:
-    """Write a key source's value as JSON; returns (size, digest, packed columns), the columns
-    being (count, keys chunks, values chunks or None for a list source)."""
+def write_key_source(value: Any, path: Path, known: Known) -> tuple[int, str, PackedColumns]:
+    """Write a key source's value as JSON; returns (size, digest, its keys and values packed).
+    `known` holds the digests of the chunks the coordinator has: those are not sent again."""
     if isinstance(value, (list, tuple)):
         keys = [key_text(_checked_key(item)) for item in value]
         size, digest = write_value(value, path, "json")
-        return size, digest, (len(keys), pack_chunks(keys), None)
+        return size, digest, _packed(len(keys), pack_chunks(keys), None, known)[0]
     if not isinstance(value, dict):
         raise KeySourceError(f"a partitions_from source must return a list or a dict, not "
                              f"{type(value).__name__}")
@@ -40,15 +42,29 @@ def write_key_source(value: Any, path: Path) -> tuple[int, str, tuple]:
         data = encode_json(value)
     written = _in_background(write_bytes, data, path)  # the write lets go of the GIL
     keys = sorted(value)
-    keys_chunks = pack_chunks(keys)
     # itemgetter looks every key up in one call (it gives a bare value, not a tuple, for one key)
-    values_chunks = pack_chunks(operator.itemgetter(*keys)(value) if len(keys) > 1
-                                else [value[k] for k in keys])
-    digest = hashlib.sha256()  # twice blake2b's speed here (SHA extensions), on megabytes
-    for chunk in (*keys_chunks, *values_chunks):
-        digest.update(chunk)
+    values = operator.itemgetter(*keys)(value) if len(keys) > 1 else [value[k] for k in keys]
+    packed, digests = _packed(len(keys), pack_chunks(keys), pack_chunks(values), known)
     written()
-    return len(data), digest.hexdigest()[:HASH_WIDTH], (len(keys), keys_chunks, values_chunks)
+    return len(data), hashlib.sha256(digests).hexdigest()[:HASH_WIDTH], packed
+
+
+def _packed(count: int, keys: tuple[bytes, ...], values: tuple[bytes, ...] | None,
+            known: Known) -> tuple[PackedColumns, bytes]:
+    """The columns with each chunk the coordinator already has left out (None), and all the
+    chunks' digests joined (what the whole value's digest is taken over)."""
+    key_digests = tuple(map(chunk_digest, keys))
+    value_digests = tuple(map(chunk_digest, values)) if values is not None else ()
+    packed = PackedColumns(count, _unknown(keys, key_digests, known[0]),
+                           None if values is None else _unknown(values, value_digests, known[1]),
+                           key_digests, value_digests)
+    return packed, b"".join(key_digests + value_digests)
+
+
+def _unknown(chunks: tuple[bytes, ...], digests: tuple[bytes, ...],
+             told: tuple[bytes, ...]) -> tuple[bytes | None, ...]:
+    return tuple(None if i < len(told) and digest == told[i] else chunk
+                 for i, (chunk, digest) in enumerate(zip(chunks, digests)))
 
 
 def _in_background(fn: Callable[..., None], *args: Any) -> Callable[[], None]:

@@ -37,6 +37,20 @@ class InputRef(NamedTuple):
     annotation: str | None = None
 
 
+Known = tuple[tuple[bytes, ...], tuple[bytes, ...]]  # digests of stored keys / values chunks
+
+
+class PackedColumns(NamedTuple):
+    """A key source's keys and values packed in chunks (barca.columns), each chunk the
+    coordinator said it has left out (None), with every chunk's digest."""
+
+    count: int
+    keys: tuple[Any, ...]
+    values: tuple[Any, ...] | None  # None for a list source
+    key_digests: tuple[bytes, ...]
+    value_digests: tuple[bytes, ...]
+
+
 class StepSpec(NamedTuple):
     step_id: str  # "pipeline.py:scored[retailer=r7]"
     node_id: str
@@ -54,6 +68,7 @@ class StepSpec(NamedTuple):
     retry_backoff: float
     timeout_seconds: float
     key_source: bool  # the value must be a list or a {key: value} dict of JSON values
+    known_chunks: Known = ((), ())  # a key source's: what the coordinator has stored
 
 
 class StepOutcome(NamedTuple):
@@ -73,7 +88,7 @@ class StepOutcome(NamedTuple):
     error_type: str | None = None
     error_message: str | None = None
     traceback: str | None = None
-    key_columns: tuple | None = None  # a key source's (count, keys JSON, values JSON or None)
+    key_columns: PackedColumns | None = None
 
 
 class Lease(NamedTuple):
@@ -120,9 +135,9 @@ class LogLine(NamedTuple):
     text: str
 
 
-def out_of_band(chunks: tuple[bytes, ...]) -> tuple[Any, ...]:
+def out_of_band(chunks: tuple[bytes | None, ...]) -> tuple[Any, ...]:
     """Bytes sent after the message's pickle rather than inside it; they arrive as bytes."""
-    return tuple(map(pickle.PickleBuffer, chunks))
+    return tuple(None if chunk is None else pickle.PickleBuffer(chunk) for chunk in chunks)
 
 
 def _frame(message: Any) -> list[Any]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Callable, Mapping
 
 from barca.discover.model import Definition
-from barca.engine.protocol import InputRef, StepSpec
+from barca.engine.protocol import InputRef, Known, StepSpec
 from barca.graph import Graph
 from barca.plan.keys import key_args, key_pairs
 from barca.plan.model import NodePlan
@@ -20,8 +20,10 @@ Artifact = Callable[[str, str], tuple[Any, str]]  # (node id, key) -> (path, for
 
 
 def step_spec(graph: Graph, plans: Mapping[str, NodePlan], node_id: str, plan: NodePlan,
-              i: int, step_dirs: Any, artifact: Artifact) -> StepSpec:
-    """The step for key `i` of the node's plan; its directory under `step_dirs`."""
+              i: int, step_dirs: Any, artifact: Artifact,
+              known_chunks: Known = ((), ())) -> StepSpec:
+    """The step for key `i` of the node's plan; its directory under `step_dirs`;
+    `known_chunks` for a key source (barca.store.source_chunks)."""
     d = graph.nodes[node_id]
     key = plan.keys[i]
     step_id = f"{node_id}[{plan.label(key)}]" if plan.partitioned else node_id
@@ -30,7 +32,8 @@ def step_spec(graph: Graph, plans: Mapping[str, NodePlan], node_id: str, plan: N
     return StepSpec(step_id, node_id, key, i, d.kind, d.file, d.function,
                     tuple(key_args(d, key).items()), inputs,
                     directory, plan.run_hashes[i], d.serializer, max(1, d.retries),
-                    d.retry_backoff, d.timeout_seconds, graph.is_key_source(node_id))
+                    d.retry_backoff, d.timeout_seconds, graph.is_key_source(node_id),
+                    known_chunks)
 
 
 def _input_ref(graph: Graph, plans: Mapping[str, NodePlan], d: Definition, spec: Any,

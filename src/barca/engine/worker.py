@@ -173,8 +173,9 @@ class Worker:
         path = Path(step.artifact_dir) / f"{step.run_hash}.{_EXT[fmt]}"
         columns = None
         if step.key_source:
-            size, digest, (n, keys, values) = write_key_source(value, path)
-            columns = (n, out_of_band(keys), None if values is None else out_of_band(values))
+            size, digest, columns = write_key_source(value, path, step.known_chunks)
+            columns = columns._replace(keys=out_of_band(columns.keys), values=None
+                                       if columns.values is None else out_of_band(columns.values))
         else:
             size, digest = write_value(value, path, fmt)
         return StepOutcome(step.step_id, step.node_id, step.key, step.index, step.run_hash,

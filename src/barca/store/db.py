@@ -13,10 +13,11 @@ from pathlib import Path
 
 from barca.errors import InfraError
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 # versions this barca upgrades in place: 1 kept each node's snapshot in one row; its snapshots
-# are dropped and rebuilt from the materializations by the next run that reads the node
-UPGRADABLE = (1,)
+# are dropped and rebuilt from the materializations by the next run that reads the node.
+# 2 had no key_source_chunk table; it is added (empty: the next tick sends whole columns)
+UPGRADABLE = (1, 2)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -45,6 +46,10 @@ CREATE TABLE IF NOT EXISTS node_state_chunk (
     node_id TEXT NOT NULL, part TEXT NOT NULL, chunk INTEGER NOT NULL, data BLOB NOT NULL,
     PRIMARY KEY (node_id, part, chunk)
 );
+CREATE TABLE IF NOT EXISTS key_source_chunk (
+    node_id TEXT NOT NULL, part TEXT NOT NULL, chunk INTEGER NOT NULL, digest BLOB NOT NULL,
+    data BLOB NOT NULL, PRIMARY KEY (node_id, part, chunk)
+);
 CREATE TABLE IF NOT EXISTS logs (
     run_id TEXT NOT NULL, step_id TEXT NOT NULL, seq INTEGER NOT NULL, stream TEXT NOT NULL,
     ts REAL NOT NULL, line TEXT NOT NULL
@@ -65,7 +70,7 @@ def _create_schema(conn: sqlite3.Connection, path: Path) -> None:
         if version > SCHEMA_VERSION:  # a newer barca created it meanwhile
             raise InfraError(f"{path} has schema version {version}; this barca reads version "
                              f"{SCHEMA_VERSION}", "use the barca version that wrote it")
-        if version in UPGRADABLE:
+        if version == 1:
             conn.execute("DROP TABLE node_state")
         if version != SCHEMA_VERSION:
             for statement in _SCHEMA.split(";"):
