@@ -210,6 +210,7 @@ def test_a_stored_chunk_that_does_not_match_its_digest_is_not_used(big: Path) ->
     tick = barca(big, "get", "scored", "pipeline.py").expect(0)
     assert executed(tick) == {"cleaned": 1, "scored": 1}
     assert tick.steps["scored"]["partitions"]["will_run_keys"] == [f"k={key(CHUNK + 3)}"]
+    assert json.loads(source_rows(big)[("values", 0)][2]) == [1] * CHUNK  # written again
     # a wrong digest makes the step send that chunk again, which repairs the row
     _damage(big, "UPDATE key_source_chunk SET digest = zeroblob(16) WHERE part = 'keys'")
     set_versions(big, {key(CHUNK + 3): 7, key(1): 5})

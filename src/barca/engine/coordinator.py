@@ -34,7 +34,7 @@ from typing import Any, Mapping, Sequence
 
 from barca.errors import Cancelled, InfraError
 from barca.graph import Graph
-from barca.columns import HashColumn, JsonColumn
+from barca.columns import HashColumn, JsonColumn, chunk_digest
 from barca.plan.keys import keys_from_value
 from barca.plan.model import KnownOutput, NodePlan, Reason
 from barca.plan.planner import plan_nodes, refreshed_nodes
@@ -237,9 +237,15 @@ class _Run:
             return KnownOutput(hashes, JsonColumn(chunks=packed.keys, n=n), None
                                if packed.values is None else JsonColumn(chunks=packed.values, n=n))
         path, fmt = self._artifact(node_id, "")
-        keys, values = keys_from_value(read_value(path, fmt))
-        return KnownOutput(hashes, JsonColumn(keys),
-                           None if values is None else JsonColumn([values[k] for k in keys]))
+        keys, by_key = keys_from_value(read_value(path, fmt))
+        known = KnownOutput(hashes, JsonColumn(keys),
+                            None if by_key is None else JsonColumn([by_key[k] for k in keys]))
+        # stored at the end of a run that ran it, so that its next step sends only what changed
+        chunks = (known.keys.chunks, known.values.chunks if known.values is not None else None)
+        self.key_columns[node_id] = PackedColumns(
+            len(keys), chunks[0], chunks[1], tuple(map(chunk_digest, chunks[0])),
+            tuple(map(chunk_digest, chunks[1] or ())))
+        return known
 
     def _output_hashes(self, node_id: str, plan: NodePlan, ran: Mapping[str, str]) -> HashColumn:
         """The digest of each key's bytes: this run's where a key ran, else the stored one.
@@ -482,11 +488,12 @@ class _Run:
                             failed[0].error_message if failed else None)
         defer_checkpoint(self.conn)
         self._save_states()
-        for node_id, packed in self.key_columns.items():
-            source_chunks.save(self.conn, node_id, {
-                "keys": (packed.keys, packed.key_digests),
-                "values": (packed.values or (), packed.value_digests)},
-                self.source_chunks.get(node_id))
+        for node_id, stored in self.source_chunks.items():  # the key sources that ran
+            packed = self.key_columns.get(node_id)
+            if packed is not None:
+                source_chunks.save(self.conn, node_id, {
+                    "keys": (packed.keys, packed.key_digests),
+                    "values": (packed.values or (), packed.value_digests)}, stored)
         self.reporter.run_finished(executed, executed, elapsed, status)
 
     def _save_states(self) -> None:

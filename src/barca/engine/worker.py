@@ -239,7 +239,8 @@ def _element_annotation(annotation: str | None) -> str | None:
 
 def _failure(step: StepSpec, attempt: int, started: float, exc: BaseException) -> StepOutcome:
     tb = traceback.format_exception(type(exc), exc, exc.__traceback__)
-    user_frames = [line for line in tb if "/barca/engine/worker.py" not in line]
+    user_frames = [line for line in tb if "/barca/engine/worker.py" not in line
+                   and "/barca/engine/key_source.py" not in line]
     message = str(exc) or type(exc).__name__
     if isinstance(exc, SystemExit):
         message = f"step called sys.exit({exc.code})"

@@ -51,6 +51,11 @@ class SourceChunks:
             if chunk < len(told) and chunk_digest(data) == told[chunk]:
                 self.data[part][chunk] = data
 
+    def holds(self, part: str, i: int, digest: bytes) -> bool:
+        """Whether chunk i of `part` is stored with this digest and its bytes checked."""
+        told, data = self.digests.get(part, []), self.data.get(part, [])
+        return i < len(told) and told[i] == digest and i < len(data) and data[i] is not None
+
     def rebuild(self, sent: Sequence[bytes | None], part: str) -> tuple[bytes, ...] | None:
         """The whole column: sent chunks where the step sent one, stored ones elsewhere; None
         when a stored chunk the step relied on could not be read."""
@@ -66,26 +71,21 @@ class SourceChunks:
 
 
 def save(conn: sqlite3.Connection, node_id: str, columns: dict[str, tuple[Sequence[bytes],
-         Sequence[bytes]]], before: SourceChunks | None) -> None:
-    """Store the key source's columns (part -> (chunks, digests)), writing only the chunks whose
-    digest differs from what `before` read."""
-    old = before.digests if before is not None else {}
+         Sequence[bytes]]], before: SourceChunks) -> None:
+    """Store the key source's columns (part -> (chunks, digests)), writing only the chunks
+    not already stored, as `before` read and checked them."""
     conn.execute("BEGIN IMMEDIATE")
     try:
-        if before is None:
-            conn.execute("DELETE FROM key_source_chunk WHERE node_id = ?", (node_id,))
         for part in PARTS:
             chunks, digests = columns.get(part, ((), ()))
-            was = old.get(part, [])
             conn.executemany(
                 "INSERT OR REPLACE INTO key_source_chunk (node_id, part, chunk, digest, data) "
                 "VALUES (?, ?, ?, ?, ?)",
                 [(node_id, part, i, digests[i], chunks[i]) for i in range(len(chunks))
-                 if i >= len(was) or was[i] != digests[i]])
+                 if not before.holds(part, i, digests[i])])
             conn.execute("DELETE FROM key_source_chunk WHERE node_id = ? AND part = ? AND "
                          "chunk >= ?", (node_id, part, len(chunks)))
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
         raise
-
