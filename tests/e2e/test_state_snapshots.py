@@ -220,6 +220,21 @@ def test_a_stored_chunk_that_does_not_match_its_digest_is_not_used(big: Path) ->
     assert rows[("keys", 0)][1] != bytes(16) and json.loads(rows[("values", 0)][2])[1] == 5
 
 
+def test_the_stored_sensor_chunks_follow_a_source_that_shrinks_below_a_chunk_and_grows_back(
+        big: Path) -> None:
+    (big / "versions.json").write_text(json.dumps({key(i): 1 for i in range(CHUNK - 50)}))
+    shrunk = barca(big, "get", "scored", "pipeline.py").expect(0)
+    assert shrunk.json["steps_executed"] == 1
+    assert shrunk.json["final_output"]["_barca_partitions"]["keys"] == CHUNK - 50
+    assert sorted(source_rows(big)) == [("keys", 0), ("values", 0)]
+    set_versions(big, {key(CHUNK + 50): 2})  # back, with one value changed
+    grown = barca(big, "get", "scored", "pipeline.py").expect(0)
+    assert grown.steps["scored"]["partitions"]["will_run_keys"] == [f"k={key(CHUNK + 50)}"]
+    rows = source_rows(big)
+    assert sorted(rows) == [("keys", 0), ("keys", 1), ("values", 0), ("values", 1)]
+    assert json.loads(rows[("keys", 1)][2])[-1] == key(N - 1)
+
+
 def test_a_schema_2_database_gets_the_sensor_chunk_table(big: Path) -> None:
     _damage(big, "DROP TABLE key_source_chunk")
     _damage(big, "PRAGMA user_version = 2")
