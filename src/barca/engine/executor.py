@@ -33,7 +33,7 @@ from typing import Any, Iterable, Iterator, Protocol, Sequence
 
 from barca.errors import InfraError
 from barca.engine.protocol import (FrameBuffer, Imported, Lease, LogLine, Outcomes, Shutdown,
-                                   StepOutcome, StepSpec, StepStarted, Warm, encode)
+                                   StepOutcome, StepSpec, StepStarted, Warm, write_frame)
 
 
 class Executor(Protocol):
@@ -250,11 +250,8 @@ class LocalExecutor:
         return tuple(out)
 
     def _send(self, worker: _Worker, message: Any) -> None:
-        data = memoryview(encode(message))
         try:
-            while data:
-                n = os.write(worker.to_worker, data)
-                data = data[n:]
+            write_frame(worker.to_worker, message)
         except OSError:
             pass  # the worker died; its read side reports it
 

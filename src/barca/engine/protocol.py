@@ -148,10 +148,6 @@ def _frame(message: Any) -> list[Any]:
     return [header, body, *raws]
 
 
-def encode(message: Any) -> bytes:
-    return b"".join(_frame(message))
-
-
 def write_frame(fd: int, message: Any) -> None:
     parts = _frame(message)
     if len(parts) == 2:
@@ -225,19 +221,21 @@ def _frame_length(buf: bytes, start: int) -> int:
     sizes_end = start + _HEADER.size + count * _SIZE.size
     if len(buf) < sizes_end:
         return sizes_end - start
-    return sizes_end - start + size + sum(
-        _SIZE.unpack_from(buf, start + _HEADER.size + i * _SIZE.size)[0] for i in range(count))
+    return sizes_end - start + size + sum(_buffer_sizes(buf, start, count))
+
+
+def _buffer_sizes(buf: bytes, start: int, count: int) -> list[int]:
+    offset = start + _HEADER.size
+    return [_SIZE.unpack_from(buf, offset + i * _SIZE.size)[0] for i in range(count)]
 
 
 def _decode(buf: bytes, start: int) -> Any:
     size, count = _HEADER.unpack_from(buf, start)
     at = start + _HEADER.size + count * _SIZE.size
-    view = memoryview(buf)
-    body = view[at:at + size]
+    body = memoryview(buf)[at:at + size]
     at += size
     buffers = []
-    for i in range(count):
-        (n,) = _SIZE.unpack_from(buf, start + _HEADER.size + i * _SIZE.size)
+    for n in _buffer_sizes(buf, start, count):
         buffers.append(buf[at:at + n])
         at += n
     return pickle.loads(body, buffers=buffers)
