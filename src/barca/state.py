@@ -150,16 +150,16 @@ def _column(values: list[Any]) -> Any:
 EMPTY_STATE = NodeState()
 
 
-FORMATS = ("json", "parquet", "pickle", "csv")
+FORMATS = ("json", "parquet", "pickle", "csv", "keyed-json")
 
 
 def ran_entry(index: int, fmt: str) -> int:
     """A key run in this run: its position in the plan and its format, in one small int."""
-    return index * 4 + FORMATS.index(fmt)
+    return index * 8 + FORMATS.index(fmt)
 
 
 def unpack_entry(entry: int) -> tuple[int, str]:
-    return entry >> 2, FORMATS[entry & 3]
+    return entry >> 3, FORMATS[entry & 7]
 
 
 def state_after_run(plan: Any, old: NodeState, ran: dict[str, int], digests: dict[str, str],
@@ -192,7 +192,7 @@ def _formats_and_digests(plan: Any, old: NodeState, ran: dict[str, int],
                          digests: dict[str, str], keep: bool
                          ) -> tuple[str | list[str], HashColumn | None]:
     """Format (and, when kept, output digest) of every key: from this run or the old snapshot."""
-    formats = {FORMATS[entry & 3] for entry in ran.values()}
+    formats = {FORMATS[entry & 7] for entry in ran.values()}
     cached_fmt = old.fmt if isinstance(old.fmt, str) and len(old) else None
     if not keep and len(formats) <= 1 and (cached_fmt is None or formats <= {cached_fmt}):
         uniform = next(iter(formats)) if formats else cached_fmt
@@ -203,7 +203,7 @@ def _formats_and_digests(plan: Any, old: NodeState, ran: dict[str, int],
     fmts, hashes = [], []
     for key in plan.keys:
         if key in ran:
-            fmts.append(FORMATS[ran[key] & 3])
+            fmts.append(FORMATS[ran[key] & 7])
             hashes.append(digests.get(key))
         else:
             j = old.find(key)

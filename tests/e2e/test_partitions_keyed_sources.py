@@ -268,7 +268,7 @@ def test_int_keys_become_strings(modes: Path) -> None:
     assert got.json["final_output"] == {"k=1": "str:1:one", "k=2": "str:2:two"}
     artifact = modes / ".barca" / "artifacts" / "pipeline.py--src"
     (stored,) = [json.loads(p.read_text()) for p in artifact.iterdir()]
-    assert stored == {"1": "one", "2": "two"}
+    assert stored == {"keys": ["1", "2"], "values": ["one", "two"]}  # keyed-json, key order
 
 
 @pytest.mark.parametrize("mode, key", [("set", "2"), ("nan", "oops"), ("object", "weird")])
@@ -486,14 +486,14 @@ WHOLE = """
     def everything(versions: dict) -> list:
         with open("executed.log", "a") as fh:
             fh.write("everything\\n")
-        return sorted(versions.items())
+        return list(versions.items())
 """
 
 
 def test_a_reader_of_the_whole_source_is_cached_when_only_the_order_of_its_rows_changes(
         project: Path) -> None:
-    """The source's file keeps the order it was returned in; its digest is taken over the
-    keys in sorted order, so a query returning its rows in another order reruns nothing."""
+    """The source is stored in key order (keyed-json) and its digest is taken in that order, so a
+    query returning its rows in another order reruns nothing; readers get the dict in key order."""
     write(project, {"pipeline.py": WHOLE})
     _versions(project, '{"c": 1, "a": {"x": 1, "y": 2}, "b": 1}')
     first = barca(project, "get", "everything", "pipeline.py").expect(0)
@@ -510,3 +510,11 @@ def test_a_reader_of_the_whole_source_is_cached_when_only_the_order_of_its_rows_
     assert changed.statuses()["everything"] == "ran"
     assert changed.json["final_output"] == [["a", {"x": 1, "y": 2}], ["b", 2], ["c", 1]]
     assert take_executed(project) == ["everything"]
+
+    whole = barca(project, "get", "versions", "pipeline.py").expect(0)
+    assert list(whole.json["final_output"].items()) == [("a", {"x": 1, "y": 2}), ("b", 2),
+                                                        ("c", 1)]
+    rows = barca(project, "sql", "select key, value from versions order by key desc",
+                 "pipeline.py", "--json").expect(0).json["rows"]
+    assert [row["key"] for row in rows] == ["c", "b", "a"]
+    assert json.loads(rows[1]["value"]) == 2 and json.loads(rows[2]["value"]) == {"x": 1, "y": 2}

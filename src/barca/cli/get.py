@@ -324,9 +324,9 @@ def _output_value(result: RunResult, node_id: str, key: str) -> Any:
     if found is None:
         return None
     path, fmt = found
-    if fmt == "json" and path.exists():
-        import orjson
+    if fmt in ("json", "keyed-json") and path.exists():
+        from barca.store.artifacts import read_value
 
-        return orjson.loads(path.read_bytes())
+        return read_value(path, fmt)
     size = path.stat().st_size if path.exists() else None
     return {"_barca_artifact": {"path": _rel(found, result), "format": fmt, "size_bytes": size}}

@@ -29,14 +29,17 @@ from barca.store.db import connect
 from barca.store.history import Latest, latest_results
 
 NO_RESULT = Latest((), (), (), ())
-READERS = {"json": "read_json_auto", "parquet": "read_parquet", "csv": "read_csv_auto"}
+READERS = {"json": "read_json_auto", "keyed-json": "read_json_auto", "parquet": "read_parquet",
+           "csv": "read_csv_auto"}
+_MAX_JSON_BYTES = (1 << 31) - 1  # DuckDB's limit; its default (16 MB) is a few 100,000 keys
 DEFAULT_ROWS = 100
 
 HELP = """Run DuckDB SQL over the stored results: each node is a view named after its function.
 
 \b
 A partitioned node has a leading `partition` column (`retailer=r7`); a JSON list of plain
-values is one column named `json`. Pickled results are not views. Nothing runs and nothing
+values is one column named `json`; a key source's {key: value} dict has a row per key, with
+columns `key` and `value`. Pickled results are not views. Nothing runs and nothing
 is recorded.
 \b
 Examples:
@@ -147,12 +150,12 @@ def _source_keys(source: Definition, graph: Graph, states: dict[str, Latest],
         keys = current_keys(source, graph, states, root, memo)
         return list(state.keys) if keys is None else keys
     i = state.find("")
-    if i is None or state.formats[i] != "json" or not state.paths[i]:
+    if i is None or state.formats[i] not in ("json", "keyed-json") or not state.paths[i]:
         return []
     from barca.store.artifacts import read_value
 
     try:
-        return keys_from_value(read_value(root / state.paths[i], "json"))[0]
+        return keys_from_value(read_value(root / state.paths[i], state.formats[i]))[0]
     except (OSError, TypeError, ValueError):
         return []
 
@@ -211,6 +214,9 @@ def _create_view(conn: Any, source: Source, real: bool, hint: str) -> None:
 def view_sql(source: Source) -> str:
     """The SELECT a view runs: one file, or every key's file with its label in front."""
     label, path, fmt = source.files[0]
+    if fmt == "keyed-json":  # a key source's dict: a row per key
+        return (f'SELECT unnest(keys) AS key, unnest("values") AS value FROM read_json_auto('
+                f"{_text(path)}, maximum_object_size = {_MAX_JSON_BYTES})")
     if label is None:
         return f"SELECT * FROM {READERS[fmt]}({_text(path)})"
     parts = []

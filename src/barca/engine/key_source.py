@@ -1,11 +1,12 @@
 """A keyed source's value in the worker: checked, written and packed for the coordinator.
 
 A sensor over 200,000 keys runs on every tick, so each pass over its dict shows in the tick's
-time. The common dict (str keys, as a query's rows give) is checked by the JSON encoder while it
-writes the file, and sorted once. The file keeps the order the source returned; the digest
-recorded for it (SHA-256, cut to barca's 128 bits) is taken over the packed keys and values in
-key order, so a query that returns its rows in another order changes nothing downstream. Only
-the chunks the coordinator does not have already are sent (see barca.store.source_chunks).
+time. A dict is sorted by key once and its keys and values packed in chunks; the packing checks
+that they are JSON. The file (keyed-json) is written from those chunks in a thread, which lets
+go of the GIL while it writes. The digest recorded for it (SHA-256, cut to barca's 128 bits) is
+taken over the chunks' digests, so a query that returns its rows in another order changes
+nothing downstream. Only the chunks the coordinator does not have already are sent (see
+barca.store.source_chunks).
 """
 
 from __future__ import annotations
@@ -14,39 +15,70 @@ import hashlib
 import operator
 import threading
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence, TypeVar
 
-from barca.columns import HASH_WIDTH, chunk_digest, pack_chunks
+import orjson
+
+from barca.columns import CHUNK, HASH_WIDTH, chunk_digest, pack_chunks
 from barca.engine.protocol import Known, PackedColumns
 from barca.plan.keys import key_text
-from barca.store.artifacts import encode_json, write_bytes, write_value
+from barca.store.artifacts import JSON_OPTS, encode_json, has_non_finite, write_keyed_json, \
+    write_value
+
+_STRICT = JSON_OPTS | orjson.OPT_SORT_KEYS
+T = TypeVar("T")
 
 
 class KeySourceError(Exception):
     """A partitions_from source returned something that cannot define keys."""
 
 
-def write_key_source(value: Any, path: Path, known: Known) -> tuple[int, str, PackedColumns]:
-    """Write a key source's value as JSON; returns (size, digest, its keys and values packed).
+def write_key_source(value: Any, path: Path, known: Known) -> tuple[str, int, str, PackedColumns]:
+    """Write a key source's value; returns (format, size, digest, its keys and values packed).
     `known` holds the digests of the chunks the coordinator has: those are not sent again."""
     if isinstance(value, (list, tuple)):
         keys = [key_text(_checked_key(item)) for item in value]
         size, digest = write_value(value, path, "json")
-        return size, digest, _packed(len(keys), pack_chunks(keys), None, known)[0]
+        return "json", size, digest, _packed(len(keys), pack_chunks(keys), None, known)[0]
     if not isinstance(value, dict):
         raise KeySourceError(f"a partitions_from source must return a list or a dict, not "
                              f"{type(value).__name__}")
-    data = encode_json(value)  # None unless every key is a str and every value JSON
-    if data is None:
-        value = _text_keys(value)
-        data = encode_json(value)
-    written = _in_background(write_bytes, data, path)  # the write lets go of the GIL
-    keys = sorted(value)
+    columns = _sorted_columns(value)  # None unless every key is a str and every value JSON
+    if columns is None:
+        columns = _sorted_columns(_text_keys(value))
+        assert columns is not None, "_text_keys names what JSON cannot hold"
+    key_chunks, value_chunks = columns
+    written = _in_background(write_keyed_json, key_chunks, value_chunks, path)
+    packed, digests = _packed(len(value), key_chunks, value_chunks, known)
+    return "keyed-json", written(), hashlib.sha256(digests).hexdigest()[:HASH_WIDTH], packed
+
+
+def _sorted_columns(value: dict) -> tuple[tuple[bytes, ...], tuple[bytes, ...]] | None:
+    """The keys in order and their values, packed; None when a key is not a str or a value is
+    not JSON that reads back as it is (then `_text_keys` converts or names it)."""
+    try:
+        keys = sorted(value)  # mixed key types do not sort
+    except TypeError:
+        return None
+    if keys and keys[0].__class__ is not str:  # sorted with a str, so every key is one
+        return None
     # itemgetter looks every key up in one call (it gives a bare value, not a tuple, for one key)
     values = operator.itemgetter(*keys)(value) if len(keys) > 1 else [value[k] for k in keys]
-    packed, digests = _packed(len(keys), pack_chunks(keys), pack_chunks(values), known)
-    written()
-    return len(data), hashlib.sha256(digests).hexdigest()[:HASH_WIDTH], packed
+    try:
+        key_chunks, value_chunks = _strict_chunks(keys), _strict_chunks(values)
+    except (TypeError, orjson.JSONEncodeError):
+        return None
+    for i, chunk in enumerate(value_chunks):  # orjson writes NaN and inf as null
+        if b"null" in chunk and has_non_finite(values[i * CHUNK:(i + 1) * CHUNK]):
+            return None
+    return key_chunks, value_chunks
+
+
+def _strict_chunks(items: Sequence[Any]) -> tuple[bytes, ...]:
+    """pack_chunks, refusing what JSON would not give back as it is (datetimes, dataclasses,
+    subclasses of str and int); the bytes are pack_chunks' for everything else."""
+    return tuple(orjson.dumps(items[start:start + CHUNK], option=_STRICT)
+                 for start in range(0, len(items), CHUNK))
 
 
 def _packed(count: int, keys: tuple[bytes, ...], values: tuple[bytes, ...] | None,
@@ -67,23 +99,25 @@ def _unknown(chunks: tuple[bytes, ...], digests: tuple[bytes, ...],
                  for i, (chunk, digest) in enumerate(zip(chunks, digests)))
 
 
-def _in_background(fn: Callable[..., None], *args: Any) -> Callable[[], None]:
-    """Start fn(*args) in a thread; returns a function that waits for it and raises its error."""
-    errors: list[BaseException] = []
+def _in_background(fn: Callable[..., T], *args: Any) -> Callable[[], T]:
+    """Start fn(*args) in a thread; returns a function that waits for it and gives its result
+    or raises its error."""
+    outcome: list[Any] = []
 
     def run() -> None:
         try:
-            fn(*args)
+            outcome.append(fn(*args))
         except BaseException as exc:  # noqa: BLE001 - raised again in the caller's thread
-            errors.append(exc)
+            outcome.append(exc)
 
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
 
-    def wait() -> None:
+    def wait() -> T:
         thread.join()
-        if errors:
-            raise errors[0]
+        if isinstance(outcome[0], BaseException):
+            raise outcome[0]
+        return outcome[0]
     return wait
 
 

@@ -24,6 +24,7 @@ from barca.engine.protocol import (Imported, Lease, LogLine, Outcomes, Shutdown,
                                    write_frame)
 from barca.engine.source_imports import is_project_file
 from barca.store.artifacts import choose_format, read_value, write_value
+from barca.store.paths import EXTENSIONS
 
 FLUSH_EVERY = 16  # outcomes per message at most...
 FLUSH_SECONDS = 0.02  # ...and never held longer than this
@@ -170,10 +171,10 @@ class Worker:
             value = value[1]
         self.last_value = value
         fmt = "json" if step.key_source else choose_format(value, step.serializer)
-        path = Path(step.artifact_dir) / f"{step.run_hash}.{_EXT[fmt]}"
+        path = Path(step.artifact_dir) / f"{step.run_hash}.{EXTENSIONS[fmt]}"
         columns = None
         if step.key_source:
-            size, digest, columns = write_key_source(value, path, step.known_chunks)
+            fmt, size, digest, columns = write_key_source(value, path, step.known_chunks)
             columns = columns._replace(keys=out_of_band(columns.keys), values=None
                                        if columns.values is None else out_of_band(columns.values))
         else:
@@ -192,9 +193,6 @@ class Worker:
 
                 duckdb_reuse.install(sys.modules["duckdb"])
         return module
-
-
-_EXT = {"json": "json", "parquet": "parquet", "pickle": "pkl", "csv": "csv"}
 
 
 def _import_pipeline(root: Path, file: str) -> Any:

@@ -1,7 +1,9 @@
 """Writing a step's value to its artifact file and reading it back for a consumer.
 
 The format follows the value: tables (pandas, polars, Arrow, DuckDB) become parquet, values
-that plain JSON can hold become JSON, anything else a pickle. A reader picks the Python type
+that plain JSON can hold become JSON, anything else a pickle. A key source's {key: value} dict
+is `keyed-json`: one JSON object {"keys": [...], "values": [...]} in key order, written from
+the packed chunks the step has already made, so a tick never encodes the whole dict again. A reader picks the Python type
 from the consumer's annotation. Heavy libraries are imported only when a value or an
 annotation needs them; a value's type is recognised through `sys.modules`, never by importing.
 Files are written to a temporary name and renamed, so a reader never sees half a file.
@@ -16,11 +18,11 @@ import os
 import pickle
 import sys
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 import orjson
 
-_JSON_OPTS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS | \
+JSON_OPTS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS | \
     orjson.OPT_PASSTHROUGH_SUBCLASS
 
 
@@ -52,21 +54,21 @@ def encode_json(value: Any) -> bytes | None:
     Non-str dict keys and NaN or infinite floats would come back changed, so they do not count.
     """
     try:
-        data = orjson.dumps(value, option=_JSON_OPTS)
+        data = orjson.dumps(value, option=JSON_OPTS)
     except (TypeError, orjson.JSONEncodeError):
         return None
-    if b"null" in data and _has_non_finite(value):  # orjson writes NaN and inf as null
+    if b"null" in data and has_non_finite(value):  # orjson writes NaN and inf as null
         return None
     return data
 
 
-def _has_non_finite(value: Any) -> bool:
+def has_non_finite(value: Any) -> bool:
     if value.__class__ is float:
         return value != value or value in (float("inf"), float("-inf"))
     if isinstance(value, dict):
-        return any(_has_non_finite(v) for v in value.values())
+        return any(has_non_finite(v) for v in value.values())
     if isinstance(value, (list, tuple)):
-        return any(_has_non_finite(v) for v in value)
+        return any(has_non_finite(v) for v in value)
     return False
 
 
@@ -100,6 +102,24 @@ def write_bytes(data: bytes, path: Path) -> None:
     """Write bytes atomically."""
     with _atomic(path) as tmp, open(tmp, "wb") as fh:
         fh.write(data)
+
+
+def write_keyed_json(key_chunks: Sequence[bytes], value_chunks: Sequence[bytes],
+                     path: Path) -> int:
+    """A keyed-json file from packed chunks (each the JSON array of a run of keys or values),
+    written atomically without copying them; returns its size in bytes."""
+    parts: list[bytes | memoryview] = []
+    for opening, chunks in ((b'{"keys":[', key_chunks), (b'],"values":[', value_chunks)):
+        parts.append(opening)
+        for i, chunk in enumerate(chunks):
+            if i:
+                parts.append(b",")
+            parts.append(memoryview(chunk)[1:-1])  # the items, without the array's brackets
+    parts.append(b"]}")
+    with _atomic(path) as tmp, open(tmp, "wb") as fh:
+        for part in parts:
+            fh.write(part)
+    return sum(map(len, parts))
 
 
 @contextlib.contextmanager
@@ -191,6 +211,10 @@ def read_value(path: Path, fmt: str, annotation: str | None = None) -> Any:
     if fmt == "json":
         with open(path, "rb") as fh:
             return orjson.loads(fh.read())
+    if fmt == "keyed-json":
+        with open(path, "rb") as fh:
+            columns = orjson.loads(fh.read())
+        return dict(zip(columns["keys"], columns["values"]))
     if fmt == "pickle":
         with open(path, "rb") as fh:
             return pickle.load(fh)

@@ -13,7 +13,8 @@ import re
 from pathlib import Path
 from typing import Sequence
 
-EXTENSIONS = {"json": "json", "parquet": "parquet", "pickle": "pkl", "csv": "csv"}
+EXTENSIONS = {"json": "json", "keyed-json": "json", "parquet": "parquet", "pickle": "pkl",
+              "csv": "csv"}
 _SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789.-_")
 _SAFE_NO_UNDERSCORE = _SAFE - {ord("_")}
 _PLAIN = re.compile(r"[A-Za-z0-9._-]+")  # text made only of _SAFE characters
