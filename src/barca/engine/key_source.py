@@ -13,20 +13,18 @@ from __future__ import annotations
 
 import hashlib
 import operator
-import threading
 from pathlib import Path
-from typing import Any, Callable, Sequence, TypeVar
+from typing import Any, Iterator, Sequence
 
 import orjson
 
 from barca.columns import CHUNK, HASH_WIDTH, chunk_digest, pack_chunks
 from barca.engine.protocol import Known, PackedColumns
 from barca.plan.keys import key_text
-from barca.store.artifacts import JSON_OPTS, encode_json, has_non_finite, write_keyed_json, \
+from barca.store.artifacts import JSON_OPTS, KeyedJsonWriter, encode_json, has_non_finite, \
     write_value
 
 _STRICT = JSON_OPTS | orjson.OPT_SORT_KEYS
-T = TypeVar("T")
 
 
 class KeySourceError(Exception):
@@ -43,42 +41,61 @@ def write_key_source(value: Any, path: Path, known: Known) -> tuple[str, int, st
     if not isinstance(value, dict):
         raise KeySourceError(f"a partitions_from source must return a list or a dict, not "
                              f"{type(value).__name__}")
-    columns = _sorted_columns(value)  # None unless every key is a str and every value JSON
-    if columns is None:
-        columns = _sorted_columns(_text_keys(value))
-        assert columns is not None, "_text_keys names what JSON cannot hold"
-    key_chunks, value_chunks = columns
-    written = _in_background(write_keyed_json, key_chunks, value_chunks, path)
-    packed, digests = _packed(len(value), key_chunks, value_chunks, known)
-    return "keyed-json", written(), hashlib.sha256(digests).hexdigest()[:HASH_WIDTH], packed
+    return _write_dict(value, path, known, checked=False)
 
 
-def _sorted_columns(value: dict) -> tuple[tuple[bytes, ...], tuple[bytes, ...]] | None:
-    """The keys in order and their values, packed; None when a key is not a str or a value is
-    not JSON that reads back as it is (then `_text_keys` converts or names it)."""
+def _write_dict(value: dict, path: Path, known: Known, checked: bool
+                ) -> tuple[str, int, str, PackedColumns]:
+    """Sort, pack and write; the file is written in threads while the values are packed and
+    the chunks hashed. A key that is not a str, or a value that JSON would not give back as it
+    is, sends the dict through `_text_keys` once, which converts int keys or names the key."""
+    keys = _str_keys_sorted(value)
+    if keys is None:
+        return _write_dict(_text_keys(value), path, known, checked=True)
     try:
-        keys = sorted(value)  # mixed key types do not sort
+        key_chunks = tuple(map(_strict_chunk, _runs(keys)))
+        writer = KeyedJsonWriter(path, key_chunks)
+        try:
+            value_chunks = tuple(_strict_chunk(_values(value, run)) for run in _runs(keys))
+        except BaseException:
+            writer.abort()
+            raise
+    except TypeError:  # orjson's JSONEncodeError is one
+        if checked:
+            raise
+        return _write_dict(_text_keys(value), path, known, checked=True)
+    writer.finish(value_chunks)
+    packed, digests = _packed(len(keys), key_chunks, value_chunks, known)
+    return "keyed-json", writer.close(), hashlib.sha256(digests).hexdigest()[:HASH_WIDTH], packed
+
+
+def _str_keys_sorted(value: dict) -> list[str] | None:
+    """The keys in order, or None unless every one is a str."""
+    try:
+        keys = sorted(value)  # keys of mixed types do not sort
     except TypeError:
         return None
-    if keys and keys[0].__class__ is not str:  # sorted with a str, so every key is one
-        return None
-    # itemgetter looks every key up in one call (it gives a bare value, not a tuple, for one key)
-    values = operator.itemgetter(*keys)(value) if len(keys) > 1 else [value[k] for k in keys]
-    try:
-        key_chunks, value_chunks = _strict_chunks(keys), _strict_chunks(values)
-    except (TypeError, orjson.JSONEncodeError):
-        return None
-    for i, chunk in enumerate(value_chunks):  # orjson writes NaN and inf as null
-        if b"null" in chunk and has_non_finite(values[i * CHUNK:(i + 1) * CHUNK]):
-            return None
-    return key_chunks, value_chunks
+    return None if keys and keys[0].__class__ is not str else keys  # all sort with a str
 
 
-def _strict_chunks(items: Sequence[Any]) -> tuple[bytes, ...]:
-    """pack_chunks, refusing what JSON would not give back as it is (datetimes, dataclasses,
-    subclasses of str and int); the bytes are pack_chunks' for everything else."""
-    return tuple(orjson.dumps(items[start:start + CHUNK], option=_STRICT)
-                 for start in range(0, len(items), CHUNK))
+def _runs(keys: list[str]) -> Iterator[list[str]]:
+    return (keys[start:start + CHUNK] for start in range(0, len(keys), CHUNK))
+
+
+def _values(value: dict, keys: list[str]) -> Sequence[Any]:
+    """The values of a run of keys, looked up in one call; a chunk at a time, the values just
+    looked up are still in the CPU's cache when they are packed, and the writer thread can
+    take the GIL between chunks."""
+    return operator.itemgetter(*keys)(value) if len(keys) > 1 else [value[keys[0]]]
+
+
+def _strict_chunk(items: Sequence[Any]) -> bytes:
+    """pack_chunks' bytes for one chunk, refusing (TypeError) what JSON would not give back
+    as it is: datetimes, dataclasses, subclasses of str and int, NaN and infinity."""
+    chunk = orjson.dumps(items, option=_STRICT)
+    if b"null" in chunk and has_non_finite(items):  # orjson writes them as null
+        raise TypeError("NaN or infinity")
+    return chunk
 
 
 def _packed(count: int, keys: tuple[bytes, ...], values: tuple[bytes, ...] | None,
@@ -97,28 +114,6 @@ def _unknown(chunks: tuple[bytes, ...], digests: tuple[bytes, ...],
              told: tuple[bytes, ...]) -> tuple[bytes | None, ...]:
     return tuple(None if i < len(told) and digest == told[i] else chunk
                  for i, (chunk, digest) in enumerate(zip(chunks, digests)))
-
-
-def _in_background(fn: Callable[..., T], *args: Any) -> Callable[[], T]:
-    """Start fn(*args) in a thread; returns a function that waits for it and gives its result
-    or raises its error."""
-    outcome: list[Any] = []
-
-    def run() -> None:
-        try:
-            outcome.append(fn(*args))
-        except BaseException as exc:  # noqa: BLE001 - raised again in the caller's thread
-            outcome.append(exc)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-
-    def wait() -> T:
-        thread.join()
-        if isinstance(outcome[0], BaseException):
-            raise outcome[0]
-        return outcome[0]
-    return wait
 
 
 def _checked_key(key: Any) -> Any:

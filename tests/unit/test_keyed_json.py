@@ -1,0 +1,66 @@
+"""keyed-json files, written from packed chunks in threads: what a reader gets back is the dict,
+whatever the number of chunks (more than one writev call takes), and an aborted or failed write
+leaves the earlier file as it was."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+
+from barca.columns import pack_chunks
+from barca.store.artifacts import KeyedJsonWriter, read_value
+
+
+def _chunks(items: list, size: int) -> tuple[bytes, ...]:
+    return tuple(orjson.dumps(items[i:i + size]) for i in range(0, len(items), size))
+
+
+@pytest.mark.parametrize("count, size", [(0, 1), (1, 1), (5, 2), (3000, 2)])
+def test_the_file_reads_back_as_the_dict_in_key_order(tmp_path: Path, count: int,
+                                                      size: int) -> None:
+    keys = [f"k{i:05d}" for i in range(count)]
+    values = [{"n": i, "s": "x" * (i % 7)} if i % 3 else i for i in range(count)]
+    path = tmp_path / "a" / "v.json"
+    writer = KeyedJsonWriter(path, _chunks(keys, size))  # 3000 keys by 2: 3,000 buffers
+    writer.finish(_chunks(values, size))
+    size_written = writer.close()
+    assert size_written == path.stat().st_size
+    assert orjson.loads(path.read_bytes()) == {"keys": keys, "values": values}
+    got = read_value(path, "keyed-json")
+    assert list(got.items()) == list(zip(keys, values))
+
+
+def test_pack_chunks_output_is_what_the_writer_takes(tmp_path: Path) -> None:
+    keys, values = ["a", "b", "c"], [[1, 2], {"z": 1, "a": [None]}, "t"]
+    writer = KeyedJsonWriter(tmp_path / "v.json", pack_chunks(keys))
+    writer.finish(pack_chunks(values))
+    writer.close()
+    assert read_value(tmp_path / "v.json", "keyed-json") == dict(zip(keys, values))
+
+
+def test_an_aborted_write_keeps_the_earlier_file(tmp_path: Path) -> None:
+    path = tmp_path / "v.json"
+    path.write_bytes(b'{"keys":["old"],"values":[1]}')
+    writer = KeyedJsonWriter(path, pack_chunks(["new"]))
+    writer.abort()
+    assert read_value(path, "keyed-json") == {"old": 1}
+    assert [p.name for p in tmp_path.iterdir()] == ["v.json"]  # no temporary file left
+
+
+def test_a_failed_write_raises_on_close_and_keeps_the_earlier_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "v.json"
+    path.write_bytes(b'{"keys":["old"],"values":[1]}')
+
+    def disk_full(fd: int, buffers: list) -> int:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("os.writev", disk_full)
+    writer = KeyedJsonWriter(path, pack_chunks(["new"]))
+    writer.finish(pack_chunks([2]))
+    with pytest.raises(OSError, match="No space"):
+        writer.close()
+    assert read_value(path, "keyed-json") == {"old": 1}
+    assert [p.name for p in tmp_path.iterdir()] == ["v.json"]
