@@ -15,10 +15,11 @@ State, in `_Run`:
     submitted   nodes whose stale keys were handed to the executor
     complete    nodes whose keys are all cached or finished
     results     node id -> key -> its position in the plan and its format, packed in one int
-                (see engine.result.ran_entry): memory per key stays small at 200,000 keys
+                (see state.ran_entry): memory per key stays small at 200,000 keys
     digests     node id -> key -> output digest, only for nodes whose readers need bytes
     failed_keys node id -> keys that failed or were skipped in this run (their readers skip them)
     failures    the StepOutcome of each failed key
+    source_columns  the key sources' keys and values (engine.source_columns)
 Finished steps are recorded in batches at most twice a second and then dropped, so a killed
 run keeps all but the last half second of its work and memory does not grow with the run.
 """
@@ -34,21 +35,20 @@ from typing import Any, Mapping, Sequence
 
 from barca.errors import Cancelled, InfraError
 from barca.graph import Graph
-from barca.columns import HashColumn, JsonColumn, chunk_digest
-from barca.plan.keys import keys_from_value
+from barca.columns import HashColumn
 from barca.plan.model import KnownOutput, NodePlan, Reason
 from barca.plan.planner import plan_nodes, refreshed_nodes
 from barca.project import Project
 from barca.engine.events import Reporter
-from barca.engine.protocol import Known, LogLine, PackedColumns, StepOutcome
+from barca.engine.protocol import LogLine, StepOutcome
 from barca.engine.missing_artifacts import missing_inputs, missing_target_keys
 from barca.engine.result import RunRequest, RunResult, locate
+from barca.engine.source_columns import SourceColumns
 from barca.engine.step_specs import blocked_keys, step_spec
 from barca.state import EMPTY_STATE, ran_entry, state_after_run, unpack_entry
-from barca.store import metadata, source_chunks
+from barca.store import metadata
 from barca.store.artifacts import read_value
 from barca.store.db import checkpoint, connect, defer_checkpoint
-from barca.store.source_chunks import SourceChunks
 
 FLUSH_SECONDS = 0.5
 UNKNOWN_DIGEST = "0" * 32  # an output digest no bytes can have: readers treat it as changed
@@ -86,8 +86,7 @@ class _Run:
         self.scratch: Path | None = None
         self._reopened = False
         self.rewrite: set[str] = set()
-        self.key_columns: dict[str, PackedColumns] = {}  # a key source's, from this run
-        self.source_chunks: dict[str, SourceChunks] = {}  # what is stored of it
+        self.source_columns = SourceColumns()
 
     def go(self) -> RunResult:
         started = time.perf_counter()
@@ -231,21 +230,9 @@ class _Run:
         hashes = self._output_hashes(node_id, plan, ran)
         if not self.graph.is_key_source(node_id):
             return KnownOutput(hashes)
-        packed = self.key_columns.get(node_id)
-        if packed is not None:  # the worker sent the keys and values already packed
-            n = packed.count
-            return KnownOutput(hashes, JsonColumn(chunks=packed.keys, n=n), None
-                               if packed.values is None else JsonColumn(chunks=packed.values, n=n))
-        path, fmt = self._artifact(node_id, "")
-        keys, by_key = keys_from_value(read_value(path, fmt))
-        known = KnownOutput(hashes, JsonColumn(keys),
-                            None if by_key is None else JsonColumn([by_key[k] for k in keys]))
-        # stored at the end of a run that ran it, so that its next step sends only what changed
-        chunks = (known.keys.chunks, known.values.chunks if known.values is not None else None)
-        self.key_columns[node_id] = PackedColumns(
-            len(keys), chunks[0], chunks[1], tuple(map(chunk_digest, chunks[0])),
-            tuple(map(chunk_digest, chunks[1] or ())))
-        return known
+        keys, values = self.source_columns.columns(
+            node_id, lambda: read_value(*self._artifact(node_id, "")))
+        return KnownOutput(hashes, keys, values)
 
     def _output_hashes(self, node_id: str, plan: NodePlan, ran: Mapping[str, str]) -> HashColumn:
         """The digest of each key's bytes: this run's where a key ran, else the stored one.
@@ -366,18 +353,12 @@ class _Run:
             if self.executor is None:
                 self.executor = self._local_executor()
             sources = [n for n, _, _ in steps if self.graph.is_key_source(n)]
-            for node_id in sources:
-                self.source_chunks[node_id] = SourceChunks.read_digests(self.conn, node_id)
+            self.source_columns.read_digests(self.conn, sources)
             self.executor.submit((step_spec(self.graph, self.plans, node_id, plan, i,
                                             self.step_dirs, self._artifact,
-                                            self._known_chunks(node_id))
+                                            self.source_columns.known(node_id))
                                   for node_id, plan, keys in steps for i in keys), count)
-            for node_id in sources:  # while its step runs
-                self.source_chunks[node_id].load(self.conn, node_id)
-
-    def _known_chunks(self, node_id: str) -> Known:
-        chunks = self.source_chunks.get(node_id)
-        return chunks.known() if chunks is not None else ((), ())
+            self.source_columns.load(self.conn, sources)  # while their steps run
 
     def _local_executor(self) -> Any:
         """Worker processes, imported only when a step must run (a cached get starts none)."""
@@ -426,7 +407,7 @@ class _Run:
             if self.graph.output_read(node_id):
                 self.digests.setdefault(node_id, {})[outcome.key] = outcome.output_hash
             if outcome.key_columns is not None:
-                self._take_columns(node_id, outcome.key_columns)
+                self.source_columns.take(node_id, outcome.key_columns)
         else:
             self.failures.append(outcome)
             self.failed_keys.setdefault(node_id, []).append(outcome.key)
@@ -434,15 +415,6 @@ class _Run:
         if self.pending[node_id] == 0:
             del self.pending[node_id]
             self._node_done(node_id)
-
-    def _take_columns(self, node_id: str, packed: PackedColumns) -> None:
-        """A key source's whole columns: the chunks its step sent, the stored ones where it
-        sent none. When a stored chunk could not be read, its file is read instead."""
-        stored = self.source_chunks.get(node_id, SourceChunks({}))
-        keys = stored.rebuild(packed.keys, "keys")
-        values = None if packed.values is None else stored.rebuild(packed.values, "values")
-        if keys is not None and (values is not None or packed.values is None):
-            self.key_columns[node_id] = packed._replace(keys=keys, values=values)
 
     def _node_done(self, node_id: str) -> None:
         self.complete.add(node_id)
@@ -488,12 +460,7 @@ class _Run:
                             failed[0].error_message if failed else None)
         defer_checkpoint(self.conn)
         self._save_states()
-        for node_id, stored in self.source_chunks.items():  # the key sources that ran
-            packed = self.key_columns.get(node_id)
-            if packed is not None:
-                source_chunks.save(self.conn, node_id, {
-                    "keys": (packed.keys, packed.key_digests),
-                    "values": (packed.values or (), packed.value_digests)}, stored)
+        self.source_columns.save(self.conn)
         self.reporter.run_finished(executed, executed, elapsed, status)
 
     def _save_states(self) -> None:

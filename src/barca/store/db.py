@@ -83,9 +83,6 @@ def _create_schema(conn: sqlite3.Connection, path: Path) -> None:
         raise
 
 
-MMAP_BYTES = 1 << 30
-
-
 def connect(path: Path, *, create: bool) -> sqlite3.Connection | None:
     """Open the database; None when it does not exist and `create` is False (read-only use)."""
     if not create and not path.exists():
@@ -95,9 +92,6 @@ def connect(path: Path, *, create: bool) -> sqlite3.Connection | None:
                                check_same_thread=False)
         _enable_wal(conn)
         conn.execute("PRAGMA synchronous=NORMAL")
-        # per-key state is read whole at the start of every run (megabytes at 200,000 keys):
-        # mapped pages are read in place instead of copied through SQLite's page cache
-        conn.execute(f"PRAGMA mmap_size={MMAP_BYTES}")
         version = conn.execute("PRAGMA user_version").fetchone()[0]
         if version == 0 or version in UPGRADABLE:
             _create_schema(conn, path)

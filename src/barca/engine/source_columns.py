@@ -1,0 +1,76 @@
+"""A key source's keys and values in the coordinator, for one run.
+
+Before a key source's step starts, its stored chunks' digests are read and told to the step
+(barca.store.source_chunks); while it runs, the stored bytes are read and checked. The step
+sends back only the chunks that changed, and the whole columns are rebuilt here from those and
+the stored ones. At the end of the run, what changed is stored for the next tick.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any, Sequence
+
+from barca.columns import JsonColumn, chunk_digest
+from barca.engine.protocol import Known, PackedColumns
+from barca.plan.keys import keys_from_value
+from barca.store import source_chunks
+from barca.store.source_chunks import SourceChunks
+
+
+class SourceColumns:
+    """The key sources' columns of one run: stored (as read) and current (as rebuilt)."""
+
+    def __init__(self) -> None:
+        self.stored: dict[str, SourceChunks] = {}  # of the key sources that run
+        self.current: dict[str, PackedColumns] = {}
+
+    def read_digests(self, conn: sqlite3.Connection | None, node_ids: Sequence[str]) -> None:
+        """Before their steps are submitted: what each step will be told."""
+        for node_id in node_ids:
+            self.stored[node_id] = SourceChunks.read_digests(conn, node_id)
+
+    def known(self, node_id: str) -> Known:
+        chunks = self.stored.get(node_id)
+        return chunks.known() if chunks is not None else ((), ())
+
+    def load(self, conn: sqlite3.Connection | None, node_ids: Sequence[str]) -> None:
+        """While their steps run: the stored bytes, each checked against its digest."""
+        for node_id in node_ids:
+            self.stored[node_id].load(conn, node_id)
+
+    def take(self, node_id: str, packed: PackedColumns) -> None:
+        """A step's outcome: its chunks, with the stored ones where it sent none. When a stored
+        chunk could not be read, nothing is kept and `columns` reads the file instead."""
+        stored = self.stored.get(node_id, SourceChunks({}))
+        keys = stored.rebuild(packed.keys, "keys")
+        values = None if packed.values is None else stored.rebuild(packed.values, "values")
+        if keys is not None and (values is not None or packed.values is None):
+            self.current[node_id] = packed._replace(keys=keys, values=values)
+
+    def columns(self, node_id: str, read_file: Any) -> tuple[JsonColumn, JsonColumn | None]:
+        """The keys and (for a dict) values; `read_file()` gives the value when no step sent
+        them. Read from the file, they are kept too, so that the end of a run that ran the
+        source stores them and its next step sends only what changed."""
+        packed = self.current.get(node_id)
+        if packed is not None:
+            n = packed.count
+            return JsonColumn(chunks=packed.keys, n=n), \
+                None if packed.values is None else JsonColumn(chunks=packed.values, n=n)
+        keys, by_key = keys_from_value(read_file())
+        key_column = JsonColumn(keys)
+        values = None if by_key is None else JsonColumn([by_key[k] for k in keys])
+        value_chunks = values.chunks if values is not None else None
+        self.current[node_id] = PackedColumns(
+            len(keys), key_column.chunks, value_chunks, tuple(map(chunk_digest, key_column.chunks)),
+            tuple(map(chunk_digest, value_chunks or ())))
+        return key_column, values
+
+    def save(self, conn: sqlite3.Connection) -> None:
+        """Store the columns of the key sources that ran, only the chunks that changed."""
+        for node_id, stored in self.stored.items():
+            packed = self.current.get(node_id)
+            if packed is not None:
+                source_chunks.save(conn, node_id, {
+                    "keys": (packed.keys, packed.key_digests),
+                    "values": (packed.values or (), packed.value_digests)}, stored)
