@@ -3,9 +3,10 @@
 The format follows the value: tables (pandas, polars, Arrow, DuckDB) become parquet, values
 that plain JSON can hold become JSON, anything else a pickle. A key source's {key: value} dict
 is `keyed-json`: one JSON object {"keys": [...], "values": [...]} in key order, written from
-the packed chunks the step has already made, so a tick never encodes the whole dict again. A reader picks the Python type
-from the consumer's annotation. Heavy libraries are imported only when a value or an
-annotation needs them; a value's type is recognised through `sys.modules`, never by importing.
+the packed chunks the step has already made, so a tick never encodes the whole dict again. A
+reader picks the Python type from the consumer's annotation. Heavy libraries are imported only
+when a value or an annotation needs them; a value's type is recognised through `sys.modules`,
+never by importing.
 Files are written to a temporary name and renamed, so a reader never sees half a file.
 """
 
