@@ -4,10 +4,9 @@ A sensor over 200,000 keys runs on every tick, so each pass over its dict shows 
 time. A dict is sorted by key once and its keys and values packed in chunks; the packing checks
 that they are JSON. The file (keyed-json) is written from those chunks by threads that let go of
 the GIL while they write: the keys while the values are packed, the values while the chunks are
-hashed. The digest recorded for it (SHA-256, cut to barca's 128 bits) is
-taken over the chunks' digests, so a query that returns its rows in another order changes
-nothing downstream. Only the chunks the coordinator does not have already are sent (see
-barca.store.source_chunks).
+hashed. The digest recorded for it (SHA-256, cut to barca's 128 bits) is taken over the chunks'
+digests, so a query that returns its rows in another order changes nothing downstream. Only the
+chunks the coordinator does not have already are sent (see barca.store.source_chunks).
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ the stored ones. At the end of the run, what changed is stored for the next tick
 from __future__ import annotations
 
 import sqlite3
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from barca.columns import JsonColumn, chunk_digest
 from barca.engine.protocol import Known, PackedColumns
@@ -48,7 +48,8 @@ class SourceColumns:
         if keys is not None and (values is not None or packed.values is None):
             self.current[node_id] = packed._replace(keys=keys, values=values)
 
-    def columns(self, node_id: str, read_file: Any) -> tuple[JsonColumn, JsonColumn | None]:
+    def columns(self, node_id: str, read_file: Callable[[], Any]
+                ) -> tuple[JsonColumn, JsonColumn | None]:
         """The keys and (for a dict) values; `read_file()` gives the value when no step sent
         them. Read from the file, they are kept too, so that the end of a run that ran the
         source stores them and its next step sends only what changed."""
