@@ -16,15 +16,10 @@ import operator
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-import orjson
-
 from barca.columns import CHUNK, HASH_WIDTH, chunk_digest, pack_chunks
 from barca.engine.protocol import Known, PackedColumns
 from barca.plan.keys import key_text
-from barca.store.artifacts import JSON_OPTS, KeyedJsonWriter, encode_json, has_non_finite, \
-    write_value
-
-_STRICT = JSON_OPTS | orjson.OPT_SORT_KEYS
+from barca.store.artifacts import KeyedJsonWriter, encode_json, write_value
 
 
 class KeySourceError(Exception):
@@ -60,7 +55,7 @@ def _write_dict(value: dict, path: Path, known: Known, checked: bool
         except BaseException:
             writer.abort()
             raise
-    except TypeError:  # orjson's JSONEncodeError is one
+    except TypeError:
         if checked:
             raise
         return _write_dict(_text_keys(value), path, known, checked=True)
@@ -92,9 +87,9 @@ def _values(value: dict, keys: list[str]) -> Sequence[Any]:
 def _strict_chunk(items: Sequence[Any]) -> bytes:
     """pack_chunks' bytes for one chunk, refusing (TypeError) what JSON would not give back
     as it is: datetimes, dataclasses, subclasses of str and int, NaN and infinity."""
-    chunk = orjson.dumps(items, option=_STRICT)
-    if b"null" in chunk and has_non_finite(items):  # orjson writes them as null
-        raise TypeError("NaN or infinity")
+    chunk = encode_json(items, sort_keys=True)
+    if chunk is None:
+        raise TypeError("not JSON as it is")
     return chunk
 
 

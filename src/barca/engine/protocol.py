@@ -16,6 +16,8 @@ import pickle
 import struct
 from typing import Any, NamedTuple
 
+from barca.fdio import write_all
+
 _HEADER = struct.Struct(">II")  # the pickle's length, the number of out-of-band buffers
 _SIZE = struct.Struct(">I")
 
@@ -149,19 +151,7 @@ def _frame(message: Any) -> list[Any]:
 
 
 def write_frame(fd: int, message: Any) -> None:
-    parts = _frame(message)
-    if len(parts) == 2:
-        _write_all(fd, parts[0] + parts[1])
-    else:
-        for part in parts:
-            _write_all(fd, part)
-
-
-def _write_all(fd: int, data: Any) -> None:
-    view = memoryview(data)
-    while view:
-        n = os.write(fd, view)
-        view = view[n:]
+    write_all(fd, _frame(message))
 
 
 def read_frame(fd: int) -> Any:

@@ -24,8 +24,11 @@ from typing import Any, Iterator, Sequence
 
 import orjson
 
-JSON_OPTS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS | \
+from barca.fdio import write_all
+
+_JSON_OPTS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS | \
     orjson.OPT_PASSTHROUGH_SUBCLASS
+_SORTED_JSON_OPTS = _JSON_OPTS | orjson.OPT_SORT_KEYS
 
 
 class SerializeError(Exception):
@@ -50,27 +53,28 @@ def table_kind(value: Any) -> str | None:
     return None
 
 
-def encode_json(value: Any) -> bytes | None:
+def encode_json(value: Any, sort_keys: bool = False) -> bytes | None:
     """JSON bytes when JSON gives the value back as it is, else None (it becomes a pickle).
 
     Non-str dict keys and NaN or infinite floats would come back changed, so they do not count.
+    With `sort_keys`, objects' keys are sorted at every level (columns.pack_chunks' bytes).
     """
     try:
-        data = orjson.dumps(value, option=JSON_OPTS)
+        data = orjson.dumps(value, option=_SORTED_JSON_OPTS if sort_keys else _JSON_OPTS)
     except (TypeError, orjson.JSONEncodeError):
         return None
-    if b"null" in data and has_non_finite(value):  # orjson writes NaN and inf as null
+    if b"null" in data and _has_non_finite(value):  # orjson writes NaN and inf as null
         return None
     return data
 
 
-def has_non_finite(value: Any) -> bool:
+def _has_non_finite(value: Any) -> bool:
     if value.__class__ is float:
         return value != value or value in (float("inf"), float("-inf"))
     if isinstance(value, dict):
-        return any(has_non_finite(v) for v in value.values())
+        return any(_has_non_finite(v) for v in value.values())
     if isinstance(value, (list, tuple)):
-        return any(has_non_finite(v) for v in value)
+        return any(_has_non_finite(v) for v in value)
     return False
 
 
@@ -109,8 +113,9 @@ def write_bytes(data: bytes, path: Path) -> None:
 class KeyedJsonWriter:
     """Writes a keyed-json file from packed chunks (each the JSON array of a run of keys or
     values) in two threads while the caller works on: the keys part as soon as the keys are
-    packed, the values part once the values are. Each thread makes a single `writev` call,
-    which lets go of the GIL, so the bytes are written in parallel and never copied. The file
+    packed, the values part once the values are. Each thread writes with `writev`
+    (barca.fdio), which lets go of the GIL, so the bytes are written in parallel and never
+    copied. The file
     appears under its name only complete."""
 
     def __init__(self, path: Path, key_chunks: Sequence[bytes]) -> None:
@@ -149,7 +154,7 @@ class KeyedJsonWriter:
     def _write(self, parts: list[bytes | memoryview]) -> None:
         try:
             if not self._error:
-                _write_all(self._fd, parts)
+                write_all(self._fd, parts)
         except BaseException as exc:  # noqa: BLE001 - raised again by close()
             self._error.append(exc)
 
@@ -169,18 +174,6 @@ def _items(chunks: Sequence[bytes]) -> list[bytes | memoryview]:
             parts.append(b",")
         parts.append(memoryview(chunk)[1:-1])
     return parts
-
-
-def _write_all(fd: int, parts: list[bytes | memoryview]) -> None:
-    """os.writev until every byte is written, a few hundred buffers per call (IOV_MAX)."""
-    parts = [part for part in parts if len(part)]
-    while parts:
-        written = os.writev(fd, parts[:512])
-        while written and written >= len(parts[0]):
-            written -= len(parts[0])
-            del parts[0]
-        if written:
-            parts[0] = memoryview(parts[0])[written:]
 
 
 @contextlib.contextmanager
