@@ -205,7 +205,7 @@ def timed_run(cmd: list[str], directory: Path, env: dict[str, str], pool: int | 
 def warm_pool_pid(directory: Path, timeout: float = 300) -> int:
     """Wait until the project's warm pool answers; its pid."""
     probe = ("import sys, time; from pathlib import Path; "
-             "from barca.engine.warm_pool import WarmPool; "
+             "from barca.engine.local.warm_pool import WarmPool; "
              "root = Path(sys.argv[1]); deadline = time.monotonic() + float(sys.argv[2])\n"
              "while WarmPool.connect(root) is None:\n"
              "    if time.monotonic() > deadline: sys.exit('no warm pool')\n"
@@ -217,7 +217,7 @@ def warm_pool_pid(directory: Path, timeout: float = 300) -> int:
             argv = (entry / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"barca.engine.zygote" in argv and str(directory).encode() in argv:
+        if b"barca.cli.warm_launcher" in argv and str(directory).encode() in argv:
             return int(entry.name)
     raise SystemExit("the warm pool answered but its process was not found")
 

@@ -28,34 +28,16 @@ def run(target: str, files: str | Sequence[str] = (), *,
 
 def _call(command: str, target: str | None, files: str | Sequence[str], refresh: Any,
           refresh_all: bool, cascade: bool, env: str | None) -> Any:
-    import os
-
+    from barca.engine.driver import run as run_pipeline
     from barca.errors import StepFailed
-    from barca.engine.session import run_pipeline
-    from barca.store.artifacts import read_value
 
     paths = [files] if isinstance(files, str) else list(files)
-    cwd = os.getcwd()
-    try:
-        _, result = run_pipeline(command, target, paths, refresh=refresh,
-                                 refresh_all=refresh_all, cascade=cascade, env=env)
-        if result.failed:
-            failure = result.failed[0]
-            raise StepFailed(f"step '{failure.step_id}' failed: {failure.error_type}: "
-                             f"{failure.error_message}", node=failure.step_id,
-                             traceback=failure.traceback)
-        node_id = result.targets[-1] if result.targets else next(
-            (n for n in reversed(result.order) if result.graph.nodes[n].kind == "asset"), None)
-        if node_id is None:
-            return None
-        plan = result.plans[node_id]
-
-        def load(key: str) -> Any:
-            found = result.artifact_of(node_id, key)
-            return read_value(*found) if found else None
-
-        if not plan.partitioned:
-            return load("")
-        return {plan.label(key): load(key) for key in sorted(plan.keys, key=plan.label)}
-    finally:
-        os.chdir(cwd)
+    result = run_pipeline(command, target, paths, refresh=refresh, refresh_all=refresh_all,
+                          cascade=cascade, env=env)
+    if result.failed:
+        failure = result.failed[0]
+        raise StepFailed(f"step '{failure.step_id}' failed: {failure.error_type}: "
+                         f"{failure.error_message}", node=failure.step_id,
+                         traceback=failure.traceback)
+    node_id = result.final_node()
+    return None if node_id is None else result.values(node_id)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import site
 import sys
 import time
 from pathlib import Path
@@ -53,24 +52,31 @@ def zygotes(root: Path) -> list[int]:
             argv = (entry / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"barca.engine.zygote" in argv and str(root).encode() in argv:
+        if b"barca.cli.warm_launcher" in argv and str(root).encode() in argv:
             out.append(int(entry.name))
     return out
 
 
-def wait_until_ready(root: Path, timeout: float = 60) -> int:
-    """The pid of the project's warm pool, once it accepts requests."""
-    from barca.engine.warm_pool import WarmPool
+def wait_until_ready(root: Path, env: dict | None = None, timeout: float = 60) -> int:
+    """The pid of the project's warm pool, once it accepts requests; `env`: what the runs
+    added to this process's environment (the pool's identity covers it)."""
+    from barca.engine.local.warm_pool import WarmPool
 
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        pool = WarmPool.connect(root)
-        if pool is not None:
-            pool.close()
-            pids = zygotes(root)
-            assert len(pids) == 1, pids
-            return pids[0]
-        time.sleep(0.1)
+    saved = dict(os.environ)
+    os.environ.update({k: v for k, v in (env or {}).items() if not k.startswith("BARCA_")})
+    try:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            pool = WarmPool.connect(root)
+            if pool is not None:
+                pool.close()
+                pids = zygotes(root)
+                assert len(pids) == 1, pids
+                return pids[0]
+            time.sleep(0.1)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
     raise AssertionError(f"no warm pool answered for {root} within {timeout}s")
 
 
@@ -85,7 +91,7 @@ def wait_until_gone(pid: int, timeout: float = 30) -> None:
 
 @pytest.fixture
 def project(tmp_path: Path):
-    from barca.engine import warm_pool
+    from barca.engine.local import warm_pool
 
     yield tmp_path
     for pid in zygotes(tmp_path):
@@ -213,19 +219,18 @@ class TestWarmPool:
         wait_until_gone(pid)
         assert not (Path(f"/proc/{pid}")).exists()
 
-    def test_installing_packages_retires_the_pool(self, project):
+    def test_installing_packages_retires_the_pool(self, project, tmp_path_factory):
+        """A directory of packages of the run's own (on PYTHONPATH) stands for site-packages,
+        which the test must not touch."""
+        packages = tmp_path_factory.mktemp("packages")
+        env = {**WARM, "PYTHONPATH": str(packages)}
         write(project, {"p.py": PIPELINE})
-        probe(project)
-        old = wait_until_ready(project)
-        packages = Path(site.getsitepackages()[0])
-        before = packages.stat()
-        try:  # what `pip install` does to the directory: a new entry, a new mtime
-            os.utime(packages, ns=(before.st_atime_ns, before.st_mtime_ns + 10**9))
-            wait_until_gone(old)
-            assert probe(project)["parent"] != old  # started fresh, not from the retired pool
-            assert wait_until_ready(project) != old
-        finally:
-            os.utime(packages, ns=(before.st_atime_ns, before.st_mtime_ns))
+        probe(project, env=env)
+        old = wait_until_ready(project, env)
+        (packages / "newly_installed.py").write_text("")  # what `pip install` does to it
+        wait_until_gone(old)
+        assert probe(project, env=env)["parent"] != old  # fresh, not from the retired pool
+        assert wait_until_ready(project, env) != old
 
     def test_a_changed_environment_gets_a_new_pool_and_the_old_one_exits(self, project,
                                                                           monkeypatch):

@@ -6,6 +6,8 @@ hash, and changing any one of them gives another.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from barca.plan.hashes import context_digest, digest, run_hash, value_digest
@@ -15,7 +17,8 @@ CTX = context_digest("def-hash", {"input p.py:a": "h-a"})
 
 def test_digest_is_128_bit_hex():
     h = digest(("x", 1))
-    assert len(h) == 32 and int(h, 16) >= 0
+    assert re.fullmatch("[0-9a-f]{32}", h)
+    assert digest(("x", 2)) != h
 
 
 def test_digest_does_not_depend_on_dict_order_at_any_depth():

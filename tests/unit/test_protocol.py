@@ -6,8 +6,8 @@ from __future__ import annotations
 import os
 import threading
 
-from barca.engine.protocol import (FrameBuffer, LogLine, StepOutcome, out_of_band, read_frame,
-                                   write_frame)
+from barca.engine.local.frames import FrameBuffer, out_of_band, read_frame, write_frame
+from barca.engine.protocol import LogLine, StepOutcome
 
 
 CHUNKS = tuple(os.urandom(n) for n in (70_000, 1, 0, 300_000))

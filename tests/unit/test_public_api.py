@@ -70,6 +70,6 @@ def test_barca_run_stays_the_function_after_a_first_call_loaded_the_engine():
     kinds = fresh(
         "import barca, json, types\n"
         "before = callable(barca.run)\n"
-        "import barca.engine.session  # what barca.get() and barca.run() import on first use\n"
+        "import barca.engine.driver  # what barca.get() and barca.run() import on first use\n"
         "print(json.dumps([before, callable(barca.run)]))")
     assert kinds == [True, True]

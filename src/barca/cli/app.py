@@ -121,5 +121,3 @@ def main(argv: list[str]) -> None:
         sys.exit(3)
     except KeyboardInterrupt:
         sys.exit(130)
-    except BrokenPipeError:
-        sys.exit(0)

@@ -247,8 +247,7 @@ def check_metadata(project: Project) -> Check:
 
 def check_warm_pool(project: Project) -> Check:
     """Says what the background process found next to a project is, and how to turn it off."""
-    from barca.engine import warm_pool
-    from barca.engine.session import warm_seconds
+    from barca.engine.local import running_pool, warm_pool_supported, warm_seconds
     from barca.errors import UsageError
 
     try:
@@ -258,16 +257,15 @@ def check_warm_pool(project: Project) -> Check:
     if idle <= 0:
         return Check("warm", True, "off (BARCA_WARM_SECONDS=0): every worker starts fresh",
                      data={"idle_seconds": 0, "pid": None})
-    if not warm_pool.supported():
+    if not warm_pool_supported():
         return Check("warm", True, "not available on this platform: workers start fresh",
                      data={"idle_seconds": idle, "pid": None})
-    pool = warm_pool.WarmPool.connect(project.root)
+    pool = running_pool(project.root)
     if pool is None:
         return Check("warm", True, "no warm pool running; the next run that needs workers "
                      f"starts one, which exits after {idle:g} s without a run",
                      data={"idle_seconds": idle, "pid": None})
-    pool.close()
-    return Check("warm", True, f"warm pool pid {pool.pid} holds {len(pool.modules)} imported "
+    pid, modules = pool
+    return Check("warm", True, f"warm pool pid {pid} holds {modules} imported "
                  f"modules; it exits after {idle:g} s without a run (BARCA_WARM_SECONDS=0 "
-                 "turns it off)", data={"idle_seconds": idle, "pid": pool.pid,
-                                         "modules": len(pool.modules)})
+                 "turns it off)", data={"idle_seconds": idle, "pid": pid, "modules": modules})

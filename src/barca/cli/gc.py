@@ -133,18 +133,14 @@ def _walk(artifacts: Path) -> list[tuple[Path, int, float]]:
 
 def _planned(env_name: str | None) -> set[Path]:
     """Files the current pipeline would be served from (what `barca status` calls cached)."""
-    from barca.engine.session import run_pipeline
+    from barca.engine.driver import run
 
-    cwd = os.getcwd()
     try:
-        _, result = run_pipeline("get", None, [], dry_run=True, env=env_name,
-                                 observe_sensors=False)
+        result = run("get", None, [], dry_run=True, env=env_name, observe_sensors=False)
     except BarcaError as exc:
         note(f"barca: could not plan the pipeline ({exc.message}); keeping only the latest "
              "result of every node and key")
         return set()
-    finally:
-        os.chdir(cwd)
     keep = set()
     for node_id in result.order:
         plan = result.plans[node_id]

@@ -13,7 +13,7 @@ from barca.cli.output import choose_mode, emit, emit_json, note
 from barca.cli.progress import CliReporter
 from barca.errors import StepFailed
 from barca.engine.result import RunResult
-from barca.engine.session import run_pipeline
+from barca.engine.driver import run
 
 PARTITION_LIMIT = 1000
 
@@ -84,11 +84,9 @@ def _execute(command, args, refresh, no_cascade, refresh_all, dry_run, json_flag
              partition, agent, env_name) -> None:
     mode = choose_mode(json_flag, pretty)
     target, paths = split_positionals(args, takes_target=True)
-    loaded, result = run_pipeline(command, target, paths, refresh=refresh,
-                                  refresh_all=refresh_all, partition=partition,
-                                  cascade=not no_cascade,
-                                  dry_run=dry_run, env=env_name,
-                                  reporter=CliReporter(agent))
+    result = run(command, target, paths, refresh=refresh, refresh_all=refresh_all,
+                 partition=partition, cascade=not no_cascade, dry_run=dry_run, env=env_name,
+                 reporter=CliReporter(agent))
     skipped = [n for n in result.order if result.plans[n].unknown == "partition_selection"]
     if skipped:
         names = ", ".join(result.graph.nodes[n].name for n in skipped)
@@ -115,11 +113,12 @@ def _print_dry_run(command: str, target: str | None, result: RunResult, mode: st
 
 
 def _rel(found: tuple[Path, str] | None, result: RunResult) -> str | None:
+    """A result's path as displayed: relative to the project root."""
     if found is None:
         return None
     path = found[0]
     try:
-        return str(path.relative_to(Path.cwd()))
+        return str(path.relative_to(result.root))
     except ValueError:
         return str(path)
 
@@ -133,7 +132,7 @@ def _print_run(command: str, target: str | None, result: RunResult, mode: str) -
     if len(result.targets) > 1:
         body["targets"] = _targets_json(result, target)
     elif failure is None or _keeps_good_keys(result):
-        body["final_output"] = final_output(result, _final_node(result))
+        body["final_output"] = final_output(result, result.final_node())
     if failure is not None:
         body["failed_node"] = failure.step_id
         body["error"] = failure.error_message
@@ -236,7 +235,7 @@ def _ignored_refresh(result: RunResult, node_id: str) -> str | None:
 
 def _keeps_good_keys(result: RunResult) -> bool:
     """A partitioned target whose failed keys are its own still returns its good keys."""
-    node_id = _final_node(result)
+    node_id = result.final_node()
     return node_id is not None and result.plans[node_id].partitioned and all(
         o.node_id == node_id for o in result.failed)
 
@@ -311,22 +310,12 @@ def final_output(result: RunResult, node_id: str | None) -> Any:
             if result.artifact_of(node_id, k) is not None}
 
 
-def _final_node(result: RunResult) -> str | None:
-    """The target, or without one the last asset in topological order."""
-    if result.targets:
-        return result.targets[-1]
-    assets = [n for n in result.order if result.graph.nodes[n].kind == "asset"]
-    return assets[-1] if assets else None
-
-
 def _output_value(result: RunResult, node_id: str, key: str) -> Any:
     found = result.artifact_of(node_id, key)
     if found is None:
         return None
     path, fmt = found
     if fmt in ("json", "keyed-json") and path.exists():
-        from barca.store.artifacts import read_value
-
-        return read_value(path, fmt)
+        return result.value(node_id, key)
     size = path.stat().st_size if path.exists() else None
     return {"_barca_artifact": {"path": _rel(found, result), "format": fmt, "size_bytes": size}}

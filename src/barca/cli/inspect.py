@@ -9,8 +9,8 @@ import click
 from barca.cli import render
 from barca.cli.load import split_positionals
 from barca.cli.output import choose_mode, emit, emit_json, table
-from barca.loading import load
-from barca.engine.session import pool_size, run_pipeline
+from barca.engine.driver import open_pipeline, run
+from barca.engine.local import pool_size
 
 
 @click.command("list")
@@ -26,7 +26,7 @@ def list_command(files, json_flag, pretty) -> None:
     """
     mode = choose_mode(json_flag, pretty)
     _, paths = split_positionals(files, takes_target=False)
-    loaded = load(paths)
+    loaded = open_pipeline(paths)
     graph = loaded.graph
     nodes = []
     for node_id in graph.order:
@@ -62,8 +62,8 @@ def status_command(args, json_flag, pretty, env_name) -> None:
     """
     mode = choose_mode(json_flag, pretty)
     target, paths = split_positionals(args, takes_target=True)
-    _, result = run_pipeline("get", target, paths, dry_run=True, env=env_name,
-                             observe_sensors=False, include_tasks=target is None)
+    result = run("get", target, paths, dry_run=True, env=env_name, observe_sensors=False,
+                 include_tasks=target is None)
     nodes = [_status_node(result.plans[n], result) for n in result.order]
     summary = {s: 0 for s in ("cached", "stale", "never_run", "partial", "blocked",
                               "unknown", "always_runs")}
@@ -142,7 +142,7 @@ def plan_command(files) -> None:
       barca plan pipeline.py
     """
     _, paths = split_positionals(files, takes_target=False)
-    graph = load(paths).graph
+    graph = open_pipeline(paths).graph
     depth: dict[str, int] = {}
     for node_id in graph.order:
         ups = graph.upstream[node_id]

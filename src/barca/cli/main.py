@@ -1,10 +1,7 @@
 """Entry point of the `barca` command.
 
 `get` and `run` are handed to the project's warm pool when one is up (see
-`barca.engine.warm_pool`): a process forked from it, with barca and the pipeline's libraries
-already imported, runs the command on this terminal's stdin, stdout and stderr, and this
-process forwards signals and exits with its exit code. That skips most of Python's start-up
-cost on every tick. Without a pool, and for every other command, the command runs here.
+`barca.cli.warm_launcher`). Without a pool, and for every other command, the command runs here.
 Nothing heavy is imported before that choice is made.
 """
 
@@ -21,7 +18,9 @@ def main(argv: list[str] | None = None) -> None:
     if argv and argv[0].endswith(".py"):
         argv = ["get", *argv]  # `barca pipeline.py` is `barca get pipeline.py`
     if argv and argv[0] in DELEGATED and _warm_pool_allowed():
-        code = _run_in_warm_pool(argv)
+        from barca.cli.warm_launcher import run_in_warm_pool
+
+        code = run_in_warm_pool(argv)
         if code is not None:
             sys.exit(code)
     from barca.cli.app import main as run_here
@@ -36,22 +35,6 @@ def _warm_pool_allowed() -> bool:
         return not text or float(text) > 0
     except ValueError:
         return False
-
-
-def _run_in_warm_pool(argv: list[str]) -> int | None:
-    """The command's exit code, or None when no warm pool took it (run it here)."""
-    from pathlib import Path
-
-    from barca.engine.warm_pool import WarmPool
-    from barca.project_root import find_root
-
-    pool = WarmPool.connect(find_root(Path.cwd()))
-    if pool is None:
-        return None
-    try:
-        return pool.run_command(argv)
-    finally:
-        pool.close()
 
 
 if __name__ == "__main__":

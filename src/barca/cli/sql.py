@@ -23,7 +23,7 @@ from barca.cli.output import choose_mode, emit, emit_json, listing, note, note_t
 from barca.discover.model import Definition
 from barca.errors import InfraError, UsageError
 from barca.graph import Graph
-from barca.loading import load
+from barca.engine.driver import open_pipeline
 from barca.plan.keys import key_label, keys_from_value, static_keys
 from barca.store.db import connect
 from barca.store.history import Latest, latest_results
@@ -74,7 +74,7 @@ class Source:
               "(or set BARCA_ENV).")
 def sql_command(query, files, limit, all_rows, json_flag, pretty, env_name) -> None:
     mode = choose_mode(json_flag, pretty)
-    loaded = load(list(files), env_name)
+    loaded = open_pipeline(list(files), env_name)
     conn = connect(loaded.project.db_path, create=False)
     states = latest_results(conn, loaded.graph.order)
     found = node_sources(loaded.graph, states, loaded.project.root)
@@ -114,7 +114,7 @@ def node_sources(graph: Graph, states: dict[str, Latest], root: Path) -> list[So
             i = index.get(key)
             if i is not None and state.paths[i]:
                 label = key_label(d, key) if d.dimensions else None
-                results.append((label, state.paths[i], state.formats[i]))
+                results.append((label, str(root / state.paths[i]), state.formats[i]))
         problem = None if results else "no_result"
         if any(fmt not in READERS for _, _, fmt in results):
             problem = "pickle"

@@ -18,7 +18,7 @@ from barca.cli.load import is_path_arg
 from barca.cli.output import (choose_listing_mode, emit, emit_json, parse_fields, pick_fields,
                               table)
 from barca.errors import UsageError
-from barca.loading import load
+from barca.engine.driver import open_pipeline
 from barca.store import history as store
 from barca.store.db import connect
 
@@ -57,7 +57,7 @@ def stats_command(target, files, json_flag, pretty, fields, env_name) -> None:
     if "," in target:
         raise UsageError(f"barca stats takes one target, not '{target}'",
                          f"barca stats {target.split(',')[0]} {' '.join(files)}".rstrip())
-    loaded = load(list(files), env_name)
+    loaded = open_pipeline(list(files), env_name)
     node_id = loaded.graph.resolve_target(target)
     conn = connect(loaded.project.db_path, create=False)
     stats = store.node_stats(conn, node_id) if conn is not None else store.NodeStats(

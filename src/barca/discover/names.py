@@ -147,9 +147,6 @@ class Uses(NamedTuple):
                     self.imports + other.imports)
 
 
-NO_USES = Uses(frozenset(), frozenset(), ())
-
-
 def uses_of(nodes: Iterable[ast.AST | None], exclude: frozenset[str] = frozenset()) -> Uses:
     """The names, dotted chains and local imports read by the given nodes.
 

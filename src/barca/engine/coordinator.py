@@ -40,9 +40,11 @@ from barca.plan.model import KnownOutput, NodePlan, Reason
 from barca.plan.planner import plan_nodes, refreshed_nodes
 from barca.project import Project
 from barca.engine.events import Reporter
+from barca.engine.executor import Executor, NewExecutor
 from barca.engine.protocol import LogLine, StepOutcome
 from barca.engine.missing_artifacts import missing_inputs, missing_target_keys
-from barca.engine.result import RunRequest, RunResult, locate
+from barca.engine.request import RunRequest
+from barca.engine.result import RunResult, locate
 from barca.engine.source_columns import SourceColumns
 from barca.engine.step_specs import blocked_keys, step_spec
 from barca.state import EMPTY_STATE, ran_entry, state_after_run, unpack_entry
@@ -55,18 +57,19 @@ UNKNOWN_DIGEST = "0" * 32  # an output digest no bytes can have: readers treat i
 
 
 def execute(project: Project, graph: Graph, request: RunRequest, reporter: Reporter,
-            expr_keys: Mapping[tuple[str, str], Sequence[str]] | None = None) -> RunResult:
-    run = _Run(project, graph, request, reporter, dict(expr_keys or {}))
-    return run.go()
+            new_executor: NewExecutor) -> RunResult:
+    """Run a checked request; `new_executor` is called when a step first must run."""
+    return _Run(project, graph, request, reporter, new_executor).go()
 
 
 class _Run:
     """One run's coordinator state (see the module docstring); a plain class, built per run."""
 
     def __init__(self, project: Project, graph: Graph, request: RunRequest, reporter: Reporter,
-                 expr_keys: dict) -> None:
+                 new_executor: NewExecutor) -> None:
         self.project, self.graph, self.request = project, graph, request
-        self.reporter, self.expr_keys = reporter, expr_keys
+        self.reporter, self.expr_keys = reporter, request.expr_keys
+        self.new_executor = new_executor
         self.run_id = os.urandom(6).hex()
         self.plans: dict[str, NodePlan] = {}
         self.known: dict[str, KnownOutput] = {}
@@ -81,7 +84,7 @@ class _Run:
         self.executed = 0
         self.unrecorded: list[StepOutcome] = []
         self.logs: list[tuple] = []
-        self.executor: Any = None  # an Executor (engine.executor), started on first need
+        self.executor: Executor | None = None  # made on first need
         self.conn: Any = None
         self.scratch: Path | None = None
         self._reopened = False
@@ -91,13 +94,13 @@ class _Run:
     def go(self) -> RunResult:
         started = time.perf_counter()
         req = self.request
-        self.cone = self._cone()
+        self.cone = req.cone
         self.order = tuple(n for n in self.graph.order if n in self.cone)
         if not req.dry_run:
             self.project.ensure_state_dir()
         if req.observe_sensors and any(self.graph.nodes[n].kind == "sensor" for n in self.order):
             # a sensor always runs: start its worker now, so its imports overlap our planning
-            self.executor = self._local_executor()
+            self.executor = self.new_executor()
             self.executor.prestart()
         self.conn = connect(self.project.db_path, create=not req.dry_run)
         # sensors first: the rest of the state loads while they run
@@ -138,15 +141,6 @@ class _Run:
                 signal.signal(sig, handler)
             self._finish(status, time.perf_counter() - started)
         return self._result(status, time.perf_counter() - started)
-
-    # -- scope ------------------------------------------------------------------------------
-
-    def _cone(self) -> frozenset[str]:
-        targets = self.request.targets
-        if not targets:
-            targets = tuple(n for n, d in self.graph.nodes.items()
-                            if d.kind != "task" or self.request.include_tasks)
-        return self.graph.cone(targets)
 
     # -- sensors ----------------------------------------------------------------------------
 
@@ -351,7 +345,7 @@ class _Run:
         count = sum(len(keys) for _, _, keys in steps)
         if count:
             if self.executor is None:
-                self.executor = self._local_executor()
+                self.executor = self.new_executor()
             sources = [n for n, _, _ in steps if self.graph.is_key_source(n)]
             self.source_columns.read_digests(self.conn, sources)
             self.executor.submit((step_spec(self.graph, self.plans, node_id, plan, i,
@@ -359,14 +353,6 @@ class _Run:
                                             self.source_columns.known(node_id))
                                   for node_id, plan, keys in steps for i in keys), count)
             self.source_columns.load(self.conn, sources)  # while their steps run
-
-    def _local_executor(self) -> Any:
-        """Worker processes, imported only when a step must run (a cached get starts none)."""
-        from barca.engine.executor import LocalExecutor
-
-        files = sorted({self.graph.nodes[n].file for n in self.order})
-        return LocalExecutor(self.project.root, self.request.pool_size, files,
-                             warm_seconds=self.request.warm_seconds)
 
     def _artifact(self, node_id: str, key: str) -> tuple[Path, str]:
         found = locate(self.graph.nodes[node_id], key, self.plans[node_id],
@@ -504,7 +490,7 @@ class _Run:
                          self.cone, self.order, self.plans, self.states, self.results,
                          failed, skipped,
                          executed, max(0, total_keys - executed), phases,
-                         self.project.artifacts_dir)
+                         self.project.artifacts_dir, self.project.root)
 
 
 def _raise_interrupt(signum: int, frame: Any) -> None:

@@ -1,13 +1,15 @@
-"""What a run is asked to do and what it returns: plain data between the engine and callers.
+"""What a run returns: plain data between the engine and every caller.
 
 `RunResult.artifact_of` answers where a key's current result lives, whether this run wrote it
-or it was served from cache.
+or it was served from cache; `value` and `values` read it. The CLI and the Python API both
+read results through these.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from barca.discover.model import Definition
 from barca.engine.protocol import StepOutcome
@@ -15,21 +17,8 @@ from barca.graph import Graph
 from barca.plan.keys import key_pairs
 from barca.plan.model import NodePlan, PlanOptions
 from barca.state import EMPTY_STATE, NodeState, unpack_entry
+from barca.store.artifacts import read_value
 from barca.store.paths import artifact_path
-
-
-@dataclass(frozen=True, slots=True)
-class RunRequest:
-    command: str  # "get" | "run"
-    targets: tuple[str, ...]  # node ids; empty = every asset and sensor
-    files: tuple[str, ...]
-    target_text: str | None
-    options: PlanOptions = PlanOptions()
-    dry_run: bool = False
-    observe_sensors: bool = True  # False: predict from each sensor's last recorded output
-    include_tasks: bool = False  # without targets: every node, tasks too (barca status)
-    pool_size: int = 1
-    warm_seconds: float = 0.0  # how long the warm pool outlives the run; 0: no warm pool
 
 
 @dataclass(slots=True)
@@ -51,6 +40,7 @@ class RunResult:
     cached: int
     phases: int
     artifacts_dir: Path
+    root: Path  # the project root, which displayed paths are relative to
 
     def artifact_of(self, node_id: str, key: str) -> tuple[Path, str] | None:
         """Where a key's current result lives (run here, or cached), with its format."""
@@ -60,6 +50,26 @@ class RunResult:
         return locate(self.graph.nodes[node_id], key, plan, self.results.get(node_id, {}),
                       self.states.get(node_id, EMPTY_STATE), self.artifacts_dir,
                       self.artifacts_dir)
+
+    def final_node(self) -> str | None:
+        """The last target, or without one the last asset in topological order."""
+        if self.targets:
+            return self.targets[-1]
+        assets = [n for n in self.order if self.graph.nodes[n].kind == "asset"]
+        return assets[-1] if assets else None
+
+    def value(self, node_id: str, key: str = "") -> Any:
+        """A key's current value (None if it has no result)."""
+        found = self.artifact_of(node_id, key)
+        return read_value(*found) if found else None
+
+    def values(self, node_id: str) -> Any:
+        """The node's value, or {key label: value} for every key of a partitioned node."""
+        plan = self.plans[node_id]
+        if not plan.partitioned:
+            return self.value(node_id)
+        return {plan.label(key): self.value(node_id, key)
+                for key in sorted(plan.keys, key=plan.label)}
 
 
 def locate(d: Definition, key: str, plan: NodePlan, ran: dict[str, int], state: NodeState,

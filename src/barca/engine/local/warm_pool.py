@@ -3,7 +3,7 @@ libraries the pipeline uses.
 
 A tick that runs one key would otherwise start a fresh interpreter and import pandas or duckdb
 again (most of a second on a small machine) for a step that takes milliseconds. So workers are
-forked from one background process per project (the zygote, `barca.engine.zygote`) that has
+forked from one background process per project (the zygote, `barca.engine.local.zygote`) that has
 imported the third-party modules the pipeline uses and then waits: each child is a clean copy of
 the zygote that imports the project's own code from source, as a freshly started worker would. A
 run that finds no zygote starts one, preloading what the pipeline files import at their top
@@ -23,15 +23,22 @@ file-descriptor passing, pidfds); elsewhere every worker is started fresh.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
-import pickle
 import socket
 import sys
+import typing
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
+import orjson
+
 _MAX_MESSAGE = 1 << 20
+# The pool's process is the launcher's (barca.cli.warm_launcher): it serves this module's
+# requests through `zygote` and can also run whole commands. Started by name, never imported.
+POOL_PROCESS = "barca.cli.warm_launcher"
 
 
 def supported() -> bool:
@@ -78,7 +85,9 @@ def identity(root: Path) -> str:
                if k not in _VOLATILE and not k.startswith("BARCA_")))
     dirs = [*site.getsitepackages(), site.getusersitepackages(),
             os.path.dirname(os.__file__),  # the standard library
-            os.path.realpath(sys.executable)]
+            os.path.realpath(sys.executable),
+            # what PYTHONPATH adds to sys.path: installing into one changes its directory
+            *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
     for directory in dirs:
         add(directory, _stamp(directory))
     package = os.path.dirname(barca.__file__)
@@ -113,8 +122,90 @@ def project_paths(directory: Path, root: Path) -> tuple[Path, Path]:
     return stem.with_suffix(".owner"), stem.with_suffix(".imports")
 
 
+# -- messages: typed, JSON on the wire (never pickle: nothing read from a socket is executed) --
+
+@dataclass(frozen=True)
+class Hello:
+    """Client -> pool: are you there? Answered by `Welcome`."""
+
+
+@dataclass(frozen=True)
+class Welcome:
+    modules: list[str]  # what the pool has imported
+    pid: int
+
+
+@dataclass(frozen=True)
+class ForkWorker:
+    """Client -> pool, with four fds (the worker's pipe ends, stdout, stderr): fork a worker."""
+
+    root: str
+    env: dict[str, str]
+
+
+@dataclass(frozen=True)
+class RunCommand:
+    """Client -> pool, with stdin, stdout and stderr: fork a process that runs `barca ARGV`."""
+
+    argv: list[str]
+    cwd: str
+    env: dict[str, str]
+    umask: int
+
+
+@dataclass(frozen=True)
+class Forked:
+    pid: int
+
+
+@dataclass(frozen=True)
+class Exited:
+    """Pool -> client, after `RunCommand`: the command's exit code."""
+
+    code: int
+
+
+@dataclass(frozen=True)
+class Preload:
+    """Client -> pool: import these third-party modules for later workers."""
+
+    modules: list[str]
+
+
+@dataclass(frozen=True)
+class Refused:
+    reason: str
+
+
+MESSAGES = {cls.__name__: cls for cls in (Hello, Welcome, ForkWorker, RunCommand, Forked,
+                                          Exited, Preload, Refused)}
+
+
+def encode(message: Any) -> bytes:
+    return orjson.dumps({"type": type(message).__name__, **dataclasses.asdict(message)})
+
+
+def decode(data: bytes) -> Any:
+    """A message, its fields checked against their declared types; ValueError otherwise."""
+    try:
+        fields = orjson.loads(data)
+        cls = MESSAGES[fields.pop("type")]
+        message = cls(**fields)
+    except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
+        raise ValueError(f"malformed warm pool message: {exc}") from exc
+    for name, hint in typing.get_type_hints(cls).items():
+        value = getattr(message, name)
+        if not isinstance(value, typing.get_origin(hint) or hint) or isinstance(value, bool):
+            raise ValueError(f"warm pool message {cls.__name__}.{name} is not {hint}")
+        items = value.items() if isinstance(value, dict) else enumerate(value) \
+            if isinstance(value, list) else ()
+        if any(not isinstance(v, str) for _, v in items):
+            raise ValueError(f"warm pool message {cls.__name__}.{name} holds a non-string")
+    return message
+
+
 def send(sock: socket.socket, message: Any, fds: Iterable[int] = ()) -> None:
-    data = pickle.dumps(message, protocol=5)
+    data = encode(message)
     if len(data) > _MAX_MESSAGE:
         raise OSError("warm pool message too large")
     socket.send_fds(sock, [data], list(fds))
@@ -123,8 +214,23 @@ def send(sock: socket.socket, message: Any, fds: Iterable[int] = ()) -> None:
 def receive(sock: socket.socket, max_fds: int = 0) -> tuple[Any, list[int]]:
     data, fds, _flags, _addr = socket.recv_fds(sock, _MAX_MESSAGE, max_fds)
     if not data:
+        for fd in fds:
+            os.close(fd)
         raise EOFError("warm pool closed the connection")
-    return pickle.loads(data), fds
+    try:
+        return decode(data), fds
+    except ValueError:
+        for fd in fds:
+            os.close(fd)
+        raise
+
+
+def expect(message: Any, cls: type) -> Any:
+    if isinstance(message, Refused):
+        raise OSError(f"warm pool refused: {message.reason}")
+    if not isinstance(message, cls):
+        raise ValueError(f"warm pool answered {type(message).__name__}, not {cls.__name__}")
+    return message
 
 
 class WarmPool:
@@ -146,58 +252,24 @@ class WarmPool:
         try:
             sock.settimeout(5.0)
             sock.connect(str(sock_path))
-            send(sock, ("hello",))
-            (kind, modules, pid), _ = receive(sock)
-        except (OSError, EOFError, ValueError, pickle.UnpicklingError):
+            send(sock, Hello())
+            welcome = expect(receive(sock)[0], Welcome)
+        except (OSError, EOFError, ValueError):
             sock.close()
             return None
-        return cls(sock, frozenset(modules), pid) if kind == "hello" else None
+        return cls(sock, frozenset(welcome.modules), welcome.pid)
 
     def fork_worker(self, root: Path, env: dict[str, str], fds: tuple[int, ...]) -> int:
         """A new worker on these pipe ends (worker's read, worker's write); returns its pid."""
-        send(self.sock, ("fork", str(root), env), [*fds, 1, 2])
-        (kind, pid), _ = receive(self.sock)
-        if kind != "forked":
-            raise OSError(f"warm pool refused to fork: {pid}")
-        return pid
-
-    def run_command(self, argv: list[str]) -> int | None:
-        """Have a forked process run `barca ARGV` on our stdin/stdout/stderr; its exit code.
-        None when the pool would not take it (run the command here instead)."""
-        import signal
-
-        try:
-            for fd in (0, 1, 2):
-                os.fstat(fd)
-            umask = os.umask(0)
-            os.umask(umask)
-            send(self.sock, ("command", argv, os.getcwd(), dict(os.environ), umask), [0, 1, 2])
-            self.sock.settimeout(None)  # a run takes as long as it takes
-            message, _ = receive(self.sock)
-        except (OSError, EOFError, ValueError):
-            return None
-        if message[0] == "error":
-            return None
-        pid = message[1] if message[0] == "forked" else None
-        if pid is not None:  # Ctrl-C and kill reach the run, which records itself cancelled
-            for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-                signal.signal(sig, lambda signum, _frame: os.kill(pid, signum))
-        while message[0] != "exit":
-            try:
-                message, _ = receive(self.sock)
-            except (OSError, EOFError):
-                sys.stderr.write("error: the process running this command ended without an "
-                                 "exit status\n  run it again with BARCA_WARM_SECONDS=0 to "
-                                 "run it in this process\n")
-                return 3
-        return message[1]
+        send(self.sock, ForkWorker(str(root), env), [*fds, 1, 2])
+        return expect(receive(self.sock)[0], Forked).pid
 
     def learn(self, modules: set[str]) -> None:
         """Ask the zygote to import modules workers needed that it does not have yet."""
         new = sorted(modules - self.modules)
         if new:
             try:
-                send(self.sock, ("import", new))
+                send(self.sock, Preload(new))
             except OSError:
                 pass
 
@@ -216,7 +288,7 @@ def start_zygote(root: Path, modules: set[str], idle_seconds: float,
     if directory is None:
         return None
     try:
-        return subprocess.Popen([sys.executable, "-m", "barca.engine.zygote", str(root),
+        return subprocess.Popen([sys.executable, "-m", POOL_PROCESS, str(root),
                                  key or identity(root), repr(idle_seconds), *sorted(modules)],
                                 cwd=root, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
@@ -252,7 +324,7 @@ def _holder_alive(lock_path: Path) -> bool:
     """Whether the zygote whose pid the lock file holds is running (a stale file's pid may
     since belong to another process)."""
     try:
-        return b"barca.engine.zygote" in Path(f"/proc/{int(lock_path.read_text())}/cmdline"
+        return POOL_PROCESS.encode() in Path(f"/proc/{int(lock_path.read_text())}/cmdline"
                                               ).read_bytes()
     except (OSError, ValueError):
         return False

@@ -1,8 +1,10 @@
 """The warm pool, server side: a background process that imports a project's libraries once and
-forks workers from that state (see `barca.engine.warm_pool` for why and when).
+forks workers from that state (see `barca.engine.local.warm_pool` for why and when).
 
-Started as `python -m barca.engine.zygote ROOT KEY IDLE_SECONDS [MODULE ...]` with the project root as its
-working directory, so its `sys.path` is the one a fresh worker would get. It never imports the
+Its process is started as `python -m barca.cli.warm_launcher ROOT KEY IDLE_SECONDS [MODULE ...]`
+with the project root as its working directory, so its `sys.path` is the one a fresh worker
+would get; the launcher calls `main` here with a function that runs a whole command, which a
+`RunCommand` request forks a child to run. It never imports the
 project's own modules: a forked child imports those from source, so code edits need no
 restart. One zygote per identity: a second one finds the lock taken and exits.
 """
@@ -22,18 +24,24 @@ import sys
 import time
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
-from barca.engine import warm_pool, worker
-from barca.engine.source_imports import is_project_file
+from barca.engine.local import warm_pool, worker
+from barca.engine.local.source_imports import is_project_file
+from barca.engine.local.warm_pool import (ForkWorker, Forked, Hello, Preload, Refused,
+                                          RunCommand, Welcome)
+
+RunArgv = Callable[[list[str]], int]  # runs `barca ARGV` in this process; its exit code
 
 CHECK_SECONDS = 5.0  # how often the zygote checks that its identity still holds
 
 
 class Zygote:
-    def __init__(self, root: Path, key: str, idle: float, directory: Path, lock: Any) -> None:
+    def __init__(self, root: Path, key: str, idle: float, directory: Path, lock: Any,
+                 run_argv: RunArgv | None = None) -> None:
         self.root, self.key, self.idle, self.directory = root, key, idle, directory
         self.lock = lock  # held while this zygote lives; a child must not keep it
+        self.run_argv = run_argv
         self.modules: set[str] = set()
         self.selector = selectors.DefaultSelector()
 
@@ -93,28 +101,26 @@ class Zygote:
         fds: list[int] = []
         try:
             message, fds = warm_pool.receive(conn, max_fds=4)
-            kind = message[0]
-            if kind == "hello":
-                warm_pool.send(conn, ("hello", sorted(self.modules), os.getpid()))
-            elif kind == "fork" and len(fds) == 4:
-                pid = self._fork_worker(message[1], message[2], fds)
-                warm_pool.send(conn, ("forked", pid))
-            elif kind == "command" and len(fds) == 3:
-                pid = self._fork_command(conn, *message[1:], fds)
-                warm_pool.send(conn, ("forked", pid))
-            elif kind == "import":
-                self.preload(list(message[1]))
+            if isinstance(message, Hello):
+                warm_pool.send(conn, Welcome(sorted(self.modules), os.getpid()))
+            elif isinstance(message, ForkWorker) and len(fds) == 4:
+                warm_pool.send(conn, Forked(self._fork_worker(message, fds)))
+            elif isinstance(message, RunCommand) and len(fds) == 3 and self.run_argv:
+                warm_pool.send(conn, Forked(self._fork_command(conn, message, fds)))
+            elif isinstance(message, Preload):
+                self.preload(message.modules)
                 self.save_modules()
             else:
-                warm_pool.send(conn, ("error", f"bad request {kind!r}"))
-        except (OSError, EOFError, ValueError, IndexError, TypeError):
+                warm_pool.send(conn, Refused(f"cannot serve {type(message).__name__} "
+                                             f"with {len(fds)} descriptors"))
+        except (OSError, EOFError, ValueError):
             self.selector.unregister(conn)
             conn.close()
         finally:
             for fd in fds:
                 os.close(fd)
 
-    def _fork_worker(self, root: str, env: dict, fds: list[int]) -> int:
+    def _fork_worker(self, request: ForkWorker, fds: list[int]) -> int:
         pid = os.fork()
         if pid:
             return pid
@@ -123,34 +129,23 @@ class Zygote:
             os.setsid()  # the run stops a worker and whatever it started with one killpg
             in_fd, out_fd, stdout, stderr = fds
             devnull = os.open(os.devnull, os.O_RDONLY)
-            _take_stdio((devnull, stdout, stderr), env, root)
-            worker.run(in_fd, out_fd, Path(root))
+            _take_stdio((devnull, stdout, stderr), request.env, request.root)
+            worker.run(in_fd, out_fd, Path(request.root))
         finally:
             os._exit(0)
 
-    def _fork_command(self, conn: socket.socket, argv: list[str], cwd: str, env: dict,
-                      umask: int, fds: list[int]) -> int:
+    def _fork_command(self, conn: socket.socket, request: RunCommand, fds: list[int]) -> int:
         pid = os.fork()
         if pid:
             return pid
         code = 1
         try:  # the child: run `barca ARGV` as the client process would have
             self._leave_zygote(keep=conn)
-            os.umask(umask)
-            _take_stdio(fds, env, cwd)
-            sys.argv = ["barca", *argv]
-            from barca.cli.app import main
-
-            main(argv)
-            code = 0
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else (exc.code is not None)
-            if isinstance(exc.code, str):
-                print(exc.code, file=sys.stderr)
-        except BaseException:  # noqa: BLE001 - reported like an uncaught error would be
-            import traceback
-
-            traceback.print_exc()
+            os.umask(request.umask)
+            _take_stdio(fds, request.env, request.cwd)
+            sys.argv = ["barca", *request.argv]
+            assert self.run_argv is not None
+            code = self.run_argv(request.argv)
         finally:
             for stream in (sys.stdout, sys.stderr):
                 try:
@@ -158,7 +153,7 @@ class Zygote:
                 except (OSError, ValueError):
                     pass
             try:
-                warm_pool.send(conn, ("exit", int(code)))
+                warm_pool.send(conn, warm_pool.Exited(int(code)))
             finally:
                 os._exit(int(code))
 
@@ -203,8 +198,10 @@ def _write_atomically(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def main() -> None:
-    root, key, idle, names = Path(sys.argv[1]), sys.argv[2], float(sys.argv[3]), sys.argv[4:]
+def main(argv: list[str], run_argv: RunArgv | None = None) -> None:
+    """Serve as the zygote described by `argv` (ROOT KEY IDLE_SECONDS [MODULE ...]); with
+    `run_argv`, also run whole commands."""
+    root, key, idle, names = Path(argv[0]), argv[1], float(argv[2]), argv[3:]
     directory = warm_pool.state_dir()
     if directory is None or idle <= 0:
         return
@@ -223,7 +220,7 @@ def main() -> None:
     warnings.filterwarnings("ignore", category=DeprecationWarning, message=".*fork.*")
     _forget_old_projects(directory)
     _import_barca()
-    zygote = Zygote(root, key, idle, directory, lock)
+    zygote = Zygote(root, key, idle, directory, lock, run_argv)
     try:
         saved = modules_path.read_text().split()
     except OSError:
@@ -270,6 +267,3 @@ def _forget_old_projects(directory: Path, days: float = 30) -> None:
         except OSError:
             pass
 
-
-if __name__ == "__main__":
-    main()

@@ -1,74 +1,62 @@
-"""One `get` or `run` from arguments to result, shared by the CLI and the Python API.
-
-Checks what the user asked for (targets of the right kind, refresh names inside the cone),
-gathers what the planner needs from the environment (declared env values, evaluated key
-expressions), and hands the run to the coordinator.
+"""What a `get` or `run` is asked to do, checked: targets of the right kind, refresh names
+inside the cone, partition selections that can match, and what the planner needs from the
+environment (declared env values, evaluated key expressions).
 """
 
 from __future__ import annotations
 
 import os
-from typing import Sequence
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
 
 from barca.errors import UsageError
 from barca.graph import Graph
-from barca.loading import Loaded, load, resolve_targets
 from barca.plan.model import PlanOptions
-from barca.engine.coordinator import execute
-from barca.engine.result import RunRequest, RunResult
-from barca.engine.events import Reporter
+from barca.project import Project
 
 
-def pool_size() -> int:
-    text = os.environ.get("BARCA_POOL_SIZE")
-    if not text:
-        return os.cpu_count() or 1
-    if not text.isdigit() or int(text) < 1:
-        raise UsageError(f"BARCA_POOL_SIZE={text!r} is not a positive integer",
-                         "set BARCA_POOL_SIZE to 1 or more, or unset it to use every core")
-    return int(text)
+@dataclass(frozen=True, slots=True)
+class RunRequest:
+    """A checked request: what the coordinator runs."""
+
+    command: str  # "get" | "run"
+    targets: tuple[str, ...]  # node ids; empty = every asset and sensor
+    cone: frozenset[str]  # the targets and everything they read
+    files: tuple[str, ...]
+    target_text: str | None
+    options: PlanOptions = PlanOptions()
+    dry_run: bool = False
+    observe_sensors: bool = True  # False: predict from each sensor's last recorded output
+    expr_keys: Mapping[tuple[str, str], Sequence[str]] = field(default_factory=dict)
 
 
-DEFAULT_WARM_SECONDS = 900.0
-
-
-def warm_seconds() -> float:
-    """BARCA_WARM_SECONDS: how long a warm pool waits for the next run; 0 turns it off."""
-    text = os.environ.get("BARCA_WARM_SECONDS")
-    if not text:
-        return DEFAULT_WARM_SECONDS
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0 <= value < float("inf"):
-        raise UsageError(f"BARCA_WARM_SECONDS={text!r} is not a number of seconds",
-                         "set BARCA_WARM_SECONDS to 0 (start workers fresh every run) or a "
-                         "number of seconds such as 900, or unset it")
-    return value
-
-
-def run_pipeline(command: str, target_text: str | None, paths: Sequence[str], *,
-                 refresh: str | Sequence[str] | None = None, refresh_all: bool = False,
-                 partition: Sequence[str] | str | dict | None = None,
-                 cascade: bool = True, dry_run: bool = False, env: str | None = None,
-                 observe_sensors: bool = True, include_tasks: bool = False,
-                 reporter: Reporter | None = None,
-                 loaded: Loaded | None = None) -> tuple[Loaded, RunResult]:
-    loaded = loaded or load(paths, env, write_cache=not dry_run)
-    graph = loaded.graph
+def build_request(pipeline: Pipeline, command: str, target_text: str | None, *,
+                  refresh: str | Sequence[str] | None = None, refresh_all: bool = False,
+                  partition: Sequence[str] | str | dict | None = None, cascade: bool = True,
+                  dry_run: bool = False, observe_sensors: bool = True,
+                  include_tasks: bool = False) -> RunRequest:
+    """Check what the user asked for against the graph; select the cone, once."""
+    graph = pipeline.graph
     targets = resolve_targets(graph, target_text)
     check_target_kinds(graph, command, targets, target_text)
     refresh_ids = _refresh_ids(graph, targets, refresh, cascade)
     cone = graph.cone(targets) if targets else graph.cone(
         [n for n, d in graph.nodes.items() if d.kind != "task" or include_tasks])
-    expr_keys = evaluate_key_expressions(loaded, cone)
+    expr_keys = evaluate_key_expressions(pipeline, cone)
     selection = parse_partition(partition)
     check_selection(graph, cone, selection, expr_keys)
     options = PlanOptions(refresh_ids, refresh_all, cascade, _env_values(graph, cone), selection)
-    request = RunRequest(command, targets, loaded.files, target_text, options, dry_run,
-                         observe_sensors, include_tasks, pool_size(), warm_seconds())
-    return loaded, execute(loaded.project, graph, request, reporter or Reporter(), expr_keys)
+    return RunRequest(command, targets, cone, pipeline.files, target_text, options, dry_run,
+                      observe_sensors, expr_keys)
+
+
+def resolve_targets(graph: Graph, text: str | None) -> tuple[str, ...]:
+    if text is None:
+        return ()
+    names = text.split(",")
+    if any(not n for n in names):
+        raise UsageError(f"empty target in '{text}'", "separate targets by single commas: a,b")
+    return tuple(dict.fromkeys(graph.resolve_target(n) for n in names))
 
 
 def parse_partition(spec: Sequence[str] | str | dict | None) -> dict[str, frozenset[str]]:
@@ -181,19 +169,28 @@ def _env_values(graph: Graph, cone: frozenset[str]) -> dict[str, str | None]:
     return {name: os.environ.get(name) for name in sorted(names)}
 
 
-def evaluate_key_expressions(loaded: Loaded, cone: frozenset[str]) -> dict:
+@dataclass(frozen=True, slots=True)
+class Pipeline:
+    """A project's discovered pipeline: its files (root-relative) and graph."""
+
+    project: Project
+    files: tuple[str, ...]
+    graph: Graph
+
+
+def evaluate_key_expressions(pipeline: Pipeline, cone: frozenset[str]) -> dict:
     """Keys written as expressions (`partitions(REGIONS)`), evaluated with the project importable."""
     out: dict = {}
     for node_id in sorted(cone):
-        d = loaded.graph.nodes[node_id]
+        d = pipeline.graph.nodes[node_id]
         for dim in d.dimensions:
             if dim.kind != "expr":
                 continue
             from barca.plan.keys import key_text
-            from barca.engine.worker import _import_pipeline
+            from barca.engine.step_runner import import_pipeline
 
             try:
-                module = _import_pipeline(loaded.project.root, d.file)
+                module = import_pipeline(pipeline.project.root, d.file)
                 values = eval(dim.expr, vars(module))  # noqa: S307 - the user's own expression
                 out[(node_id, dim.name)] = tuple(key_text(v) for v in values)
             except Exception as exc:

@@ -1,0 +1,90 @@
+"""Whole commands through the warm pool: the launcher's side of it.
+
+Client: `barca get` and `barca run` are handed to the project's warm pool when one is up. A
+process forked from it, with barca and the pipeline's libraries already imported, runs the
+command on this terminal's stdin, stdout and stderr; this process forwards signals and exits
+with its exit code. That skips most of Python's start-up cost on every tick.
+
+Server: the pool's own process runs this module (`python -m barca.cli.warm_launcher ROOT KEY
+IDLE_SECONDS [MODULE ...]`, started by `engine.local.warm_pool`), which serves the engine's
+zygote and teaches it to run a command with the CLI's entry point.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from pathlib import Path
+
+
+def run_in_warm_pool(argv: list[str]) -> int | None:
+    """The command's exit code, or None when no warm pool took it (run it here)."""
+    from barca.engine.local import warm_pool
+    from barca.project_root import find_root
+
+    pool = warm_pool.WarmPool.connect(find_root(Path.cwd()))
+    if pool is None:
+        return None
+    try:
+        return _run_command(pool, argv)
+    finally:
+        pool.close()
+
+
+def _run_command(pool, argv: list[str]) -> int | None:
+    from barca.engine.local.warm_pool import Exited, Forked, RunCommand, receive, send
+
+    try:
+        for fd in (0, 1, 2):
+            os.fstat(fd)
+        umask = os.umask(0)
+        os.umask(umask)
+        send(pool.sock, RunCommand(argv, os.getcwd(), dict(os.environ), umask), [0, 1, 2])
+        pool.sock.settimeout(None)  # a run takes as long as it takes
+        message, _ = receive(pool.sock)
+    except (OSError, EOFError, ValueError):
+        return None
+    if not isinstance(message, Forked):
+        return None  # refused: run it here
+    pid = message.pid  # Ctrl-C and kill reach the run, which records itself cancelled
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, lambda signum, _frame: os.kill(pid, signum))
+    while not isinstance(message, Exited):
+        try:
+            message, _ = receive(pool.sock)
+        except (OSError, EOFError, ValueError):
+            sys.stderr.write("error: the process running this command ended without an "
+                             "exit status\n  run it again with BARCA_WARM_SECONDS=0 to "
+                             "run it in this process\n")
+            return 3
+    return message.code
+
+
+def _run_argv(argv: list[str]) -> int:
+    """Run `barca ARGV` here, in a process the pool forked; its exit code, as Python itself
+    would exit with it (an uncaught error prints its traceback)."""
+    from barca.cli.app import main
+
+    try:
+        main(argv)
+    except SystemExit as exc:
+        if isinstance(exc.code, str):
+            print(exc.code, file=sys.stderr)
+        return exc.code if isinstance(exc.code, int) else int(exc.code is not None)
+    except BaseException:  # noqa: BLE001 - reported like an uncaught error would be
+        import traceback
+
+        traceback.print_exc()
+        return 1
+    return 0
+
+
+def _serve() -> None:
+    from barca.engine.local import zygote
+
+    zygote.main(sys.argv[1:], _run_argv)
+
+
+if __name__ == "__main__":
+    _serve()

@@ -1,0 +1,58 @@
+"""An executor that runs each step in the calling process, one at a time, when asked for events.
+
+For unit tests of the coordinator and the executor contract: no processes, no pipes, the
+same step runner as every other executor. Step timeouts are not enforced (nothing can stop a
+step from outside in one thread). Project modules it imported are forgotten on `close`, so the
+next run (another project with a `pipeline.py`, say) imports its own.
+"""
+
+from __future__ import annotations
+
+import collections
+import sys
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+from barca.engine.protocol import LogLine, StepOutcome, StepSpec
+from barca.engine.step_runner import StepRunner
+
+
+class InProcessExecutor:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.runner = StepRunner(root)
+        self.sources: collections.deque[Iterator[StepSpec]] = collections.deque()
+        self.path_before = list(sys.path)
+        self.modules_before = set(sys.modules)
+
+    def submit(self, steps: Iterable[StepSpec], count: int) -> None:
+        self.sources.append(iter(steps))
+
+    def events(self, timeout: float) -> list[StepOutcome | LogLine]:
+        """Runs the next step; returns what it printed and its outcome."""
+        while self.sources:
+            step = next(self.sources[0], None)
+            if step is None:
+                self.sources.popleft()
+                continue
+            out: list[Any] = []
+            outcome = self.runner.run_step(
+                step, lambda event: out.append(event) if isinstance(event, LogLine) else None)
+            self.runner.last_value = None
+            return [*out, outcome]
+        return []
+
+    def close(self, cancel: bool = False) -> None:
+        self.sources.clear()
+        for name in set(sys.modules) - self.modules_before:
+            if _under(self.root, sys.modules[name]):
+                del sys.modules[name]
+        sys.path[:] = self.path_before
+
+    def prestart(self) -> None:
+        """Nothing to start."""
+
+
+def _under(root: Path, module: Any) -> bool:
+    origin = getattr(module, "__file__", None)
+    return bool(origin) and Path(origin).resolve().is_relative_to(root.resolve())

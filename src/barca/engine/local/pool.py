@@ -1,0 +1,355 @@
+"""The local executor (`engine.executor.Executor`): a pool of worker processes on this machine.
+
+Scheduling policy of `LocalExecutor`: steps queue in the order submitted; each worker holds a
+lease of up to `lease_size` steps, refilled when it falls to half, so many small steps share a
+round trip while long steps never hold back idle workers for long. A worker is started only
+when there is work for it. A step that outlives its timeout has its worker killed; the other
+steps of that lease go back to the front of the queue and a fresh worker takes over.
+
+Workers are forked from the project's warm pool (with the pipeline's libraries already
+imported, see `warm_pool`); a run that finds none starts one first, preloading what the
+pipeline files import, and teaches it what its workers imported on top. Where no pool can run,
+workers are fresh interpreters.
+"""
+
+from __future__ import annotations
+
+import collections
+import fcntl
+import os
+import select
+import selectors
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Sequence
+
+from barca.errors import InfraError
+from barca.engine.local.frames import (FrameBuffer, Imported, Lease, Outcomes, Shutdown, Warm,
+                                       write_frame)
+from barca.engine.protocol import LogLine, StepOutcome, StepSpec, StepStarted
+
+
+class _ForkedProcess:
+    """A worker forked by the warm pool: the zygote's child, not ours, so watched by pidfd.
+    Its exit status goes to the zygote; `returncode` stays None."""
+
+    returncode = None
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        try:
+            self._fd: int | None = os.pidfd_open(pid)
+        except ProcessLookupError:
+            self._fd = None
+
+    def _exited(self, timeout: float) -> bool:
+        if self._fd is None:
+            return True
+        ready, _, _ = select.select([self._fd], [], [], timeout)
+        if ready:
+            os.close(self._fd)
+            self._fd = None
+        return bool(ready)
+
+    def poll(self) -> int | None:
+        return 0 if self._exited(0) else None
+
+    def wait(self, timeout: float | None = None) -> None:
+        if not self._exited(timeout if timeout is not None else 1e9):
+            raise subprocess.TimeoutExpired("warm worker", timeout or 0)
+
+    def kill(self) -> None:
+        if self._fd is not None:
+            signal.pidfd_send_signal(self._fd, signal.SIGKILL)
+
+
+@dataclass(slots=True)
+class _Worker:
+    process: subprocess.Popen | _ForkedProcess
+    to_worker: int
+    from_worker: int
+    buffer: FrameBuffer = field(default_factory=FrameBuffer)
+    leased: collections.deque = field(default_factory=collections.deque)
+    running: StepSpec | None = None
+    deadline: float = 0.0
+    attempt: int = 0
+
+
+class LocalExecutor:
+    def __init__(self, root: Path, pool_size: int, files: Sequence[str] = (),
+                 lease_size: int = 32, warm_seconds: float = 0.0) -> None:
+        self.root = root
+        self.files = tuple(files)  # the pipeline files, root-relative: what workers import
+        self.warm_seconds = warm_seconds
+        self.warm_pool: Any = None  # a warm_pool.WarmPool, looked up at the first worker
+        self.fresh_workers = 0
+        self.imported: set[str] = set()
+        self.pool_size = max(1, pool_size)
+        self.lease_size = lease_size
+        self.queue: collections.deque[StepSpec] = collections.deque()  # requeued steps first
+        self.sources: collections.deque[Iterator[StepSpec]] = collections.deque()
+        self.waiting = 0  # steps queued or not yet drawn from sources
+        self.workers: list[_Worker] = []
+        self.selector = selectors.DefaultSelector()
+        self.timeout_attempts: dict[str, int] = {}
+        self.crashes = 0
+
+    # -- the seam -----------------------------------------------------------------------------
+
+    def submit(self, steps: Iterable[StepSpec], count: int) -> None:
+        self.sources.append(iter(steps))
+        self.waiting += count
+        self._start_workers()
+        self._refill()
+
+    def events(self, timeout: float) -> list[StepOutcome | LogLine]:
+        out: list[StepOutcome | LogLine] = []
+        wait = min(timeout, self._next_deadline())
+        for key, _ in self.selector.select(max(0.0, wait)):
+            worker: _Worker = key.data
+            try:
+                data = os.read(worker.from_worker, 1 << 20)
+            except OSError:
+                data = b""
+            if not data:
+                out.extend(self._lost(worker, "the worker process exited unexpectedly"))
+                continue
+            for message in worker.buffer.feed(data):
+                out.extend(self._handle(worker, message))
+        out.extend(self._expire_timeouts())
+        self._refill()
+        return out
+
+    def close(self, cancel: bool = False) -> None:
+        if not cancel:  # all at once: each finishes its step while the others do
+            for worker in self.workers:
+                if worker.process.poll() is None:
+                    self._send(worker, Shutdown())
+        for worker in list(self.workers):
+            self._stop(worker, kill=cancel)
+        self.workers.clear()
+        if self.warm_seconds > 0 and not cancel:
+            self._leave_warm_pool()
+
+    def prestart(self) -> None:
+        """Start one worker now and have it import the pipeline, while the caller plans."""
+        if not self.workers:
+            worker = self._spawn()
+            self.workers.append(worker)
+            self._send(worker, Warm(self.files))
+
+    # -- internals ----------------------------------------------------------------------------
+
+    def _start_workers(self) -> None:
+        while len(self.workers) < min(self.pool_size, self.waiting + self._busy()):
+            self.workers.append(self._spawn())
+
+    def _busy(self) -> int:
+        return sum(1 for w in self.workers if w.leased)
+
+    def _spawn(self) -> _Worker:
+        to_r, to_w = os.pipe()
+        from_r, from_w = os.pipe()
+        _widen(from_w)
+        env = dict(os.environ, BARCA_WORKER="1")
+        process = self._fork_warm(env, (to_r, from_w))
+        if process is None:
+            try:
+                process = subprocess.Popen(
+                    [sys.executable, "-m", "barca.engine.local.worker", str(to_r), str(from_w)],
+                    cwd=self.root, env=env, pass_fds=(to_r, from_w), stdin=subprocess.DEVNULL,
+                    start_new_session=True)
+            except OSError as exc:
+                raise InfraError(f"cannot start a worker process: {exc}") from exc
+            self.fresh_workers += 1
+        os.close(to_r)
+        os.close(from_w)
+        worker = _Worker(process, to_w, from_r)
+        self.selector.register(from_r, selectors.EVENT_READ, worker)
+        return worker
+
+    def _fork_warm(self, env: dict[str, str], fds: tuple[int, int]) -> _ForkedProcess | None:
+        """A worker from the warm pool, or None to start a fresh one."""
+        if self.warm_seconds <= 0:
+            return None
+        from barca.engine.local import warm_pool
+
+        if self.warm_pool is None and not self.fresh_workers:
+            self.warm_pool = warm_pool.WarmPool.connect(self.root) or warm_pool.start_and_connect(
+                self.root, warm_pool.top_level_imports(self.root, self.files), self.warm_seconds)
+        if self.warm_pool is None:
+            return None
+        try:
+            return _ForkedProcess(self.warm_pool.fork_worker(self.root, env, fds))
+        except (OSError, EOFError):
+            self.warm_pool.close()
+            self.warm_pool = None
+            return None
+
+    def _leave_warm_pool(self) -> None:
+        """Teach the warm pool what this run's workers imported, or start one if there was none."""
+        from barca.engine.local import warm_pool
+
+        if self.warm_pool is not None:
+            self.warm_pool.learn(self.imported)
+            self.warm_pool.close()
+            self.warm_pool = None
+        elif self.fresh_workers:
+            warm_pool.start_zygote(self.root, self.imported, self.warm_seconds)
+
+    def _refill(self) -> None:
+        if not self.waiting:
+            return
+        self._start_workers()
+        # a lease is small while the queue is short, so one slow step never holds back steps
+        # another worker could take; long queues of tiny steps share round trips
+        share = max(1, min(self.lease_size, self.waiting // (4 * len(self.workers))))
+        idle = [w for w in self.workers if len(w.leased) <= share // 2]
+        for worker in idle:
+            lease = self._draw(share - len(worker.leased))
+            if not lease:
+                break
+            if not worker.leased:  # an idle worker starts on the first step at once
+                self._mark_running(worker, lease[0], 1)
+            worker.leased.extend(lease)
+            self._send(worker, Lease(lease))
+
+    def _draw(self, n: int) -> tuple[StepSpec, ...]:
+        out = []
+        while len(out) < n and self.queue:
+            out.append(self.queue.popleft())
+        while len(out) < n and self.sources:
+            step = next(self.sources[0], None)
+            if step is None:
+                self.sources.popleft()
+            else:
+                out.append(step)
+        self.waiting -= len(out)
+        return tuple(out)
+
+    def _send(self, worker: _Worker, message: Any) -> None:
+        try:
+            write_frame(worker.to_worker, message)
+        except OSError:
+            pass  # the worker died; its read side reports it
+
+    def _handle(self, worker: _Worker, message: Any) -> list[StepOutcome | LogLine]:
+        if isinstance(message, StepStarted):
+            step = next(s for s in worker.leased if s.step_id == message.step_id)
+            self._mark_running(worker, step, message.attempt)
+            return []
+        if isinstance(message, Outcomes):
+            self.crashes = 0
+            for outcome in message.items:
+                self._retire(worker, outcome.step_id)
+            # the worker moved on to its next leased step, at the latest now
+            if worker.leased:
+                self._mark_running(worker, worker.leased[0], 1)
+            else:
+                worker.running = None
+            return list(message.items)
+        if isinstance(message, Imported):
+            self.imported.update(message.modules)
+            return []
+        return [message]
+
+    def _mark_running(self, worker: _Worker, step: StepSpec, attempt: int) -> None:
+        worker.running, worker.attempt = step, attempt
+        worker.deadline = time.monotonic() + step.timeout_seconds
+
+    def _retire(self, worker: _Worker, step_id: str) -> None:
+        for i, step in enumerate(worker.leased):
+            if step.step_id == step_id:
+                del worker.leased[i]
+                return
+
+    def _next_deadline(self) -> float:
+        deadlines = [w.deadline for w in self.workers if w.running is not None]
+        return max(0.0, min(deadlines) - time.monotonic()) if deadlines else 3600.0
+
+    def _expire_timeouts(self) -> list[StepOutcome | LogLine]:
+        now = time.monotonic()
+        out: list[StepOutcome | LogLine] = []
+        for worker in list(self.workers):
+            if worker.running is not None and now >= worker.deadline:
+                step = worker.running
+                out.extend(self._lost(
+                    worker, f"step {step.step_id} timed out after {step.timeout_seconds:g}s",
+                    error_type="TimeoutError"))
+        return out
+
+    def _lost(self, worker: _Worker, why: str, error_type: str = "WorkerLost") -> list[StepOutcome]:
+        """A worker died or was killed: fail (or retry) its running step, requeue the rest."""
+        running = worker.running
+        self._stop(worker, kill=True)
+        self.workers.remove(worker)
+        rest = [s for s in worker.leased if running is None or s.step_id != running.step_id]
+        self.queue.extendleft(reversed(rest))
+        self.waiting += len(rest)
+        if running is None:
+            self.crashes += 1
+            if self.crashes > 3:
+                raise InfraError(f"worker processes keep exiting before running a step: {why}",
+                                 "run `python -m barca.engine.local.worker` by hand to see the error")
+            return []
+        attempts = self.timeout_attempts.get(running.step_id, 0) + max(worker.attempt, 1)
+        self.timeout_attempts[running.step_id] = attempts
+        if attempts < running.retries:
+            self.queue.appendleft(running)
+            self.waiting += 1
+            return []
+        if error_type == "WorkerLost" and worker.process.returncode is not None:  # Popen only
+            code = worker.process.returncode
+            why += f" ({'signal ' + signal.Signals(-code).name if code < 0 else f'code {code}'})"
+        return [StepOutcome(running.step_id, running.node_id, running.key, running.index,
+                            running.run_hash, "failed", attempts, 0.0, error_type=error_type,
+                            error_message=why)]
+
+    def _read_until_exit(self, worker: _Worker, timeout: float = 5.0) -> None:
+        """Collect what a stopping worker still has to say (its last `Imported`)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            ready, _, _ = select.select([worker.from_worker], [], [],
+                                        max(0.0, deadline - time.monotonic()))
+            data = os.read(worker.from_worker, 1 << 20) if ready else b""
+            if not data:
+                return
+            for message in worker.buffer.feed(data):
+                if isinstance(message, Imported):
+                    self.imported.update(message.modules)
+
+    def _stop(self, worker: _Worker, kill: bool) -> None:
+        try:
+            self.selector.unregister(worker.from_worker)
+        except (KeyError, ValueError):
+            pass
+        if not kill and self.warm_seconds > 0:
+            self._read_until_exit(worker)
+        for fd in (worker.to_worker, worker.from_worker):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        if kill:
+            try:
+                os.killpg(worker.process.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        try:
+            worker.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            worker.process.kill()
+            worker.process.wait()
+
+
+def _widen(fd: int) -> None:
+    """A 1 MiB pipe: a key source's columns (megabytes at 200,000 keys) then cross in a few
+    reads instead of one per 64 KiB."""
+    try:
+        fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, 1 << 20)
+    except OSError:  # above the system's pipe-max-size: the default size works, slower
+        pass

@@ -1,0 +1,36 @@
+"""The local executor's settings, read from the environment (checked before anything runs)."""
+
+from __future__ import annotations
+
+import os
+
+from barca.errors import UsageError
+
+DEFAULT_WARM_SECONDS = 900.0
+
+
+def pool_size() -> int:
+    """BARCA_POOL_SIZE: how many worker processes a run uses at most; every core by default."""
+    text = os.environ.get("BARCA_POOL_SIZE")
+    if not text:
+        return os.cpu_count() or 1
+    if not text.isdigit() or int(text) < 1:
+        raise UsageError(f"BARCA_POOL_SIZE={text!r} is not a positive integer",
+                         "set BARCA_POOL_SIZE to 1 or more, or unset it to use every core")
+    return int(text)
+
+
+def warm_seconds() -> float:
+    """BARCA_WARM_SECONDS: how long a warm pool waits for the next run; 0 turns it off."""
+    text = os.environ.get("BARCA_WARM_SECONDS")
+    if not text:
+        return DEFAULT_WARM_SECONDS
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < float("inf"):
+        raise UsageError(f"BARCA_WARM_SECONDS={text!r} is not a number of seconds",
+                         "set BARCA_WARM_SECONDS to 0 (start workers fresh every run) or a "
+                         "number of seconds such as 900, or unset it")
+    return value

@@ -1,0 +1,147 @@
+"""The worker process: read leases from a pipe, run each step with the step runner, send back
+outcomes, log lines and the libraries its steps imported.
+
+Started by the local executor as `python -m barca.engine.local.worker IN_FD OUT_FD`, or forked
+by the warm pool. It never opens the metadata database. Output printed outside any step (a
+pipeline file's top level, imported ahead of its steps) goes back as log lines too, with an
+empty step id.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from barca.engine.local.frames import (Imported, Lease, Outcomes, Shutdown, Warm, out_of_band,
+                                       read_frame, write_frame)
+from barca.engine.local.source_imports import is_project_file
+from barca.engine.protocol import StepOutcome
+from barca.engine.step_runner import StepRunner, StepStream
+
+FLUSH_EVERY = 16  # outcomes per message at most...
+FLUSH_SECONDS = 0.02  # ...and never held longer than this
+
+
+class Worker:
+    def __init__(self, in_fd: int, out_fd: int, root: Path) -> None:
+        self.in_fd, self.out_fd, self.root = in_fd, out_fd, root
+        self.runner = StepRunner(root)
+        self.finished: list[StepOutcome] = []
+        self.lock = threading.Lock()
+        self.modules_seen = 0
+        self.reported: set[str] = set()
+
+    def send(self, message: Any) -> None:
+        with self.lock:
+            write_frame(self.out_fd, message)
+
+    def finish(self, outcome: StepOutcome) -> None:
+        if outcome.key_columns is not None:  # megabytes: sent from where they are
+            columns = outcome.key_columns
+            outcome = outcome._replace(key_columns=columns._replace(
+                keys=out_of_band(columns.keys),
+                values=None if columns.values is None else out_of_band(columns.values)))
+        with self.lock:
+            self.finished.append(outcome)
+            full = len(self.finished) >= FLUSH_EVERY
+        if full:
+            self.flush()
+
+    def flush(self) -> None:
+        """Report finished steps; many small steps share one message."""
+        with self.lock:
+            if self.finished:
+                write_frame(self.out_fd, Outcomes(tuple(self.finished)))
+                self.finished = []
+
+    def _flush_regularly(self) -> None:
+        """No outcome waits longer than FLUSH_SECONDS, even behind a long step."""
+        while True:
+            time.sleep(FLUSH_SECONDS)
+            try:
+                self.flush()
+            except OSError:
+                return
+
+    def serve(self) -> None:
+        sys.stdout = StepStream(self.send, "stdout")
+        sys.stderr = StepStream(self.send, "stderr")
+        threading.Thread(target=self._flush_regularly, daemon=True).start()
+        while True:
+            try:
+                message = read_frame(self.in_fd)
+            except EOFError:
+                return
+            if isinstance(message, Shutdown):
+                return
+            if isinstance(message, Lease):
+                for step in message.steps:
+                    self.finish(self.runner.run_step(step, self.send_step_event))
+                self.flush()
+                self.runner.last_value = None
+                self._report_imports()
+            elif isinstance(message, Warm):
+                self.runner.warm(message.files)
+
+    def send_step_event(self, message: Any) -> None:
+        """A step's log line goes out at once; a retry's start after the outcomes before it."""
+        if not hasattr(message, "text"):
+            self.flush()
+        self.send(message)
+
+    def _report_imports(self) -> None:
+        """Tell the coordinator which libraries steps imported, for the warm pool to preload."""
+        if len(sys.modules) == self.modules_seen:
+            return
+        self.modules_seen = len(sys.modules)
+        names = {name.partition(".")[0] for name in list(sys.modules)}
+        new = names - self.reported
+        self.reported |= new
+        third_party = []
+        for name in sorted(new):
+            origin = getattr(sys.modules.get(name), "__file__", None)
+            if not name.startswith("_") and name not in ("__main__", "barca") and \
+                    not (origin and is_project_file(str(self.root), origin)):
+                third_party.append(name)
+        if third_party:
+            self.send(Imported(tuple(third_party)))
+
+
+def run(in_fd: int, out_fd: int, root: Path) -> None:
+    """Serve leases until told to stop; shared by a fresh worker and one forked warm."""
+    from barca.engine.local import source_imports
+
+    source_imports.install(str(root))
+    try:
+        Worker(in_fd, out_fd, root).serve()
+    except (KeyboardInterrupt, BrokenPipeError):
+        pass  # interrupted, or the coordinator stopped listening: nothing is left to report
+    finally:
+        sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
+    _exit_without_teardown()
+
+
+def _exit_without_teardown() -> None:
+    """Leave without unloading pandas, duckdb and the like, which takes a tenth of a second
+    the run would wait for. Exit handlers (a library flushing its buffers) still run; as in a
+    forked multiprocessing worker, module-level objects are not finalized."""
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError, AttributeError):
+            pass
+    os._exit(0)
+
+
+def main() -> None:
+    run(int(sys.argv[1]), int(sys.argv[2]), Path.cwd())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,190 @@
+"""Running one step: import the pipeline file, load the inputs, call the function, write the
+artifact, and report the result as a `StepOutcome`.
+
+It knows nothing of how the step reached it: a worker process reading leases from a pipe, an
+in-process executor in a test, a remote worker. What the step prints goes to `emit` as
+`LogLine`s tagged with its step id, and a retry announces itself there with `StepStarted`.
+Artifacts are written under the project root given to the runner, whatever the current
+directory; the outcome names them as the step did (root-relative).
+"""
+
+from __future__ import annotations
+
+import importlib
+import resource
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any, Callable
+
+from barca.engine.key_source import write_key_source
+from barca.engine.protocol import LogLine, StepOutcome, StepSpec, StepStarted
+from barca.store.artifacts import choose_format, read_value, write_value
+from barca.store.paths import EXTENSIONS
+
+Emit = Callable[[Any], None]  # takes a LogLine or a StepStarted
+
+
+class StepStream:
+    """A text stream that hands whole lines to `emit`, tagged with the current step id."""
+
+    def __init__(self, emit: Emit, stream: str, step_id: str = "") -> None:
+        self.emit, self.stream, self.step_id = emit, stream, step_id
+        self._pending = ""
+        self.encoding = "utf-8"
+
+    def write(self, text: str) -> int:
+        self._pending += text
+        if "\n" in self._pending:
+            *lines, self._pending = self._pending.split("\n")
+            for line in lines:
+                self.emit(LogLine(self.step_id, self.stream, line))
+        return len(text)
+
+    def flush(self) -> None:
+        if self._pending:
+            self.emit(LogLine(self.step_id, self.stream, self._pending))
+            self._pending = ""
+
+    def isatty(self) -> bool:
+        return False
+
+
+class StepRunner:
+    """Runs steps in this process; imports each pipeline file once."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.modules: dict[str, Any] = {}
+        # the last step's value, kept until its caller has sent the outcome: freeing a key
+        # source's 200,000 entries takes about 10 ms that need not delay the outcome
+        self.last_value: Any = None
+
+    def warm(self, files: Any) -> None:
+        """Import pipeline files ahead of their steps; a file that fails is left for the step
+        that needs it to report."""
+        for file in files:
+            try:
+                self.module(file)
+            except BaseException:  # noqa: BLE001 - the step that needs it reports it
+                self.modules.pop(file, None)
+
+    def run_step(self, step: StepSpec, emit: Emit) -> StepOutcome:
+        streams = (StepStream(emit, "stdout", step.step_id),
+                   StepStream(emit, "stderr", step.step_id))
+        saved = sys.stdout, sys.stderr
+        sys.stdout, sys.stderr = streams
+        started = time.perf_counter()
+        attempt = 0
+        try:
+            while True:
+                attempt += 1
+                if attempt > 1:  # whoever delivered the step restarts its timeout
+                    emit(StepStarted(step.step_id, attempt))
+                try:
+                    return self._attempt(step, attempt, started)
+                except BaseException as exc:  # the user's step failed: report it as data
+                    if isinstance(exc, KeyboardInterrupt):
+                        raise
+                    if attempt < step.retries and not isinstance(exc, SystemExit):
+                        time.sleep(step.retry_backoff * attempt)
+                        continue
+                    return _failure(step, attempt, started, exc)
+                finally:
+                    for stream in streams:
+                        stream.flush()
+        finally:
+            sys.stdout, sys.stderr = saved
+
+    def _attempt(self, step: StepSpec, attempt: int, started: float) -> StepOutcome:
+        fn = getattr(self.module(step.file), step.function)
+        kwargs: dict[str, Any] = dict(step.key_args)
+        for ref in step.inputs:
+            kwargs[ref.param] = _load_input(self.root, ref)
+        value = fn(**kwargs)
+        if step.kind == "sensor" and isinstance(value, tuple) and len(value) == 2 \
+                and isinstance(value[0], bool):
+            value = value[1]
+        self.last_value = value
+        fmt = "json" if step.key_source else choose_format(value, step.serializer)
+        path = Path(step.artifact_dir) / f"{step.run_hash}.{EXTENSIONS[fmt]}"
+        columns = None
+        if step.key_source:
+            fmt, size, digest, columns = write_key_source(value, self.root / path,
+                                                          step.known_chunks)
+        else:
+            size, digest = write_value(value, self.root / path, fmt)
+        return StepOutcome(step.step_id, step.node_id, step.key, step.index, step.run_hash,
+                           "success", attempt, time.perf_counter() - started, str(path), fmt,
+                           size, digest, peak_rss(), key_columns=columns)
+
+    def module(self, file: str) -> Any:
+        module = self.modules.get(file)
+        if module is None:
+            module = self.modules[file] = import_pipeline(self.root, file)
+            if "duckdb" in sys.modules:
+                from barca.engine import duckdb_reuse
+
+                duckdb_reuse.install(sys.modules["duckdb"])
+        return module
+
+
+def import_pipeline(root: Path, file: str) -> Any:
+    """Import a pipeline file as a worker would: as its package's module, or standalone."""
+    path = root / file
+    parts = Path(file).with_suffix("").parts
+    package_depth = 0
+    for i in range(len(parts) - 1):
+        if (root.joinpath(*parts[: i + 1]) / "__init__.py").exists():
+            package_depth = i + 1
+        else:
+            break
+    if package_depth == len(parts) - 1 and package_depth > 0:
+        name = ".".join(parts)
+    else:
+        name = parts[-1]
+        directory = str(path.parent)
+        if directory not in sys.path:
+            sys.path.insert(0, directory)
+    if str(root) not in sys.path:
+        sys.path.insert(1 if sys.path and sys.path[0] != str(root) else 0, str(root))
+    return importlib.import_module(name)
+
+
+def _load_input(root: Path, ref: Any) -> Any:
+    if ref.kind == "inline":
+        return ref.value
+    if ref.kind == "none":
+        return None
+    if ref.kind == "artifact":
+        return read_value(root / ref.paths[0], ref.formats[0], ref.annotation)
+    return [read_value(root / p, f, _element_annotation(ref.annotation))
+            for p, f in zip(ref.paths, ref.formats)]
+
+
+def _element_annotation(annotation: str | None) -> str | None:
+    """`list[pd.DataFrame]` -> `pd.DataFrame`, so collect() reads each element by its type."""
+    if annotation and annotation.startswith("list[") and annotation.endswith("]"):
+        return annotation[5:-1]
+    return annotation
+
+
+_OWN_FRAMES = ("/barca/engine/step_runner.py", "/barca/engine/key_source.py")
+
+
+def _failure(step: StepSpec, attempt: int, started: float, exc: BaseException) -> StepOutcome:
+    tb = traceback.format_exception(type(exc), exc, exc.__traceback__)
+    user_frames = [line for line in tb if not any(own in line for own in _OWN_FRAMES)]
+    message = str(exc) or type(exc).__name__
+    if isinstance(exc, SystemExit):
+        message = f"step called sys.exit({exc.code})"
+    return StepOutcome(step.step_id, step.node_id, step.key, step.index, step.run_hash,
+                       "failed", attempt,
+                       time.perf_counter() - started, max_rss_bytes=peak_rss(),
+                       error_type=type(exc).__name__, error_message=message,
+                       traceback="".join(user_frames))
+
+
+def peak_rss() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024

@@ -1,0 +1,100 @@
+"""The driver and coordinator, driven by the in-process executor: a real project, a real SQLite
+file, steps run in this process. The process stands in another directory than the project
+(the run is told the project's with `cwd=`), and the run must not change that."""
+
+from __future__ import annotations
+
+import json
+import os
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from barca.engine import driver
+from barca.engine.inprocess import InProcessExecutor
+from barca.errors import UsageError
+
+PIPELINE = '''
+import json
+import pathlib
+from barca import asset, partitions_from, sensor
+
+@sensor()
+def versions() -> dict:
+    return json.loads((pathlib.Path(__file__).parent / "versions.json").read_text())
+
+@asset(partitions={"retailer": partitions_from(versions)})
+def cleaned(retailer: str, versions: str) -> str:
+    return f"{retailer}@{versions}"
+
+@asset()
+def base() -> int:
+    return 20
+
+@asset(inputs={"base": base})
+def total(base: int) -> int:
+    return base + 1
+'''
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch) -> Path:
+    root = tmp_path / "project"
+    root.mkdir()
+    (root / "barca.toml").write_text("")
+    (root / "p.py").write_text(textwrap.dedent(PIPELINE))
+    (root / "versions.json").write_text(json.dumps({"r1": "v1", "r2": "v1", "r3": "v1"}))
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    return root
+
+
+def get(root: Path, target: str | None, **options):
+    executors: list[InProcessExecutor] = []
+
+    def new_executor() -> InProcessExecutor:
+        executors.append(InProcessExecutor(root))
+        return executors[-1]
+
+    result = driver.run("get", target, ["p.py"], cwd=root, new_executor=new_executor,
+                        **options)
+    return result, len(executors)
+
+
+def test_a_run_computes_then_serves_from_cache_without_starting_an_executor(project):
+    cwd = os.getcwd()
+    result, started = get(project, "total")
+    assert os.getcwd() == cwd
+    assert (result.status, result.executed, started) == ("success", 2, 1)
+    assert result.values(result.final_node()) == 21
+    assert (project / ".barca" / "metadata.db").is_file()
+    again, started = get(project, "total")
+    assert (again.executed, started) == (0, 0)  # fully cached: no executor at all
+    assert again.values("p.py:total") == 21
+
+
+def test_keyed_partitions_run_only_the_key_that_changed(project):
+    first, _ = get(project, "cleaned")
+    assert first.executed == 4  # the sensor and three keys
+    assert first.values("p.py:cleaned") == {"retailer=r1": "r1@v1", "retailer=r2": "r2@v1",
+                                            "retailer=r3": "r3@v1"}
+    (project / "versions.json").write_text(json.dumps({"r1": "v1", "r2": "v2", "r3": "v1"}))
+    second, _ = get(project, "cleaned")
+    plan = second.plans["p.py:cleaned"]
+    assert [plan.keys[i] for i in plan.run] == ["r2"]
+    assert second.values("p.py:cleaned")["retailer=r2"] == "r2@v2"
+
+
+def test_a_dry_run_executes_only_sensors_and_writes_nothing(project):
+    result, _ = get(project, "cleaned", dry_run=True)
+    assert result.status == "dry_run"
+    assert [result.plans["p.py:cleaned"].keys[i] for i in result.plans["p.py:cleaned"].run] \
+        == ["r1", "r2", "r3"]
+    assert not (project / ".barca").exists()
+
+
+def test_a_bad_request_is_a_usage_error_before_anything_runs(project):
+    with pytest.raises(UsageError, match="unknown target"):
+        get(project, "nothing_like_this")
+    assert not (project / ".barca" / "metadata.db").exists()
