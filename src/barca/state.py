@@ -1,7 +1,7 @@
 """Stored state as plain data, the form in which store/ hands it to plan/.
 
 One `NodeState` per node, loaded in one read. Its per-key columns stay packed
-(see barca.columns): a tick compares whole columns in C and unpacks only where something
+(see barca.packed_columns): a tick compares whole columns in C and unpacks only where something
 changed, so 200,000 unchanged keys cost a few byte comparisons, not 200,000 objects.
 
 Keys are raw: the key value itself for a one-dimension node (`"r000001"`), the text
@@ -15,7 +15,7 @@ from typing import Any, Iterable, Sequence
 
 import orjson
 
-from barca.columns import CHUNK, HASH_WIDTH, HashColumn, JsonColumn
+from barca.packed_columns import CHUNK, HASH_WIDTH, HashColumn, JsonColumn
 
 
 @dataclass(slots=True)

@@ -1,6 +1,6 @@
 """Per-node state snapshots: stored in chunks of keys, rewritten only where a key changed.
 
-A keyed source with more keys than one chunk (barca.columns.CHUNK) runs through the real CLI;
+A keyed source with more keys than one chunk (barca.packed_columns.CHUNK) runs through the real CLI;
 the tests read `node_state_chunk` from the project's SQLite file to see what a tick rewrote,
 and check that a snapshot barca cannot use (an older schema, damaged bytes) is rebuilt from
 the recorded materializations without rerunning anything.
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from barca.columns import CHUNK
+from barca.packed_columns import CHUNK
 from conftest import barca, write
 
 PIPELINE = """

@@ -42,7 +42,7 @@ PIPELINE = """
 """
 
 
-def zygotes(root: Path) -> list[int]:
+def pool_processes(root: Path) -> list[int]:
     """Pids of warm pools serving this project."""
     out = []
     for entry in Path("/proc").iterdir():
@@ -70,7 +70,7 @@ def wait_until_ready(root: Path, env: dict | None = None, timeout: float = 60) -
             pool = WarmPool.connect(root)
             if pool is not None:
                 pool.close()
-                pids = zygotes(root)
+                pids = pool_processes(root)
                 assert len(pids) == 1, pids
                 return pids[0]
             time.sleep(0.1)
@@ -94,7 +94,7 @@ def project(tmp_path: Path):
     from barca.engine.local import warm_pool
 
     yield tmp_path
-    for pid in zygotes(tmp_path):
+    for pid in pool_processes(tmp_path):
         os.kill(pid, signal.SIGTERM)
         wait_until_gone(pid)
     directory = warm_pool.state_dir()
@@ -198,13 +198,13 @@ class TestWarmPool:
             got = barca(project, "get", "total", "p.py", "--refresh", "square",
                         env={**WARM, "BARCA_POOL_SIZE": size}).expect(0)
             assert got.json["final_output"] == expected == sum(i * i for i in range(60))
-        assert zygotes(project) == [pool]
+        assert pool_processes(project) == [pool]
 
     def test_zero_seconds_leaves_no_pool_and_a_bad_value_is_a_usage_error(self, project):
         write(project, {"p.py": PIPELINE})
         barca(project, "get", "probe", "p.py", env={"BARCA_WARM_SECONDS": "0"}).expect(0)
         time.sleep(1)
-        assert zygotes(project) == []
+        assert pool_processes(project) == []
         bad = barca(project, "get", "probe", "p.py", "--refresh", "probe",
                     env={"BARCA_WARM_SECONDS": "soon"}).expect(2)
         assert "BARCA_WARM_SECONDS" in bad.envelope["error"]

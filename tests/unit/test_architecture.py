@@ -97,7 +97,7 @@ def test_the_walk_sees_the_layers_it_checks():
 
 # --- one-way imports -----------------------------------------------------------------------
 
-CORE = ("barca.plan", "barca.graph", "barca.discover", "barca.state", "barca.columns")
+CORE = ("barca.plan", "barca.graph", "barca.discover", "barca.state", "barca.packed_columns")
 OUTER = ("barca.store", "barca.engine", "barca.cli", "barca.server", "sqlite3", "subprocess")
 
 
@@ -119,7 +119,7 @@ def test_planner_does_no_io_and_reads_no_clock():
     """The planner is pure: no files, processes, sockets, clock or randomness."""
     impure = ("os", "pathlib", "io", "shutil", "tempfile", "time", "datetime", "random",
               "uuid", "socket", "signal", "threading", "multiprocessing", "concurrent")
-    pure = ("barca.plan", "barca.state", "barca.columns")
+    pure = ("barca.plan", "barca.state", "barca.packed_columns")
     assert violations(pure, impure + OUTER) == []
     calls = [f"{m.rel}:{node.lineno} calls {node.func.id}()"
              for m in modules() if any(in_layer(m, layer) for layer in pure)
@@ -140,7 +140,7 @@ def test_only_cli_imports_click_or_rich():
 def test_importing_the_planner_loads_no_outer_layer_at_runtime():
     """The same rule, transitively: what `import barca.plan.planner` actually loads."""
     code = ("import sys, barca.plan.planner, barca.graph, barca.discover, barca.state, "
-            "barca.columns\n"
+            "barca.packed_columns\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in "
             "('sqlite3', 'subprocess', 'click', 'rich', 'duckdb', 'pyarrow') or "
             "m.startswith(('barca.store', 'barca.engine', 'barca.cli', 'barca.server'))))")

@@ -9,7 +9,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from barca.columns import pack_chunks
+from barca.packed_columns import pack_chunks
 from barca.store.artifacts import KeyedJsonWriter, read_value
 
 

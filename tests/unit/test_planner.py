@@ -21,7 +21,7 @@ from typing import Any, Iterable, Mapping
 import orjson
 import pytest
 
-from barca.columns import HashColumn, JsonColumn, pack_chunks
+from barca.packed_columns import HashColumn, JsonColumn, pack_chunks
 from barca.discover.model import Definition, DimensionSpec, InputSpec
 from barca.graph import Graph, build_graph
 from barca.plan.hashes import column_digest, context_digest, digest, run_hash

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from barca.columns import CHUNK, HashColumn, JsonColumn
+from barca.packed_columns import CHUNK, HashColumn, JsonColumn
 from barca.plan.hashes import digest
 from barca.plan.model import NodePlan
 from barca.state import (EMPTY_STATE, NodeState, StateBuilder, decode_state, encode_header,

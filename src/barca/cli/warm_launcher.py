@@ -7,7 +7,7 @@ with its exit code. That skips most of Python's start-up cost on every tick.
 
 Server: the pool's own process runs this module (`python -m barca.cli.warm_launcher ROOT KEY
 IDLE_SECONDS [MODULE ...]`, started by `engine.local.warm_pool`), which serves the engine's
-zygote and teaches it to run a command with the CLI's entry point.
+fork server and teaches it to run a command with the CLI's entry point.
 """
 
 from __future__ import annotations
@@ -81,9 +81,9 @@ def _run_argv(argv: list[str]) -> int:
 
 
 def _serve() -> None:
-    from barca.engine.local import zygote
+    from barca.engine.local import fork_server
 
-    zygote.main(sys.argv[1:], _run_argv)
+    fork_server.main(sys.argv[1:], _run_argv)
 
 
 if __name__ == "__main__":

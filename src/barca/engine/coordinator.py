@@ -19,7 +19,7 @@ State, in `_Run`:
     digests     node id -> key -> output digest, only for nodes whose readers need bytes
     failed_keys node id -> keys that failed or were skipped in this run (their readers skip them)
     failures    the StepOutcome of each failed key
-    source_columns  the key sources' keys and values (engine.source_columns)
+    source_columns  the key sources' keys and values (engine.key_source_columns)
 Finished steps are recorded in batches at most twice a second and then dropped, so a killed
 run keeps all but the last half second of its work and memory does not grow with the run.
 """
@@ -35,7 +35,7 @@ from typing import Any, Mapping, Sequence
 
 from barca.errors import Cancelled, InfraError
 from barca.graph import Graph
-from barca.columns import HashColumn
+from barca.packed_columns import HashColumn
 from barca.plan.model import KnownOutput, NodePlan, Reason
 from barca.plan.planner import plan_nodes, refreshed_nodes
 from barca.project import Project
@@ -45,7 +45,7 @@ from barca.engine.protocol import LogLine, StepOutcome
 from barca.engine.missing_artifacts import missing_inputs, missing_target_keys
 from barca.engine.request import RunRequest
 from barca.engine.result import RunResult, locate
-from barca.engine.source_columns import SourceColumns
+from barca.engine.key_source_columns import SourceColumns
 from barca.engine.step_specs import blocked_keys, step_spec
 from barca.state import EMPTY_STATE, ran_entry, state_after_run, unpack_entry
 from barca.store import metadata
@@ -294,7 +294,8 @@ class _Run:
                 return
 
     def _check_target_outputs(self) -> None:
-        """A cached target whose file is gone is recomputed: its value is what the user asked for."""
+        """A cached target whose file is gone is recomputed: its value is what the user asked
+        for."""
         for node_id in self.request.targets:
             missing = missing_target_keys(node_id, self.plans[node_id], self._exists)
             if missing:

@@ -6,7 +6,7 @@ that they are JSON. The file (keyed-json) is written from those chunks by thread
 the GIL while they write: the keys while the values are packed, the values while the chunks are
 hashed. The digest recorded for it (SHA-256, cut to barca's 128 bits) is taken over the chunks'
 digests, so a query that returns its rows in another order changes nothing downstream. Only the
-chunks the coordinator does not have already are sent (see barca.store.source_chunks).
+chunks the coordinator does not have already are sent (see barca.store.key_source_chunks).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import operator
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from barca.columns import CHUNK, HASH_WIDTH, chunk_digest, pack_chunks
+from barca.packed_columns import CHUNK, HASH_WIDTH, chunk_digest, pack_chunks
 from barca.engine.protocol import Known, PackedColumns
 from barca.plan.keys import key_text
 from barca.store.artifacts import KeyedJsonWriter, encode_json, write_value

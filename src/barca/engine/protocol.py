@@ -32,7 +32,7 @@ Known = tuple[tuple[bytes, ...], tuple[bytes, ...]]  # digests of stored keys / 
 
 
 class PackedColumns(NamedTuple):
-    """A key source's keys and values packed in chunks (barca.columns), each chunk the
+    """A key source's keys and values packed in chunks (barca.packed_columns), each chunk the
     coordinator said it has left out (None), with every chunk's digest."""
 
     count: int

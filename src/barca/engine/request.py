@@ -179,7 +179,8 @@ class Pipeline:
 
 
 def evaluate_key_expressions(pipeline: Pipeline, cone: frozenset[str]) -> dict:
-    """Keys written as expressions (`partitions(REGIONS)`), evaluated with the project importable."""
+    """Keys written as expressions (`partitions(REGIONS)`), evaluated with the project
+    importable."""
     out: dict = {}
     for node_id in sorted(cone):
         d = pipeline.graph.nodes[node_id]

@@ -23,7 +23,7 @@ def step_spec(graph: Graph, plans: Mapping[str, NodePlan], node_id: str, plan: N
               i: int, step_dirs: Any, artifact: Artifact,
               known_chunks: Known = ((), ())) -> StepSpec:
     """The step for key `i` of the node's plan; its directory under `step_dirs`;
-    `known_chunks` for a key source (barca.store.source_chunks)."""
+    `known_chunks` for a key source (barca.store.key_source_chunks)."""
     d = graph.nodes[node_id]
     key = plan.keys[i]
     step_id = f"{node_id}[{plan.label(key)}]" if plan.partitioned else node_id

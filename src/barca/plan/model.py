@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from barca.columns import HashColumn, JsonColumn
+from barca.packed_columns import HashColumn, JsonColumn
 from barca.plan.keys import label_of
 
 

@@ -18,7 +18,7 @@ from barca.graph import Graph
 from barca.plan.hashes import column_digest, context_digest, digest, run_hash
 from barca.plan.keys import key_args, static_keys
 from barca.plan.model import KnownOutput, NodePlan, PlanOptions, Reason
-from barca.columns import HashColumn, JsonColumn, same_value
+from barca.packed_columns import HashColumn, JsonColumn, same_value
 from barca.state import EMPTY_STATE, NodeState
 
 UNPARTITIONED = JsonColumn([""])

@@ -24,7 +24,7 @@ from typing import Any, Iterator, Sequence
 
 import orjson
 
-from barca.fdio import write_all
+from barca.fd_writes import write_all
 
 _JSON_OPTS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS | \
     orjson.OPT_PASSTHROUGH_SUBCLASS
@@ -114,7 +114,7 @@ class KeyedJsonWriter:
     """Writes a keyed-json file from packed chunks (each the JSON array of a run of keys or
     values) in two threads while the caller works on: the keys part as soon as the keys are
     packed, the values part once the values are. Each thread writes with `writev`
-    (barca.fdio), which lets go of the GIL, so the bytes are written in parallel and never
+    (barca.fd_writes), which lets go of the GIL, so the bytes are written in parallel and never
     copied. The file
     appears under its name only complete."""
 

@@ -15,7 +15,7 @@ import struct
 from typing import Any, NamedTuple
 
 from barca.engine.protocol import StepOutcome, StepSpec
-from barca.fdio import write_all
+from barca.fd_writes import write_all
 
 _HEADER = struct.Struct(">II")  # the pickle's length, the number of out-of-band buffers
 _SIZE = struct.Struct(">I")

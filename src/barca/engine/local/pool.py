@@ -34,8 +34,8 @@ from barca.engine.protocol import LogLine, StepOutcome, StepSpec, StepStarted
 
 
 class _ForkedProcess:
-    """A worker forked by the warm pool: the zygote's child, not ours, so watched by pidfd.
-    Its exit status goes to the zygote; `returncode` stays None."""
+    """A worker forked by the warm pool: the fork server's child, not ours, so watched by pidfd.
+    Its exit status goes to the fork server; `returncode` stays None."""
 
     returncode = None
 
@@ -199,7 +199,7 @@ class LocalExecutor:
             self.warm_pool.close()
             self.warm_pool = None
         elif self.fresh_workers:
-            warm_pool.start_zygote(self.root, self.imported, self.warm_seconds)
+            warm_pool.start_pool_process(self.root, self.imported, self.warm_seconds)
 
     def _refill(self) -> None:
         if not self.waiting:
@@ -294,7 +294,8 @@ class LocalExecutor:
             self.crashes += 1
             if self.crashes > 3:
                 raise InfraError(f"worker processes keep exiting before running a step: {why}",
-                                 "run `python -m barca.engine.local.worker` by hand to see the error")
+                                 "run `python -m barca.engine.local.worker` by hand to see the "
+                                 "error")
             return []
         attempts = self.timeout_attempts.get(running.step_id, 0) + max(worker.attempt, 1)
         self.timeout_attempts[running.step_id] = attempts

@@ -3,20 +3,20 @@ libraries the pipeline uses.
 
 A tick that runs one key would otherwise start a fresh interpreter and import pandas or duckdb
 again (most of a second on a small machine) for a step that takes milliseconds. So workers are
-forked from one background process per project (the zygote, `barca.engine.local.zygote`) that has
-imported the third-party modules the pipeline uses and then waits: each child is a clean copy of
-the zygote that imports the project's own code from source, as a freshly started worker would. A
-run that finds no zygote starts one, preloading what the pipeline files import at their top
-level (and what earlier runs' workers imported), and waits until it answers; every run then
-teaches it the modules its workers imported on top (pandas through DuckDB's `.df()`, say).
-Forked workers share the zygote's pages of those libraries, so each one also costs less memory
-than a fresh interpreter that imports them itself. The zygote exits after `BARCA_WARM_SECONDS`
-without a request (default 900; 0 turns the pool off), and as soon as anything that shaped its
-imports changes: the interpreter, barca's own files, the installed packages or the environment
-variables. Its identity hashes all of these, so a run never reaches a zygote that is out of
-date, and a project keeps one zygote: the newest.
+forked from one background process per project (the fork server, `fork_server`) that has
+imported the third-party modules the pipeline uses and then waits: each child is a clean copy
+of it that imports the project's own code from source, as a freshly started worker would. A
+run that finds no fork server starts one, preloading what the pipeline files import at their
+top level (and what earlier runs' workers imported), and waits until it answers; every run
+then teaches it the modules its workers imported on top (pandas through DuckDB's `.df()`,
+say). Forked workers share the fork server's pages of those libraries, so each one also costs
+less memory than a fresh interpreter that imports them itself. The fork server exits after
+`BARCA_WARM_SECONDS` without a request (default 900; 0 turns the pool off), and as soon as
+anything that shaped its imports changes: the interpreter, barca's own files, the installed
+packages or the environment variables. Its identity hashes all of these, so a run never
+reaches a fork server that is out of date, and a project keeps one: the newest.
 
-The socket and the zygote's list of modules live in a private directory under the system
+The socket and the fork server's list of modules live in a private directory under the system
 temp directory (mode 0700), never in the project's `.barca/`. Linux only (SOCK_SEQPACKET with
 file-descriptor passing, pidfds); elsewhere every worker is started fresh.
 """
@@ -37,7 +37,7 @@ import orjson
 
 _MAX_MESSAGE = 1 << 20
 # The pool's process is the launcher's (barca.cli.warm_launcher): it serves this module's
-# requests through `zygote` and can also run whole commands. Started by name, never imported.
+# requests through `fork server` and can also run whole commands. Started by name, never imported.
 POOL_PROCESS = "barca.cli.warm_launcher"
 
 
@@ -47,7 +47,7 @@ def supported() -> bool:
 
 
 def state_dir() -> Path | None:
-    """The user's private directory for zygote sockets, or None if it is not safe to use."""
+    """The user's private directory for fork server sockets, or None if it is not safe to use."""
     temp = next((d for d in map(os.environ.get, ("TMPDIR", "TEMP", "TMP"))
                  if d and os.path.isdir(d)), "/tmp")  # tempfile's order, without importing it
     path = Path(temp) / f"barca-{os.getuid()}"
@@ -68,8 +68,8 @@ _VOLATILE = frozenset({"_", "OLDPWD", "PWD", "SHLVL", "COLUMNS", "LINES", "TERM"
 
 
 def identity(root: Path) -> str:
-    """What a forked process inherits from the zygote, hashed: if any of it changes, the
-    zygote no longer stands in for a freshly started `barca` or worker."""
+    """What a forked process inherits from the fork server, hashed: if any of it changes, the
+    fork server no longer stands in for a freshly started `barca` or worker."""
     import site
 
     import barca
@@ -80,7 +80,7 @@ def identity(root: Path) -> str:
         h.update(repr(parts).encode())
 
     add(os.path.realpath(sys.executable), sys.prefix, os.path.realpath(root), sys.version)
-    # a library may read the environment once, at import: any change needs a new zygote
+    # a library may read the environment once, at import: any change needs a new fork server
     add(sorted((k, v) for k, v in os.environ.items()
                if k not in _VOLATILE and not k.startswith("BARCA_")))
     dirs = [*site.getsitepackages(), site.getusersitepackages(),
@@ -108,15 +108,15 @@ def _stamp(path: str) -> tuple[int, int] | None:
 
 
 def paths(directory: Path, key: str) -> tuple[Path, Path]:
-    """The socket and the lock file (holding the pid) of the zygote with this identity."""
+    """The socket and the lock file (holding the pid) of the fork server with this identity."""
     stem = directory / key[:24]
     return stem.with_suffix(".sock"), stem.with_suffix(".lock")
 
 
 def project_paths(directory: Path, root: Path) -> tuple[Path, Path]:
-    """The project's owner file, naming its newest zygote (an older one, say of an environment
+    """The project's owner file, naming its newest fork server (an older one, say of an environment
     since changed, sees it is no longer named and exits, so a project keeps at most one), and
-    the modules its workers imported, kept for the next zygote."""
+    the modules its workers imported, kept for the next fork server."""
     stem = directory / hashlib.blake2b(os.path.realpath(root).encode(),
                                        digest_size=12).hexdigest()
     return stem.with_suffix(".owner"), stem.with_suffix(".imports")
@@ -234,16 +234,17 @@ def expect(message: Any, cls: type) -> Any:
 
 
 class WarmPool:
-    """A connection to this project's zygote."""
+    """A connection to this project's fork server."""
 
     def __init__(self, sock: socket.socket, modules: frozenset[str], pid: int) -> None:
         self.sock = sock
-        self.modules = modules  # what the zygote has imported
+        self.modules = modules  # what the fork server has imported
         self.pid = pid
 
     @classmethod
     def connect(cls, root: Path, key: str | None = None) -> "WarmPool | None":
-        """This project's zygote, if one is up and current; None otherwise (start workers fresh)."""
+        """This project's fork server, if one is up and current; None otherwise (start workers
+        fresh)."""
         directory = state_dir() if supported() else None
         if directory is None:
             return None
@@ -265,7 +266,7 @@ class WarmPool:
         return expect(receive(self.sock)[0], Forked).pid
 
     def learn(self, modules: set[str]) -> None:
-        """Ask the zygote to import modules workers needed that it does not have yet."""
+        """Ask the fork server to import modules workers needed that it does not have yet."""
         new = sorted(modules - self.modules)
         if new:
             try:
@@ -277,10 +278,10 @@ class WarmPool:
         self.sock.close()
 
 
-def start_zygote(root: Path, modules: set[str], idle_seconds: float,
+def start_pool_process(root: Path, modules: set[str], idle_seconds: float,
                  key: str | None = None) -> Any:
-    """Start a zygote for this project (of identity `key`, computed if not given) that imports
-    `modules` in the background; its process (a `subprocess.Popen`), or None where no zygote
+    """Start a fork server for this project (of identity `key`, computed if not given) that imports
+    `modules` in the background; its process (a `subprocess.Popen`), or None where no fork server
     can run."""
     import subprocess
 
@@ -298,13 +299,13 @@ def start_zygote(root: Path, modules: set[str], idle_seconds: float,
 
 def start_and_connect(root: Path, modules: set[str], idle_seconds: float,
                       timeout: float = 60.0) -> WarmPool | None:
-    """Start this project's zygote and wait until it answers (a fresh worker would spend that
+    """Start this project's fork server and wait until it answers (a fresh worker would spend that
     time importing the same libraries); None if it exits or does not answer within `timeout`
     seconds, and workers start fresh."""
     import time
 
     key = identity(root)
-    process = start_zygote(root, modules, idle_seconds, key)
+    process = start_pool_process(root, modules, idle_seconds, key)
     if process is None:
         return None
     _, lock_path = paths(state_dir() or Path(), key)
@@ -313,7 +314,7 @@ def start_and_connect(root: Path, modules: set[str], idle_seconds: float,
         pool = WarmPool.connect(root, key)
         if pool is not None:
             return pool
-        # ours exits at once if a zygote of this identity is already starting: wait for that one
+        # ours exits at once if a fork server of this identity is already starting: wait for it
         if process.poll() is not None and not _holder_alive(lock_path):
             return None
         time.sleep(0.02)
@@ -321,7 +322,7 @@ def start_and_connect(root: Path, modules: set[str], idle_seconds: float,
 
 
 def _holder_alive(lock_path: Path) -> bool:
-    """Whether the zygote whose pid the lock file holds is running (a stale file's pid may
+    """Whether the fork server whose pid the lock file holds is running (a stale file's pid may
     since belong to another process)."""
     try:
         return POOL_PROCESS.encode() in Path(f"/proc/{int(lock_path.read_text())}/cmdline"
@@ -331,9 +332,9 @@ def _holder_alive(lock_path: Path) -> bool:
 
 
 def top_level_imports(root: Path, files: Iterable[str]) -> set[str]:
-    """What a zygote started for a run preloads before it has learned anything: the modules the
+    """What a fork server started for a run preloads before it has learned anything: the modules the
     pipeline files import at their top level, and pyarrow, which barca writes tables with (and
-    pandas imports). The zygote skips the project's own modules among them."""
+    pandas imports). The fork server skips the project's own modules among them."""
     import ast
 
     names = {"pyarrow"}

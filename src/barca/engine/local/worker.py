@@ -19,7 +19,7 @@ from typing import Any
 
 from barca.engine.local.frames import (Imported, Lease, Outcomes, Shutdown, Warm, out_of_band,
                                        read_frame, write_frame)
-from barca.engine.local.source_imports import is_project_file
+from barca.engine.local.project_code import is_project_file
 from barca.engine.protocol import StepOutcome
 from barca.engine.step_runner import StepRunner, StepStream
 
@@ -114,9 +114,9 @@ class Worker:
 
 def run(in_fd: int, out_fd: int, root: Path) -> None:
     """Serve leases until told to stop; shared by a fresh worker and one forked warm."""
-    from barca.engine.local import source_imports
+    from barca.engine.local import project_code
 
-    source_imports.install(str(root))
+    project_code.install(str(root))
     try:
         Worker(in_fd, out_fd, root).serve()
     except (KeyboardInterrupt, BrokenPipeError):

@@ -6,7 +6,7 @@ with the project root as its working directory, so its `sys.path` is the one a f
 would get; the launcher calls `main` here with a function that runs a whole command, which a
 `RunCommand` request forks a child to run. It never imports the
 project's own modules: a forked child imports those from source, so code edits need no
-restart. One zygote per identity: a second one finds the lock taken and exits.
+restart. One fork server per identity: a second one finds the lock taken and exits.
 """
 
 from __future__ import annotations
@@ -27,20 +27,20 @@ from pathlib import Path
 from typing import Any, Callable
 
 from barca.engine.local import warm_pool, worker
-from barca.engine.local.source_imports import is_project_file
+from barca.engine.local.project_code import is_project_file
 from barca.engine.local.warm_pool import (ForkWorker, Forked, Hello, Preload, Refused,
                                           RunCommand, Welcome)
 
 RunArgv = Callable[[list[str]], int]  # runs `barca ARGV` in this process; its exit code
 
-CHECK_SECONDS = 5.0  # how often the zygote checks that its identity still holds
+CHECK_SECONDS = 5.0  # how often the fork server checks that its identity still holds
 
 
-class Zygote:
+class ForkServer:
     def __init__(self, root: Path, key: str, idle: float, directory: Path, lock: Any,
                  run_argv: RunArgv | None = None) -> None:
         self.root, self.key, self.idle, self.directory = root, key, idle, directory
-        self.lock = lock  # held while this zygote lives; a child must not keep it
+        self.lock = lock  # held while this fork server lives; a child must not keep it
         self.run_argv = run_argv
         self.modules: set[str] = set()
         self.selector = selectors.DefaultSelector()
@@ -63,8 +63,8 @@ class Zygote:
             origin = getattr(module, "__file__", None)
             if origin and is_project_file(str(self.root), origin):
                 del sys.modules[module_name]
-        # What is loaded now lives as long as the zygote: keep it out of the cyclic collector,
-        # so that children do not traverse (and so copy) it at each full collection.
+        # What is loaded now lives as long as the fork server: keep it out of the cyclic
+        # collector, so that children do not traverse (and so copy) it at each full collection.
         gc.freeze()
 
     def serve(self, listener: socket.socket) -> None:
@@ -90,7 +90,7 @@ class Zygote:
                     self._answer(key.fileobj)
 
     def is_owner(self) -> bool:
-        """Whether this is still the project's newest zygote."""
+        """Whether this is still the project's newest fork server."""
         owner, _ = warm_pool.project_paths(self.directory, self.root)
         try:
             return owner.read_text() == str(os.getpid())
@@ -125,7 +125,7 @@ class Zygote:
         if pid:
             return pid
         try:  # the child: become a fresh worker of the requesting run
-            self._leave_zygote(keep=None)
+            self._leave_server(keep=None)
             os.setsid()  # the run stops a worker and whatever it started with one killpg
             in_fd, out_fd, stdout, stderr = fds
             devnull = os.open(os.devnull, os.O_RDONLY)
@@ -140,7 +140,7 @@ class Zygote:
             return pid
         code = 1
         try:  # the child: run `barca ARGV` as the client process would have
-            self._leave_zygote(keep=conn)
+            self._leave_server(keep=conn)
             os.umask(request.umask)
             _take_stdio(fds, request.env, request.cwd)
             sys.argv = ["barca", *request.argv]
@@ -157,8 +157,8 @@ class Zygote:
             finally:
                 os._exit(int(code))
 
-    def _leave_zygote(self, keep: socket.socket | None) -> None:
-        """In a forked child: let go of the zygote's sockets, lock and signal handling."""
+    def _leave_server(self, keep: socket.socket | None) -> None:
+        """In a forked child: let go of the fork server's sockets, lock and signal handling."""
         for key in list(self.selector.get_map().values()):
             if key.fileobj is not keep:
                 key.fileobj.close()
@@ -199,7 +199,7 @@ def _write_atomically(path: Path, text: str) -> None:
 
 
 def main(argv: list[str], run_argv: RunArgv | None = None) -> None:
-    """Serve as the zygote described by `argv` (ROOT KEY IDLE_SECONDS [MODULE ...]); with
+    """Serve as the fork server described by `argv` (ROOT KEY IDLE_SECONDS [MODULE ...]); with
     `run_argv`, also run whole commands."""
     root, key, idle, names = Path(argv[0]), argv[1], float(argv[2]), argv[3:]
     directory = warm_pool.state_dir()
@@ -211,7 +211,7 @@ def main(argv: list[str], run_argv: RunArgv | None = None) -> None:
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
-        return  # another zygote serves this identity
+        return  # another fork server serves this identity
     lock.truncate(0)
     lock.write(str(os.getpid()))
     lock.flush()
@@ -220,27 +220,27 @@ def main(argv: list[str], run_argv: RunArgv | None = None) -> None:
     warnings.filterwarnings("ignore", category=DeprecationWarning, message=".*fork.*")
     _forget_old_projects(directory)
     _import_barca()
-    zygote = Zygote(root, key, idle, directory, lock, run_argv)
+    server = ForkServer(root, key, idle, directory, lock, run_argv)
     try:
         saved = modules_path.read_text().split()
     except OSError:
         saved = []
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     try:
-        zygote.preload(sorted(set(saved) | set(names)))
-        zygote.save_modules()
+        server.preload(sorted(set(saved) | set(names)))
+        server.save_modules()
         sock_path.unlink(missing_ok=True)
         listener.bind(str(sock_path))
         os.chmod(sock_path, 0o600)
         listener.listen(16)
         _write_atomically(owner_path, str(os.getpid()))
-        zygote.serve(listener)
+        server.serve(listener)
     finally:
         listener.close()
         sock_path.unlink(missing_ok=True)
-        if zygote.is_owner():
+        if server.is_owner():
             owner_path.unlink(missing_ok=True)
-        lock_path.unlink(missing_ok=True)  # still locked by us: no other zygote holds it
+        lock_path.unlink(missing_ok=True)  # still locked by us: no other fork server holds it
 
 
 def _import_barca() -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Sequence
 
-from barca.columns import chunk_digest
+from barca.packed_columns import chunk_digest
 
 PARTS = ("keys", "values")
 

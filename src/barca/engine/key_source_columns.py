@@ -1,7 +1,7 @@
 """A key source's keys and values in the coordinator, for one run.
 
 Before a key source's step starts, its stored chunks' digests are read and told to the step
-(barca.store.source_chunks); while it runs, the stored bytes are read and checked. The step
+(barca.store.key_source_chunks); while it runs, the stored bytes are read and checked. The step
 sends back only the chunks that changed, and the whole columns are rebuilt here from those and
 the stored ones. At the end of the run, what changed is stored for the next tick.
 """
@@ -11,11 +11,11 @@ from __future__ import annotations
 import sqlite3
 from typing import Any, Callable, Sequence
 
-from barca.columns import JsonColumn, chunk_digest
+from barca.packed_columns import JsonColumn, chunk_digest
 from barca.engine.protocol import Known, PackedColumns
 from barca.plan.keys import keys_from_value
-from barca.store import source_chunks
-from barca.store.source_chunks import SourceChunks
+from barca.store import key_source_chunks
+from barca.store.key_source_chunks import SourceChunks
 
 
 class SourceColumns:
@@ -72,6 +72,6 @@ class SourceColumns:
         for node_id, stored in self.stored.items():
             packed = self.current.get(node_id)
             if packed is not None:
-                source_chunks.save(conn, node_id, {
+                key_source_chunks.save(conn, node_id, {
                     "keys": (packed.keys, packed.key_digests),
                     "values": (packed.values or (), packed.value_digests)}, stored)
