@@ -1,8 +1,9 @@
 """Stored state as plain data, the form in which store/ hands it to plan/.
 
-One `NodeState` per node, loaded in one read. Its per-key columns stay packed
-(see barca.packed_columns): a tick compares whole columns in C and unpacks only where something
-changed, so 200,000 unchanged keys cost a few byte comparisons, not 200,000 objects.
+One `NodeState` per node, loaded in one read. Its per-key columns stay packed (see
+barca.packed_columns): a tick compares whole columns in C and unpacks only where something
+changed, so 200,000 unchanged keys cost a few byte comparisons, not 200,000 objects. How a
+snapshot is written to the database is store.state_codec's business.
 
 Keys are raw: the key value itself for a one-dimension node (`"r000001"`), the text
 `a=1,b=2` for several dimensions, `""` for an unpartitioned node.
@@ -11,11 +12,9 @@ Keys are raw: the key value itself for a one-dimension node (`"r000001"`), the t
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable
 
-import orjson
-
-from barca.packed_columns import CHUNK, HASH_WIDTH, HashColumn, JsonColumn
+from barca.packed_columns import HASH_WIDTH, HashColumn, JsonColumn
 
 
 @dataclass(slots=True)
@@ -212,47 +211,3 @@ def _formats_and_digests(plan: Any, old: NodeState, ran: dict[str, int],
     fmt: str | list[str] = fmts[0] if len(set(fmts)) == 1 else fmts
     output = HashColumn(hashes) if keep and all(hashes) else None
     return fmt, output
-
-
-def state_columns(state: NodeState) -> dict[str, Sequence[bytes]]:
-    """Each per-key column of a snapshot as its chunks (CHUNK keys each), stored one row per
-    chunk so that a change at one key rewrites one chunk of the columns it touches."""
-    columns: dict[str, Sequence[bytes]] = {"keys": state.keys.chunks,
-                                           "run_hash": state.run_hash.chunks}
-    for i, column in enumerate(state.signature):
-        columns[f"sig{i}"] = column.chunks
-    if state.output_hash is not None:
-        columns["output_hash"] = state.output_hash.chunks
-    return columns
-
-
-def encode_header(state: NodeState) -> bytes:
-    """Everything of a snapshot but its per-key columns."""
-    return orjson.dumps({
-        "n": len(state), "context": state.context, "contexts": state.contexts,
-        "fmt": state.fmt, "parts": state.parts, "failed": state.failed,
-        "signature": ["json" if isinstance(c, JsonColumn) else "hash" for c in state.signature],
-        "output_hash": state.output_hash is not None})
-
-
-def decode_state(header_bytes: bytes, columns: dict[str, Sequence[bytes]]) -> NodeState:
-    """A snapshot from its header and its columns' chunks (as `state_columns` gave them)."""
-    header = orjson.loads(header_bytes)
-    n = header["n"]
-
-    def column(name: str, kind: str) -> Any:
-        chunks = columns.get(name, ())
-        if len(chunks) != -(-n // CHUNK):
-            raise ValueError(f"column {name} has {len(chunks)} chunks for {n} keys")
-        if kind == "json":
-            return JsonColumn(chunks=chunks, n=n)
-        hashes = HashColumn(chunks=chunks)
-        if len(hashes) != n:
-            raise ValueError(f"column {name} has {len(hashes)} hashes for {n} keys")
-        return hashes
-
-    signature = tuple(column(f"sig{i}", kind) for i, kind in enumerate(header["signature"]))
-    output = column("output_hash", "hash") if header["output_hash"] else None
-    return NodeState(column("keys", "json"), column("run_hash", "hash"), header["context"],
-                     header["contexts"], signature, header["fmt"], output, header["parts"],
-                     header["failed"])

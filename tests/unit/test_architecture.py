@@ -230,3 +230,26 @@ def test_every_module_starts_with_a_docstring():
                        and isinstance(m.tree.body[0].value.value, str)
                        and m.tree.body[0].value.value.strip())]
     assert missing == []
+
+
+# --- cli/ parses and renders ---------------------------------------------------------------
+
+STORAGE_CALLS = ("execute", "executemany", "executescript", "sql", "unlink", "rmdir", "rmtree",
+                 "remove")
+
+
+def storage_calls(layer: str) -> list[str]:
+    return sorted(f"{m.rel}:{node.lineno} calls .{node.func.attr}()" for m in modules()
+                  if in_layer(m, layer) for node in ast.walk(m.tree)
+                  if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                  and node.func.attr in STORAGE_CALLS)
+
+
+def test_cli_runs_no_sql_and_deletes_no_files():
+    """Queries, views, checks and deletions belong to store/; cli/ calls it and renders."""
+    assert violations(("barca.cli",), ("duckdb",)) == []
+    assert storage_calls("barca.cli") == []
+
+
+def test_the_storage_check_sees_storage_calls():
+    assert storage_calls("barca.store") != []

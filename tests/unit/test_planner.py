@@ -28,7 +28,8 @@ from barca.plan.hashes import column_digest, context_digest, digest, run_hash
 from barca.plan.keys import keys_from_value
 from barca.plan.model import KnownOutput, NodePlan, PlanOptions, Reason
 from barca.plan.planner import plan_nodes, refreshed_nodes
-from barca.state import NodeState, decode_state, encode_header, state_columns
+from barca.state import NodeState
+from barca.store.state_codec import decode_state, encode_header, state_columns
 
 FILE = "p.py"
 VERSIONS, FETCH, CLEAN, SUMMARY = "p.py:versions", "p.py:fetch", "p.py:clean", "p.py:summary"

@@ -14,8 +14,8 @@ import pytest
 from barca.packed_columns import CHUNK, HashColumn, JsonColumn
 from barca.plan.hashes import digest
 from barca.plan.model import NodePlan
-from barca.state import (EMPTY_STATE, NodeState, StateBuilder, decode_state, encode_header,
-                         ran_entry, state_after_run, state_columns)
+from barca.state import EMPTY_STATE, NodeState, StateBuilder, ran_entry, state_after_run
+from barca.store.state_codec import decode_state, encode_header, state_columns
 
 
 def stored(state: NodeState) -> tuple[bytes, dict[str, tuple[bytes, ...]]]:

@@ -13,7 +13,6 @@ import ast
 import importlib.util
 import os
 import re
-import sqlite3
 import sys
 import tempfile
 from dataclasses import dataclass, field
@@ -27,7 +26,7 @@ from barca.cli.load import split_positionals
 from barca.cli.output import choose_mode, emit, emit_json
 from barca.errors import InfraError, UsageError
 from barca.project import Project, open_project
-from barca.store.db import SCHEMA_VERSION, UPGRADABLE
+from barca.store.db import SCHEMA_VERSION, UPGRADABLE, describe
 
 # Libraries an annotation names by their usual module name even without an import line.
 KNOWN_MODULES = ("pandas", "polars", "pyarrow", "duckdb", "numpy")
@@ -222,14 +221,9 @@ def check_metadata(project: Project) -> Check:
         return Check("metadata", True, f"no database yet at {path}; the first `barca get` "
                      "creates it", data=data)
     try:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
-        try:
-            version = conn.execute("PRAGMA user_version").fetchone()[0]
-            runs = conn.execute("SELECT count(*) FROM runs").fetchone()[0] if version else 0
-        finally:
-            conn.close()
-    except sqlite3.Error as exc:
-        return Check("metadata", False, f"{path} cannot be read: {exc}",
+        version, runs = describe(path)
+    except InfraError as exc:
+        return Check("metadata", False, exc.message,
                      f"move {path} aside (history and cache records are lost) and run again",
                      data)
     data["schema_version"] = version

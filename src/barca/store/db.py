@@ -134,3 +134,18 @@ def defer_checkpoint(conn: sqlite3.Connection) -> None:
 def checkpoint(conn: sqlite3.Connection) -> None:
     """Copy the write-ahead log into the database file, without waiting for other processes."""
     conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+
+
+def describe(path: Path) -> tuple[int, int]:
+    """(schema version, runs recorded) of a database, read-only and without upgrading it;
+    InfraError naming the cause when it cannot be read (`barca doctor`)."""
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
+        try:
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            runs = conn.execute("SELECT count(*) FROM runs").fetchone()[0] if version else 0
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        raise InfraError(f"{path} cannot be read: {exc}") from exc
+    return version, runs

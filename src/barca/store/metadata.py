@@ -16,7 +16,8 @@ from typing import Any, Iterable, NamedTuple, Sequence
 
 import orjson
 
-from barca.state import NodeState, decode_state, encode_header, state_columns
+from barca.state import NodeState
+from barca.store.state_codec import decode_state, encode_header, state_columns
 
 
 class Stored(NamedTuple):
