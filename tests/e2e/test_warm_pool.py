@@ -223,7 +223,8 @@ class TestWarmPool:
         """A directory of packages of the run's own (on PYTHONPATH) stands for site-packages,
         which the test must not touch."""
         packages = tmp_path_factory.mktemp("packages")
-        env = {**WARM, "PYTHONPATH": str(packages)}
+        env = {**WARM, "PYTHONPATH": os.pathsep.join(
+            filter(None, [str(packages), os.environ.get("PYTHONPATH")]))}
         write(project, {"p.py": PIPELINE})
         probe(project, env=env)
         old = wait_until_ready(project, env)

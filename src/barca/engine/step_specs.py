@@ -13,6 +13,7 @@ from barca.discover.model import Definition
 from barca.engine.protocol import InputRef, Known, StepSpec
 from barca.graph import Graph
 from barca.plan.keys import key_args, key_pairs
+from barca.plan.missing import reads_inline
 from barca.plan.model import NodePlan
 from barca.store.paths import node_dir_name
 
@@ -52,12 +53,6 @@ def _input_ref(graph: Graph, plans: Mapping[str, NodePlan], d: Definition, spec:
     found = artifact(spec.source, key if up.dimensions else "")
     return InputRef(spec.param, "artifact", (str(found[0]),), (found[1],),
                     annotation=annotation)
-
-
-def reads_inline(graph: Graph, plan: NodePlan, node_id: str, source: str) -> bool:
-    """The node reads its key source's value per key, carried in the step itself: each key gets
-    only its own value (`key_values` is set only for a dict source that is not partitioned)."""
-    return graph.key_source(node_id) == source and plan.key_values is not None
 
 
 def blocked_keys(graph: Graph, plan: NodePlan, node_id: str,

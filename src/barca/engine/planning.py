@@ -1,0 +1,182 @@
+"""A run's decisions, with the facts they need gathered for them.
+
+The rules live in plan/ and are pure (plan.planner, plan.history, plan.missing); this module
+only fetches what they take as data and applies what they return to the run's state: older
+successes a new run hash matches (SQLite), output digests a snapshot lacks (SQLite), a key
+source's keys and values (its stored chunks, or its file), and whether the cached files that
+will be read are still on disk. The coordinator asks it to plan and never decides itself.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from barca.engine.events import Reporter
+from barca.engine.key_source_columns import SourceColumns
+from barca.engine.result import locate
+from barca.engine.run_state import RunState
+from barca.errors import InfraError
+from barca.graph import Graph
+from barca.packed_columns import HashColumn
+from barca.plan.history import apply_history, history_wanted
+from barca.plan.missing import input_keys_to_check, reopen, target_keys_to_check
+from barca.plan.model import KnownOutput, NodePlan, PlanOptions
+from barca.plan.planner import plan_nodes
+from barca.state import EMPTY_STATE, unpack_entry
+from barca.store import metadata
+from barca.store.artifacts import read_value
+
+UNKNOWN_DIGEST = "0" * 32  # an output digest no bytes can have: readers treat it as changed
+
+
+class Planning:
+    def __init__(self, graph: Graph, options: PlanOptions,
+                 expr_keys: Mapping[tuple[str, str], Sequence[str]], run: RunState,
+                 conn: sqlite3.Connection | None, source_columns: SourceColumns,
+                 reporter: Reporter) -> None:
+        self.graph, self.options, self.expr_keys, self.run = graph, options, expr_keys, run
+        self.conn, self.source_columns, self.reporter = conn, source_columns, reporter
+
+    # -- plans ------------------------------------------------------------------------------
+
+    def plan(self, node_ids: Sequence[str]) -> None:
+        """Plan these nodes (topological order) on what is known now."""
+        run = self.run
+        run.plans = plan_nodes(self.graph, node_ids, run.states, run.known, self.options,
+                               self.expr_keys, run.refreshed, run.plans)
+
+    def plan_pending(self) -> None:
+        """Plan every undecided node; repeat while a cached node reveals an output readers
+        need. Nodes left with nothing to run are complete."""
+        run = self.run
+        while True:
+            todo = [n for n in run.order
+                    if n not in run.complete and n not in run.submitted
+                    and (n not in run.plans or run.plans[n].unknown)]
+            self.plan(todo)
+            for node_id in todo:
+                self._apply_history_hits(node_id)
+            if not self._learn_cached_outputs(todo):
+                break
+        run.complete.update(run.settled())
+
+    def _apply_history_hits(self, node_id: str) -> None:
+        run = self.run
+        wanted = history_wanted(run.plans[node_id])
+        if not wanted:
+            return
+        if node_id not in run.states and not metadata.has_success(self.conn, node_id):
+            return  # a node that never succeeded has no older result to return to
+        hits = metadata.find_successes(self.conn, node_id, wanted)
+        if hits:
+            run.plans[node_id], run.states[node_id] = apply_history(
+                run.plans[node_id], run.states.get(node_id, EMPTY_STATE), hits)
+            run.rewrite.add(node_id)
+
+    # -- outputs readers depend on ----------------------------------------------------------
+
+    def _learn_cached_outputs(self, planned: Sequence[str]) -> bool:
+        """Outputs of fully cached nodes that some reader depends on; True when any is new."""
+        learned = False
+        for node_id in planned:
+            plan = self.run.plans[node_id]
+            if plan.unknown or plan.run or node_id in self.run.known or \
+                    not self.graph.output_read(node_id):
+                continue
+            self.run.known[node_id] = self.known_output(node_id, {})
+            learned = True
+        return learned
+
+    def learn_output(self, node_id: str) -> None:
+        """A node finished: what its readers need of its output; readers planned again."""
+        run = self.run
+        if not self.graph.output_read(node_id) or node_id in run.failed_keys:
+            return
+        run.known[node_id] = self.known_output(node_id, run.digests.get(node_id, {}))
+        if self.graph.nodes[node_id].kind != "sensor":
+            self.plan_pending()
+
+    def known_output(self, node_id: str, ran: Mapping[str, str]) -> KnownOutput:
+        """Output digests per key, plus the keys (and values) a key source defines."""
+        hashes = self._output_hashes(node_id, self.run.plans[node_id], ran)
+        if not self.graph.is_key_source(node_id):
+            return KnownOutput(hashes)
+        keys, values = self.source_columns.columns(
+            node_id, lambda: read_value(*self.artifact(node_id, "")))
+        return KnownOutput(hashes, keys, values)
+
+    def _output_hashes(self, node_id: str, plan: NodePlan, ran: Mapping[str, str]) -> HashColumn:
+        """The digest of each key's bytes: this run's where a key ran, else the stored one.
+        With the same keys as stored, only the keys that ran are touched."""
+        state = self.run.states.get(node_id, EMPTY_STATE)
+        positions = self.run.results.get(node_id, {})
+        if state.output_hash is not None and all(k in positions for k in ran) and \
+                state.keys == plan.keys:
+            return state.output_hash.replaced({unpack_entry(positions[k])[0]: digest
+                                               for k, digest in ran.items()})
+        if len(plan.keys) > 16:
+            state.keys.indexed()
+        digests = [ran[k] if k in ran else state.output_hash_at(state.find(k))
+                   for k in plan.keys]
+        if not all(digests):  # e.g. cutoff=True was just added: look the digests up once
+            found = metadata.output_hashes(self.conn, node_id, [
+                (k, plan.run_hashes[i]) for i, k in enumerate(plan.keys) if not digests[i]])
+            digests = [d or found.get(k) or UNKNOWN_DIGEST for d, k in zip(digests, plan.keys)]
+            self.run.rewrite.add(node_id)
+        return HashColumn(digests)
+
+    # -- cached files that are gone ---------------------------------------------------------
+
+    def check_targets(self, targets: Sequence[str]) -> None:
+        """A cached target whose file is gone is computed again: its value is what the user
+        asked for."""
+        for node_id in targets:
+            self._reopen_missing(node_id, target_keys_to_check(self.run.plans[node_id]))
+
+    def inputs_present(self, node_id: str) -> bool:
+        """Whether the cached files this node's stale keys read are all there; the sources of
+        missing ones are planned to compute them again."""
+        run = self.run
+        wanted = input_keys_to_check(self.graph, run.plans, node_id, run.failed_keys,
+                                     run.results, run.complete)
+        reopened = [self._reopen_missing(source, keys) for source, keys in wanted.items()]
+        return not any(reopened)
+
+    def predict_missing(self, targets: Sequence[str]) -> None:
+        """A dry run: what a real run would compute again because a cached file it reads is
+        gone (a source planned again may itself read a missing file, so repeat)."""
+        self.check_targets(targets)
+        for _ in range(len(self.run.order) + 1):
+            changed = False
+            for node_id in reversed(self.run.order):
+                plan = self.run.plans.get(node_id)
+                if plan is not None and not plan.unknown and plan.run:
+                    changed |= not self.inputs_present(node_id)
+            if not changed:
+                return
+
+    def _reopen_missing(self, node_id: str, keys: Sequence[str]) -> bool:
+        missing = [k for k in keys if not self.artifact(node_id, k)[0].exists()]
+        if not missing:
+            return False
+        for key in missing:
+            self.reporter.warning(f"{node_id}: cached result of {key or 'the node'} is missing "
+                                  f"({self.artifact(node_id, key)[0]}); computing it again")
+        run = self.run
+        run.plans[node_id] = reopen(run.plans[node_id], missing)
+        run.complete.discard(node_id)
+        run.submitted.discard(node_id)
+        return True
+
+    # -- where results are ------------------------------------------------------------------
+
+    def artifact(self, node_id: str, key: str) -> tuple[Path, str]:
+        run = self.run
+        found = locate(self.graph.nodes[node_id], key, run.plans[node_id],
+                       run.results.get(node_id, {}), run.states.get(node_id, EMPTY_STATE),
+                       run.artifacts_root, run.stored_dir)
+        if found is None:
+            raise InfraError(f"no recorded result for {node_id} {key}".strip())
+        return found

@@ -1,0 +1,63 @@
+"""Everything one run knows while it runs, in one dataclass shared by the coordinator (which
+dispatches and records) and its planning (which decides, with the facts it gathers)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from barca.engine.protocol import StepOutcome
+from barca.plan.model import KnownOutput, NodePlan, Reason
+from barca.state import NodeState
+from barca.store.metadata import Stored
+
+
+@dataclass
+class RunState:
+    """
+    order       the cone's node ids in topological order
+    states      node id -> NodeState (stored per-key state, plus older results found again)
+    loaded      node id -> NodeState exactly as loaded; what a snapshot write is compared with
+    stored      node id -> what each snapshot row said when loaded
+    refreshed   assets forced to run by --refresh / --refresh-all, with their reason
+    plans       node id -> NodePlan (the latest decision for it)
+    known       node id -> KnownOutput (outputs readers depend on: sensors, cutoff, key sources)
+    pending     node id -> number of its keys still running or queued
+    submitted   nodes whose stale keys were handed to the executor
+    complete    nodes whose keys are all cached or finished
+    results     node id -> key -> its position in the plan and its format, packed in one int
+                (see state.ran_entry): memory per key stays small at 200,000 keys
+    digests     node id -> key -> output digest, only for nodes whose readers need bytes
+    failed_keys node id -> keys that failed or were skipped in this run (their readers skip them)
+    skipped_keys node id -> keys skipped because an input failed
+    failures    the StepOutcome of each failed key
+    rewrite     nodes whose snapshot must be written even if no key ran (history hits, digests
+                looked up)
+    artifacts_root  where this run's steps write (a scratch directory in a dry run)
+    stored_dir      where recorded results live
+    """
+
+    order: tuple[str, ...]
+    artifacts_root: Path
+    stored_dir: Path
+    states: dict[str, NodeState] = field(default_factory=dict)
+    loaded: dict[str, NodeState] = field(default_factory=dict)
+    stored: dict[str, Stored] = field(default_factory=dict)
+    refreshed: dict[str, Reason] = field(default_factory=dict)
+    plans: dict[str, NodePlan] = field(default_factory=dict)
+    known: dict[str, KnownOutput] = field(default_factory=dict)
+    pending: dict[str, int] = field(default_factory=dict)
+    submitted: set[str] = field(default_factory=set)
+    complete: set[str] = field(default_factory=set)
+    results: dict[str, dict[str, int]] = field(default_factory=dict)
+    digests: dict[str, dict[str, str]] = field(default_factory=dict)
+    failed_keys: dict[str, list[str]] = field(default_factory=dict)
+    skipped_keys: dict[str, list[str]] = field(default_factory=dict)
+    failures: list[StepOutcome] = field(default_factory=list)
+    executed: int = 0
+    rewrite: set[str] = field(default_factory=set)
+
+    def settled(self) -> list[str]:
+        """Nodes planned with nothing to run that are not yet marked complete."""
+        return [n for n in self.order if n not in self.complete and n not in self.submitted
+                and (p := self.plans.get(n)) is not None and not p.unknown and not p.run]
