@@ -17,7 +17,7 @@ from typing import Any, Iterable
 from barca.packed_columns import HASH_WIDTH, HashColumn, JsonColumn
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class NodeState:
     """The latest successful result per key, and the keys whose latest attempt failed.
 
@@ -29,7 +29,8 @@ class NodeState:
     output_hash: digest of each key's bytes, kept for sensors and cutoff assets, else None
     parts:     context digest -> {part label: digest}, to explain what changed
     failed:    key -> [run_hash, error message], failures newer than the key's last success
-    The planner reads these and never mutates them.
+    Frozen: a change makes a new state (`with_records`, `dataclasses.replace`). The columns
+    may build a lookup index on first use (`JsonColumn.indexed`), which changes no value.
     """
 
     keys: JsonColumn = field(default_factory=JsonColumn)
@@ -177,11 +178,9 @@ def state_after_run(plan: Any, old: NodeState, ran: dict[str, int], digests: dic
             records.append((key, plan.run_hashes[i], plan.context,
                             [column[i] for column in plan.signatures], fmt, digests.get(key)))
         new = old.with_records(records)
-        if new is old:  # nothing succeeded: never change the loaded state (or EMPTY_STATE)
-            new = replace(old, parts=dict(old.parts), failed=dict(old.failed))
-        new.parts.setdefault(plan.context, dict(plan.context_parts))
-        new.failed.update(failed)
-        return new
+        parts = dict(new.parts)
+        parts.setdefault(plan.context, dict(plan.context_parts))
+        return replace(new, parts=parts, failed={**new.failed, **failed})
     fmt, output = _formats_and_digests(plan, old, ran, digests, keep_output_hash)
     return NodeState(plan.keys, plan.run_hashes, 0, [plan.context], plan.signatures, fmt,
                      output, {plan.context: dict(plan.context_parts)}, {})

@@ -18,7 +18,6 @@ from __future__ import annotations
 import random
 from typing import Any, Iterable, Mapping
 
-import orjson
 import pytest
 
 from barca.packed_columns import HashColumn, JsonColumn, pack_chunks

@@ -12,6 +12,7 @@ import os
 import socket
 import sqlite3
 import time
+from dataclasses import replace
 from typing import Any, Iterable, NamedTuple, Sequence
 
 import orjson
@@ -102,23 +103,23 @@ def _replay(conn: sqlite3.Connection, node_id: str, state: NodeState, watermark:
     if not successes and failed == state.failed:
         return state, delta[-1][0]
     state = state.with_records(successes)
-    state.failed.clear()
-    state.failed.update(failed)
-    _load_parts(conn, state)
-    return state, delta[-1][0]
+    return replace(state, failed=failed, parts=_with_parts(conn, state)), delta[-1][0]
 
 
 def _signature(text: str | bytes | None) -> Any:
     return orjson.loads(text) if text else None
 
 
-def _load_parts(conn: sqlite3.Connection, state: NodeState) -> None:
+def _with_parts(conn: sqlite3.Connection, state: NodeState) -> dict[str, dict[str, str]]:
+    """The state's parts, with those of contexts it lacks read from the database."""
+    parts = dict(state.parts)
     for digest in state.contexts:
-        if digest and digest not in state.parts:
+        if digest and digest not in parts:
             row = conn.execute("SELECT parts FROM contexts WHERE digest = ?",
                                (digest,)).fetchone()
             if row:
-                state.parts[digest] = orjson.loads(row[0])
+                parts[digest] = orjson.loads(row[0])
+    return parts
 
 
 def find_successes(conn: sqlite3.Connection | None, node_id: str,

@@ -1,16 +1,14 @@
 """Running steps on this machine: worker processes, forked from a per-project warm pool where
-one can run. Private to the engine; the driver reaches it only through `local_executor`."""
+one can run. Private to the engine; the driver reaches it only through `local_executor`.
+Imports stay inside the functions: the `barca` launcher imports this package on every tick."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
-from barca.engine.executor import NewExecutor
-from barca.engine.local.settings import pool_size, warm_seconds
-
-__all__ = ["local_executor", "pool_size", "running_pool", "warm_pool_supported",
-           "warm_seconds"]
+if TYPE_CHECKING:
+    from barca.engine.executor import NewExecutor
 
 
 def local_executor(root: Path, files: Sequence[str]) -> NewExecutor:
@@ -24,6 +22,20 @@ def local_executor(root: Path, files: Sequence[str]) -> NewExecutor:
         return LocalExecutor(root, size, files, warm_seconds=warm)
 
     return new
+
+
+def pool_size() -> int:
+    """BARCA_POOL_SIZE: how many worker processes a run uses at most; every core by default."""
+    from barca.engine.local import settings
+
+    return settings.pool_size()
+
+
+def warm_seconds() -> float:
+    """BARCA_WARM_SECONDS: how long a warm pool waits for the next run; 0 turns it off."""
+    from barca.engine.local import settings
+
+    return settings.warm_seconds()
 
 
 def running_pool(root: Path) -> tuple[int, int] | None:

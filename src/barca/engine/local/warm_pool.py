@@ -23,17 +23,13 @@ file-descriptor passing, pidfds); elsewhere every worker is started fresh.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
+import json
 import os
 import socket
 import sys
-import typing
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
-
-import orjson
+from typing import Any, Iterable, NamedTuple
 
 _MAX_MESSAGE = 1 << 20
 # The pool's process is the launcher's (barca.cli.warm_launcher): it serves this module's
@@ -122,29 +118,26 @@ def project_paths(directory: Path, root: Path) -> tuple[Path, Path]:
     return stem.with_suffix(".owner"), stem.with_suffix(".imports")
 
 
-# -- messages: typed, JSON on the wire (never pickle: nothing read from a socket is executed) --
+# -- messages: typed, JSON on the wire (never pickle: nothing read from a socket is executed).
+# NamedTuples and the json module, because the `barca` launcher imports this on every tick.
 
-@dataclass(frozen=True)
-class Hello:
+class Hello(NamedTuple):
     """Client -> pool: are you there? Answered by `Welcome`."""
 
 
-@dataclass(frozen=True)
-class Welcome:
+class Welcome(NamedTuple):
     modules: list[str]  # what the pool has imported
     pid: int
 
 
-@dataclass(frozen=True)
-class ForkWorker:
+class ForkWorker(NamedTuple):
     """Client -> pool, with four fds (the worker's pipe ends, stdout, stderr): fork a worker."""
 
     root: str
     env: dict[str, str]
 
 
-@dataclass(frozen=True)
-class RunCommand:
+class RunCommand(NamedTuple):
     """Client -> pool, with stdin, stdout and stderr: fork a process that runs `barca ARGV`."""
 
     argv: list[str]
@@ -153,54 +146,51 @@ class RunCommand:
     umask: int
 
 
-@dataclass(frozen=True)
-class Forked:
+class Forked(NamedTuple):
     pid: int
 
 
-@dataclass(frozen=True)
-class Exited:
+class Exited(NamedTuple):
     """Pool -> client, after `RunCommand`: the command's exit code."""
 
     code: int
 
 
-@dataclass(frozen=True)
-class Preload:
+class Preload(NamedTuple):
     """Client -> pool: import these third-party modules for later workers."""
 
     modules: list[str]
 
 
-@dataclass(frozen=True)
-class Refused:
+class Refused(NamedTuple):
     reason: str
 
 
 MESSAGES = {cls.__name__: cls for cls in (Hello, Welcome, ForkWorker, RunCommand, Forked,
                                           Exited, Preload, Refused)}
+_CHECKS = {"str": lambda v: isinstance(v, str),
+           "int": lambda v: isinstance(v, int) and not isinstance(v, bool),
+           "list[str]": lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
+           "dict[str, str]": lambda v: isinstance(v, dict) and all(
+               isinstance(x, str) for x in (*v, *v.values()))}
 
 
 def encode(message: Any) -> bytes:
-    return orjson.dumps({"type": type(message).__name__, **dataclasses.asdict(message)})
+    return json.dumps({"type": type(message).__name__, **message._asdict()}).encode()
 
 
 def decode(data: bytes) -> Any:
     """A message, its fields checked against their declared types; ValueError otherwise."""
     try:
-        fields = orjson.loads(data)
+        fields = json.loads(data)
         cls = MESSAGES[fields.pop("type")]
         message = cls(**fields)
-    except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
+    except (KeyError, TypeError, AttributeError) as exc:  # JSONDecodeError is a ValueError
         raise ValueError(f"malformed warm pool message: {exc}") from exc
-    for name, hint in typing.get_type_hints(cls).items():
-        value = getattr(message, name)
-        if not isinstance(value, typing.get_origin(hint) or hint) or isinstance(value, bool):
-            raise ValueError(f"warm pool message {cls.__name__}.{name} is not {hint}")
-        items = value.items() if isinstance(value, dict) else enumerate(value) \
-            if isinstance(value, list) else ()
-        if any(not isinstance(v, str) for _, v in items):
-            raise ValueError(f"warm pool message {cls.__name__}.{name} holds a non-string")
+    for name, hint in cls.__annotations__.items():
+        kind = getattr(hint, "__forward_arg__", hint)  # the annotation's text
+        if not _CHECKS[kind](getattr(message, name)):
+            raise ValueError(f"warm pool message {cls.__name__}.{name} is not {kind}")
     return message
 
 
