@@ -23,13 +23,11 @@ from barca.packed_columns import HashColumn
 from barca.plan.history import apply_history, history_wanted
 from barca.plan.missing import input_keys_to_check, reopen, target_keys_to_check
 from barca.plan.model import KnownOutput, NodePlan, PlanOptions
+from barca.plan.outputs import output_digests, with_found
 from barca.plan.planner import plan_nodes
-from barca.state import EMPTY_STATE, unpack_entry
+from barca.state import EMPTY_STATE
 from barca.store import metadata
 from barca.store.artifacts import read_value
-
-UNKNOWN_DIGEST = "0" * 32  # an output digest no bytes can have: readers treat it as changed
-
 
 class Planning:
     def __init__(self, graph: Graph, options: PlanOptions,
@@ -108,24 +106,14 @@ class Planning:
         return KnownOutput(hashes, keys, values)
 
     def _output_hashes(self, node_id: str, plan: NodePlan, ran: Mapping[str, str]) -> HashColumn:
-        """The digest of each key's bytes: this run's where a key ran, else the stored one.
-        With the same keys as stored, only the keys that ran are touched."""
-        state = self.run.states.get(node_id, EMPTY_STATE)
-        positions = self.run.results.get(node_id, {})
-        if state.output_hash is not None and all(k in positions for k in ran) and \
-                state.keys == plan.keys:
-            return state.output_hash.replaced({unpack_entry(positions[k])[0]: digest
-                                               for k, digest in ran.items()})
-        if len(plan.keys) > 16:
-            state.keys.indexed()
-        digests = [ran[k] if k in ran else state.output_hash_at(state.find(k))
-                   for k in plan.keys]
-        if not all(digests):  # e.g. cutoff=True was just added: look the digests up once
-            found = metadata.output_hashes(self.conn, node_id, [
-                (k, plan.run_hashes[i]) for i, k in enumerate(plan.keys) if not digests[i]])
-            digests = [d or found.get(k) or UNKNOWN_DIGEST for d, k in zip(digests, plan.keys)]
-            self.run.rewrite.add(node_id)
-        return HashColumn(digests)
+        """The digest of each key's bytes (plan.outputs), with those the state lacks looked up
+        once in the database."""
+        digests, lookup = output_digests(plan, self.run.states.get(node_id, EMPTY_STATE),
+                                         self.run.results.get(node_id, {}), ran)
+        if not lookup:
+            return digests
+        self.run.rewrite.add(node_id)
+        return with_found(plan, digests, metadata.output_hashes(self.conn, node_id, lookup))
 
     # -- cached files that are gone ---------------------------------------------------------
 
