@@ -98,3 +98,22 @@ def test_a_bad_request_is_a_usage_error_before_anything_runs(project):
     with pytest.raises(UsageError, match="unknown target"):
         get(project, "nothing_like_this")
     assert not (project / ".barca" / "metadata.db").exists()
+
+
+def test_steps_name_their_files_relative_to_the_project_root(project):
+    """So that an executor on another machine resolves them against its own copy."""
+    seen = []
+
+    class Recording(InProcessExecutor):
+        def submit(self, steps, count):
+            steps = list(steps)
+            seen.extend(steps)
+            super().submit(steps, count)
+
+    result = driver.run("get", "total", ["p.py"], cwd=project,
+                        new_executor=lambda: Recording(project))
+    assert result.values("p.py:total") == 21
+    total = next(s for s in seen if s.node_id == "p.py:total")
+    [ref] = total.inputs
+    assert ref.paths[0].startswith(".barca/artifacts/") and not ref.paths[0].startswith("/")
+    assert total.artifact_dir.startswith(".barca/artifacts/")

@@ -204,8 +204,9 @@ class _Run:
                 self.executor = self.new_executor()
             sources = [n for n, _, _ in steps if self.graph.is_key_source(n)]
             self.source_columns.read_digests(self.conn, sources)
+            root = f"{self.project.root}/"
             self.executor.submit((step_spec(self.graph, run.plans, node_id, plan, i,
-                                            self.step_dirs, self.planning.artifact,
+                                            self.step_dirs, self.planning.artifact, root,
                                             self.source_columns.known(node_id))
                                   for node_id, plan, keys in steps for i in keys), count)
             self.source_columns.load(self.conn, sources)  # while their steps run

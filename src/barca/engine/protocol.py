@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 class InputRef(NamedTuple):
     """How a step receives one parameter.
 
+    paths are relative to the project root (absolute only outside it: a dry run's scratch)
     kind: "artifact"  one file, read by the parameter's annotation
           "artifacts" several files (collect), read into a list in key order
           "inline"    a value carried in the message (a keyed source's value for this key)

@@ -21,14 +21,22 @@ Artifact = Callable[[str, str], tuple[Any, str]]  # (node id, key) -> (path, for
 
 
 def step_spec(graph: Graph, plans: Mapping[str, NodePlan], node_id: str, plan: NodePlan,
-              i: int, step_dirs: Any, artifact: Artifact,
+              i: int, step_dirs: Any, artifact: Artifact, root: str,
               known_chunks: Known = ((), ())) -> StepSpec:
-    """The step for key `i` of the node's plan; its directory under `step_dirs`;
+    """The step for key `i` of the node's plan; its directory under `step_dirs`; the files
+    it reads relative to `root` (the project root, ending in "/") when under it, so that
+    whoever runs the step resolves them against its own copy of the project;
     `known_chunks` for a key source (barca.store.key_source_chunks)."""
     d = graph.nodes[node_id]
     key = plan.keys[i]
     step_id = f"{node_id}[{plan.label(key)}]" if plan.partitioned else node_id
-    inputs = tuple(_input_ref(graph, plans, d, spec, plan, i, artifact) for spec in d.inputs)
+
+    def located(source: str, source_key: str) -> tuple[str, str]:
+        path, fmt = artifact(source, source_key)
+        text = str(path)
+        return (text[len(root):] if text.startswith(root) else text), fmt
+
+    inputs = tuple(_input_ref(graph, plans, d, spec, plan, i, located) for spec in d.inputs)
     directory = f"{step_dirs}/{node_dir_name(d.file, d.name, key_pairs(d, key))}"
     return StepSpec(step_id, node_id, key, i, d.kind, d.file, d.function,
                     tuple(key_args(d, key).items()), inputs,
@@ -46,12 +54,12 @@ def _input_ref(graph: Graph, plans: Mapping[str, NodePlan], d: Definition, spec:
     up = graph.nodes[spec.source]
     if spec.mode == "collect":
         found = [artifact(spec.source, k) for k in plans[spec.source].keys]
-        return InputRef(spec.param, "artifacts", tuple(str(f[0]) for f in found),
+        return InputRef(spec.param, "artifacts", tuple(f[0] for f in found),
                         tuple(f[1] for f in found), annotation=annotation)
     if reads_inline(graph, plan, d.node_id, spec.source):
         return InputRef(spec.param, "inline", value=plan.key_values[i])
     found = artifact(spec.source, key if up.dimensions else "")
-    return InputRef(spec.param, "artifact", (str(found[0]),), (found[1],),
+    return InputRef(spec.param, "artifact", (found[0],), (found[1],),
                     annotation=annotation)
 
 
