@@ -61,7 +61,8 @@ def sql_command(query, files, limit, all_rows, json_flag, pretty, env_name) -> N
     for warning in warnings:
         note(warning)
     hint = _get_hint(list(files), env_name)
-    columns, rows, total = run_query(query, found, None if all_rows else limit, hint)
+    columns, rows, total = run_query(query, found, None if all_rows else limit, hint,
+                                     loaded.project.artifacts_dir)
     if mode == "json":
         emit_json(listing({"columns": columns}, "rows", rows, total, "rows"), indent=True,
                   default=_json_value)

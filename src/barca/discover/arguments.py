@@ -25,7 +25,6 @@ _EXAMPLES = {
     "asset_ref": 'asset_ref("pipeline.py:function")',
     "Schedule": 'Schedule("0 * * * *")',
 }
-_BAD_NAME_CHARS = set(":[],= \t\n")
 
 
 class Site(NamedTuple):
@@ -129,11 +128,13 @@ def _dotted(expr: ast.expr) -> str | None:
 
 
 def read_name(expr: ast.expr, site: Site) -> str:
+    """A node's name: an identifier, as a function name is; it names the node's id, its
+    `barca sql` view and its directory under .barca/artifacts/, so it may hold no path."""
     value = _literal(expr)
-    if not isinstance(value, str) or not value or _BAD_NAME_CHARS & set(value):
-        raise site.error(f"name= must be a non-empty string literal without spaces or any of "
-                         f"': [ ] , =', not `{ast.unparse(expr)}`",
-                         'Write it like name="daily_sales"', expr)
+    if not isinstance(value, str) or not value.isidentifier():
+        raise site.error(f"name= must be a non-empty string literal that is a Python "
+                         f"identifier (letters, digits and _, not starting with a digit), not "
+                         f"`{ast.unparse(expr)}`", 'Write it like name="daily_sales"', expr)
     return value
 
 

@@ -41,7 +41,11 @@ def key_suffix(pairs: Pairs) -> str:
 
 
 def node_dir_name(file: str, name: str, pairs: Pairs) -> str:
-    """`pipeline.py--scored_retailer_r03`, kept under the filesystem's name length."""
+    """`pipeline.py--scored_retailer_r03`, kept under the filesystem's name length. The name
+    is an identifier (discovery checks it); anything that could leave the directory is
+    refused here too, as keys are escaped."""
+    if "/" in name or "\0" in name or name in (".", ".."):
+        raise ValueError(f"node name {name!r} cannot be part of a path")
     head, _, base = f"{file}--{name}".rpartition("/")
     suffix = key_suffix(pairs)
     leaf = base + suffix

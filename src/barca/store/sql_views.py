@@ -108,17 +108,25 @@ def _source_keys(source: Definition, graph: Graph, states: dict[str, Latest],
 
 # -- DuckDB ---------------------------------------------------------------------------------
 
-def run_query(query: str, sources: list[Source], limit: int | None, hint: str
-              ) -> tuple[list[str], list[dict[str, Any]], int]:
+def run_query(query: str, sources: list[Source], limit: int | None, hint: str,
+              readable: Path) -> tuple[list[str], list[dict[str, Any]], int]:
+    """Run a read-only query over the views. DuckDB may read files under `readable` (the
+    results) and nothing else: no other file, no writing, no ATTACH, no extension installed
+    or loaded, and the query cannot change those settings back."""
     try:
         import duckdb
     except ImportError as exc:
         raise InfraError("barca sql needs duckdb, which is not installed",
                          "pip install duckdb") from exc
-    conn = duckdb.connect()
+    _check_read_only(duckdb, query, sources)
+    conn = duckdb.connect(config={"autoinstall_known_extensions": False,
+                                  "autoload_known_extensions": False})
     for source in sources:
         if source.problem is None:
             _create_view(conn, source, _mentioned(source.view, query), hint)
+    conn.execute(f"SET allowed_directories = [{_text(str(readable))}]")
+    conn.execute("SET enable_external_access = false")
+    conn.execute("SET lock_configuration = true")
     try:
         rel = conn.sql(query)
         if rel is None:
@@ -127,6 +135,10 @@ def run_query(query: str, sources: list[Source], limit: int | None, hint: str
         result = result.read_all() if hasattr(result, "read_all") else result
     except duckdb.CatalogException as exc:
         raise _catalog_error(str(exc), sources, hint) from None
+    except duckdb.PermissionException as exc:
+        raise UsageError(f"barca sql reads only the stored results: {exc}",
+                         "query the views instead (barca sql \"show tables\" lists them)"
+                         ) from None
     except duckdb.Error as exc:
         raise UsageError(f"SQL error: {exc}", _views_text(sources)) from None
     total = result.num_rows
@@ -135,6 +147,23 @@ def run_query(query: str, sources: list[Source], limit: int | None, hint: str
     values = [shown.column(i).to_pylist() for i in range(len(columns))]
     rows = [dict(zip(columns, row)) for row in zip(*values)] if columns else []
     return columns, rows, total
+
+
+READ_ONLY_STATEMENTS = ("SELECT", "EXPLAIN")  # SHOW, DESCRIBE, SUMMARIZE, VALUES are SELECTs
+
+
+def _check_read_only(duckdb: Any, query: str, sources: list[Source]) -> None:
+    """Refuse anything but reading: COPY, ATTACH, CREATE, INSERT, SET, INSTALL, LOAD, ..."""
+    try:
+        statements = duckdb.extract_statements(query)
+    except duckdb.Error as exc:
+        raise UsageError(f"SQL error: {exc}", _views_text(sources)) from None
+    for statement in statements:
+        kind = statement.type.name
+        if kind not in READ_ONLY_STATEMENTS:
+            raise UsageError(f"barca sql runs read-only queries; a {kind} statement is refused",
+                             "write a SELECT over the views; stored results change only "
+                             "through barca get and barca run")
 
 
 def _mentioned(view: str, query: str) -> bool:
