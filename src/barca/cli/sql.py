@@ -30,8 +30,8 @@ HELP = """Run DuckDB SQL over the stored results: each node is a view named afte
 \b
 A partitioned node has a leading `partition` column (`retailer=r7`); a JSON list of plain
 values is one column named `json`; a key source's {key: value} dict has a row per key, with
-columns `key` and `value`. Pickled results are not views. Nothing runs and nothing
-is recorded.
+columns `key` and `value`. Pickled results are not views. Read-only: only SELECT and
+EXPLAIN run, and only the stored results can be read. Nothing runs and nothing is recorded.
 \b
 Examples:
   barca sql "select * from summary"
