@@ -3,6 +3,10 @@ out of the project, and `barca sql` reaching the filesystem or the metadata data
 
 from __future__ import annotations
 
+import os
+import signal
+import socket
+import time
 from pathlib import Path
 
 import pytest
@@ -78,3 +82,97 @@ def test_sql_still_reads_the_views(computed: Path):
     assert rows == [{"customer": "ada"}]
     tables = barca(computed, "sql", "show tables").expect(0).json["rows"]
     assert {"name": "orders"} in tables
+
+
+# -- the warm pool's socket -------------------------------------------------------------------
+
+PROBE = """
+    from barca import asset
+
+    @asset()
+    def probe() -> int:
+        return 7
+"""
+
+
+def pool_env(tmp_path: Path) -> dict:
+    temp = tmp_path / "tmpdir"
+    temp.mkdir(exist_ok=True)
+    return {"BARCA_WARM_SECONDS": "60", "TMPDIR": str(temp), "XDG_RUNTIME_DIR": None}
+
+
+def stop_pools(root: Path) -> None:
+    for entry in Path("/proc").iterdir():
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"barca.cli.warm_launcher" in argv and str(root).encode() in argv:
+            os.kill(int(entry.name), signal.SIGTERM)
+
+
+def test_a_symlinked_state_directory_is_not_used(project: Path, tmp_path):
+    env = pool_env(tmp_path)
+    elsewhere = tmp_path / "planted"
+    elsewhere.mkdir(mode=0o700)
+    (Path(env["TMPDIR"]) / f"barca-{os.getuid()}").symlink_to(elsewhere)
+    write(project, {"p.py": PROBE})
+    try:
+        assert barca(project, "get", "probe", "p.py", env=env).expect(0).json[
+            "final_output"] == 7
+        time.sleep(1)  # a pool, had one been started there, would have bound its socket
+        assert list(elsewhere.iterdir()) == []
+    finally:
+        stop_pools(project)
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="listening as another user needs root")
+def test_a_pool_socket_served_by_another_user_is_never_talked_to(project: Path, tmp_path):
+    from barca.engine.local import warm_pool
+
+    env = pool_env(tmp_path)
+    write(project, {"p.py": PROBE})
+    saved = dict(os.environ)
+    os.environ.update({k: v for k, v in env.items() if v is not None and
+                       not k.startswith("BARCA_")})
+    os.environ.pop("XDG_RUNTIME_DIR", None)
+    try:  # the socket the run will look for, computed as the run computes it
+        directory = warm_pool.state_dir()
+        sock_path, _ = warm_pool.paths(directory, warm_pool.identity(project))
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    report_r, report_w = os.pipe()  # the impostor cannot reach pytest's 0700 temp dirs
+    pid = os.fork()
+    if pid == 0:  # the impostor: listens as nobody on the pool's path, reports what it hears
+        try:
+            os.close(report_r)
+            listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            listener.bind(str(sock_path))
+            os.chmod(sock_path, 0o777)
+            os.setuid(65534)
+            listener.listen(4)
+            while True:
+                conn, _ = listener.accept()
+                os.write(report_w, b"accepted;")
+                data = conn.recv(1 << 20)
+                if data:
+                    os.write(report_w, b"heard:" + data + b";")
+                    conn.send(warm_pool.encode(warm_pool.Welcome([], os.getpid())))
+                conn.close()
+        finally:
+            os._exit(0)
+    os.close(report_w)
+    try:
+        time.sleep(0.5)
+        assert barca(project, "get", "probe", "p.py", env=env).expect(0).json[
+            "final_output"] == 7
+        os.set_blocking(report_r, False)
+        report = os.read(report_r, 1 << 20)
+        assert report.startswith(b"accepted;")  # the run did find the impostor's socket...
+        assert b"heard" not in report  # ...and left it without a word
+    finally:
+        os.close(report_r)
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        stop_pools(project)

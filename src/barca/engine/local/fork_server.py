@@ -84,6 +84,9 @@ class ForkServer:
                 last_request = time.monotonic()
                 if key.data is None:
                     conn, _ = listener.accept()
+                    if not warm_pool.peer_is_us(conn):
+                        conn.close()  # another user: never served
+                        continue
                     conn.setblocking(True)
                     self.selector.register(conn, selectors.EVENT_READ, "client")
                 else:

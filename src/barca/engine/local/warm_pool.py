@@ -27,6 +27,7 @@ import hashlib
 import json
 import os
 import socket
+import struct
 import sys
 from pathlib import Path
 from typing import Any, Iterable, NamedTuple
@@ -43,18 +44,40 @@ def supported() -> bool:
 
 
 def state_dir() -> Path | None:
-    """The user's private directory for fork server sockets, or None if it is not safe to use."""
+    """The user's private directory for fork server sockets: `$XDG_RUNTIME_DIR/barca`, else
+    `$TMPDIR/barca-UID`; None if neither is safe to use (then workers start fresh)."""
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
     temp = next((d for d in map(os.environ.get, ("TMPDIR", "TEMP", "TMP"))
                  if d and os.path.isdir(d)), "/tmp")  # tempfile's order, without importing it
-    path = Path(temp) / f"barca-{os.getuid()}"
+    candidates = [Path(runtime) / "barca"] if runtime and os.path.isabs(runtime) else []
+    candidates.append(Path(temp) / f"barca-{os.getuid()}")
+    return next((path for path in candidates if _is_private_dir(path)), None)
+
+
+def _is_private_dir(path: Path) -> bool:
+    """Created if missing; then a real directory (not a symlink to one: it is opened with
+    O_NOFOLLOW and checked on the open descriptor), ours, and closed to everyone else."""
     try:
         path.mkdir(mode=0o700, exist_ok=True)
-        st = path.stat()
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     except OSError:
-        return None
-    if st.st_uid != os.getuid() or st.st_mode & 0o077:
-        return None
-    return path
+        return False
+    try:
+        st = os.fstat(fd)
+    finally:
+        os.close(fd)
+    return st.st_uid == os.getuid() and not st.st_mode & 0o077
+
+
+def peer_is_us(sock: socket.socket) -> bool:
+    """Whether the process at the other end of a Unix socket runs as this user (SO_PEERCRED):
+    checked on every connection, in both directions, so that a socket swapped in by another
+    user is never talked to."""
+    try:
+        creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    except OSError:
+        return False
+    return struct.unpack("3i", creds)[1] == os.getuid()
 
 
 # Shell bookkeeping that differs between terminals and never shapes what a library does.
@@ -243,6 +266,8 @@ class WarmPool:
         try:
             sock.settimeout(5.0)
             sock.connect(str(sock_path))
+            if not peer_is_us(sock):
+                raise OSError(f"{sock_path} is served by another user")
             send(sock, Hello())
             welcome = expect(receive(sock)[0], Welcome)
         except (OSError, EOFError, ValueError):
