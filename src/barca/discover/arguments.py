@@ -139,7 +139,7 @@ def read_name(expr: ast.expr, site: Site) -> str:
 
 
 def read_inputs(expr: ast.expr, names: BarcaNames, site: Site) -> tuple[RawInput, ...] | None:
-    """The inputs= mapping; None when it is not a dict literal (then it declares nothing)."""
+    """The inputs= mapping; None when it is not a dict literal (the caller refuses that)."""
     if not isinstance(expr, ast.Dict):
         return None
     out: list[RawInput] = []

@@ -108,9 +108,7 @@ class _Hasher:
                         dimensions: Sequence[DimensionSpec]) -> list[tuple[str, str]]:
         where = self.locations
         out = []
-        if node.inputs_text is not None:
-            out.append(hashing.inputs_part(node.inputs_text))
-        elif node.inputs:
+        if node.inputs:
             out.append(hashing.inputs_part([
                 (i.param, f"collect({where[i.source]})" if i.mode == "collect"
                  else where[i.source]) for i in inputs]))

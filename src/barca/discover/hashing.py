@@ -94,11 +94,10 @@ def kind_part(kind: str) -> tuple[str, str]:
     return "kind", digest(("kind", kind))
 
 
-def inputs_part(entries: Sequence[tuple[str, str]] | str) -> tuple[str, str]:
-    """`entries`: (param, upstream id or `collect(id)`); a str for a non-literal inputs=."""
+def inputs_part(entries: Sequence[tuple[str, str]]) -> tuple[str, str]:
+    """`entries`: (param, upstream id or `collect(id)`)."""
     label = "decorator argument inputs"
-    value = entries if isinstance(entries, str) else tuple(sorted(entries))
-    return label, digest((label, value))
+    return label, digest((label, tuple(sorted(entries))))
 
 
 def serializer_part(serializer: str) -> tuple[str, str]:

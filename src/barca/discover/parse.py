@@ -34,7 +34,6 @@ class RawNode(NamedTuple):
     params: tuple[str, ...]
     annotations: tuple[tuple[str, str], ...]
     inputs: tuple[RawInput, ...]
-    inputs_text: str | None  # inputs= written as something other than a dict literal
     dimensions: tuple[RawDimension, ...]
     options: Options
     decorators: tuple[ast.expr, ...]  # the function's other (non-barca) decorators, in order
@@ -102,12 +101,16 @@ def _read_node(fn: FunctionNode, decorator: ast.expr, kind: str,
                site: Site) -> RawNode:
     """Read the arguments (a `None` value counts as absent) and check the signature."""
     name = read_name(keywords["name"].value, site) if "name" in keywords else fn.name
-    inputs: tuple[RawInput, ...] | None = ()
-    inputs_text = None
+    inputs: tuple[RawInput, ...] = ()
     if "inputs" in keywords:
-        inputs = read_inputs(keywords["inputs"].value, names, site)
-        if inputs is None:
-            inputs_text, inputs = ast.unparse(keywords["inputs"].value), ()
+        written = keywords["inputs"].value
+        found = read_inputs(_inputs_constant(written, module), names, site)
+        if found is None:
+            raise site.error(f"inputs= must be a dict literal, or a module-level name bound "
+                             f"once to one and not changed after, not `{ast.unparse(written)}`",
+                             'write the mapping in the decorator: inputs={"orders": orders}',
+                             written)
+        inputs = found  # hashed as its entries, like a literal: moving it changes nothing
     dimensions: tuple[RawDimension, ...] = ()
     if "partitions" in keywords:
         dimensions = read_partitions(keywords["partitions"].value, names, site)
@@ -116,8 +119,27 @@ def _read_node(fn: FunctionNode, decorator: ast.expr, kind: str,
     params, annotations = _signature(fn)
     counted = tuple(keywords[k].value for k in ("serializer",) if k in keywords)
     others = tuple(d for d in fn.decorator_list if d is not decorator)
-    return RawNode(module.file, name, kind, site, fn, params, annotations, inputs, inputs_text,
+    return RawNode(module.file, name, kind, site, fn, params, annotations, inputs,
                    dimensions, options, others, counted)
+
+
+def _inputs_constant(expr: ast.expr, module: ModuleInfo) -> ast.expr:
+    """`inputs=INPUTS`, where INPUTS is bound once at module level to a dict literal and used
+    nowhere else but as `inputs=`: that dict literal. Anything else comes back as written
+    (a name that is rebound, mutated or imported cannot be read without running the file)."""
+    if not isinstance(expr, ast.Name):
+        return expr
+    index = module.index
+    bound = index.defs.get(expr.id, [])
+    if len(bound) != 1 or not isinstance(bound[0], ast.Assign) or \
+            not isinstance(bound[0].value, ast.Dict) or len(bound[0].targets) != 1 or \
+            expr.id in index.conservative or expr.id in index.imports:
+        return expr
+    uses = sum(1 for n in ast.walk(module.tree) if isinstance(n, ast.Name) and n.id == expr.id)
+    as_inputs = sum(1 for n in ast.walk(module.tree) if isinstance(n, ast.keyword)
+                    and n.arg == "inputs" and isinstance(n.value, ast.Name)
+                    and n.value.id == expr.id)
+    return bound[0].value if uses == 1 + as_inputs else expr
 
 
 def _keywords(decorator: ast.expr, kind: str, site: Site) -> dict[str, ast.keyword]:
