@@ -56,3 +56,21 @@ def test_inputs_barca_cannot_read_are_a_usage_error(project: Path, written: str,
     assert "dict literal" in result.envelope["error"]
     assert "inputs={" in result.envelope["remediation"]
     assert not (project / ".barca" / "artifacts").exists()
+
+
+@pytest.mark.parametrize("written", ["serializer=pick()", "serializer=FORMATS[0]"])
+def test_a_serializer_barca_cannot_read_is_a_usage_error(project: Path, written: str):
+    write(project, {"p.py": f"""
+    from barca import asset
+
+    FORMATS = ["pickle"]
+
+    def pick():
+        return "pickle"
+
+    @asset({written})
+    def a() -> dict:
+        return {{"x": 1}}
+    """})
+    result = barca(project, "get", "a", "p.py").expect(2)
+    assert "serializer=" in result.envelope["error"] and "p.py:a" in result.envelope["error"]

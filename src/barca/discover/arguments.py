@@ -265,12 +265,16 @@ def _cron(call: ast.Call, site: Site) -> str:
 
 
 def _serializer(expr: ast.expr, site: Site, module: ModuleInfo) -> str | None:
-    value = _literal(expr)
+    """A literal, or a module-level name bound once to one; None only when written so (an
+    expression barca cannot read is refused, never taken for the default)."""
+    source = expr
     if isinstance(expr, ast.Name):
         stmts = module.index.defs.get(expr.id, [])
-        if len(stmts) == 1 and isinstance(stmts[0], (ast.Assign, ast.AnnAssign)):
-            value = _literal(stmts[0].value)  # type: ignore[arg-type]
-    if value is None or value in SERIALIZERS:
+        if len(stmts) == 1 and isinstance(stmts[0], (ast.Assign, ast.AnnAssign)) and \
+                stmts[0].value is not None:
+            source = stmts[0].value
+    value = _literal(source)
+    if value in SERIALIZERS or isinstance(source, ast.Constant) and source.value is None:
         return value
     raise site.error(f"serializer= must be one of {', '.join(map(repr, SERIALIZERS))}, not "
                      f"`{ast.unparse(expr)}`", 'Write it like serializer="json"', expr)
