@@ -176,3 +176,18 @@ def project(tmp_path: Path) -> Path:
     """An empty project directory (its own root: it holds a barca.toml)."""
     (tmp_path / "barca.toml").write_text("")
     return tmp_path
+
+
+def pool_processes(root: Path) -> list[int]:
+    """Pids of warm pools serving this project."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"barca.cli.warm_launcher" in argv and str(root).encode() in argv:
+            out.append(int(entry.name))
+    return out

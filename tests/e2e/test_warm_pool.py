@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import barca, edit, in_terminal, lines, read_runs, start_barca, write
+from conftest import (barca, edit, in_terminal, lines, pool_processes, read_runs,
+                      start_barca, write)
 
 WARM = {"BARCA_WARM_SECONDS": "60"}
 
@@ -40,21 +41,6 @@ PIPELINE = """
         print("probe ran")
         return seen
 """
-
-
-def pool_processes(root: Path) -> list[int]:
-    """Pids of warm pools serving this project."""
-    out = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if b"barca.cli.warm_launcher" in argv and str(root).encode() in argv:
-            out.append(int(entry.name))
-    return out
 
 
 def wait_until_ready(root: Path, env: dict | None = None, timeout: float = 60) -> int:

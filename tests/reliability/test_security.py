@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import barca, write
+from conftest import barca, pool_processes, write
 
 ESCAPING = """
     from barca import asset
@@ -102,13 +102,8 @@ def pool_env(tmp_path: Path) -> dict:
 
 
 def stop_pools(root: Path) -> None:
-    for entry in Path("/proc").iterdir():
-        try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if b"barca.cli.warm_launcher" in argv and str(root).encode() in argv:
-            os.kill(int(entry.name), signal.SIGTERM)
+    for pid in pool_processes(root):
+        os.kill(pid, signal.SIGTERM)
 
 
 def test_a_symlinked_state_directory_is_not_used(project: Path, tmp_path):
