@@ -77,15 +77,15 @@ def wait_until_gone(pid: int, timeout: float = 30) -> None:
 
 @pytest.fixture
 def project(tmp_path: Path):
-    from barca.engine.local import warm_pool
+    from barca.engine.local import pool_registry
 
     yield tmp_path
     for pid in pool_processes(tmp_path):
         os.kill(pid, signal.SIGTERM)
         wait_until_gone(pid)
-    directory = warm_pool.state_dir()
+    directory = pool_registry.state_dir()
     if directory is not None:
-        warm_pool.project_paths(directory, tmp_path)[1].unlink(missing_ok=True)
+        pool_registry.project_paths(directory, tmp_path)[1].unlink(missing_ok=True)
 
 
 def probe(root: Path, *args: str, env: dict | None = None) -> dict:

@@ -123,7 +123,7 @@ def test_a_symlinked_state_directory_is_not_used(project: Path, tmp_path):
 
 @pytest.mark.skipif(os.getuid() != 0, reason="listening as another user needs root")
 def test_a_pool_socket_served_by_another_user_is_never_talked_to(project: Path, tmp_path):
-    from barca.engine.local import warm_pool
+    from barca.engine.local import pool_messages, pool_registry, warm_pool
 
     env = pool_env(tmp_path)
     write(project, {"p.py": PROBE})
@@ -132,8 +132,8 @@ def test_a_pool_socket_served_by_another_user_is_never_talked_to(project: Path, 
                        not k.startswith("BARCA_")})
     os.environ.pop("XDG_RUNTIME_DIR", None)
     try:  # the socket the run will look for, computed as the run computes it
-        directory = warm_pool.state_dir()
-        sock_path, _ = warm_pool.paths(directory, warm_pool.identity(project))
+        directory = pool_registry.state_dir()
+        sock_path, _ = pool_registry.paths(directory, warm_pool.identity(project))
     finally:
         os.environ.clear()
         os.environ.update(saved)
@@ -153,7 +153,7 @@ def test_a_pool_socket_served_by_another_user_is_never_talked_to(project: Path, 
                 data = conn.recv(1 << 20)
                 if data:
                     os.write(report_w, b"heard:" + data + b";")
-                    conn.send(warm_pool.encode(warm_pool.Welcome([], os.getpid())))
+                    conn.send(pool_messages.encode(pool_messages.Welcome([], os.getpid())))
                 conn.close()
         finally:
             os._exit(0)

@@ -41,6 +41,7 @@ COMMANDS = {
     "docs": ("barca.cli.docs", "docs_command", "The manual, by topic."),
     "gc": ("barca.cli.gc", "gc_command", "Remove results no current state needs."),
     "doctor": ("barca.cli.doctor", "doctor_command", "Check what barca needs to run here."),
+    "pool": ("barca.cli.pool", "pool_command", "List or stop this user's warm pools."),
 }
 
 

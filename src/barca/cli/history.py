@@ -164,7 +164,8 @@ def step_json(conn: sqlite3.Connection, step: store.StepRow) -> dict[str, Any]:
            "artifact_path": step.artifact_path, "artifact_format": step.format,
            "artifact_size_bytes": step.size_bytes, "error": error,
            "error_type": step.error_type, "error_message": step.error_message,
-           "error_traceback": step.error_traceback, "batch": step.batch,
+           "error_traceback": step.error_traceback, "worker_exit": step.worker_exit,
+           "batch": step.batch,
            "created_at": render.utc_time(step.created_at)}
     if failed:
         out["output_tail"] = store.output_tail(conn, step.run_id, step.step_id)
@@ -250,7 +251,7 @@ def _failure_text(conn: sqlite3.Connection, step: store.StepRow) -> str:
     attempts = step.attempts or 1
     head = (f"{step.step_id} failed after {attempts} attempt{'s' if attempts != 1 else ''}: "
             f"{step.error_type or 'Error'}: {render.first_line(step.error_message)}")
-    lines = [head]
+    lines = [head + (f" (worker ended: {step.worker_exit})" if step.worker_exit else "")]
     trace = (step.error_traceback or "").rstrip().splitlines()
     if trace:
         cut = trace[-TRACEBACK_LINES:]

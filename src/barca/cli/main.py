@@ -7,7 +7,6 @@ Nothing heavy is imported before that choice is made.
 
 from __future__ import annotations
 
-import os
 import sys
 
 DELEGATED = ("get", "run")
@@ -17,10 +16,11 @@ def main(argv: list[str] | None = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0].endswith(".py"):
         argv = ["get", *argv]  # `barca pipeline.py` is `barca get pipeline.py`
-    if argv and argv[0] in DELEGATED and _warm_pool_allowed():
+    idle = _warm_seconds()
+    if argv and argv[0] in DELEGATED and idle:
         from barca.cli.warm_launcher import run_in_warm_pool
 
-        code = run_in_warm_pool(argv)
+        code = run_in_warm_pool(argv, idle)
         if code is not None:
             sys.exit(code)
     from barca.cli.app import main as run_here
@@ -28,13 +28,15 @@ def main(argv: list[str] | None = None) -> None:
     run_here(argv)
 
 
-def _warm_pool_allowed() -> bool:
-    """Off when BARCA_WARM_SECONDS is 0; a bad value is reported by the command itself."""
-    text = os.environ.get("BARCA_WARM_SECONDS", "")
+def _warm_seconds() -> float:
+    """BARCA_WARM_SECONDS, 0 when the pool is off; a bad value is reported by the command."""
+    from barca.engine.local import warm_seconds
+    from barca.errors import UsageError
+
     try:
-        return not text or float(text) > 0
-    except ValueError:
-        return False
+        return warm_seconds()
+    except UsageError:
+        return 0.0
 
 
 if __name__ == "__main__":

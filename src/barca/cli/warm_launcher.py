@@ -18,29 +18,32 @@ import sys
 from pathlib import Path
 
 
-def run_in_warm_pool(argv: list[str]) -> int | None:
+def run_in_warm_pool(argv: list[str], idle: float) -> int | None:
     """The command's exit code, or None when no warm pool took it (run it here)."""
     from barca.engine.local import warm_pool
     from barca.project_root import find_root
 
-    pool = warm_pool.WarmPool.connect(find_root(Path.cwd()))
+    root = find_root(Path.cwd())
+    pool = warm_pool.WarmPool.connect(root)
     if pool is None:
         return None
     try:
-        return _run_command(pool, argv)
+        return _run_command(pool, argv, idle, root)
     finally:
         pool.close()
 
 
-def _run_command(pool, argv: list[str]) -> int | None:
-    from barca.engine.local.warm_pool import Exited, Forked, RunCommand, receive, send
+def _run_command(pool, argv: list[str], idle: float, root: Path) -> int | None:
+    from barca.engine.local.pool_messages import (Exited, Forked, RunCommand, receive,
+                                                  resource_limits, send)
 
     try:
         for fd in (0, 1, 2):
             os.fstat(fd)
         umask = os.umask(0)
         os.umask(umask)
-        send(pool.sock, RunCommand(argv, os.getcwd(), dict(os.environ), umask), [0, 1, 2])
+        send(pool.sock, RunCommand(argv, os.getcwd(), dict(os.environ), umask, idle,
+                                   resource_limits()), [0, 1, 2])
         pool.sock.settimeout(None)  # a run takes as long as it takes
         message, _ = receive(pool.sock)
     except (OSError, EOFError, ValueError):
@@ -54,11 +57,24 @@ def _run_command(pool, argv: list[str]) -> int | None:
         try:
             message, _ = receive(pool.sock)
         except (OSError, EOFError, ValueError):
-            sys.stderr.write("error: the process running this command ended without an "
-                             "exit status\n  run it again with BARCA_WARM_SECONDS=0 to "
-                             "run it in this process\n")
-            return 3
+            return _died(root, pid)
     return message.code
+
+
+def _died(root: Path, pid: int) -> int:
+    """The forked run ended without an exit code (killed: the OOM killer, say): ask the pool
+    how, and say so."""
+    from barca.engine.local import warm_pool
+
+    pool = warm_pool.WarmPool.connect(root)
+    how = pool.exit_status(pid) if pool is not None else ""
+    if pool is not None:
+        pool.close()
+    sys.stderr.write(f"error: the process running this command (pid {pid}) ended "
+                     f"{'by ' + how if how.startswith('SIG') else how or 'without an exit status'}"
+                     "\n  finished steps are kept; run the command again (BARCA_WARM_SECONDS=0 "
+                     "runs it in this process)\n")
+    return 3
 
 
 def _run_argv(argv: list[str]) -> int:

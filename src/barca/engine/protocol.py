@@ -81,6 +81,7 @@ class StepOutcome(NamedTuple):
     error_message: str | None = None
     traceback: str | None = None
     key_columns: PackedColumns | None = None
+    worker_exit: str | None = None  # how the worker process ended, when it died in the step
 
 
 class StepStarted(NamedTuple):

@@ -13,11 +13,12 @@ from pathlib import Path
 
 from barca.errors import InfraError
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 # versions this barca upgrades in place: 1 kept each node's snapshot in one row; its snapshots
 # are dropped and rebuilt from the materializations by the next run that reads the node.
-# 2 had no key_source_chunk table; it is added (empty: the next tick sends whole columns)
-UPGRADABLE = (1, 2)
+# 2 had no key_source_chunk table; it is added (empty: the next tick sends whole columns).
+# 3 had no materializations.worker_exit column; it is added (null for earlier steps).
+UPGRADABLE = (1, 2, 3)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -32,7 +33,8 @@ CREATE TABLE IF NOT EXISTS materializations (
     run_hash TEXT NOT NULL, context TEXT, signature TEXT, status TEXT NOT NULL,
     artifact_path TEXT, format TEXT, size_bytes INTEGER, output_hash TEXT,
     elapsed_seconds REAL, attempts INTEGER, error_type TEXT, error_message TEXT,
-    error_traceback TEXT, max_rss_bytes INTEGER, created_at REAL NOT NULL, batch TEXT
+    error_traceback TEXT, max_rss_bytes INTEGER, created_at REAL NOT NULL, batch TEXT,
+    worker_exit TEXT
 );
 CREATE INDEX IF NOT EXISTS mat_by_hash ON materializations (node_id, run_hash, key);
 CREATE INDEX IF NOT EXISTS mat_by_node ON materializations (node_id, id);
@@ -72,6 +74,8 @@ def _create_schema(conn: sqlite3.Connection, path: Path) -> None:
                              f"{SCHEMA_VERSION}", "use the barca version that wrote it")
         if version == 1:
             conn.execute("DROP TABLE node_state")
+        if version in UPGRADABLE:
+            conn.execute("ALTER TABLE materializations ADD COLUMN worker_exit TEXT")
         if version != SCHEMA_VERSION:
             for statement in _SCHEMA.split(";"):
                 if statement.strip():

@@ -27,7 +27,7 @@ _RUN_COLUMNS = ("run_id, command, files, target, status, steps_total, steps_exec
                 "failed_node, error")
 _STEP_COLUMNS = ("id, run_id, step_id, node_id, key, status, attempts, elapsed_seconds, "
                  "max_rss_bytes, run_hash, artifact_path, format, size_bytes, error_type, "
-                 "error_message, error_traceback, batch, created_at")
+                 "error_message, error_traceback, batch, created_at, worker_exit")
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +69,7 @@ class StepRow:
     error_traceback: str | None
     batch: str | None
     created_at: float
+    worker_exit: str | None  # how the worker died during the step ("SIGSEGV", "code 3")
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,7 +227,7 @@ def run_steps(conn: sqlite3.Connection, run_id: str, *, per_node: int | None = N
         params.append(limit)
     rows = conn.execute(f"SELECT * FROM ({sql}) ORDER BY node_first, rank_in_node",
                         params).fetchall()
-    return [StepRow(*row[:18]) for row in rows]
+    return [StepRow(*row[:19]) for row in rows]
 
 
 def node_summaries(conn: sqlite3.Connection, run_id: str) -> list[NodeSummary]:

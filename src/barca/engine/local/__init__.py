@@ -14,7 +14,10 @@ if TYPE_CHECKING:
 def local_executor(root: Path, files: Sequence[str]) -> NewExecutor:
     """A factory of local executors for a run over `files`; its settings are read (and a bad
     one reported) now, its processes start only when the coordinator first needs one."""
+    from barca.engine.local import settings
+
     size, warm = pool_size(), warm_seconds()
+    settings.max_pools()  # a bad BARCA_WARM_POOLS is reported before anything runs
 
     def new():
         from barca.engine.local.pool import LocalExecutor
@@ -53,3 +56,30 @@ def warm_pool_supported() -> bool:
     from barca.engine.local import warm_pool
 
     return warm_pool.supported()
+
+
+def warm_pools() -> list[dict]:
+    """This user's running warm pools, most recently used first: pid, project, memory, idle
+    time, and whether one is stopped (SIGSTOP) and so answers nobody."""
+    import time
+
+    from barca.engine.local import pool_registry
+
+    now = time.time()
+    return [{"pid": info.pid, "project": info.root, "rss_bytes": info.rss_bytes,
+             "idle_seconds": round(max(0.0, now - info.last_used), 1),
+             "exits_after_idle_seconds": info.idle_seconds,
+             "started_at": info.started, "stopped": info.stopped}
+            for info in pool_registry.live_pools()]
+
+
+def stop_warm_pools(root: Path | None) -> list[int]:
+    """Stop the warm pool of the project at `root`, or every one of this user's (None); the
+    pids stopped."""
+    import os
+
+    from barca.engine.local import pool_registry
+
+    real = None if root is None else os.path.realpath(root)
+    return [info.pid for info in pool_registry.live_pools()
+            if (real is None or info.root == real) and pool_registry.stop(info)]

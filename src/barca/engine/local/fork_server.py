@@ -4,45 +4,67 @@ forks workers from that state (see `barca.engine.local.warm_pool` for why and wh
 Its process is started as `python -m barca.cli.warm_launcher ROOT KEY IDLE_SECONDS [MODULE ...]`
 with the project root as its working directory, so its `sys.path` is the one a fresh worker
 would get; the launcher calls `main` here with a function that runs a whole command, which a
-`RunCommand` request forks a child to run. It never imports the
-project's own modules: a forked child imports those from source, so code edits need no
-restart. One fork server per identity: a second one finds the lock taken and exits.
+`RunCommand` request forks a child to run. It never imports the project's own modules: a
+forked child imports those from source, so code edits need no restart.
+
+What a forked child gets must be what a fresh process would:
+- the caller's environment, directory, umask and resource limits (refused, so the caller runs
+  fresh, when a hard limit is above the pool's own);
+- no library code older than its files: the pool stamps every file it loaded from outside the
+  installed packages (an editable install, a PYTHONPATH directory) and, if one changed,
+  refuses the next request and exits;
+- nothing of the pool's: its sockets, lock and signal handlers are let go in the child, and
+  the pool keeps no copy of a client's connection, so a client sees the end of its command the
+  moment it dies.
+The pool reaps its children itself (pidfds) and tells a client how one ended (`Status`).
+One pool per identity (a second finds the lock taken and exits), and at most a few per user
+(`pool_registry.evict_beyond`).
 """
 
 from __future__ import annotations
 
+import collections
 import fcntl
 import gc
 import io
 import importlib
 import importlib.util
 import os
+import select
 import selectors
 import signal
 import socket
 import sys
+import sysconfig
+import threading
 import time
 import warnings
 from pathlib import Path
 from typing import Any, Callable
 
-from barca.engine.local import warm_pool, worker
+from barca.engine.local import pool_registry, warm_pool, worker
+from barca.engine.local.pool_messages import (Exited, ForkWorker, Forked, Hello, Preload,
+                                              Reaped, Refused, RunCommand, Status, Welcome,
+                                              apply_limits, describe_exit, exceeds_own_limits,
+                                              receive, send)
 from barca.engine.local.project_code import is_project_file
-from barca.engine.local.warm_pool import (ForkWorker, Forked, Hello, Preload, Refused,
-                                          RunCommand, Welcome)
 
 RunArgv = Callable[[list[str]], int]  # runs `barca ARGV` in this process; its exit code
 
 CHECK_SECONDS = 5.0  # how often the fork server checks that its identity still holds
+EXITS_KEPT = 256  # how many children's exit statuses the fork server remembers
 
 
 class ForkServer:
     def __init__(self, root: Path, key: str, idle: float, directory: Path, lock: Any,
-                 run_argv: RunArgv | None = None) -> None:
+                 environ: dict[str, str], run_argv: RunArgv | None = None) -> None:
         self.root, self.key, self.idle, self.directory = root, key, idle, directory
         self.lock = lock  # held while this fork server lives; a child must not keep it
         self.run_argv = run_argv
+        self.environ = environ  # as started: its identity's, whatever imports change later
         self.modules: set[str] = set()
+        self.stamps: dict[str, tuple[int, int] | None] = {}  # loaded files outside installs
+        self.exits: collections.OrderedDict[int, str] = collections.OrderedDict()
         self.selector = selectors.DefaultSelector()
 
     def preload(self, names: list[str]) -> None:
@@ -63,9 +85,15 @@ class ForkServer:
             origin = getattr(module, "__file__", None)
             if origin and is_project_file(str(self.root), origin):
                 del sys.modules[module_name]
+        self.stamps = {path: _stamp(path) for path in _files_outside_installs()}
         # What is loaded now lives as long as the fork server: keep it out of the cyclic
         # collector, so that children do not traverse (and so copy) it at each full collection.
         gc.freeze()
+
+    def changed_file(self) -> str | None:
+        """A file this pool loaded from outside the installed packages that changed since."""
+        return next((path for path, stamp in self.stamps.items() if _stamp(path) != stamp),
+                    None)
 
     def serve(self, listener: socket.socket) -> None:
         self.selector.register(listener, selectors.EVENT_READ, None)
@@ -76,63 +104,128 @@ class ForkServer:
                 return
             if now - last_check >= CHECK_SECONDS:
                 last_check = now
-                if not self.root.is_dir() or not self.is_owner() or \
-                        warm_pool.identity(self.root) != self.key:
+                if not self.root.is_dir() or not self.is_owner() or self.changed_file() or \
+                        warm_pool.identity(self.root, self.environ) != self.key:
                     return
             timeout = min(CHECK_SECONDS, self.idle - (now - last_request))
             for key, _ in self.selector.select(max(0.0, timeout)):
+                if isinstance(key.data, int):  # a child's pidfd: it exited
+                    self._reap(key.data, key.fd)
+                    continue
                 last_request = time.monotonic()
+                os.utime(self.lock.fileno())  # when it last served: `barca pool`, eviction
                 if key.data is None:
                     conn, _ = listener.accept()
-                    if not warm_pool.peer_is_us(conn):
+                    if not pool_registry.peer_is_us(conn):
                         conn.close()  # another user: never served
                         continue
                     conn.setblocking(True)
                     self.selector.register(conn, selectors.EVENT_READ, "client")
-                else:
-                    self._answer(key.fileobj)
+                elif not self._answer(key.fileobj):
+                    return
 
     def is_owner(self) -> bool:
         """Whether this is still the project's newest fork server."""
-        owner, _ = warm_pool.project_paths(self.directory, self.root)
+        owner, _ = pool_registry.project_paths(self.directory, self.root)
         try:
             return owner.read_text() == str(os.getpid())
         except OSError:
             return False
 
-    def _answer(self, conn: socket.socket) -> None:
+    def _answer(self, conn: socket.socket) -> bool:
+        """Serve one request; False when this fork server must exit (it went stale)."""
         fds: list[int] = []
         try:
-            message, fds = warm_pool.receive(conn, max_fds=4)
+            message, fds = receive(conn, max_fds=3)
             if isinstance(message, Hello):
-                warm_pool.send(conn, Welcome(sorted(self.modules), os.getpid()))
-            elif isinstance(message, ForkWorker) and len(fds) == 4:
-                warm_pool.send(conn, Forked(self._fork_worker(message, fds)))
-            elif isinstance(message, RunCommand) and len(fds) == 3 and self.run_argv:
-                warm_pool.send(conn, Forked(self._fork_command(conn, message, fds)))
+                changed = self.changed_file()
+                if changed:
+                    send(conn, Refused(f"{changed} changed since the warm pool loaded it"))
+                    return False
+                send(conn, Welcome(sorted(self.modules), os.getpid()))
+            elif isinstance(message, (ForkWorker, RunCommand)) and len(fds) == 3 and (
+                    self.run_argv or isinstance(message, ForkWorker)):
+                self._set_idle(message.idle)
+                too_high = exceeds_own_limits(message.limits)
+                if too_high:
+                    send(conn, Refused(f"the caller's limit on {too_high} is above the pool's"))
+                elif isinstance(message, ForkWorker):
+                    send(conn, Forked(self._fork_worker(message, fds)))
+                else:
+                    send(conn, Forked(self._fork_command(conn, message, fds)))
+                    self._drop(conn)  # the child holds the only copy: its end is the client's
+            elif isinstance(message, Status):
+                send(conn, Reaped(message.pid, self._exit_of(message.pid)))
             elif isinstance(message, Preload):
                 self.preload(message.modules)
                 self.save_modules()
             else:
-                warm_pool.send(conn, Refused(f"cannot serve {type(message).__name__} "
-                                             f"with {len(fds)} descriptors"))
+                send(conn, Refused(f"cannot serve {type(message).__name__} "
+                                   f"with {len(fds)} descriptors"))
         except (OSError, EOFError, ValueError):
-            self.selector.unregister(conn)
-            conn.close()
+            self._drop(conn)
         finally:
             for fd in fds:
                 os.close(fd)
+        return True
+
+    def _drop(self, conn: socket.socket) -> None:
+        try:
+            self.selector.unregister(conn)
+        except (KeyError, ValueError):
+            pass
+        conn.close()
+
+    def _set_idle(self, idle: float) -> None:
+        """A run's BARCA_WARM_SECONDS applies to the pool it uses."""
+        if idle > 0 and idle != self.idle:
+            self.idle = idle
+            _rewrite(self.lock, pool_registry.describe(self.root, idle))
+
+    def _watch(self, pid: int) -> int:
+        try:
+            self.selector.register(os.pidfd_open(pid), selectors.EVENT_READ, pid)
+        except OSError:
+            pass  # already gone: `_exit_of` reaps it on demand
+        return pid
+
+    def _reap(self, pid: int, pidfd: int) -> None:
+        self.selector.unregister(pidfd)
+        os.close(pidfd)
+        self._remember(pid)
+
+    def _remember(self, pid: int) -> bool:
+        try:
+            done, status = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            return False
+        if not done:
+            return False
+        self.exits[pid] = describe_exit(os.waitstatus_to_exitcode(status))
+        while len(self.exits) > EXITS_KEPT:
+            self.exits.popitem(last=False)
+        return True
+
+    def _exit_of(self, pid: int, wait: float = 1.0) -> str:
+        """How child `pid` ended; a client asks as soon as it sees the child's pipes close,
+        which can be a moment before the child can be reaped."""
+        deadline = time.monotonic() + wait
+        while pid not in self.exits and time.monotonic() < deadline:
+            if not self._remember(pid):
+                time.sleep(0.01)
+        return self.exits.get(pid, "")
 
     def _fork_worker(self, request: ForkWorker, fds: list[int]) -> int:
         pid = os.fork()
         if pid:
-            return pid
+            return self._watch(pid)
         try:  # the child: become a fresh worker of the requesting run
             self._leave_server(keep=None)
+            apply_limits(request.limits)
             os.setsid()  # the run stops a worker and whatever it started with one killpg
-            in_fd, out_fd, stdout, stderr = fds
-            devnull = os.open(os.devnull, os.O_RDONLY)
-            _take_stdio((devnull, stdout, stderr), request.env, request.root)
+            in_fd, out_fd, stderr = fds
+            devnull = os.open(os.devnull, os.O_RDWR)
+            _take_stdio((devnull, os.dup(devnull), stderr), request.env, request.root)
             worker.run(in_fd, out_fd, Path(request.root))
         finally:
             os._exit(0)
@@ -140,12 +233,14 @@ class ForkServer:
     def _fork_command(self, conn: socket.socket, request: RunCommand, fds: list[int]) -> int:
         pid = os.fork()
         if pid:
-            return pid
+            return self._watch(pid)
         code = 1
         try:  # the child: run `barca ARGV` as the client process would have
             self._leave_server(keep=conn)
+            apply_limits(request.limits)
             os.umask(request.umask)
             _take_stdio(fds, request.env, request.cwd)
+            _die_with_client(conn)
             sys.argv = ["barca", *request.argv]
             assert self.run_argv is not None
             code = self.run_argv(request.argv)
@@ -156,24 +251,71 @@ class ForkServer:
                 except (OSError, ValueError):
                     pass
             try:
-                warm_pool.send(conn, warm_pool.Exited(int(code)))
+                send(conn, Exited(int(code)))
             finally:
                 os._exit(int(code))
 
     def _leave_server(self, keep: socket.socket | None) -> None:
-        """In a forked child: let go of the fork server's sockets, lock and signal handling."""
+        """In a forked child: let go of the fork server's sockets, pidfds, lock and signal
+        handling."""
         for key in list(self.selector.get_map().values()):
-            if key.fileobj is not keep:
+            if isinstance(key.data, int):
+                os.close(key.fd)  # a sibling's pidfd
+            elif key.fileobj is not keep:
                 key.fileobj.close()
         self.selector.close()
         self.lock.close()
-        for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP):
+        for sig in (signal.SIGTERM, signal.SIGHUP):
             signal.signal(sig, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
     def save_modules(self) -> None:
-        _, modules_path = warm_pool.project_paths(self.directory, self.root)
+        _, modules_path = pool_registry.project_paths(self.directory, self.root)
         _write_atomically(modules_path, "\n".join(sorted(self.modules)))
+
+
+def _die_with_client(conn: socket.socket) -> None:
+    """A command forked for a client ends with it: when the client's end of the connection
+    closes (it was killed, say by a scheduler's timeout), this process is killed as the
+    client was, and its workers follow when their pipes close. Its run is later shown
+    `interrupted`, as a killed fresh run is."""
+    def watch() -> None:
+        poller = select.poll()
+        poller.register(conn.fileno(), select.POLLIN | select.POLLHUP)
+        poller.poll()  # the client never writes after `RunCommand`: this is its end
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    threading.Thread(target=watch, daemon=True, name="barca-client-watch").start()
+
+
+def _installed_dirs() -> tuple[str, ...]:
+    """Where installed code lives: the standard library and site-packages. A change there
+    changes the pool's identity (`warm_pool.identity`), so it is not stamped file by file."""
+    import site
+
+    import barca
+
+    dirs = {*sysconfig.get_paths().values(), *site.getsitepackages(),
+            site.getusersitepackages(), os.path.dirname(barca.__file__)}
+    return tuple(os.path.join(os.path.realpath(d), "") for d in dirs if d)
+
+
+def _files_outside_installs() -> list[str]:
+    installed = _installed_dirs()
+    files = []
+    for module in list(sys.modules.values()):
+        origin = getattr(module, "__file__", None)
+        if origin and not os.path.realpath(origin).startswith(installed):
+            files.append(origin)
+    return files
+
+
+def _stamp(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_size
 
 
 def _take_stdio(fds: list[int] | tuple[int, ...], env: dict, cwd: str) -> None:
@@ -201,29 +343,40 @@ def _write_atomically(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+def _rewrite(lock: Any, text: str) -> None:
+    lock.seek(0)
+    lock.truncate(0)
+    lock.write(text)
+    lock.flush()
+
+
 def main(argv: list[str], run_argv: RunArgv | None = None) -> None:
     """Serve as the fork server described by `argv` (ROOT KEY IDLE_SECONDS [MODULE ...]); with
     `run_argv`, also run whole commands."""
+    from barca.engine.local import settings
+
+    environ = dict(os.environ)
     root, key, idle, names = Path(argv[0]), argv[1], float(argv[2]), argv[3:]
-    directory = warm_pool.state_dir()
+    directory = pool_registry.state_dir()
     if directory is None or idle <= 0:
         return
-    sock_path, lock_path = warm_pool.paths(directory, key)
-    owner_path, modules_path = warm_pool.project_paths(directory, root)
+    sock_path, lock_path = pool_registry.paths(directory, key)
+    owner_path, modules_path = pool_registry.project_paths(directory, root)
     lock = open(lock_path, "a+")
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
         return  # another fork server serves this identity
-    lock.truncate(0)
-    lock.write(str(os.getpid()))
-    lock.flush()
-    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
+    _rewrite(lock, pool_registry.describe(root, idle))
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     warnings.filterwarnings("ignore", category=DeprecationWarning, message=".*fork.*")
     _forget_old_projects(directory)
+    try:
+        pool_registry.evict_beyond(settings.max_pools(), os.getpid(), directory)
+    except Exception:  # noqa: BLE001 - a bad BARCA_WARM_POOLS is reported by the run
+        pool_registry.evict_beyond(pool_registry.default_limit(), os.getpid(), directory)
     _import_barca()
-    server = ForkServer(root, key, idle, directory, lock, run_argv)
+    server = ForkServer(root, key, idle, directory, lock, environ, run_argv)
     try:
         saved = modules_path.read_text().split()
     except OSError:
@@ -269,4 +422,3 @@ def _forget_old_projects(directory: Path, days: float = 30) -> None:
                 path.unlink()
         except OSError:
             pass
-

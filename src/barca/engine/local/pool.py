@@ -35,12 +35,10 @@ from barca.engine.protocol import LogLine, StepOutcome, StepSpec, StepStarted
 
 class _ForkedProcess:
     """A worker forked by the warm pool: the fork server's child, not ours, so watched by pidfd.
-    Its exit status goes to the fork server; `returncode` stays None."""
+    Its exit status goes to the fork server, which says it when asked (`exit_status`)."""
 
-    returncode = None
-
-    def __init__(self, pid: int) -> None:
-        self.pid = pid
+    def __init__(self, pid: int, pool: Any) -> None:
+        self.pid, self.pool = pid, pool
         try:
             self._fd: int | None = os.pidfd_open(pid)
         except ProcessLookupError:
@@ -65,6 +63,18 @@ class _ForkedProcess:
     def kill(self) -> None:
         if self._fd is not None:
             signal.pidfd_send_signal(self._fd, signal.SIGKILL)
+
+    def exit_status(self) -> str | None:
+        return self.pool.exit_status(self.pid) or None
+
+
+def _exit_status(process: subprocess.Popen | _ForkedProcess) -> str | None:
+    """How a worker that died in a step ended, as `history` shows it (`worker_exit`)."""
+    if isinstance(process, _ForkedProcess):
+        return process.exit_status()
+    from barca.engine.local.pool_messages import describe_exit
+
+    return None if process.returncode is None else describe_exit(process.returncode)
 
 
 @dataclass(slots=True)
@@ -178,14 +188,15 @@ class LocalExecutor:
             return None
         from barca.engine.local import warm_pool
 
-        if self.warm_pool is None and not self.fresh_workers:
+        if self.warm_pool is None and not self.fresh_workers and not warm_pool.unresponsive():
             self.warm_pool = warm_pool.WarmPool.connect(self.root) or warm_pool.start_and_connect(
                 self.root, warm_pool.top_level_imports(self.root, self.files), self.warm_seconds)
         if self.warm_pool is None:
             return None
         try:
-            return _ForkedProcess(self.warm_pool.fork_worker(self.root, env, fds))
-        except (OSError, EOFError):
+            pid = self.warm_pool.fork_worker(self.root, env, fds, self.warm_seconds)
+            return _ForkedProcess(pid, self.warm_pool)
+        except (OSError, EOFError, ValueError):
             self.warm_pool.close()
             self.warm_pool = None
             return None
@@ -303,15 +314,16 @@ class LocalExecutor:
             self.queue.appendleft(running)
             self.waiting += 1
             return []
-        if error_type == "WorkerLost" and worker.process.returncode is not None:  # Popen only
-            code = worker.process.returncode
-            why += f" ({'signal ' + signal.Signals(-code).name if code < 0 else f'code {code}'})"
+        ended = _exit_status(worker.process) if error_type == "WorkerLost" else None
+        if ended:
+            why += f" ({ended})"
         return [StepOutcome(running.step_id, running.node_id, running.key, running.index,
                             running.run_hash, "failed", attempts, 0.0, error_type=error_type,
-                            error_message=why)]
+                            error_message=why, worker_exit=ended)]
 
     def _read_until_exit(self, worker: _Worker, timeout: float = 5.0) -> None:
-        """Collect what a stopping worker still has to say (its last `Imported`)."""
+        """Wait for a stopping worker to close its pipe, collecting what it still has to say
+        (its last `Imported`)."""
         deadline = time.monotonic() + timeout
         while True:
             ready, _, _ = select.select([worker.from_worker], [], [],
@@ -328,7 +340,7 @@ class LocalExecutor:
             self.selector.unregister(worker.from_worker)
         except (KeyError, ValueError):
             pass
-        if not kill and self.warm_seconds > 0:
+        if not kill:  # a worker that sees its pipe close unasked takes the run for dead
             self._read_until_exit(worker)
         for fd in (worker.to_worker, worker.from_worker):
             try:

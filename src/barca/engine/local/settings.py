@@ -34,3 +34,17 @@ def warm_seconds() -> float:
                          "set BARCA_WARM_SECONDS to 0 (start workers fresh every run) or a "
                          "number of seconds such as 900, or unset it")
     return value
+
+
+def max_pools() -> int:
+    """BARCA_WARM_POOLS: how many warm pools (one per project) this user keeps at most; the
+    least recently used exits first. One per core, at least four, by default."""
+    from barca.engine.local.pool_registry import default_limit
+
+    text = os.environ.get("BARCA_WARM_POOLS")
+    if not text:
+        return default_limit()
+    if not text.isdigit() or int(text) < 1:
+        raise UsageError(f"BARCA_WARM_POOLS={text!r} is not a positive integer",
+                         "set BARCA_WARM_POOLS to 1 or more, or unset it for one per core")
+    return int(text)

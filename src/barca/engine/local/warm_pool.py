@@ -24,60 +24,23 @@ file-descriptor passing, pidfds); elsewhere every worker is started fresh.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import socket
-import struct
 import sys
 from pathlib import Path
-from typing import Any, Iterable, NamedTuple
+from typing import Any, Iterable
 
-_MAX_MESSAGE = 1 << 20
-# The pool's process is the launcher's (barca.cli.warm_launcher): it serves this module's
-# requests through `fork server` and can also run whole commands. Started by name, never imported.
-POOL_PROCESS = "barca.cli.warm_launcher"
+from barca.engine.local.pool_messages import (ForkWorker, Forked, Hello, Preload, Reaped, Status,
+                                              Welcome, expect, receive, resource_limits, send)
+from barca.engine.local.pool_registry import (POOL_PROCESS, paths, peer_is_us, read,
+                                              state_dir)
+
+HANDSHAKE_SECONDS = 1.0  # a pool that has not answered by then is stopped or stuck: go fresh
 
 
 def supported() -> bool:
     return sys.platform.startswith("linux") and hasattr(os, "pidfd_open") \
         and hasattr(socket, "send_fds")
-
-
-def state_dir() -> Path | None:
-    """The user's private directory for fork server sockets: `$XDG_RUNTIME_DIR/barca`, else
-    `$TMPDIR/barca-UID`; None if neither is safe to use (then workers start fresh)."""
-    runtime = os.environ.get("XDG_RUNTIME_DIR")
-    temp = next((d for d in map(os.environ.get, ("TMPDIR", "TEMP", "TMP"))
-                 if d and os.path.isdir(d)), "/tmp")  # tempfile's order, without importing it
-    candidates = [Path(runtime) / "barca"] if runtime and os.path.isabs(runtime) else []
-    candidates.append(Path(temp) / f"barca-{os.getuid()}")
-    return next((path for path in candidates if _is_private_dir(path)), None)
-
-
-def _is_private_dir(path: Path) -> bool:
-    """Created if missing; then a real directory (not a symlink to one: it is opened with
-    O_NOFOLLOW and checked on the open descriptor), ours, and closed to everyone else."""
-    try:
-        path.mkdir(mode=0o700, exist_ok=True)
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-    except OSError:
-        return False
-    try:
-        st = os.fstat(fd)
-    finally:
-        os.close(fd)
-    return st.st_uid == os.getuid() and not st.st_mode & 0o077
-
-
-def peer_is_us(sock: socket.socket) -> bool:
-    """Whether the process at the other end of a Unix socket runs as this user (SO_PEERCRED):
-    checked on every connection, in both directions, so that a socket swapped in by another
-    user is never talked to."""
-    try:
-        creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    except OSError:
-        return False
-    return struct.unpack("3i", creds)[1] == os.getuid()
 
 
 # Shell bookkeeping that differs between terminals and never shapes what a library does.
@@ -86,9 +49,11 @@ _VOLATILE = frozenset({"_", "OLDPWD", "PWD", "SHLVL", "COLUMNS", "LINES", "TERM"
                        "SSH_CONNECTION", "SSH_TTY", "TMUX_PANE", "WINDOWID"})
 
 
-def identity(root: Path) -> str:
+def identity(root: Path, environ: dict[str, str] | None = None) -> str:
     """What a forked process inherits from the fork server, hashed: if any of it changes, the
-    fork server no longer stands in for a freshly started `barca` or worker."""
+    fork server no longer stands in for a freshly started `barca` or worker. `environ` is the
+    environment the process was started with (the fork server's own changes as libraries
+    import: polars sets _RJEM_MALLOC_CONF, say); the current one by default."""
     import site
 
     import barca
@@ -100,7 +65,7 @@ def identity(root: Path) -> str:
 
     add(os.path.realpath(sys.executable), sys.prefix, os.path.realpath(root), sys.version)
     # a library may read the environment once, at import: any change needs a new fork server
-    add(sorted((k, v) for k, v in os.environ.items()
+    add(sorted((k, v) for k, v in (os.environ if environ is None else environ).items()
                if k not in _VOLATILE and not k.startswith("BARCA_")))
     dirs = [*site.getsitepackages(), site.getusersitepackages(),
             os.path.dirname(os.__file__),  # the standard library
@@ -126,126 +91,6 @@ def _stamp(path: str) -> tuple[int, int] | None:
     return st.st_mtime_ns, st.st_size
 
 
-def paths(directory: Path, key: str) -> tuple[Path, Path]:
-    """The socket and the lock file (holding the pid) of the fork server with this identity."""
-    stem = directory / key[:24]
-    return stem.with_suffix(".sock"), stem.with_suffix(".lock")
-
-
-def project_paths(directory: Path, root: Path) -> tuple[Path, Path]:
-    """The project's owner file, naming its newest fork server (an older one, say of an environment
-    since changed, sees it is no longer named and exits, so a project keeps at most one), and
-    the modules its workers imported, kept for the next fork server."""
-    stem = directory / hashlib.blake2b(os.path.realpath(root).encode(),
-                                       digest_size=12).hexdigest()
-    return stem.with_suffix(".owner"), stem.with_suffix(".imports")
-
-
-# -- messages: typed, JSON on the wire (never pickle: nothing read from a socket is executed).
-# NamedTuples and the json module, because the `barca` launcher imports this on every tick.
-
-class Hello(NamedTuple):
-    """Client -> pool: are you there? Answered by `Welcome`."""
-
-
-class Welcome(NamedTuple):
-    modules: list[str]  # what the pool has imported
-    pid: int
-
-
-class ForkWorker(NamedTuple):
-    """Client -> pool, with four fds (the worker's pipe ends, stdout, stderr): fork a worker."""
-
-    root: str
-    env: dict[str, str]
-
-
-class RunCommand(NamedTuple):
-    """Client -> pool, with stdin, stdout and stderr: fork a process that runs `barca ARGV`."""
-
-    argv: list[str]
-    cwd: str
-    env: dict[str, str]
-    umask: int
-
-
-class Forked(NamedTuple):
-    pid: int
-
-
-class Exited(NamedTuple):
-    """Pool -> client, after `RunCommand`: the command's exit code."""
-
-    code: int
-
-
-class Preload(NamedTuple):
-    """Client -> pool: import these third-party modules for later workers."""
-
-    modules: list[str]
-
-
-class Refused(NamedTuple):
-    reason: str
-
-
-MESSAGES = {cls.__name__: cls for cls in (Hello, Welcome, ForkWorker, RunCommand, Forked,
-                                          Exited, Preload, Refused)}
-_CHECKS = {"str": lambda v: isinstance(v, str),
-           "int": lambda v: isinstance(v, int) and not isinstance(v, bool),
-           "list[str]": lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
-           "dict[str, str]": lambda v: isinstance(v, dict) and all(
-               isinstance(x, str) for x in (*v, *v.values()))}
-
-
-def encode(message: Any) -> bytes:
-    return json.dumps({"type": type(message).__name__, **message._asdict()}).encode()
-
-
-def decode(data: bytes) -> Any:
-    """A message, its fields checked against their declared types; ValueError otherwise."""
-    try:
-        fields = json.loads(data)
-        cls = MESSAGES[fields.pop("type")]
-        message = cls(**fields)
-    except (KeyError, TypeError, AttributeError) as exc:  # JSONDecodeError is a ValueError
-        raise ValueError(f"malformed warm pool message: {exc}") from exc
-    for name, hint in cls.__annotations__.items():
-        kind = getattr(hint, "__forward_arg__", hint)  # the annotation's text
-        if not _CHECKS[kind](getattr(message, name)):
-            raise ValueError(f"warm pool message {cls.__name__}.{name} is not {kind}")
-    return message
-
-
-def send(sock: socket.socket, message: Any, fds: Iterable[int] = ()) -> None:
-    data = encode(message)
-    if len(data) > _MAX_MESSAGE:
-        raise OSError("warm pool message too large")
-    socket.send_fds(sock, [data], list(fds))
-
-
-def receive(sock: socket.socket, max_fds: int = 0) -> tuple[Any, list[int]]:
-    data, fds, _flags, _addr = socket.recv_fds(sock, _MAX_MESSAGE, max_fds)
-    if not data:
-        for fd in fds:
-            os.close(fd)
-        raise EOFError("warm pool closed the connection")
-    try:
-        return decode(data), fds
-    except ValueError:
-        for fd in fds:
-            os.close(fd)
-        raise
-
-
-def expect(message: Any, cls: type) -> Any:
-    if isinstance(message, Refused):
-        raise OSError(f"warm pool refused: {message.reason}")
-    if not isinstance(message, cls):
-        raise ValueError(f"warm pool answered {type(message).__name__}, not {cls.__name__}")
-    return message
-
-
 class WarmPool:
     """A connection to this project's fork server."""
 
@@ -257,28 +102,43 @@ class WarmPool:
     @classmethod
     def connect(cls, root: Path, key: str | None = None) -> "WarmPool | None":
         """This project's fork server, if one is up and current; None otherwise (start workers
-        fresh)."""
+        fresh). One that does not answer within HANDSHAKE_SECONDS is reported once on stderr
+        (see `unresponsive`)."""
         directory = state_dir() if supported() else None
         if directory is None:
             return None
-        sock_path, _ = paths(directory, key or identity(root))
+        sock_path, lock_path = paths(directory, key or identity(root))
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
-            sock.settimeout(5.0)
+            sock.settimeout(HANDSHAKE_SECONDS)
             sock.connect(str(sock_path))
             if not peer_is_us(sock):
                 raise OSError(f"{sock_path} is served by another user")
             send(sock, Hello())
             welcome = expect(receive(sock)[0], Welcome)
+        except TimeoutError:
+            sock.close()
+            _note_unresponsive(lock_path)
+            return None
         except (OSError, EOFError, ValueError):
             sock.close()
             return None
         return cls(sock, frozenset(welcome.modules), welcome.pid)
 
-    def fork_worker(self, root: Path, env: dict[str, str], fds: tuple[int, ...]) -> int:
-        """A new worker on these pipe ends (worker's read, worker's write); returns its pid."""
-        send(self.sock, ForkWorker(str(root), env), [*fds, 1, 2])
+    def fork_worker(self, root: Path, env: dict[str, str], fds: tuple[int, int],
+                    idle: float) -> int:
+        """A new worker on these pipe ends (worker's read, worker's write), under this
+        process's resource limits; returns its pid."""
+        send(self.sock, ForkWorker(str(root), env, idle, resource_limits()), [*fds, 2])
         return expect(receive(self.sock)[0], Forked).pid
+
+    def exit_status(self, pid: int) -> str:
+        """How a child of the fork server ended ("code 3", "SIGSEGV", ...); "" if unknown."""
+        try:
+            send(self.sock, Status(pid))
+            return expect(receive(self.sock)[0], Reaped).exit
+        except (OSError, EOFError, ValueError):
+            return ""
 
     def learn(self, modules: set[str]) -> None:
         """Ask the fork server to import modules workers needed that it does not have yet."""
@@ -293,15 +153,35 @@ class WarmPool:
         self.sock.close()
 
 
+_unresponsive: list[int] = []  # the pid of a pool that did not answer, once found
+
+
+def unresponsive() -> bool:
+    """Whether this process met a pool that did not answer: then it neither waits for it
+    again nor starts another (that one holds the project's lock)."""
+    return bool(_unresponsive)
+
+
+def _note_unresponsive(lock_path: Path) -> None:
+    if _unresponsive:
+        return
+    info = read(lock_path)
+    _unresponsive.append(info.pid if info else 0)
+    which = f"the warm pool (pid {info.pid})" if info else "the warm pool"
+    state = " is stopped and" if info and info.stopped else ""
+    sys.stderr.write(f"note: {which}{state} did not answer within {HANDSHAKE_SECONDS:g} s; "
+                     "workers start fresh (`barca pool stop` ends it)\n")
+
+
 def start_pool_process(root: Path, modules: set[str], idle_seconds: float,
-                 key: str | None = None) -> Any:
-    """Start a fork server for this project (of identity `key`, computed if not given) that imports
-    `modules` in the background; its process (a `subprocess.Popen`), or None where no fork server
-    can run."""
+                       key: str | None = None) -> Any:
+    """Start a fork server for this project (of identity `key`, computed if not given) that
+    imports `modules` in the background; its process (a `subprocess.Popen`), or None where no
+    fork server can run."""
     import subprocess
 
     directory = state_dir() if supported() else None
-    if directory is None:
+    if directory is None or unresponsive():
         return None
     try:
         return subprocess.Popen([sys.executable, "-m", POOL_PROCESS, str(root),
@@ -314,9 +194,9 @@ def start_pool_process(root: Path, modules: set[str], idle_seconds: float,
 
 def start_and_connect(root: Path, modules: set[str], idle_seconds: float,
                       timeout: float = 60.0) -> WarmPool | None:
-    """Start this project's fork server and wait until it answers (a fresh worker would spend that
-    time importing the same libraries); None if it exits or does not answer within `timeout`
-    seconds, and workers start fresh."""
+    """Start this project's fork server and wait until it answers (a fresh worker would spend
+    that time importing the same libraries); None if it exits or does not answer within
+    `timeout` seconds, and workers start fresh."""
     import time
 
     key = identity(root)
@@ -329,21 +209,12 @@ def start_and_connect(root: Path, modules: set[str], idle_seconds: float,
         pool = WarmPool.connect(root, key)
         if pool is not None:
             return pool
-        # ours exits at once if a fork server of this identity is already starting: wait for it
-        if process.poll() is not None and not _holder_alive(lock_path):
+        # ours exits at once if a fork server of this identity is already starting: wait for
+        # it, unless it is one that does not answer
+        if unresponsive() or process.poll() is not None and read(lock_path) is None:
             return None
         time.sleep(0.02)
     return None
-
-
-def _holder_alive(lock_path: Path) -> bool:
-    """Whether the fork server whose pid the lock file holds is running (a stale file's pid may
-    since belong to another process)."""
-    try:
-        return POOL_PROCESS.encode() in Path(f"/proc/{int(lock_path.read_text())}/cmdline"
-                                              ).read_bytes()
-    except (OSError, ValueError):
-        return False
 
 
 def top_level_imports(root: Path, files: Iterable[str]) -> set[str]:

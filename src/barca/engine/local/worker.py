@@ -2,15 +2,20 @@
 outcomes, log lines and the libraries its steps imported.
 
 Started by the local executor as `python -m barca.engine.local.worker IN_FD OUT_FD`, or forked
-by the warm pool. It never opens the metadata database. Output printed outside any step (a
-pipeline file's top level, imported ahead of its steps) goes back as log lines too, with an
-empty step id.
+by the warm pool. It never opens the metadata database. Its file descriptors 1 and 2 are pipes
+it reads itself (`OutputCapture`): what a step's subprocesses or C code write there becomes
+the step's log lines, like its `print`s, and never reaches barca's own stdout (which may be
+`--json`) or the caller's pipes. Output printed outside any step (a pipeline file's top level,
+imported ahead of its steps) goes back as log lines too, with an empty step id. A worker whose
+coordinator is gone (killed) kills itself and whatever its steps started.
 """
 
 from __future__ import annotations
 
 import atexit
 import os
+import select
+import signal
 import sys
 import threading
 import time
@@ -20,11 +25,60 @@ from typing import Any
 from barca.engine.local.frames import (Imported, Lease, Outcomes, Shutdown, Warm, out_of_band,
                                        read_frame, write_frame)
 from barca.engine.local.project_code import is_project_file
-from barca.engine.protocol import StepOutcome
+from barca.engine.protocol import LogLine, StepOutcome
 from barca.engine.step_runner import StepRunner, StepStream
 
 FLUSH_EVERY = 16  # outcomes per message at most...
 FLUSH_SECONDS = 0.02  # ...and never held longer than this
+
+
+class OutputCapture:
+    """Makes fds 1 and 2 pipes whose lines go to `emit` as log lines of the current step."""
+
+    def __init__(self, emit: Any) -> None:
+        self.emit = emit
+        self.step_id = ""
+        self.lock = threading.Lock()
+        self.pipes: dict[int, list] = {}  # read end -> [stream name, partial line]
+        for target, stream in ((1, "stdout"), (2, "stderr")):
+            read_end, write_end = os.pipe()
+            os.dup2(write_end, target)
+            os.close(write_end)
+            os.set_blocking(read_end, False)
+            self.pipes[read_end] = [stream, b""]
+        threading.Thread(target=self._pump, daemon=True, name="barca-output").start()
+
+    def _pump(self) -> None:
+        while self.pipes:
+            ready, _, _ = select.select(list(self.pipes), [], [])
+            with self.lock:
+                for fd in ready:
+                    self._read(fd)
+
+    def _read(self, fd: int) -> None:
+        entry = self.pipes[fd]
+        while True:
+            try:
+                data = os.read(fd, 1 << 16)
+            except BlockingIOError:
+                return
+            if not data:
+                del self.pipes[fd]
+                return
+            *lines, entry[1] = (entry[1] + data).split(b"\n")
+            for line in lines:
+                self.emit(LogLine(self.step_id, entry[0], line.decode("utf-8", "replace")))
+
+    def switch(self, step_id: str) -> None:
+        """Between steps: what the last one wrote, up to now, is its own."""
+        with self.lock:
+            for fd, entry in list(self.pipes.items()):
+                self._read(fd)
+                if entry[1]:
+                    self.emit(LogLine(self.step_id, entry[0],
+                                      entry[1].decode("utf-8", "replace")))
+                    entry[1] = b""
+            self.step_id = step_id
 
 
 class Worker:
@@ -35,6 +89,7 @@ class Worker:
         self.lock = threading.Lock()
         self.modules_seen = 0
         self.reported: set[str] = set()
+        self.stopping = False
 
     def send(self, message: Any) -> None:
         with self.lock:
@@ -69,24 +124,40 @@ class Worker:
                 return
 
     def serve(self) -> None:
+        capture = OutputCapture(self.send)
         sys.stdout = StepStream(self.send, "stdout")
         sys.stderr = StepStream(self.send, "stderr")
         threading.Thread(target=self._flush_regularly, daemon=True).start()
+        threading.Thread(target=self._die_with_coordinator, daemon=True).start()
         while True:
             try:
                 message = read_frame(self.in_fd)
             except EOFError:
                 return
             if isinstance(message, Shutdown):
+                self.stopping = True
                 return
             if isinstance(message, Lease):
                 for step in message.steps:
-                    self.finish(self.runner.run_step(step, self.send_step_event))
+                    capture.switch(step.step_id)
+                    outcome = self.runner.run_step(step, self.send_step_event)
+                    capture.switch("")
+                    self.finish(outcome)
                 self.flush()
                 self.runner.last_value = None
                 self._report_imports()
             elif isinstance(message, Warm):
                 self.runner.warm(message.files)
+
+    def _die_with_coordinator(self) -> None:
+        """The coordinator holds the only write end of our input pipe: when it closes without
+        a `Shutdown`, the run was killed, and so is this worker, with what its step started
+        (a worker leads its own process group)."""
+        poller = select.poll()
+        poller.register(self.in_fd, 0)  # POLLHUP is reported whatever the mask
+        poller.poll()
+        if not self.stopping:
+            os.killpg(os.getpgid(0), signal.SIGKILL)
 
     def send_step_event(self, message: Any) -> None:
         """A step's log line goes out at once; a retry's start after the outcomes before it."""

@@ -1,0 +1,167 @@
+"""Where warm pools live, and which are running: the user's private state directory, each
+pool's files in it, listing them (`barca pool`), stopping them, and the per-user bound.
+
+Each pool holds an exclusive lock on `<identity>.lock` for its whole life; the file says
+which project it serves (JSON: pid, root, start time, idle seconds) and its modification time
+is when it last served a request. A pool is live while the pid in its lock file runs the pool
+program (checked in /proc, so that a reused pid is never taken for a pool).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import socket
+import struct
+import time
+from pathlib import Path
+from typing import NamedTuple
+
+# The pool's process is the launcher's (barca.cli.warm_launcher): it serves the fork server's
+# requests and can also run whole commands. Started by name, never imported.
+POOL_PROCESS = "barca.cli.warm_launcher"
+
+
+def state_dir() -> Path | None:
+    """The user's private directory for warm pool sockets: `$XDG_RUNTIME_DIR/barca`, else
+    `$TMPDIR/barca-UID`; None if neither is safe to use (then workers start fresh)."""
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    temp = next((d for d in map(os.environ.get, ("TMPDIR", "TEMP", "TMP"))
+                 if d and os.path.isdir(d)), "/tmp")  # tempfile's order, without importing it
+    candidates = [Path(runtime) / "barca"] if runtime and os.path.isabs(runtime) else []
+    candidates.append(Path(temp) / f"barca-{os.getuid()}")
+    return next((path for path in candidates if _is_private_dir(path)), None)
+
+
+def _is_private_dir(path: Path) -> bool:
+    """Created if missing; then a real directory (not a symlink to one: it is opened with
+    O_NOFOLLOW and checked on the open descriptor), ours, and closed to everyone else."""
+    try:
+        path.mkdir(mode=0o700, exist_ok=True)
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:
+        return False
+    try:
+        st = os.fstat(fd)
+    finally:
+        os.close(fd)
+    return st.st_uid == os.getuid() and not st.st_mode & 0o077
+
+
+def peer_is_us(sock: socket.socket) -> bool:
+    """Whether the process at the other end of a Unix socket runs as this user (SO_PEERCRED):
+    checked on every connection, in both directions, so that a socket swapped in by another
+    user is never talked to."""
+    try:
+        creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    except OSError:
+        return False
+    return struct.unpack("3i", creds)[1] == os.getuid()
+
+
+def paths(directory: Path, key: str) -> tuple[Path, Path]:
+    """The socket and the lock file of the pool with this identity."""
+    stem = directory / key[:24]
+    return stem.with_suffix(".sock"), stem.with_suffix(".lock")
+
+
+def project_paths(directory: Path, root: Path) -> tuple[Path, Path]:
+    """The project's owner file, naming its newest pool (an older one, say of an environment
+    since changed, sees it is no longer named and exits, so a project keeps at most one), and
+    the modules its workers imported, kept for the next pool."""
+    stem = directory / hashlib.blake2b(os.path.realpath(root).encode(),
+                                       digest_size=12).hexdigest()
+    return stem.with_suffix(".owner"), stem.with_suffix(".imports")
+
+
+class PoolInfo(NamedTuple):
+    pid: int
+    root: str
+    started: float
+    last_used: float  # when it last served a request (epoch seconds)
+    idle_seconds: float  # how long it waits for the next one
+    rss_bytes: int | None
+    stopped: bool  # SIGSTOPped (or traced): it answers nobody until continued
+    lock_path: Path
+
+
+def describe(root: Path, idle_seconds: float) -> str:
+    """The lock file's text for this pool."""
+    return json.dumps({"pid": os.getpid(), "root": os.path.realpath(root),
+                       "started": time.time(), "idle_seconds": idle_seconds})
+
+
+def read(lock_path: Path) -> PoolInfo | None:
+    """The pool holding this lock file, if it is running."""
+    try:
+        info = json.loads(lock_path.read_text())
+        pid, root = int(info["pid"]), str(info["root"])
+        used = lock_path.stat().st_mtime
+        if POOL_PROCESS.encode() not in Path(f"/proc/{pid}/cmdline").read_bytes():
+            return None
+        status = Path(f"/proc/{pid}/status").read_text()
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+    rss = fields.get("VmRSS", "").split()
+    return PoolInfo(pid, root, float(info.get("started", 0)), used,
+                    float(info.get("idle_seconds", 0)),
+                    int(rss[0]) * 1024 if rss and rss[0].isdigit() else None,
+                    fields.get("State", "").strip()[:1] in ("T", "t"), lock_path)
+
+
+def live_pools(directory: Path | None = None) -> list[PoolInfo]:
+    """This user's running pools, most recently used first."""
+    directory = directory or state_dir()
+    if directory is None:
+        return []
+    pools = [info for path in directory.glob("*.lock") if (info := read(path)) is not None]
+    return sorted(pools, key=lambda info: info.last_used, reverse=True)
+
+
+def stop(info: PoolInfo, grace: float = 2.0) -> bool:
+    """End a pool: SIGTERM, then SIGKILL if it has not exited within `grace` seconds (a stopped
+    process never handles SIGTERM). Signalled through a pidfd, so a pid reused meanwhile is
+    never hit. Whether it is gone."""
+    try:
+        fd = os.pidfd_open(info.pid)
+    except (ProcessLookupError, OSError):
+        return True
+    try:
+        current = read(info.lock_path)
+        if current is None or current.pid != info.pid:
+            return True  # it exited meanwhile; the pid may be another process's now
+        signal.pidfd_send_signal(fd, signal.SIGTERM)
+        signal.pidfd_send_signal(fd, signal.SIGCONT)
+        if not _exits_within(fd, grace):
+            signal.pidfd_send_signal(fd, signal.SIGKILL)
+            return _exits_within(fd, grace)
+        return True
+    except ProcessLookupError:
+        return True
+    finally:
+        os.close(fd)
+
+
+def _exits_within(pidfd: int, seconds: float) -> bool:
+    import select
+
+    return bool(select.select([pidfd], [], [], seconds)[0])
+
+
+def default_limit() -> int:
+    """How many pools one user keeps at most: one per core, and never fewer than four."""
+    return max(4, os.cpu_count() or 1)
+
+
+def evict_beyond(limit: int, keep_pid: int, directory: Path | None = None) -> list[int]:
+    """Stop the least recently used pools beyond `limit` (never `keep_pid`, the caller);
+    their pids."""
+    others = [info for info in live_pools(directory) if info.pid != keep_pid]
+    stopped = []
+    for info in others[max(0, limit - 1):]:
+        if stop(info):
+            stopped.append(info.pid)
+    return stopped
