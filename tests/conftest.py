@@ -14,6 +14,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -191,3 +192,41 @@ def pool_processes(root: Path) -> list[int]:
         if b"barca.cli.warm_launcher" in argv and str(root).encode() in argv:
             out.append(int(entry.name))
     return out
+
+
+def wait_until_ready(root: Path, env: dict | None = None, timeout: float = 60) -> int:
+    """The pid of the project's warm pool, once it accepts requests; `env`: what the runs
+    added to this process's environment (the pool's identity covers it)."""
+    from barca.engine.local.warm_pool import WarmPool
+
+    saved = dict(os.environ)
+    for name, value in (env or {}).items():
+        if name.startswith("BARCA_"):
+            continue
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+    try:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            pool = WarmPool.connect(root)
+            if pool is not None:
+                pool.close()
+                pids = pool_processes(root)
+                assert len(pids) == 1, pids
+                return pids[0]
+            time.sleep(0.1)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    raise AssertionError(f"no warm pool answered for {root} within {timeout}s")
+
+
+def wait_until_gone(pid: int, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not Path(f"/proc/{pid}").exists():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"warm pool {pid} still running after {timeout}s")

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from conftest import (barca, edit, in_terminal, lines, pool_processes, read_runs,
-                      start_barca, write)
+                      start_barca, wait_until_gone, wait_until_ready, write)
 
 WARM = {"BARCA_WARM_SECONDS": "60"}
 
@@ -41,38 +41,6 @@ PIPELINE = """
         print("probe ran")
         return seen
 """
-
-
-def wait_until_ready(root: Path, env: dict | None = None, timeout: float = 60) -> int:
-    """The pid of the project's warm pool, once it accepts requests; `env`: what the runs
-    added to this process's environment (the pool's identity covers it)."""
-    from barca.engine.local.warm_pool import WarmPool
-
-    saved = dict(os.environ)
-    os.environ.update({k: v for k, v in (env or {}).items() if not k.startswith("BARCA_")})
-    try:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            pool = WarmPool.connect(root)
-            if pool is not None:
-                pool.close()
-                pids = pool_processes(root)
-                assert len(pids) == 1, pids
-                return pids[0]
-            time.sleep(0.1)
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
-    raise AssertionError(f"no warm pool answered for {root} within {timeout}s")
-
-
-def wait_until_gone(pid: int, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not Path(f"/proc/{pid}").exists():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"warm pool {pid} still running after {timeout}s")
 
 
 @pytest.fixture
