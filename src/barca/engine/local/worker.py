@@ -72,8 +72,9 @@ class OutputCapture:
     def switch(self, step_id: str) -> None:
         """Between steps: what the last one wrote, up to now, is its own."""
         with self.lock:
-            for fd, entry in list(self.pipes.items()):
+            for fd in select.select(list(self.pipes), [], [], 0)[0]:
                 self._read(fd)
+            for entry in self.pipes.values():
                 if entry[1]:
                     self.emit(LogLine(self.step_id, entry[0],
                                       entry[1].decode("utf-8", "replace")))
