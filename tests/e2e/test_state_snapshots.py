@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from barca.packed_columns import CHUNK
+from barca.store.db import SCHEMA_VERSION
 from conftest import barca, write
 
 PIPELINE = """
@@ -156,7 +157,7 @@ def test_a_schema_1_database_is_upgraded_and_its_snapshots_rebuilt(big: Path) ->
     _downgrade_to_schema_1(big)
     doctor = barca(big, "doctor")
     metadata = next(c for c in doctor.json["checks"] if c["name"] == "metadata")
-    assert metadata["ok"] and "upgrades it to version 3" in metadata["detail"]
+    assert metadata["ok"] and f"upgrades it to version {SCHEMA_VERSION}" in metadata["detail"]
 
     got = barca(big, "get", "scored", "pipeline.py").expect(0)
     assert got.json["steps_executed"] == 1  # the sensor: every key still cached

@@ -74,7 +74,8 @@ def _create_schema(conn: sqlite3.Connection, path: Path) -> None:
                              f"{SCHEMA_VERSION}", "use the barca version that wrote it")
         if version == 1:
             conn.execute("DROP TABLE node_state")
-        if version in UPGRADABLE:
+        columns = {row[1] for row in conn.execute("PRAGMA table_info(materializations)")}
+        if columns and "worker_exit" not in columns:
             conn.execute("ALTER TABLE materializations ADD COLUMN worker_exit TEXT")
         if version != SCHEMA_VERSION:
             for statement in _SCHEMA.split(";"):
