@@ -18,9 +18,9 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable
 
-from barca.engine.key_source import write_key_source
+from barca.engine.key_source import KeySourceError, write_key_source
 from barca.engine.protocol import LogLine, StepOutcome, StepSpec, StepStarted
-from barca.store.artifacts import choose_format, read_value, write_value
+from barca.store.artifacts import SerializeError, choose_format, read_value, write_value
 from barca.store.paths import EXTENSIONS
 
 Emit = Callable[[Any], None]  # takes a LogLine or a StepStarted
@@ -171,11 +171,15 @@ def _element_annotation(annotation: str | None) -> str | None:
 
 
 _OWN_FRAMES = ("/barca/engine/step_runner.py", "/barca/engine/key_source.py")
+# What the step returned could not be stored or cannot define keys: the user's code did not
+# raise, so there is no traceback of theirs to show, and the message names the fix.
+_VALUE_ERRORS = (SerializeError, KeySourceError)
 
 
 def _failure(step: StepSpec, attempt: int, started: float, exc: BaseException) -> StepOutcome:
     tb = traceback.format_exception(type(exc), exc, exc.__traceback__)
-    user_frames = [line for line in tb if not any(own in line for own in _OWN_FRAMES)]
+    user_frames = [] if isinstance(exc, _VALUE_ERRORS) else \
+        [line for line in tb if not any(own in line for own in _OWN_FRAMES)]
     message = str(exc) or type(exc).__name__
     if isinstance(exc, SystemExit):
         message = f"step called sys.exit({exc.code})"
@@ -183,7 +187,7 @@ def _failure(step: StepSpec, attempt: int, started: float, exc: BaseException) -
                        "failed", attempt,
                        time.perf_counter() - started, max_rss_bytes=peak_rss(),
                        error_type=type(exc).__name__, error_message=message,
-                       traceback="".join(user_frames))
+                       traceback="".join(user_frames) or None)
 
 
 def peak_rss() -> int:
