@@ -15,6 +15,7 @@ import resource
 import sys
 import time
 import traceback
+import types
 from pathlib import Path
 from typing import Any, Callable
 
@@ -103,6 +104,8 @@ class StepRunner:
         for ref in step.inputs:
             kwargs[ref.param] = _load_input(self.root, ref)
         value = fn(**kwargs)
+        if isinstance(value, types.CoroutineType):
+            value.close()  # never run, so that Python does not warn where barca drops it
         if step.kind == "sensor" and isinstance(value, tuple) and len(value) == 2 \
                 and isinstance(value[0], bool):
             value = value[1]
