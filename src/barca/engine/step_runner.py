@@ -152,7 +152,22 @@ def import_pipeline(root: Path, file: str) -> Any:
             sys.path.insert(0, directory)
     if str(root) not in sys.path:
         sys.path.insert(1 if sys.path and sys.path[0] != str(root) else 0, str(root))
+    _check_importable(name, path)
     return importlib.import_module(name)
+
+
+def _check_importable(name: str, path: Path) -> None:
+    """A file named like a module that is already loaded (json.py, barca.py) would be that
+    module, and a '.' in a file's name reads as a package: say so instead of failing on an
+    attribute of the wrong module or on a package that does not exist."""
+    loaded = sys.modules.get(name)
+    loaded_from = getattr(loaded, "__file__", None)
+    if loaded is not None and loaded_from and Path(loaded_from) != path:
+        raise ImportError(f"{path.name} would be imported as module '{name}', which is "
+                          f"already loaded from {loaded_from}; rename {path.name}")
+    if "." in path.stem:
+        raise ImportError(f"{path.name} cannot be imported as a module: the '.' in its name "
+                          f"reads as a package; rename it (e.g. {path.stem.replace('.', '_')}.py)")
 
 
 def _load_input(root: Path, ref: Any) -> Any:
