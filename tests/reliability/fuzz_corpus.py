@@ -70,6 +70,7 @@ class ValueCase:
     cause: tuple[str, ...]
     head: str = ""  # module-level lines: imports, helpers
     decorator: str = ""  # arguments of the node's decorator
+    file: str | None = None  # the file's name, when it matters
 
     def pipeline(self) -> str:
         decorator = "sensor" if self.kind in ("source", "sensor") else "asset"
@@ -82,8 +83,9 @@ class ValueCase:
                      "def reader(key: str, out=None):\n    return key\n")
         return text
 
-    def as_case(self, file: str = "p.py") -> Case:
+    def as_case(self) -> Case:
         """The same value alone in a project, computed by `barca get`."""
+        file = self.file or "p.py"
         return Case(f"value/{self.id}", {file: self.pipeline()}, ("get", file), self.cause,
                     code=1 if self.cause else 0)
 
@@ -539,6 +541,10 @@ def _values() -> Iterator[ValueCase]:
                  head="import sys\nsys.exit(4)")
     yield result("file-raises-at-import", "asset", "return 1", "ValueError: at import",
                  head="raise ValueError('at import')")
+    yield ValueCase("asset/file-named-like-a-loaded-module", "asset", "return 1",
+                    ("would be imported as module 'json'", "rename json.py"), file="lib/json.py")
+    yield ValueCase("asset/dot-in-the-file-name", "asset", "return 1",
+                    ("the '.' in its name reads as a package", "p_q.py"), file="p.q.py")
 
 
 # Keys that look like paths or are empty: valid keys, escaped into directory names.
@@ -712,8 +718,10 @@ def mutations() -> Iterator[tuple[str, str, dict[str, str], tuple[str, ...]]]:
                 and not (arg == "name" and n.function == "versions")  # its own name is fine
                 and not (arg == "batch" and n.function != "regional")]  # needs partitions
         node = fits[i % len(fits)]  # each value on one node, the nodes taken in turn
+        # the error names the node, except a name taken twice: then the later one in the file
+        named = () if "is already used" in cause else (f"p.py:{node.function}",)
         yield (f"mutate/{node.function}/{arg}={bad}", node.function,
-               {**dict(node.args), arg: bad}, (*cause, f"p.py:{node.function}"))
+               {**dict(node.args), arg: bad}, (*cause, *named))
     for arg, values in SENSOR_ONLY.items():
         for bad, cause in values:
             yield (f"mutate/versions/{arg}={bad}", "versions",
