@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import textwrap
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -23,6 +24,7 @@ from typing import Iterator, Mapping
 import barca
 
 BARCA_SOURCE = str(Path(barca.__file__).parent) + "/"  # a frame here is barca's own
+_FRAME = re.compile(r'File \\?"' + re.escape(BARCA_SOURCE) + r'[^"\\]*')  # also in JSON
 
 
 @dataclass(frozen=True)
@@ -93,8 +95,8 @@ class ValueCase:
 # -- the verdict -----------------------------------------------------------------------------
 
 def barca_frames(text: str) -> list[str]:
-    """Lines of `text` that name a file of barca's own source (a traceback frame)."""
-    return [line.strip() for line in text.splitlines() if BARCA_SOURCE in line]
+    """Traceback frames in `text` (as printed, or inside a JSON string) in barca's source."""
+    return _FRAME.findall(text)
 
 
 def error_text(stderr: str) -> str:
@@ -435,6 +437,8 @@ def _cli_cases() -> Iterator[Case]:
     yield cli("docs-unknown-topic", ("docs", "nope"), ("unknown docs topic 'nope'",))
     yield cli("sql-unknown-view", ("sql", "select * from nope"), ("unknown view 'nope'",))
     yield cli("sql-write", ("sql", "create table t as select 1"), ("read-only",))
+    yield cli("sql-empty", ("sql", ""), ("the query has no statement",))
+    yield cli("sql-only-a-comment", ("sql", "/* nothing */;"), ("the query has no statement",))
     yield cli("stats-unknown-target", ("stats", "nope", "p.py"), ("unknown target 'nope'",))
     yield cli("status-unknown-target", ("status", "nope", "p.py"), ("unknown target 'nope'",))
     yield cli("plan-with-a-target", ("plan", "nope", "p.py"), ("'nope' is not a .py file",))
