@@ -554,8 +554,8 @@ def _values() -> Iterator[ValueCase]:
 # Keys that look like paths or are empty: valid keys, escaped into directory names.
 CONFINED_KEYS = {"parent-dirs": "../../escape", "absolute": "/tmp/escape", "dot-dot": "..",
                  "dot": ".", "empty": "", "nul": "a\x00b", "slash-inside": "a/b",
-                 "backslashes": "..\\..\\x", "long": "k" * 300, "percent-escape": "%2E%2E",
-                 "tilde": "~", "newline": "a\nb"}
+                 "backslashes": "..\\..\\x", "long": "k" * 300, "huge": "h" * 100_000,
+                 "percent-escape": "%2E%2E", "tilde": "~", "newline": "a\nb"}
 
 
 VALUE_CASES: tuple[ValueCase, ...] = tuple(_values())
@@ -627,7 +627,7 @@ def _accepts(node: Node, arg: str) -> bool:
 # None: `arg=None` means the argument is absent, which is valid.
 SETTINGS: dict[str, list[tuple[str, tuple[str, ...]]]] = {
     "retries": [(v, ("retries=",)) for v in
-                ("0", "1.5", "'3'", "True", "10001", "RETRIES + 1")],
+                ("0", "1.5", "'3'", "True", "10001", "9" * 400, "RETRIES + 1")],
     "timeout_seconds": [(v, ("timeout_seconds=",)) for v in
                         ("0", "'30'", "1e999", "1" + "0" * 400, "float('inf')")],
     "retry_backoff": [(v, ("retry_backoff=",)) for v in ("-0.5", "'1'", "1e999", "86401")],

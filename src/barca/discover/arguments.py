@@ -323,7 +323,7 @@ def _number(name: str, minimum: float, strict: bool, integer: bool,
                 number = value if integer else float(value)
             except OverflowError:
                 number = math.inf
-            if math.isfinite(number) and number <= maximum and (
+            if (integer or math.isfinite(number)) and number <= maximum and (
                     number > minimum if strict else number >= minimum):
                 return number
         what = "an integer" if integer else "a finite number"
@@ -374,13 +374,13 @@ def _tags(expr: ast.expr, site: Site) -> tuple[tuple[str, str], ...]:
                      'Write it like tags={"team": "finance"}', expr)
 
 
-def _batch(expr: ast.expr, site: Site, names: BarcaNames | None = None) -> str | None:
+def _batch(expr: ast.expr, site: Site, names: BarcaNames) -> str | None:
     """batch= as written, once its form is right: a positive integer, "all", batches(...) or
     batches_by(...); the groups of a literal batches([...]) are checked here too."""
     if isinstance(expr, ast.Constant) and expr.value is None:
         return None
     value = _literal(expr)
-    helper = names.which_helper(expr.func) if names and isinstance(expr, ast.Call) else None
+    helper = names.which_helper(expr.func) if isinstance(expr, ast.Call) else None
     if helper == "batches":
         _groups(expr, site)
     elif helper != "batches_by" and not (value == "all" or isinstance(value, int)
