@@ -161,10 +161,12 @@ def _check_importable(name: str, path: Path) -> None:
     module, and a '.' in a file's name reads as a package: say so instead of failing on an
     attribute of the wrong module or on a package that does not exist."""
     loaded = sys.modules.get(name)
-    loaded_from = getattr(loaded, "__file__", None)
-    if loaded is not None and loaded_from and Path(loaded_from) != path:
-        raise ImportError(f"{path.name} would be imported as module '{name}', which is "
-                          f"already loaded from {loaded_from}; rename {path.name}")
+    if loaded is not None:
+        where = getattr(loaded, "__file__", None)
+        if where is None or Path(where).resolve() != path.resolve():
+            raise ImportError(f"{path.name} would be imported as module '{name}', which is "
+                              f"already loaded from {where or 'Python itself'}; rename "
+                              f"{path.name}")
     if "." in path.stem:
         raise ImportError(f"{path.name} cannot be imported as a module: the '.' in its name "
                           f"reads as a package; rename it (e.g. {path.stem.replace('.', '_')}.py)")
