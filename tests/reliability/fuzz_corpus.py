@@ -568,6 +568,9 @@ CONFINED: tuple[ValueCase, ...] = tuple(
 
 @dataclass(frozen=True)
 class Node:
+    """One node of the valid pipeline, its decorator arguments kept as source text so that a
+    mutation can replace one of them."""
+
     kind: str
     function: str
     args: tuple[tuple[str, str], ...]  # decorator argument -> source text, in order
@@ -575,8 +578,9 @@ class Node:
     body: str
 
     def render(self, args: Mapping[str, str] | None = None, spelling: str = "") -> str:
-        written = ", ".join(f"{k}={v}" for k, v in (args if args is not None
-                                                     else dict(self.args)).items())
+        """The node's source, with `args` instead of its own when given."""
+        args = dict(self.args) if args is None else args
+        written = ", ".join(f"{k}={v}" for k, v in args.items())
         return (f"@{spelling}{self.kind}({written})\ndef {self.function}{self.signature}:\n"
                 f"    {self.body}\n")
 
@@ -749,6 +753,7 @@ def mutations() -> Iterator[tuple[str, str, dict[str, str], tuple[str, ...]]]:
 
 
 def mutation_cases() -> list[Case]:
+    """Each mutation once, on the valid pipeline as written, checked by `barca list`."""
     return [Case(id, {"p.py": valid_pipeline(changed={function: args})}, ("list", "p.py"),
                  cause) for id, function, args, cause in mutations()]
 
@@ -826,5 +831,6 @@ def _random_value(rng: random.Random, i: int) -> ValueCase:
 
 
 def hand_written_cases() -> list[Case]:
+    """Every hand-written command case, by the way in it takes."""
     return [*_decorator_cases(), *_graph_cases(), *_file_cases(), *_key_cases(),
             *_cli_cases()]
