@@ -48,7 +48,7 @@ class Project:
 
 def resolve_env(flag: str | None) -> str:
     """`--env` beats `BARCA_ENV`; the default environment is `default`."""
-    name = flag or os.environ.get("BARCA_ENV") or "default"
+    name = flag if flag is not None else os.environ.get("BARCA_ENV") or "default"
     if not ENV_NAME.match(name):
         raise UsageError(
             f"invalid environment name {name!r}",

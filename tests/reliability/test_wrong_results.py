@@ -74,3 +74,17 @@ def test_a_serializer_barca_cannot_read_is_a_usage_error(project: Path, written:
     """})
     result = barca(project, "get", "a", "p.py").expect(2)
     assert "serializer=" in result.envelope["error"] and "p.py:a" in result.envelope["error"]
+
+
+def test_a_pipeline_file_named_like_another_never_runs_the_others_function(project: Path):
+    """a/p.py and b/p.py are both module `p` to a worker: one worker running both used to run
+    a/p.py's x for b/p.py:x and cache "a" as b's value."""
+    write(project, {"a/p.py": 'from barca import asset\n\n@asset()\ndef x():\n    return "a"\n',
+                    "b/p.py": 'from barca import asset\n\n@asset()\ndef x():\n    return "b"\n'})
+    result = barca(project, "get", "a/p.py", "b/p.py", env={"BARCA_POOL_SIZE": "1"}).expect(1)
+    statuses = {step["id"]: step["status"] for step in result.json["steps"]}
+    assert statuses == {"a/p.py:x": "ran", "b/p.py:x": "failed"}
+    assert "already loaded from" in result.envelope["error"]
+    assert "rename p.py" in result.envelope["error"]
+    assert list((project / ".barca" / "artifacts" / "b").rglob("*.json")) == []
+    assert barca(project, "get", "x", "a/p.py").expect(0).json["final_output"] == "a"

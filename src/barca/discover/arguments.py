@@ -11,6 +11,7 @@ except `partitions(<expr>)` and `batch=`, whose text is kept for later evaluatio
 from __future__ import annotations
 
 import ast
+import math
 from typing import Any, Callable, NamedTuple
 
 from barca.discover.bindings import BarcaNames
@@ -18,6 +19,10 @@ from barca.discover.modules import ModuleInfo
 from barca.errors import UsageError
 
 SERIALIZERS = ("json", "pickle", "parquet", "csv")
+# The wait before attempt n is retry_backoff * n seconds; with these the longest (27 years)
+# stays within what a sleep can take (292 years), far above any sensible setting.
+MAX_RETRIES = 10_000
+MAX_RETRY_BACKOFF = 86_400.0
 _EXAMPLES = {
     "partitions": 'partitions(["emea", "amer"])',
     "partitions_from": "partitions_from(upstream)",
@@ -149,6 +154,9 @@ def read_inputs(expr: ast.expr, names: BarcaNames, site: Site) -> tuple[RawInput
             raise site.error(f"inputs= keys must be parameter names as string literals, not "
                              f"`{shown}`", 'Write each input as "param": upstream', value)
         param = key.value
+        if any(item.param == param for item in out):
+            raise site.error(f"inputs= names parameter '{param}' twice",
+                             f'Keep one entry for "{param}"', key)
         mode = "value"
         if isinstance(value, ast.Call) and names.which_helper(value.func) == "collect":
             value, mode = one_argument(value, "collect", site), "collect"
@@ -165,9 +173,14 @@ def read_partitions(expr: ast.expr, names: BarcaNames, site: Site) -> tuple[RawD
                          fix, expr)
     out: list[RawDimension] = []
     for key, value in zip(expr.keys, expr.values):
-        if not (isinstance(key, ast.Constant) and isinstance(key.value, str)):
-            raise site.error("partitions= keys must be dimension names as string literals",
-                             fix, value)
+        if not (isinstance(key, ast.Constant) and isinstance(key.value, str)
+                and key.value.isidentifier()):
+            raise site.error(f"partitions= keys must be dimension names, string literals that "
+                             f"are Python identifiers (each is a parameter of the function), "
+                             f"not `{ast.unparse(key) if key else '**'}`", fix, value)
+        if any(dim.name == key.value for dim in out):
+            raise site.error(f"partitions= declares dimension '{key.value}' twice",
+                             f"Keep one entry for '{key.value}'", key)
         helper = names.which_helper(value.func) if isinstance(value, ast.Call) else None
         if helper == "partitions_from":
             arg = one_argument(value, helper, site)  # type: ignore[arg-type]
@@ -228,6 +241,8 @@ def read_options(keywords: dict[str, ast.keyword], kind: str, names: BarcaNames,
             values["freshness"], values["schedule"] = _freshness(expr, names, site, kind)
         elif arg == "serializer":
             values["serializer"] = _serializer(expr, site, module)
+        elif arg == "batch":
+            values["batch"] = _batch(_module_constant(expr, module), site, names)
         elif arg in _READERS:
             values[arg] = _READERS[arg](expr, site)
     return Options(**values)
@@ -241,7 +256,7 @@ def _freshness(expr: ast.expr, names: BarcaNames, site: Site,
     if marker in ("Always", "Manual"):
         label, cron = marker.lower(), None
     elif isinstance(expr, ast.Call) and names.which_helper(expr.func) == "Schedule":
-        label, cron = "schedule", _cron(expr, site)
+        label, cron = "schedule", _cron(expr, site, names)
     else:
         raise site.error(f"freshness= must be Always, Manual or Schedule(\"<cron>\"), not "
                          f"`{ast.unparse(expr)}`",
@@ -252,27 +267,43 @@ def _freshness(expr: ast.expr, names: BarcaNames, site: Site,
     return label, cron
 
 
-def _cron(call: ast.Call, site: Site) -> str:
+def _cron(call: ast.Call, site: Site, names: BarcaNames) -> str:
     arg = one_argument(call, "Schedule", site, allowed_keywords=("batch",))
     if not (isinstance(arg, ast.Constant) and isinstance(arg.value, str)):
         raise site.error(f"Schedule() needs a literal cron string, not `{ast.unparse(arg)}`",
                          _EXAMPLES["Schedule"], call)
-    if len(arg.value.split()) not in (5, 6):
+    fields = len(arg.value.split())
+    if fields not in (5, 6) or not _valid_cron(arg.value, seconds_first=fields == 6):
         raise site.error(f"Schedule(\"{arg.value}\") is not a cron expression: it needs 5 "
-                         "fields (minute hour day month weekday), or 6 with leading seconds",
+                         "fields (minute hour day month weekday), or 6 with leading seconds, "
+                         "each in range",
                          'Write it like Schedule("*/15 * * * *")', call)
+    for keyword in call.keywords:  # only batch= is allowed here (one_argument checked)
+        _batch(keyword.value, site, names)
     return arg.value
+
+
+def _valid_cron(text: str, seconds_first: bool) -> bool:
+    """croniter's reading of the fields; imported only for a file that has a Schedule."""
+    from croniter import croniter
+
+    return croniter.is_valid(text, second_at_beginning=seconds_first)
+
+
+def _module_constant(expr: ast.expr, module: ModuleInfo) -> ast.expr:
+    """What a module-level name bound once is bound to; any other expression as written."""
+    if isinstance(expr, ast.Name):
+        stmts = module.index.defs.get(expr.id, [])
+        if len(stmts) == 1 and isinstance(stmts[0], (ast.Assign, ast.AnnAssign)) and \
+                stmts[0].value is not None:
+            return stmts[0].value
+    return expr
 
 
 def _serializer(expr: ast.expr, site: Site, module: ModuleInfo) -> str | None:
     """A literal, or a module-level name bound once to one; None only when written so (an
     expression barca cannot read is refused, never taken for the default)."""
-    source = expr
-    if isinstance(expr, ast.Name):
-        stmts = module.index.defs.get(expr.id, [])
-        if len(stmts) == 1 and isinstance(stmts[0], (ast.Assign, ast.AnnAssign)) and \
-                stmts[0].value is not None:
-            source = stmts[0].value
+    source = _module_constant(expr, module)
     value = _literal(source)
     if value in SERIALIZERS or isinstance(source, ast.Constant) and source.value is None:
         return value
@@ -280,15 +311,25 @@ def _serializer(expr: ast.expr, site: Site, module: ModuleInfo) -> str | None:
                      f"`{ast.unparse(expr)}`", 'Write it like serializer="json"', expr)
 
 
-def _number(name: str, minimum: float, strict: bool, integer: bool) -> Callable[..., Any]:
+def _number(name: str, minimum: float, strict: bool, integer: bool,
+            maximum: float = math.inf) -> Callable[..., Any]:
+    """A reader of a number literal in a range; never infinity or NaN (`1e999` is infinity),
+    and a maximum where a larger value would overflow what uses it (a retry's wait)."""
     def read(expr: ast.expr, site: Site) -> Any:
         value = _literal(expr)
         kinds = (int,) if integer else (int, float)
-        ok = isinstance(value, kinds) and not isinstance(value, bool)
-        if ok and (value > minimum if strict else value >= minimum):
-            return value if integer else float(value)
-        what = "an integer" if integer else "a number"
+        if isinstance(value, kinds) and not isinstance(value, bool):
+            try:
+                number = value if integer else float(value)
+            except OverflowError:
+                number = math.inf
+            if (integer or math.isfinite(number)) and number <= maximum and (
+                    number > minimum if strict else number >= minimum):
+                return number
+        what = "an integer" if integer else "a finite number"
         bound = f"above {minimum:g}" if strict else f"of at least {minimum:g}"
+        if maximum != math.inf:
+            bound += f" and at most {maximum:g}"
         raise site.error(f"{name}= must be {what} literal {bound}, not `{ast.unparse(expr)}`",
                          f"Write it as a number, e.g. {name}={int(minimum) + 1}", expr)
     return read
@@ -298,9 +339,10 @@ def _env(expr: ast.expr, site: Site) -> tuple[str, ...]:
     value = _literal(expr) if isinstance(expr, ast.List) else _MISSING
     if value is None:
         return ()
-    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-        raise site.error(f"env= must be a literal list of variable names as strings, not "
-                         f"`{ast.unparse(expr)}`",
+    if not isinstance(value, list) or not all(
+            isinstance(v, str) and v and "=" not in v and "\0" not in v for v in value):
+        raise site.error(f"env= must be a literal list of variable names as strings (no '=' "
+                         f"or NUL in a name), not `{ast.unparse(expr)}`",
                          'Write the names out, e.g. env=["API_URL", "REGION"]', expr)
     return tuple(dict.fromkeys(value))
 
@@ -332,17 +374,47 @@ def _tags(expr: ast.expr, site: Site) -> tuple[tuple[str, str], ...]:
                      'Write it like tags={"team": "finance"}', expr)
 
 
-def _batch(expr: ast.expr, site: Site) -> str | None:
+def _batch(expr: ast.expr, site: Site, names: BarcaNames) -> str | None:
+    """batch= as written, once its form is right: a positive integer, "all", batches(...) or
+    batches_by(...); the groups of a literal batches([...]) are checked here too."""
     if isinstance(expr, ast.Constant) and expr.value is None:
         return None
+    value = _literal(expr)
+    helper = names.which_helper(expr.func) if isinstance(expr, ast.Call) else None
+    if helper == "batches":
+        _groups(expr, site)
+    elif helper != "batches_by" and not (value == "all" or isinstance(value, int)
+                                         and not isinstance(value, bool) and value >= 1):
+        raise site.error(f"batch= must be a positive integer, \"all\", batches([...]) or "
+                         f"batches_by(fn), not `{ast.unparse(expr)}`",
+                         'Write it like batch=20 or batch="all"', expr)
     return ast.unparse(expr)
+
+
+def _groups(call: ast.Call, site: Site) -> None:
+    """A literal batches([[...], ...]): no empty group, no key in two groups."""
+    arg = one_argument(call, "batches", site, allowed_keywords=("strict",))
+    groups = _literal(arg)
+    if groups is _MISSING:
+        return  # an expression, evaluated when the pipeline loads
+    seen: set[str] = set()
+    for group in groups if isinstance(groups, (list, tuple)) else [groups]:
+        if not isinstance(group, (list, tuple)) or not group:
+            raise site.error(f"batches() needs non-empty lists of keys, not `{group!r}`",
+                             'Write it like batches([["r1", "r2"], ["r3"]])', call)
+        for key in map(str, group):
+            if key in seen:
+                raise site.error(f"batches() puts key '{key}' in two groups",
+                                 "Put each key in one group", call)
+            seen.add(key)
 
 
 _READERS: dict[str, Callable[..., Any]] = {
     "env": _env, "cutoff": _cutoff, "tags": _tags,
-    "description": _description, "batch": _batch,
-    "retries": _number("retries", 1, strict=False, integer=True),
+    "description": _description,
+    "retries": _number("retries", 1, strict=False, integer=True, maximum=MAX_RETRIES),
     "weight": _number("weight", 1, strict=False, integer=True),
-    "retry_backoff": _number("retry_backoff", 0, strict=False, integer=False),
+    "retry_backoff": _number("retry_backoff", 0, strict=False, integer=False,
+                             maximum=MAX_RETRY_BACKOFF),
     "timeout_seconds": _number("timeout_seconds", 0, strict=True, integer=False),
 }

@@ -243,13 +243,22 @@ class ModuleCache:
 
 
 def _parse(file: str, source: str, importer: str | None, step: str | None) -> ast.Module:
+    """The file's AST, once Python would also compile it: some errors (a repeated keyword
+    argument, `return` outside a function) are found only by the compiler, and a file that
+    parses but does not compile would fail every step that imports it."""
     try:
-        return ast.parse(source, filename=file)
+        tree = ast.parse(source, filename=file)
+        compile(tree, file, "exec", dont_inherit=True)
+        return tree
     except SyntaxError as exc:
         raise _syntax_error(file, exc, source, importer, step) from None
     except ValueError as exc:  # e.g. "source code string cannot contain null bytes"
         raise UsageError(f"Parse error: cannot parse {file}: {exc}",
                          f"Fix {file} so that Python can parse it") from None
+    except (RecursionError, MemoryError):
+        raise UsageError(f"Parse error: cannot parse {file}: an expression is nested too "
+                         "deeply for Python's parser",
+                         f"Split the deepest expression of {file} into smaller ones") from None
 
 
 def _syntax_error(file: str, exc: SyntaxError, source: str, importer: str | None,

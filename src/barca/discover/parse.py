@@ -59,7 +59,20 @@ def parse_module(module: ModuleInfo) -> list[RawNode]:
             node = _node(stmt, names, module)
             if node is not None:
                 out.append(node)
+        elif isinstance(stmt, ast.ClassDef):
+            _refuse_decorated_class(stmt, names, module)
     return out
+
+
+def _refuse_decorated_class(cls: ast.ClassDef, names: BarcaNames, module: ModuleInfo) -> None:
+    """A barca decorator on a class would make no node, without a word: say so."""
+    for decorator in cls.decorator_list:
+        kind = names.which(decorator.func if isinstance(decorator, ast.Call) else decorator)
+        if kind in DECORATORS:
+            raise Site(module.file, cls.name, cls.lineno).error(
+                f"@{kind} decorates class {cls.name}; barca nodes are functions",
+                f"Decorate a function that returns the value, e.g. def {cls.name.lower()}(): "
+                f"return {cls.name}(...)", decorator)
 
 
 def _barca_decorator(fn: FunctionNode, names: BarcaNames,
@@ -83,6 +96,10 @@ def _node(fn: FunctionNode, names: BarcaNames, module: ModuleInfo) -> RawNode | 
     if found is None:
         return None
     decorator, kind = found
+    if isinstance(fn, ast.AsyncFunctionDef):
+        raise site.error(f"{fn.name} is async: barca calls it and would never await what it "
+                         "returns", f"Define it with def, and run async code inside it with "
+                         "asyncio.run(...)", fn)
     written = _keywords(decorator, kind, site)
     if kind == "sensor" and "inputs" in written:
         shown = written["name"].value if "name" in written else None
@@ -115,6 +132,10 @@ def _read_node(fn: FunctionNode, decorator: ast.expr, kind: str,
     if "partitions" in keywords:
         dimensions = read_partitions(keywords["partitions"].value, names, site)
     options = read_options(keywords, kind, names, site, module)
+    if options.batch is not None and not dimensions:
+        raise site.error(f"batch= groups partition keys into calls, but {fn.name} has no "
+                         "partitions", "Remove batch=, or declare partitions=",
+                         keywords["batch"].value)
     _check_signature(fn, kind, inputs, dimensions, site)
     params, annotations = _signature(fn)
     counted = tuple(keywords[k].value for k in ("serializer",) if k in keywords)

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import hashlib
 import operator
+from collections import Counter
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from barca.packed_columns import CHUNK, HASH_WIDTH, chunk_digest, pack_chunks
 from barca.engine.protocol import Known, PackedColumns
 from barca.plan.keys import key_text
-from barca.store.artifacts import KeyedJsonWriter, encode_json, write_value
+from barca.store.artifacts import KeyedJsonWriter, SerializeError, encode_json, write_value
 
 
 class KeySourceError(Exception):
@@ -31,7 +32,14 @@ def write_key_source(value: Any, path: Path, known: Known) -> tuple[str, int, st
     `known` holds the digests of the chunks the coordinator has: those are not sent again."""
     if isinstance(value, (list, tuple)):
         keys = [key_text(_checked_key(item)) for item in value]
-        size, digest = write_value(value, path, "json")
+        if len(set(keys)) != len(keys):
+            twice = next(k for k, n in Counter(keys).items() if n > 1)
+            raise KeySourceError(f"key {twice!r} appears twice in the list; each key must "
+                                 "appear once")
+        try:
+            size, digest = write_value(value, path, "json")
+        except SerializeError:
+            raise _not_text(next(k for k in keys if encode_json(k) is None)) from None
         return "json", size, digest, _packed(len(keys), pack_chunks(keys), None, known)[0]
     if not isinstance(value, dict):
         raise KeySourceError(f"a partitions_from source must return a list or a dict, not "
@@ -117,6 +125,11 @@ def _checked_key(key: Any) -> Any:
     return key
 
 
+def _not_text(key: str) -> KeySourceError:
+    return KeySourceError(f"key {key!r} is not valid Unicode text (a lone surrogate); keys "
+                          "must be text JSON can hold")
+
+
 def _text_keys(value: dict) -> dict[str, Any]:
     """A dict the JSON encoder refused: int keys become their text, anything else is named."""
     out: dict[str, Any] = {}
@@ -124,6 +137,8 @@ def _text_keys(value: dict) -> dict[str, Any]:
         text = key_text(_checked_key(key))
         if text in out:
             raise KeySourceError(f"key {text!r} appears twice (as str and int)")
+        if encode_json(text) is None:
+            raise _not_text(text)
         if encode_json(item) is None:
             raise KeySourceError(f"the value for key {text!r} is not JSON-writable "
                                  f"({type(item).__name__}); return a version string, "

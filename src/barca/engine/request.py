@@ -6,6 +6,7 @@ environment (declared env values, evaluated key expressions).
 from __future__ import annotations
 
 import os
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
@@ -143,6 +144,8 @@ def check_target_kinds(graph: Graph, command: str, targets: Sequence[str],
 
 def _refresh_ids(graph: Graph, targets: Sequence[str], refresh: str | Sequence[str] | None,
                  cascade: bool) -> frozenset[str]:
+    if refresh == "":
+        raise UsageError("--refresh is empty", "name the assets to recompute: --refresh a,b")
     if not refresh:
         if not cascade:
             raise UsageError("--no-cascade only applies together with --refresh",
@@ -193,9 +196,18 @@ def evaluate_key_expressions(pipeline: Pipeline, cone: frozenset[str]) -> dict:
             try:
                 module = import_pipeline(pipeline.project.root, d.file)
                 values = eval(dim.expr, vars(module))  # noqa: S307 - the user's own expression
-                out[(node_id, dim.name)] = tuple(key_text(v) for v in values)
-            except Exception as exc:
+                if isinstance(values, (str, bytes)):
+                    raise TypeError(f"it is a {type(values).__name__}, not a list of keys")
+                keys = tuple(key_text(v) for v in values)
+            except KeyboardInterrupt:
+                raise
+            except BaseException as exc:  # noqa: BLE001 - sys.exit() in the file is a cause too
                 raise UsageError(f"cannot evaluate the keys of {node_id} "
                                  f"(partitions({dim.expr})): {type(exc).__name__}: {exc}",
                                  "make the expression return a list of str or int") from exc
+            if len(set(keys)) != len(keys):
+                twice = next(k for k, n in Counter(keys).items() if n > 1)
+                raise UsageError(f"partitions({dim.expr}) of {node_id} gives key '{twice}' "
+                                 "twice", "make the expression give each key once")
+            out[(node_id, dim.name)] = keys
     return out

@@ -15,12 +15,13 @@ import resource
 import sys
 import time
 import traceback
+import types
 from pathlib import Path
 from typing import Any, Callable
 
-from barca.engine.key_source import write_key_source
+from barca.engine.key_source import KeySourceError, write_key_source
 from barca.engine.protocol import LogLine, StepOutcome, StepSpec, StepStarted
-from barca.store.artifacts import choose_format, read_value, write_value
+from barca.store.artifacts import SerializeError, choose_format, read_value, write_value
 from barca.store.paths import EXTENSIONS
 
 Emit = Callable[[Any], None]  # takes a LogLine or a StepStarted
@@ -103,6 +104,8 @@ class StepRunner:
         for ref in step.inputs:
             kwargs[ref.param] = _load_input(self.root, ref)
         value = fn(**kwargs)
+        if isinstance(value, types.CoroutineType):
+            value.close()  # never run, so that Python does not warn where barca drops it
         if step.kind == "sensor" and isinstance(value, tuple) and len(value) == 2 \
                 and isinstance(value[0], bool):
             value = value[1]
@@ -149,7 +152,24 @@ def import_pipeline(root: Path, file: str) -> Any:
             sys.path.insert(0, directory)
     if str(root) not in sys.path:
         sys.path.insert(1 if sys.path and sys.path[0] != str(root) else 0, str(root))
+    _check_importable(name, path)
     return importlib.import_module(name)
+
+
+def _check_importable(name: str, path: Path) -> None:
+    """A file named like a module that is already loaded (json.py, barca.py) would be that
+    module, and a '.' in a file's name reads as a package: say so instead of failing on an
+    attribute of the wrong module or on a package that does not exist."""
+    loaded = sys.modules.get(name)
+    if loaded is not None:
+        where = getattr(loaded, "__file__", None)
+        if where is None or Path(where).resolve() != path.resolve():
+            raise ImportError(f"{path.name} would be imported as module '{name}', which is "
+                              f"already loaded from {where or 'Python itself'}; rename "
+                              f"{path.name}")
+    if "." in path.stem:
+        raise ImportError(f"{path.name} cannot be imported as a module: the '.' in its name "
+                          f"reads as a package; rename it (e.g. {path.stem.replace('.', '_')}.py)")
 
 
 def _load_input(root: Path, ref: Any) -> Any:
@@ -171,11 +191,15 @@ def _element_annotation(annotation: str | None) -> str | None:
 
 
 _OWN_FRAMES = ("/barca/engine/step_runner.py", "/barca/engine/key_source.py")
+# What the step returned could not be stored or cannot define keys: the user's code did not
+# raise, so there is no traceback of theirs to show, and the message names the fix.
+_VALUE_ERRORS = (SerializeError, KeySourceError)
 
 
 def _failure(step: StepSpec, attempt: int, started: float, exc: BaseException) -> StepOutcome:
     tb = traceback.format_exception(type(exc), exc, exc.__traceback__)
-    user_frames = [line for line in tb if not any(own in line for own in _OWN_FRAMES)]
+    user_frames = [] if isinstance(exc, _VALUE_ERRORS) else \
+        [line for line in tb if not any(own in line for own in _OWN_FRAMES)]
     message = str(exc) or type(exc).__name__
     if isinstance(exc, SystemExit):
         message = f"step called sys.exit({exc.code})"
@@ -183,7 +207,7 @@ def _failure(step: StepSpec, attempt: int, started: float, exc: BaseException) -
                        "failed", attempt,
                        time.perf_counter() - started, max_rss_bytes=peak_rss(),
                        error_type=type(exc).__name__, error_message=message,
-                       traceback="".join(user_frames))
+                       traceback="".join(user_frames) or None)
 
 
 def peak_rss() -> int:

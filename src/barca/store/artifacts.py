@@ -25,6 +25,7 @@ from typing import Any, Iterator, Sequence
 import orjson
 
 from barca.fd_writes import write_all
+from barca.store import unstorable
 
 _JSON_OPTS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS | \
     orjson.OPT_PASSTHROUGH_SUBCLASS
@@ -89,19 +90,32 @@ def choose_format(value: Any, serializer: str | None) -> str:
 
 
 def write_value(value: Any, path: Path, fmt: str) -> tuple[int, str]:
-    """Write atomically; returns (size in bytes, blake2b digest of the bytes)."""
+    """Write atomically; returns (size in bytes, blake2b digest of the bytes). A value the
+    format cannot hold is a SerializeError naming its type and the fix."""
     if fmt in ("json", "pickle"):
-        data = encode_json(value) if fmt == "json" else pickle.dumps(value, protocol=5)
+        data = encode_json(value) if fmt == "json" else _pickled(value)
         if data is None:
-            raise SerializeError(f"value of type {type(value).__name__} is not JSON")
+            raise SerializeError(unstorable.not_json(value))
         write_bytes(data, path)
         return len(data), hashlib.blake2b(data, digest_size=16).hexdigest()
     writer = {"parquet": _write_parquet, "csv": _write_csv}.get(fmt)
     if writer is None:
         raise SerializeError(f"unknown format {fmt!r}")
     with _atomic(path) as tmp:
-        writer(value, Path(tmp))
+        try:
+            writer(value, Path(tmp))
+        except (OSError, SerializeError):
+            raise
+        except Exception as exc:  # the table library refused a column
+            raise SerializeError(unstorable.not_written(value, fmt, exc)) from None
         return _digest_file(tmp)
+
+
+def _pickled(value: Any) -> bytes:
+    try:
+        return pickle.dumps(value, protocol=5)
+    except Exception as exc:  # pickle's refusals are TypeError, AttributeError, PicklingError...
+        raise SerializeError(unstorable.cannot_pickle(value, exc)) from None
 
 
 def write_bytes(data: bytes, path: Path) -> None:

@@ -158,6 +158,8 @@ def _check_read_only(duckdb: Any, query: str, sources: list[Source]) -> None:
         statements = duckdb.extract_statements(query)
     except duckdb.Error as exc:
         raise UsageError(f"SQL error: {exc}", _views_text(sources)) from None
+    if not statements:  # "", ";", a comment: it used to print an empty table, exit 0
+        raise UsageError("the query has no statement", _views_text(sources))
     for statement in statements:
         kind = statement.type.name
         if kind not in READ_ONLY_STATEMENTS:

@@ -169,8 +169,9 @@ class LocalExecutor:
         process = self._fork_warm(env, (to_r, from_w))
         if process is None:
             try:
-                process = subprocess.Popen(
-                    [sys.executable, "-m", "barca.engine.local.worker", str(to_r), str(from_w)],
+                process = subprocess.Popen(  # -P: a project file (json.py) shadows no module
+                    [sys.executable, "-P", "-m", "barca.engine.local.worker", str(to_r),
+                     str(from_w)],
                     cwd=self.root, env=env, pass_fds=(to_r, from_w), stdin=subprocess.DEVNULL,
                     start_new_session=True)
             except OSError as exc:

@@ -184,7 +184,7 @@ def start_pool_process(root: Path, modules: set[str], idle_seconds: float,
     if directory is None or unresponsive():
         return None
     try:
-        return subprocess.Popen([sys.executable, "-m", POOL_PROCESS, str(root),
+        return subprocess.Popen([sys.executable, "-P", "-m", POOL_PROCESS, str(root),
                                  key or identity(root), repr(idle_seconds), *sorted(modules)],
                                 cwd=root, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
