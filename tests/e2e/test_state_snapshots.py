@@ -156,7 +156,7 @@ def test_a_schema_1_database_is_upgraded_and_its_snapshots_rebuilt(big: Path) ->
     _downgrade_to_schema_1(big)
     doctor = barca(big, "doctor")
     metadata = next(c for c in doctor.json["checks"] if c["name"] == "metadata")
-    assert metadata["ok"] and "upgrades it to version 3" in metadata["detail"]
+    assert metadata["ok"] and "upgrades it to version 4" in metadata["detail"]
 
     got = barca(big, "get", "scored", "pipeline.py").expect(0)
     assert got.json["steps_executed"] == 1  # the sensor: every key still cached

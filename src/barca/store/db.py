@@ -9,15 +9,18 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 from barca.errors import InfraError
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 # versions this barca upgrades in place: 1 kept each node's snapshot in one row; its snapshots
 # are dropped and rebuilt from the materializations by the next run that reads the node.
-# 2 had no key_source_chunk table; it is added (empty: the next tick sends whole columns)
-UPGRADABLE = (1, 2)
+# 2 had no key_source_chunk table; it is added (empty: the next tick sends whole columns).
+# 3 had no step_leases table (concurrent runs each computed every step); it is added, empty
+UPGRADABLE = (1, 2, 3)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -55,6 +58,11 @@ CREATE TABLE IF NOT EXISTS logs (
     ts REAL NOT NULL, line TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS logs_by_run ON logs (run_id, seq);
+CREATE TABLE IF NOT EXISTS step_leases (
+    node_id TEXT NOT NULL, key TEXT NOT NULL, run_hash TEXT NOT NULL, run_id TEXT NOT NULL,
+    pid INTEGER NOT NULL, host TEXT NOT NULL, proc_start TEXT, taken_at REAL NOT NULL,
+    PRIMARY KEY (node_id, key, run_hash)
+) WITHOUT ROWID;
 """
 
 
@@ -120,6 +128,20 @@ def _enable_wal(conn: sqlite3.Connection, wait: float = 60.0) -> None:
             if "locked" not in str(exc) or time.monotonic() > deadline:
                 raise
             time.sleep(0.01)
+
+
+@contextmanager
+def write_transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """One transaction that holds the write lock from its first statement: what it reads
+    cannot change before it writes (a deferred one could fail with SQLITE_BUSY at its first
+    write, past the busy timeout, when another process wrote meanwhile)."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
 
 
 def defer_checkpoint(conn: sqlite3.Connection) -> None:
