@@ -256,3 +256,21 @@ def test_a_schema_3_database_gets_the_step_lease_table(project: Path) -> None:
     finally:
         conn.close()
     assert _leases(project) == []
+
+
+def test_a_run_waiting_on_a_cancelled_run_computes_the_step_itself(project: Path) -> None:
+    write(project, {"p.py": GATED})
+    first, _ = _start_logged(project, "first", "get", "a", "p.py")
+    _wait_for(lambda: "up start" in lines(project / "executed.log"), "up to start")
+    second, second_err = _start_logged(project, "second", "get", "b", "p.py")
+    _wait_for(lambda: "waiting" in second_err.read_text(), "the second run to wait")
+    first.send_signal(signal.SIGTERM)  # cancelled: its workers stop, its leases are given back
+    assert _finish(first)[0] == 130
+    _wait_for(lambda: lines(project / "executed.log") == ["up start", "up start"],
+              "the second run to start up itself")
+    (project / "gate").write_text("")
+    code, body, err = _finish(second)
+    assert code == 0, err
+    assert body["final_output"] == 22
+    assert take_executed(project) == ["b", "up done", "up start", "up start"]
+    assert _leases(project) == []

@@ -227,7 +227,7 @@ class _Run:
             return
         if self.executor is None:
             self.executor = self.new_executor()
-        sources = [n for n, _, _ in steps if self.graph.is_key_source(n)]
+        sources = [n for n, _, keys in steps if keys and self.graph.is_key_source(n)]
         self.source_columns.read_digests(self.conn, sources)
         root = f"{self.project.root}/"
         self.executor.submit((step_spec(self.graph, self.run.plans, node_id, plan, i,

@@ -61,14 +61,15 @@ class StepLeases:
         self.next_poll = 0.0
 
     def claim(self, steps: Steps) -> Claim:
-        """Which of these steps this run computes, which another run computed meanwhile, and
-        which it waits for."""
-        submit = [s for s in steps if not self._leases(s[0])]
+        """Which of these steps this run computes (in their order), which another run computed
+        meanwhile, and which it waits for."""
         todo = {node_id: (plan, {plan.keys[i]: i for i in keys})
                 for node_id, plan, keys in steps if self._leases(node_id)}
         if not todo:
-            return Claim(submit, {}, [])
-        return self._claim(todo, submit)
+            return Claim(steps, {}, [])
+        mine, served, waiting = self._claim(todo)
+        return Claim([(node_id, plan, mine[node_id] if node_id in todo else keys)
+                      for node_id, plan, keys in steps], served, waiting)
 
     def poll(self) -> Claim:
         """What became of the steps other runs hold: served, or claimed by this run."""
@@ -92,10 +93,11 @@ class StepLeases:
                 todo[node_id] = (plan, freed)
         if not todo:
             return Claim([], served, [])
-        claim = self._claim(todo, [])
-        for node_id, hits in claim.served.items():
+        mine, more, waiting = self._claim(todo)
+        for node_id, hits in more.items():
             served.setdefault(node_id, []).extend(hits)
-        return Claim(claim.submit, served, claim.waiting)
+        return Claim([(node_id, todo[node_id][0], keys) for node_id, keys in mine.items()],
+                     served, waiting)
 
     def poll_in(self) -> float | None:
         """Seconds until the next poll is due; None while nothing is waited for."""
@@ -120,11 +122,15 @@ class StepLeases:
     def _leases(self, node_id: str) -> bool:
         return self.active and self.graph.nodes[node_id].kind == "asset"
 
-    def _claim(self, todo: dict[str, tuple[NodePlan, dict[str, int]]], submit: Steps) -> Claim:
+    def _claim(self, todo: dict[str, tuple[NodePlan, dict[str, int]]]
+               ) -> tuple[dict[str, list[int]], dict[str, list[Recorded]],
+                          list[tuple[str, int, Owner]]]:
         """In one transaction: serve what was recorded meanwhile, lease the rest, take over
-        stale leases, wait for live ones. `todo`: node id -> (plan, key -> position)."""
+        stale leases, wait for live ones. `todo`: node id -> (plan, key -> position).
+        Returns the positions this run computes per node, the served and the newly waiting."""
         if self.owner is None:
             self.owner = store.this_process(self.run_id)
+        mine: dict[str, list[int]] = {}
         served: dict[str, list[Recorded]] = {}
         waiting: list[tuple[str, int, Owner]] = []
         with write_transaction(self.conn):
@@ -134,11 +140,10 @@ class StepLeases:
                     served[node_id] = hits
                 if claiming:
                     waiting += self._lease(node_id, plan, claiming)
-                if claiming:  # what is left is this run's to compute
-                    submit.append((node_id, plan, list(claiming.values())))
+                mine[node_id] = list(claiming.values())  # what is left is this run's
         if waiting:
             self.next_poll = time.monotonic() + POLL_SECONDS
-        return Claim(submit, served, waiting)
+        return mine, served, waiting
 
     def _lease(self, node_id: str, plan: NodePlan, claiming: dict[str, int]
                ) -> list[tuple[str, int, Owner]]:
