@@ -147,7 +147,7 @@ def find_successes(conn: sqlite3.Connection | None, node_id: str,
 
 
 def record(conn: sqlite3.Connection, run_id: str, outcomes: Sequence[Any],
-           plans: dict[str, Any], leased: Sequence[tuple[str, str, str]] = ()) -> None:
+           plans: dict[str, Any], leased: Sequence[tuple[str, str, str]]) -> None:
     """Insert finished steps (`StepOutcome`s) in one transaction, with the hash parts their
     node's plan (a NodePlan) gives them, so that a later run can say what changed; the
     `leased` steps among them (node id, key, run hash) are given back in the same
