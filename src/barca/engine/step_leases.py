@@ -115,7 +115,8 @@ class StepLeases:
     def release(self) -> None:
         """The end of the run: give back the leases of steps it did not finish."""
         if self.leased:
-            store.release_run(self.conn, self.run_id, self.leased)
+            with write_transaction(self.conn):
+                store.release_run(self.conn, self.run_id, self.leased)
 
     # -- inside ---------------------------------------------------------------------------
 
