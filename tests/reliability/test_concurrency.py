@@ -33,7 +33,7 @@ PARTITIONED = f"""
     @asset(partitions={{"k": partitions([f"k{{i:03d}}" for i in range({KEYS})])}})
     def base(k: str) -> str:
         _ran("base " + k)
-        time.sleep(0.01)
+        time.sleep(0.02)  # long enough that all four runs start before the first is done
         return "base-" + k
 
     @asset(partitions={{"k": partitions_from(base)}})
@@ -83,6 +83,22 @@ GATED = """
 """
 
 
+GATED_KEYS = """
+    import time
+    from pathlib import Path
+    from barca import asset, partitions
+
+    @asset(partitions={"k": partitions([f"k{i}" for i in range(10)])})
+    def part(k: str) -> str:
+        with open("executed.log", "a") as fh:
+            fh.write(k + "\\n")
+        deadline = time.monotonic() + 60
+        while not Path("gate").exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return k.upper()
+"""
+
+
 def _wait_for(predicate, what: str, timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -100,8 +116,8 @@ def _finish(proc: subprocess.Popen, timeout: float = 120) -> tuple[int, dict, st
 def _start_logged(project: Path, name: str, *args: str) -> tuple[subprocess.Popen, Path]:
     """A background `barca` whose stderr goes to a file the test can read while it runs."""
     path = project / f"{name}.stderr"
-    proc = start_barca(project, *args, stderr=path.open("w"))
-    return proc, path
+    with path.open("w") as stderr:
+        return start_barca(project, *args, stderr=stderr), path
 
 
 def _leases(project: Path) -> list[tuple]:
@@ -123,7 +139,7 @@ def test_four_gets_started_together_execute_each_key_once_and_agree(project: Pat
                       [f"double k{i:03d}" for i in range(KEYS)])
     assert executed == expected  # each key of each node once, in all four runs together
     assert sum(body["steps_executed"] for _, body, _ in results) == 2 * KEYS
-    values = {f"k={f'k{i:03d}'}": f"base-k{i:03d}!" for i in range(KEYS)}
+    values = {f"k=k{i:03d}": f"base-k{i:03d}!" for i in range(KEYS)}
     assert [body["final_output"] for _, body, _ in results] == [values] * 4
     served = [body for _, body, _ in results if body["steps_executed"] < 2 * KEYS]
     assert len(served) >= 3
@@ -159,6 +175,27 @@ def test_two_targets_sharing_an_upstream_run_it_once(project: Path) -> None:
     assert up["computed_by"] == {body_a["run_id"]: 1}
     assert body_a["run_id"] in up["detail"]
     assert _leases(project) == []
+
+
+def test_a_run_computes_the_keys_nobody_holds_and_waits_for_the_others(project: Path) -> None:
+    write(project, {"p.py": GATED_KEYS})
+    first, _ = _start_logged(project, "first", "get", "part", "p.py", "--partition",
+                             "k=k0,k1,k2")
+    _wait_for(lambda: lines(project / "executed.log"), "the first run to start its keys")
+    assert len(_leases(project)) == 3  # all of them, whether a worker is on it yet or not
+    second, second_err = _start_logged(project, "second", "get", "part", "p.py")
+    _wait_for(lambda: "waiting" in second_err.read_text(), "the second run to wait")
+    assert "3 keys of p.py:part" in second_err.read_text()
+    (project / "gate").write_text("")
+    code_a, body_a, err_a = _finish(first)
+    code_b, body_b, err_b = _finish(second)
+    assert (code_a, code_b) == (0, 0), err_a + err_b
+    assert take_executed(project) == [f"k{i}" for i in range(10)]
+    assert (body_a["steps_executed"], body_b["steps_executed"]) == (3, 7)
+    assert body_b["final_output"] == {f"k=k{i}": f"K{i}" for i in range(10)}
+    part = body_b["steps"][0]
+    assert part["status"] == "partial" and part["computed_by"] == {body_a["run_id"]: 3}
+    assert f"3 keys computed by concurrent run {body_a['run_id']}" in part["detail"]
 
 
 def _running_run(project: Path, target: str) -> str:
