@@ -28,6 +28,14 @@ no I/O (static keys, trivial bodies) gives first-run steps per second.
     .venv/bin/python benchmarks/keyed_partitions.py                 # N = 10000
     .venv/bin/python benchmarks/keyed_partitions.py --keys 10000,50000,200000 --write
 
+`--against SRC` compares this checkout with another one (its `src` directory, put on
+PYTHONPATH for that side's processes) at the first N, side by side on a shared machine: the
+first runs and the no-I/O first runs in the order this, other, other, this (so that a drift of
+the machine's speed weighs on both sides alike), then one-key and no-change ticks with the
+warm pool, taken alternately. It prints medians per side and their ratio:
+
+    .venv/bin/python benchmarks/keyed_partitions.py --keys 10000 --against /tmp/before/src
+
 `--variant fetchall` runs the same pipeline with `.fetchall()` in place of `.df()`, which
 leaves pandas out of the worker: pandas' import alone takes about 0.7 s on a 2-core machine and
 is paid by every tick in which a key of `cleaned` runs.
@@ -202,8 +210,10 @@ def timed_run(cmd: list[str], directory: Path, env: dict[str, str], pool: int | 
     return wall, max(peak, worker_peak), out, sensor
 
 
-def warm_pool_pid(directory: Path, timeout: float = 300) -> int:
-    """Wait until the project's warm pool answers; its pid."""
+def warm_pool_pid(directory: Path, timeout: float = 300, env: dict[str, str] | None = None
+                  ) -> int:
+    """Wait until the project's warm pool answers; its pid. `env`: that of the barca that
+    started it."""
     probe = ("import sys, time; from pathlib import Path; "
              "from barca.engine.local.warm_pool import WarmPool; "
              "root = Path(sys.argv[1]); deadline = time.monotonic() + float(sys.argv[2])\n"
@@ -211,7 +221,7 @@ def warm_pool_pid(directory: Path, timeout: float = 300) -> int:
              "    if time.monotonic() > deadline: sys.exit('no warm pool')\n"
              "    time.sleep(0.2)")
     subprocess.run([sys.executable, "-c", probe, str(directory), str(timeout)], check=True,
-                   env=CHILD_ENV)
+                   env=env or CHILD_ENV)
     for entry in Path("/proc").iterdir():
         try:
             argv = (entry / "cmdline").read_bytes().split(b"\0")
@@ -287,12 +297,67 @@ def measure_paired(small: int, large: int, pairs: int) -> list[tuple[float, floa
     return out
 
 
-def measure_no_io(n: int) -> tuple:
+def measure_against(n: int, pairs: int, variant: str, no_io_n: int, other_src: str
+                    ) -> list[tuple[str, list[float], list[float]]]:
+    """(scenario, walls of this checkout, walls of the other) for N keys, side by side."""
+    envs = {"this": CHILD_ENV, "other": dict(CHILD_ENV, PYTHONPATH=other_src)}
+    walls: dict[str, dict[str, list[float]]] = {}
+    projects: dict[str, tuple[Path, int]] = {}
+    cmd = [*BARCA, "get", "scored", "pipeline.py", "--json"]
+
+    def take(scenario: str, side: str, wall: float) -> None:
+        walls.setdefault(scenario, {"this": [], "other": []})[side].append(wall)
+
+    try:
+        for side in ("this", "other", "other", "this"):
+            directory = Path(tempfile.mkdtemp(prefix=f"barca-against-{side}-{n}-"))
+            build_warehouse(directory, n)
+            source = SEED_PIPELINE if variant == "seed" else SEED_PIPELINE.replace(
+                ".df()", ".fetchall()")
+            (directory / "pipeline.py").write_text(source)
+            take(f"first run, {n:,} keys", side, timed_run(cmd, directory, envs[side])[0])
+            pool = warm_pool_pid(directory, env=envs[side])
+            if side in projects:  # the second first run of a side: only timed
+                os.kill(pool, signal.SIGTERM)
+                shutil.rmtree(directory, ignore_errors=True)
+            else:
+                projects[side] = (directory, pool)
+            if no_io_n:
+                take(f"no-I/O first run, {no_io_n:,} keys", side,
+                     measure_no_io(no_io_n, envs[side])[1])
+        for i in range(pairs):
+            for side in ("this", "other") if i % 2 == 0 else ("other", "this"):
+                directory, pool = projects[side]
+                take("no-change tick", side,
+                     timed_run(cmd, directory, envs[side], pool)[0])
+                change_one_retailer(directory, n, i)
+                take("one-key tick", side, timed_run(cmd, directory, envs[side], pool)[0])
+    finally:
+        for directory, pool in projects.values():
+            try:
+                os.kill(pool, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            shutil.rmtree(directory, ignore_errors=True)
+    return [(scenario, sides["this"], sides["other"]) for scenario, sides in walls.items()]
+
+
+def render_against(rows: list[tuple[str, list[float], list[float]]], other_src: str) -> str:
+    lines = [f"Side by side with `{other_src}` (\"other\"):", "",
+             "| scenario | runs per side | this median | other median | this / other |",
+             "|---|---|---|---|---|"]
+    for scenario, this, other in rows:
+        lines.append(f"| {scenario} | {len(this)} | {median(this):.3f} s | "
+                     f"{median(other):.3f} s | {median(this) / median(other):.2f} |")
+    return "\n".join(lines)
+
+
+def measure_no_io(n: int, env: dict[str, str] | None = None) -> tuple:
     directory = Path(tempfile.mkdtemp(prefix=f"barca-noio-{n}-"))
     try:
         (directory / "pipeline.py").write_text(NO_IO_PIPELINE.format(n=n))
         wall, peak, out, _ = timed_run([*BARCA, "get", "second", "pipeline.py", "--json"],
-                                       directory, CHILD_ENV)
+                                       directory, env or CHILD_ENV)
         steps = steps_executed(out)
         return n, wall, peak, steps, steps / wall
     finally:
@@ -379,16 +444,27 @@ def main() -> None:
                         "(each of two assets); 0 to skip")
     parser.add_argument("--variant", choices=["seed", "fetchall"], default="seed",
                         help="seed: the pipeline as written; fetchall: .fetchall() for .df()")
+    parser.add_argument("--against", metavar="SRC", help="compare side by side with the barca "
+                        "package under this src directory, at the first N (see above)")
     parser.add_argument("--write", action="store_true", help="append to benchmarks/RESULTS.md")
     args = parser.parse_args()
     for name in ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX"):
         CHILD_ENV.pop(name, None)
     package = Path(importlib.util.find_spec("barca").origin).parent
-    subprocess.run([sys.executable, "-m", "compileall", "-q", str(package)], env=CHILD_ENV,
-                   check=True)
+    for directory in (package, *([Path(args.against) / "barca"] if args.against else [])):
+        subprocess.run([sys.executable, "-m", "compileall", "-q", str(directory)],
+                       env=CHILD_ENV, check=True)
     # the pools of the smallest and largest N must outlive the first runs between them
     CHILD_ENV["BARCA_WARM_SECONDS"] = "7200"
     sizes = [int(x) for x in args.keys.split(",")]
+    if args.against:
+        table = render_against(measure_against(sizes[0], 2 * args.ticks, args.variant,
+                                               int(args.no_io), str(Path(args.against))),
+                               args.against)
+        print(table)
+        if args.write:
+            _append(args, table)
+        return
     paired_sizes = (min(sizes), max(sizes)) if len(set(sizes)) > 1 else ()
     rows = []
     for n in sizes:
@@ -398,11 +474,14 @@ def main() -> None:
     table = render(rows, no_io, paired)
     print(table)
     if args.write:
-        command = "python benchmarks/keyed_partitions.py " + " ".join(sys.argv[1:])
-        with open(HERE / "RESULTS.md", "a") as fh:
-            fh.write(f"\n## Keyed partitions, {args.variant} ({time.strftime('%Y-%m-%d %H:%M')})"
-                     f"\n\nMachine: "
-                     f"{machine()}. Command: `{command}`.\n\n{table}\n")
+        _append(args, table)
+
+
+def _append(args: argparse.Namespace, table: str) -> None:
+    command = "python benchmarks/keyed_partitions.py " + " ".join(sys.argv[1:])
+    with open(HERE / "RESULTS.md", "a") as fh:
+        fh.write(f"\n## Keyed partitions, {args.variant} ({time.strftime('%Y-%m-%d %H:%M')})"
+                 f"\n\nMachine: {machine()}. Command: `{command}`.\n\n{table}\n")
 
 
 if __name__ == "__main__":

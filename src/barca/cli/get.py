@@ -206,6 +206,13 @@ def _step_json(result: RunResult, node_id: str) -> dict[str, Any]:
         if first.changed:
             step["changed"] = list(first.changed)
     step["detail"] = render.why(plan)
+    served = result.served.get(node_id)
+    if served:
+        step["computed_by"] = dict(sorted(served.items()))
+        if step["status"] == "cached":
+            step["reason"] = "computed_by_other_run"
+        text = render.served_text(served, plan.partitioned)
+        step["detail"] = f"{step['detail']}; {text}" if plan.partitioned else text
     if plan.partitioned:
         step["partitions"] = render.partitions_json(plan)
     else:

@@ -47,11 +47,19 @@ class CliReporter(Reporter):
         if self.agent:
             note(f"[barca] step:{node_id} cached" + (f" ({keys} keys)" if keys else ""))
 
+    def steps_waiting(self, node_id: str, keys: int, run_id: str, pid: int) -> None:
+        what = f"{keys} key{'s' if keys != 1 else ''} of {node_id}" if keys else node_id
+        self._note(f"[barca] waiting for run {run_id} (pid {pid}), which is computing {what}")
+
     def step_output(self, step_id: str, stream: str, text: str) -> None:
+        self._note(f"[{step_id}] {text}")
+
+    def _note(self, line: str) -> None:
+        """A line on stderr, above the progress bar when there is one."""
         if self.bar is not None:
-            self.bar.console.print(f"[{step_id}] {text}", markup=False, highlight=False)
+            self.bar.console.print(line, markup=False, highlight=False)
         else:
-            note(f"[{step_id}] {text}")
+            note(line)
 
     def warning(self, text: str) -> None:
         note(f"[barca] warning: {text}")

@@ -109,6 +109,14 @@ def why(plan: NodePlan) -> str:
     return f"{plan.cached_count} of {total} keys cached; will run: {items}{more}"
 
 
+def served_text(served: dict[str, int], partitioned: bool) -> str:
+    """Keys another run computed while this one waited for them: `served` is run id -> keys."""
+    runs = f"{'run' if len(served) == 1 else 'runs'} {', '.join(sorted(served))}"
+    if not partitioned:
+        return f"computed by concurrent {runs} while this run waited; served from cache"
+    return f"{plural(sum(served.values()), 'key')} computed by concurrent {runs}"
+
+
 def plural(n: int, word: str) -> str:
     return f"{n} {word}" + ("" if n == 1 else "s")
 

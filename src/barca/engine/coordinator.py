@@ -11,6 +11,10 @@ became decidable, dispatch what became ready) until nothing changes, and wait ag
 state is one `RunState`. Finished steps are recorded in batches at most twice a second and
 then dropped, so a killed run keeps all but the last half second of its work and memory does
 not grow with the run.
+
+Other runs on the same project are met through the metadata database (engine.step_leases):
+an asset step another run is computing is not submitted but waited for, while the rest of the
+run goes on, and then served from that run's result.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from barca.engine.protocol import LogLine, StepOutcome
 from barca.engine.request import RunRequest
 from barca.engine.result import RunResult
 from barca.engine.run_state import RunState
+from barca.engine.step_leases import Claim, StepLeases, Steps
 from barca.engine.step_specs import blocked_keys, step_spec
 from barca.errors import Cancelled
 from barca.graph import Graph
@@ -90,6 +95,8 @@ class _Run:
         run.refreshed = refreshed_nodes(self.graph, req.cone, req.options)
         self.planning = Planning(self.graph, req.options, req.expr_keys, run, self.conn,
                                  self.source_columns, self.reporter)
+        self.leases = StepLeases(self.conn, self.run_id, self.graph, run,
+                                 active=not req.dry_run)
         if not req.dry_run:
             metadata.start_run(self.conn, self.run_id, req.command, req.files, req.target_text)
         previous = {sig: signal.signal(sig, _raise_interrupt)
@@ -198,29 +205,62 @@ class _Run:
                 continue
             run.pending[node_id] = len(keys)
             steps.append((node_id, plan, keys))
-        count = sum(len(keys) for _, _, keys in steps)
-        if count:
-            if self.executor is None:
-                self.executor = self.new_executor()
-            sources = [n for n, _, _ in steps if self.graph.is_key_source(n)]
-            self.source_columns.read_digests(self.conn, sources)
-            root = f"{self.project.root}/"
-            self.executor.submit((step_spec(self.graph, run.plans, node_id, plan, i,
-                                            self.step_dirs, self.planning.artifact, root,
-                                            self.source_columns.known(node_id))
-                                  for node_id, plan, keys in steps for i in keys), count)
-            self.source_columns.load(self.conn, sources)  # while their steps run
+        if steps:
+            finished |= self._take(self.leases.claim(steps))
         return finished
+
+    def _take(self, claim: Claim) -> bool:
+        """Submit what this run computes, serve what other runs computed meanwhile; True if
+        that completed a node."""
+        for node_id, keys, owner in claim.waiting:
+            self.reporter.steps_waiting(node_id, keys if self.run.plans[node_id].partitioned
+                                        else 0, owner.run_id, owner.pid)
+        finished = False
+        for node_id, hits in claim.served.items():
+            finished |= self._serve(node_id, hits)
+        self._submit(claim.submit)
+        return finished
+
+    def _submit(self, steps: Steps) -> None:
+        count = sum(len(keys) for _, _, keys in steps)
+        if not count:
+            return
+        if self.executor is None:
+            self.executor = self.new_executor()
+        sources = [n for n, _, keys in steps if keys and self.graph.is_key_source(n)]
+        self.source_columns.read_digests(self.conn, sources)
+        root = f"{self.project.root}/"
+        self.executor.submit((step_spec(self.graph, self.run.plans, node_id, plan, i,
+                                        self.step_dirs, self.planning.artifact, root,
+                                        self.source_columns.known(node_id))
+                              for node_id, plan, keys in steps for i in keys), count)
+        self.source_columns.load(self.conn, sources)  # while their steps run
+
+    def _serve(self, node_id: str, hits: list) -> bool:
+        """Keys another run computed while this one waited (or planned): cached now; True
+        when they were the node's last pending keys."""
+        run = self.run
+        self.planning.apply_served(node_id, [hit.record for hit in hits])
+        by_run = run.served.setdefault(node_id, {})
+        for hit in hits:
+            by_run[hit.run_id] = by_run.get(hit.run_id, 0) + 1
+        self.reporter.step_cached(node_id, len(hits) if run.plans[node_id].partitioned else 0)
+        run.pending[node_id] -= len(hits)
+        if run.pending[node_id]:
+            return False
+        del run.pending[node_id]
+        self._node_finished(node_id)
+        return True
 
     def _drain(self, finished: Callable[[], bool], advance: bool) -> None:
         """Take events until `finished()`; with `advance`, dispatch what they made ready."""
-        assert self.executor is not None or finished()
+        assert self.executor is not None or finished() or self.leases.waiting_count()
         last_flush = time.monotonic()
         total = sum(self.run.pending.values())
         done = 0
         while not finished():
             completed = False
-            for event in self.executor.events(FLUSH_SECONDS):
+            for event in self._events():
                 if isinstance(event, LogLine):
                     self.logs.append((len(self.logs), event.step_id, event.stream,
                                       time.time(), event.text))
@@ -229,12 +269,26 @@ class _Run:
                 done += 1
                 completed |= self._on_outcome(event)
                 self.reporter.step_finished(event, done, max(total, done))
+            if self.leases.poll_in() == 0:
+                completed |= self._take(self.leases.poll())
             if completed and advance:
                 self._advance()
             if time.monotonic() - last_flush >= FLUSH_SECONDS:
                 self._flush()
                 last_flush = time.monotonic()
         self._flush()
+
+    def _events(self) -> list:
+        """What the executor reports, waiting at most until the next flush or the next look at
+        steps other runs hold; with nothing of its own in flight, the run just sleeps."""
+        timeout = FLUSH_SECONDS
+        poll_in = self.leases.poll_in()
+        if poll_in is not None:
+            timeout = min(timeout, poll_in)
+            if sum(self.run.pending.values()) == self.leases.waiting_count():
+                time.sleep(timeout)
+                return []
+        return self.executor.events(timeout)
 
     def _on_outcome(self, outcome: StepOutcome) -> bool:
         """Record one outcome; True when it was its node's last pending key."""
@@ -270,7 +324,8 @@ class _Run:
             self.logs = []
         if not self.unrecorded:
             return
-        metadata.record(self.conn, self.run_id, self.unrecorded, self.run.plans)
+        metadata.record(self.conn, self.run_id, self.unrecorded, self.run.plans,
+                        self.leases.held(self.unrecorded))
         self.unrecorded = []
 
     # -- end of run -------------------------------------------------------------------------
@@ -285,6 +340,7 @@ class _Run:
         if self.request.dry_run or self.conn is None:
             return
         self._flush()
+        self.leases.release()  # what it did not finish, before its row says it ended
         run = self.run
         total_keys = sum(len(p.keys) for p in run.plans.values() if not p.unknown)
         failed = run.failures
@@ -337,7 +393,7 @@ class _Run:
                          elapsed, self.graph, self.request.cone, run.order, run.plans,
                          run.states, run.results, run.failures, skipped, run.executed,
                          max(0, total_keys - run.executed), phases,
-                         self.project.artifacts_dir, self.project.root)
+                         self.project.artifacts_dir, self.project.root, run.served)
 
 
 def _raise_interrupt(signum: int, frame: Any) -> None:

@@ -19,6 +19,10 @@ class Reporter:
     def step_cached(self, node_id: str, keys: int) -> None:
         """A node was served from cache: all of it, or `keys` of its keys when partitioned."""
 
+    def steps_waiting(self, node_id: str, keys: int, run_id: str, pid: int) -> None:
+        """Another run (`run_id`, process `pid`) is computing the node, or `keys` of its keys
+        when partitioned: this run waits for it and then serves them from cache."""
+
     def step_output(self, step_id: str, stream: str, text: str) -> None:
         """A line a step printed."""
 

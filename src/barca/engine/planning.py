@@ -73,6 +73,14 @@ class Planning:
                 run.plans[node_id], run.states.get(node_id, EMPTY_STATE), hits)
             run.rewrite.add(node_id)
 
+    def apply_served(self, node_id: str, records: Sequence[tuple]) -> None:
+        """Keys another run computed at the run hashes this run wanted: cached from now on,
+        like older results found again (records as NodeState.put takes them)."""
+        run = self.run
+        run.plans[node_id], run.states[node_id] = apply_history(
+            run.plans[node_id], run.states.get(node_id, EMPTY_STATE), records)
+        run.rewrite.add(node_id)
+
     # -- outputs readers depend on ----------------------------------------------------------
 
     def _learn_cached_outputs(self, planned: Sequence[str]) -> bool:

@@ -41,6 +41,7 @@ class RunResult:
     phases: int
     artifacts_dir: Path
     root: Path  # the project root, which displayed paths are relative to
+    served: dict[str, dict[str, int]]  # node id -> run id -> keys that run computed for this one
 
     def artifact_of(self, node_id: str, key: str) -> tuple[Path, str] | None:
         """Where a key's current result lives (run here, or cached), with its format."""

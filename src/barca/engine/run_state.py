@@ -31,6 +31,8 @@ class RunState:
     failed_keys node id -> keys that failed or were skipped in this run (their readers skip them)
     skipped_keys node id -> keys skipped because an input failed
     failures    the StepOutcome of each failed key
+    served      node id -> run id -> keys another run computed while this one waited (or
+                between loading and claiming them), served from its results
     rewrite     nodes whose snapshot must be written even if no key ran (history hits, digests
                 looked up)
     artifacts_root  where this run's steps write (a scratch directory in a dry run)
@@ -54,6 +56,7 @@ class RunState:
     failed_keys: dict[str, list[str]] = field(default_factory=dict)
     skipped_keys: dict[str, list[str]] = field(default_factory=dict)
     failures: list[StepOutcome] = field(default_factory=list)
+    served: dict[str, dict[str, int]] = field(default_factory=dict)
     executed: int = 0
     rewrite: set[str] = field(default_factory=set)
 

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 from barca.errors import InfraError
 
@@ -17,7 +19,8 @@ SCHEMA_VERSION = 4
 # versions this barca upgrades in place: 1 kept each node's snapshot in one row; its snapshots
 # are dropped and rebuilt from the materializations by the next run that reads the node.
 # 2 had no key_source_chunk table; it is added (empty: the next tick sends whole columns).
-# 3 had no materializations.worker_exit column; it is added (null for earlier steps).
+# 3 had no step_leases table (concurrent runs each computed every step) and no
+# materializations.worker_exit column; both are added (empty, null for earlier steps).
 UPGRADABLE = (1, 2, 3)
 
 _SCHEMA = """
@@ -57,6 +60,11 @@ CREATE TABLE IF NOT EXISTS logs (
     ts REAL NOT NULL, line TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS logs_by_run ON logs (run_id, seq);
+CREATE TABLE IF NOT EXISTS step_leases (
+    node_id TEXT NOT NULL, key TEXT NOT NULL, run_hash TEXT NOT NULL, run_id TEXT NOT NULL,
+    pid INTEGER NOT NULL, host TEXT NOT NULL, proc_start TEXT, taken_at REAL NOT NULL,
+    PRIMARY KEY (node_id, key, run_hash)
+) WITHOUT ROWID;
 """
 
 
@@ -125,6 +133,20 @@ def _enable_wal(conn: sqlite3.Connection, wait: float = 60.0) -> None:
             if "locked" not in str(exc) or time.monotonic() > deadline:
                 raise
             time.sleep(0.01)
+
+
+@contextmanager
+def write_transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """One transaction that holds the write lock from its first statement: what it reads
+    cannot change before it writes (a deferred one could fail with SQLITE_BUSY at its first
+    write, past the busy timeout, when another process wrote meanwhile)."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
 
 
 def defer_checkpoint(conn: sqlite3.Connection) -> None:

@@ -11,8 +11,6 @@ creates the database: callers pass the connection `db.connect(create=False)` gav
 
 from __future__ import annotations
 
-import os
-import socket
 import sqlite3
 import statistics
 from dataclasses import dataclass
@@ -20,7 +18,7 @@ from typing import Sequence
 
 import orjson
 
-from barca.store.metadata import process_start
+from barca.store.owners import owner_gone
 
 _RUN_COLUMNS = ("run_id, command, files, target, status, steps_total, steps_executed, "
                 "steps_cached, started_at, finished_at, elapsed_seconds, pid, host, proc_start, "
@@ -107,28 +105,6 @@ class NodeStats:
 
 
 # -- runs -----------------------------------------------------------------------------------
-
-def owner_gone(pid: int | None, host: str | None, proc_start: str | None) -> bool:
-    """True when the process that wrote a `running` row certainly no longer runs."""
-    if pid is None or host != socket.gethostname():
-        return False
-    if os.path.exists("/proc/self/stat"):
-        try:
-            with open(f"/proc/{pid}/stat") as fh:
-                state = fh.read().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            return True
-        if state in ("Z", "X"):
-            return True
-        return proc_start is not None and process_start(pid) != proc_start
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except OSError:
-        return False
-    return False
-
 
 def reconcile_interrupted(conn: sqlite3.Connection) -> list[str]:
     """Mark `running` rows whose process is gone as `interrupted`; returns their ids.

@@ -18,6 +18,8 @@ from typing import Any, Iterable, NamedTuple, Sequence
 import orjson
 
 from barca.state import NodeState
+from barca.store import step_leases
+from barca.store.owners import process_start
 from barca.store.state_codec import decode_state, encode_header, state_columns
 
 
@@ -145,9 +147,11 @@ def find_successes(conn: sqlite3.Connection | None, node_id: str,
 
 
 def record(conn: sqlite3.Connection, run_id: str, outcomes: Sequence[Any],
-           plans: dict[str, Any]) -> None:
+           plans: dict[str, Any], leased: Sequence[tuple[str, str, str]]) -> None:
     """Insert finished steps (`StepOutcome`s) in one transaction, with the hash parts their
-    node's plan (a NodePlan) gives them, so that a later run can say what changed."""
+    node's plan (a NodePlan) gives them, so that a later run can say what changed; the
+    `leased` steps among them (node id, key, run hash) are given back in the same
+    transaction, so that a run waiting for one finds its outcome when the lease is gone."""
     now = time.time()
     rows = []
     new_contexts = {}
@@ -170,6 +174,7 @@ def record(conn: sqlite3.Connection, run_id: str, outcomes: Sequence[Any],
             "elapsed_seconds, attempts, error_type, error_message, error_traceback, "
             "max_rss_bytes, worker_exit, created_at) "
             "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+        step_leases.release(conn, run_id, leased)
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
@@ -264,12 +269,3 @@ def insert_logs(conn: sqlite3.Connection, run_id: str, lines: Sequence[tuple]) -
     """lines: (seq, step_id, stream, ts, text)."""
     conn.executemany("INSERT INTO logs (run_id, seq, step_id, stream, ts, line) "
                      "VALUES (?, ?, ?, ?, ?, ?)", [(run_id, *line) for line in lines])
-
-
-def process_start(pid: int) -> str | None:
-    """The kernel's start time of a process, so a reused pid is not mistaken for ours."""
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[19]
-    except OSError:
-        return None

@@ -1,0 +1,43 @@
+"""Whether the process that wrote a row (a `running` run, a step lease) still runs.
+
+A row names its process by pid, host and the kernel's start time of that pid: pids are reused,
+so a live process with the same pid but another start time is not the owner. Off Linux there
+is no start time to read (`process_start` gives None) and only the pid is checked. A process
+on another host cannot be checked from here and counts as alive.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+
+
+def process_start(pid: int) -> str | None:
+    """The kernel's start time of a process (field 22 of /proc/PID/stat), None off Linux."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[19]
+    except OSError:
+        return None
+
+
+def owner_gone(pid: int | None, host: str | None, proc_start: str | None) -> bool:
+    """True when the process a row names certainly no longer runs."""
+    if pid is None or host != socket.gethostname():
+        return False
+    if os.path.exists("/proc/self/stat"):
+        try:
+            with open(f"/proc/{pid}/stat") as fh:
+                state = fh.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            return True
+        if state in ("Z", "X"):
+            return True
+        return proc_start is not None and process_start(pid) != proc_start
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False
+    return False
