@@ -215,11 +215,11 @@ def test_a_lease_whose_owner_was_killed_is_taken_over_once(project: Path) -> Non
         assert len(_leases(project)) == 1
     finally:
         killed.kill()  # SIGKILL: the lease stays behind, naming a dead process
-        (project / "gate").write_text("")  # the orphaned worker finishes its step and exits
-        killed.communicate(timeout=60)  # (it holds the killed run's stderr open until then)
+        killed.communicate(timeout=60)  # its worker dies with it, its step unfinished
     assert killed.returncode == -signal.SIGKILL
-    _wait_for(lambda: "up done" in lines(project / "executed.log"), "the orphan to finish")
-    take_executed(project)
+    (project / "gate").write_text("")
+    time.sleep(0.5)  # a worker still alive would finish its step now
+    assert take_executed(project) == ["up start"]
     assert len(_leases(project)) == 1
 
     # two runs now: one takes the dead run's lease over, the other waits for it
