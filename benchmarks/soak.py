@@ -30,7 +30,7 @@ from collections import defaultdict
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "tests" / "reliability"))
+sys.path[:0] = [str(HERE.parent / "tests" / "reliability"), str(HERE.parent / "tests")]
 
 import kill_trials  # noqa: E402
 

@@ -25,6 +25,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from conftest import pool_processes
+
 KEYS = 300
 TARGETS = ("command", "process group", "forked run", "worker", "pool", "fresh command")
 CLI = [sys.executable, "-m", "barca.cli.main"]
@@ -148,19 +150,6 @@ def _find(root: Path, proc: subprocess.Popen, target: str) -> int | None:
         return pid if pid not in (None, proc.pid) else None
     lines = _lines(root / "executed.log")  # target == "worker": one that ran a step
     return int(lines[-1].split()[1]) if lines else None
-
-
-def pool_processes(root: Path) -> list[int]:
-    out = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                argv = (entry / "cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if b"barca.cli.warm_launcher" in argv and str(root).encode() in argv:
-                out.append(int(entry.name))
-    return out
 
 
 def stop_pools(root: Path) -> None:

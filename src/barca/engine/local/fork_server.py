@@ -85,15 +85,15 @@ class ForkServer:
             origin = getattr(module, "__file__", None)
             if origin and is_project_file(str(self.root), origin):
                 del sys.modules[module_name]
-        self.stamps = {path: _stamp(path) for path in _files_outside_installs()}
+        self.stamps = {path: warm_pool.stamp(path) for path in _files_outside_installs()}
         # What is loaded now lives as long as the fork server: keep it out of the cyclic
         # collector, so that children do not traverse (and so copy) it at each full collection.
         gc.freeze()
 
     def changed_file(self) -> str | None:
         """A file this pool loaded from outside the installed packages that changed since."""
-        return next((path for path, stamp in self.stamps.items() if _stamp(path) != stamp),
-                    None)
+        return next((path for path, seen in self.stamps.items()
+                     if warm_pool.stamp(path) != seen), None)
 
     def serve(self, listener: socket.socket) -> None:
         self.selector.register(listener, selectors.EVENT_READ, None)
@@ -308,14 +308,6 @@ def _files_outside_installs() -> list[str]:
         if origin and not os.path.realpath(origin).startswith(installed):
             files.append(origin)
     return files
-
-
-def _stamp(path: str) -> tuple[int, int] | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return st.st_mtime_ns, st.st_size
 
 
 def _take_stdio(fds: list[int] | tuple[int, ...], env: dict, cwd: str) -> None:

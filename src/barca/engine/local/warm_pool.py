@@ -73,17 +73,17 @@ def identity(root: Path, environ: dict[str, str] | None = None) -> str:
             # what PYTHONPATH adds to sys.path: installing into one changes its directory
             *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
     for directory in dirs:
-        add(directory, _stamp(directory))
+        add(directory, stamp(directory))
     package = os.path.dirname(barca.__file__)
     for folder, subdirs, files in os.walk(package):
         subdirs[:] = sorted(d for d in subdirs if d != "__pycache__")
         for name in sorted(files):
             if name.endswith(".py"):
-                add(name, _stamp(os.path.join(folder, name)))
+                add(name, stamp(os.path.join(folder, name)))
     return h.hexdigest()
 
 
-def _stamp(path: str) -> tuple[int, int] | None:
+def stamp(path: str) -> tuple[int, int] | None:
     try:
         st = os.stat(path)
     except OSError:
