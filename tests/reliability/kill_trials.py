@@ -90,7 +90,7 @@ def trial(root: Path, state_dir: Path, target: str, salt: int, rng: random.Rando
     log = root / "executed.log"
     log.unlink(missing_ok=True)
     env = environment(state_dir, pooled=target != "fresh command")
-    delay = rng.uniform(0.05, 1.2)
+    delay = rng.uniform(0.0, 1.0)
     started = time.time()
     proc = subprocess.Popen([*CLI, "get", "total", "p.py"], cwd=root, env=env,
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
@@ -119,8 +119,12 @@ def trial(root: Path, state_dir: Path, target: str, salt: int, rng: random.Rando
 
 
 def _kill(root: Path, proc: subprocess.Popen, target: str, delay: float) -> bool:
-    """Kill the target at `delay` seconds, or as soon after as one exists; False if the run
-    ended first."""
+    """Kill the target `delay` seconds after the first step began (so that the kill lands
+    anywhere in the steps' work, not in the start-up before it), or as soon after as one
+    exists; False if the run ended first."""
+    log = root / "executed.log"
+    while not log.exists() and proc.poll() is None:
+        time.sleep(0.005)
     deadline = time.monotonic() + delay
     while time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.01)
