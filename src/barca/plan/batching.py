@@ -101,7 +101,9 @@ def labels_setting(max_size: int | None = None) -> BatchSetting:
 def setting_from_text(node: str, text: str | None) -> BatchSetting | None:
     """The batch= text kept at discovery (already checked there) as a setting. Literals are
     read; `batches(<expression>)` gives groups=None, to be filled by `groups_setting` once
-    evaluated. The helper is known by its name (`batches`, `barca.batches_by`)."""
+    evaluated. The helper is known by its name as written (`batches`, `barca.batches_by`):
+    an alias (`from barca import batches as grp`) is not recognised here, so discovery should
+    keep the canonical name when it is wired in."""
     if text is None:
         return None
     expr = ast.parse(text, mode="eval").body
