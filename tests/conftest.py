@@ -230,3 +230,13 @@ def wait_until_gone(pid: int, timeout: float = 30) -> None:
             return
         time.sleep(0.1)
     raise AssertionError(f"warm pool {pid} still running after {timeout}s")
+
+
+def wait_for(predicate, what: str, timeout: float = 60.0) -> None:
+    """Poll `predicate` until it holds; fail naming `what` after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")

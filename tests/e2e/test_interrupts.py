@@ -11,12 +11,11 @@ from __future__ import annotations
 import json
 import os
 import signal
-import time
 from pathlib import Path
 
 import pytest
 
-from conftest import barca, lines, run_statuses, start_barca, write
+from conftest import barca, lines, run_statuses, start_barca, wait_for, write
 
 STEPS = 200
 FAST = 120  # s000..s119 finish at once; the rest wait on the gate
@@ -39,14 +38,6 @@ def _two_hundred_steps() -> str:
     return "\n".join(out)
 
 
-def _wait_for(predicate, what: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
-
 
 def test_kill_9_mid_run_reruns_only_unrecorded_steps_and_keeps_artifacts_intact(
         project: Path) -> None:
@@ -55,14 +46,16 @@ def test_kill_9_mid_run_reruns_only_unrecorded_steps_and_keeps_artifacts_intact(
     proc = start_barca(project, "get", "p.py", env=env)
     try:
         # both workers are now inside a gated step, with the fast steps they could reach done
-        _wait_for(lambda: len(list(project.glob("waiting-*"))) == 2, "two gated steps")
+        wait_for(lambda: len(list(project.glob("waiting-*"))) == 2, "two gated steps",
+                 timeout=30)
         finished = set(lines(project / "executed.log"))
         assert finished and len(finished) < STEPS
 
         def recorded() -> int:
             status = barca(project, "status", "p.py")
             return status.json["summary"]["cached"] if status.code == 0 else -1
-        _wait_for(lambda: recorded() == len(finished), "the finished steps to be recorded")
+        wait_for(lambda: recorded() == len(finished), "the finished steps to be recorded",
+                 timeout=30)
     finally:
         proc.kill()  # SIGKILL to the barca process only
         (project / "gate").write_text("")  # orphaned workers finish their step and exit
@@ -115,8 +108,8 @@ def test_interrupt_stops_workers_records_cancelled_and_exits_130(project: Path, 
     write(project, {"p.py": SLOW})
     proc = start_barca(project, "get", "slow", "p.py")
     try:
-        _wait_for(lambda: (project / "worker.pid").exists()
-                  and (project / "worker.pid").read_text(), "the slow step to start")
+        wait_for(lambda: (project / "worker.pid").exists()
+                 and (project / "worker.pid").read_text(), "the slow step to start", timeout=30)
         proc.send_signal(sig)
         out, err = proc.communicate(timeout=20)
     finally:

@@ -18,7 +18,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from conftest import barca, lines, start_barca, take_executed, write
+from conftest import barca, lines, start_barca, take_executed, wait_for, write
 
 KEYS = 120
 
@@ -99,14 +99,6 @@ GATED_KEYS = """
 """
 
 
-def _wait_for(predicate, what: str, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
-
 
 def _finish(proc: subprocess.Popen, timeout: float = 120) -> tuple[int, dict, str]:
     out, err = proc.communicate(timeout=timeout)
@@ -153,9 +145,9 @@ def test_four_gets_started_together_execute_each_key_once_and_agree(project: Pat
 def test_two_targets_sharing_an_upstream_run_it_once(project: Path) -> None:
     write(project, {"p.py": GATED})
     first, _ = _start_logged(project, "first", "get", "a", "p.py")
-    _wait_for(lambda: "up start" in lines(project / "executed.log"), "up to start")
+    wait_for(lambda: "up start" in lines(project / "executed.log"), "up to start")
     second, second_err = _start_logged(project, "second", "get", "b", "p.py")
-    _wait_for(lambda: "waiting" in second_err.read_text(), "the second run to wait")
+    wait_for(lambda: "waiting" in second_err.read_text(), "the second run to wait")
 
     # a dry run meanwhile neither waits nor takes a lease: it says what a run would do
     dry = barca(project, "get", "b", "p.py", "--dry-run", timeout=30).expect(0)
@@ -181,10 +173,10 @@ def test_a_run_computes_the_keys_nobody_holds_and_waits_for_the_others(project: 
     write(project, {"p.py": GATED_KEYS})
     first, _ = _start_logged(project, "first", "get", "part", "p.py", "--partition",
                              "k=k0,k1,k2")
-    _wait_for(lambda: lines(project / "executed.log"), "the first run to start its keys")
+    wait_for(lambda: lines(project / "executed.log"), "the first run to start its keys")
     assert len(_leases(project)) == 3  # all of them, whether a worker is on it yet or not
     second, second_err = _start_logged(project, "second", "get", "part", "p.py")
-    _wait_for(lambda: "waiting" in second_err.read_text(), "the second run to wait")
+    wait_for(lambda: "waiting" in second_err.read_text(), "the second run to wait")
     assert "3 keys of p.py:part" in second_err.read_text()
     (project / "gate").write_text("")
     code_a, body_a, err_a = _finish(first)
@@ -211,7 +203,7 @@ def test_a_lease_whose_owner_was_killed_is_taken_over_once(project: Path) -> Non
     write(project, {"p.py": GATED})
     killed = start_barca(project, "get", "a", "p.py")
     try:
-        _wait_for(lambda: "up start" in lines(project / "executed.log"), "up to start")
+        wait_for(lambda: "up start" in lines(project / "executed.log"), "up to start")
         assert len(_leases(project)) == 1
     finally:
         killed.kill()  # SIGKILL: the lease stays behind, naming a dead process
@@ -261,9 +253,9 @@ def test_a_run_waiting_on_a_step_that_fails_elsewhere_runs_it_itself(project: Pa
     write(project, {"p.py": GATED})
     (project / "fail-once").write_text("")
     first, _ = _start_logged(project, "first", "get", "a", "p.py")
-    _wait_for(lambda: "up start" in lines(project / "executed.log"), "up to start")
+    wait_for(lambda: "up start" in lines(project / "executed.log"), "up to start")
     second, second_err = _start_logged(project, "second", "get", "b", "p.py")
-    _wait_for(lambda: "waiting" in second_err.read_text(), "the second run to wait")
+    wait_for(lambda: "waiting" in second_err.read_text(), "the second run to wait")
     (project / "gate").write_text("")
     code_a, body_a, _ = _finish(first)
     code_b, body_b, err_b = _finish(second)
@@ -298,12 +290,12 @@ def test_a_schema_3_database_gets_the_step_lease_table(project: Path) -> None:
 def test_a_run_waiting_on_a_cancelled_run_computes_the_step_itself(project: Path) -> None:
     write(project, {"p.py": GATED})
     first, _ = _start_logged(project, "first", "get", "a", "p.py")
-    _wait_for(lambda: "up start" in lines(project / "executed.log"), "up to start")
+    wait_for(lambda: "up start" in lines(project / "executed.log"), "up to start")
     second, second_err = _start_logged(project, "second", "get", "b", "p.py")
-    _wait_for(lambda: "waiting" in second_err.read_text(), "the second run to wait")
+    wait_for(lambda: "waiting" in second_err.read_text(), "the second run to wait")
     first.send_signal(signal.SIGTERM)  # cancelled: its workers stop, its leases are given back
     assert _finish(first)[0] == 130
-    _wait_for(lambda: lines(project / "executed.log") == ["up start", "up start"],
+    wait_for(lambda: lines(project / "executed.log") == ["up start", "up start"],
               "the second run to start up itself")
     (project / "gate").write_text("")
     code, body, err = _finish(second)

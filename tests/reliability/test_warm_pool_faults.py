@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import (barca, pool_processes, read_runs, start_barca, wait_until_gone,
-                      wait_until_ready, write)
+from conftest import (barca, pool_processes, read_runs, start_barca, wait_for,
+                      wait_until_gone, wait_until_ready, write)
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
                                 reason="the warm pool is Linux-only")
@@ -98,12 +98,6 @@ def start_pool(project: Path, env: dict) -> int:
     return wait_until_ready(project, env)
 
 
-def wait_for(path: Path, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while not path.exists():
-        assert time.monotonic() < deadline, f"{path} never appeared"
-        time.sleep(0.05)
-
 
 def alive(pid: int) -> bool:
     try:
@@ -125,7 +119,7 @@ def test_killing_the_command_stops_the_forked_run_and_it_is_recorded_interrupted
     project, env = warm
     start_pool(project, env)
     proc = start_barca(project, "get", "slow", "p.py", env=env, start_new_session=True)
-    wait_for(project / "slow.started")
+    wait_for((project / "slow.started").exists, "slow to start", timeout=30)
     worker = int((project / "slow.started").read_text())
     run = read_runs(project, "pid")[-1][0]
     assert run != proc.pid  # the run was forked from the pool
@@ -148,7 +142,7 @@ def test_killing_the_command_stops_the_forked_run_and_it_is_recorded_interrupted
 def test_killing_a_fresh_run_stops_its_worker_too(project: Path):
     write(project, {"p.py": STEPS})
     proc = start_barca(project, "get", "slow", "p.py")  # BARCA_WARM_SECONDS=0: fresh workers
-    wait_for(project / "slow.started")
+    wait_for((project / "slow.started").exists, "slow to start", timeout=30)
     worker = int((project / "slow.started").read_text())
     proc.kill()
     proc.wait(timeout=10)
@@ -166,7 +160,7 @@ def test_a_killed_forked_run_is_reported_at_once_naming_the_signal(warm):
     project, env = warm
     start_pool(project, env)
     proc = start_barca(project, "get", "slow", "p.py", env=env)
-    wait_for(project / "slow.started")
+    wait_for((project / "slow.started").exists, "slow to start", timeout=30)
     os.kill(read_runs(project, "pid")[-1][0], signal.SIGKILL)  # as the OOM killer would
     _, err = proc.communicate(timeout=10)
     assert proc.returncode == 3

@@ -98,7 +98,7 @@ def _node(fn: FunctionNode, names: BarcaNames, module: ModuleInfo) -> RawNode | 
     decorator, kind = found
     if isinstance(fn, ast.AsyncFunctionDef):
         raise site.error(f"{fn.name} is async: barca calls it and would never await what it "
-                         "returns", f"Define it with def, and run async code inside it with "
+                         "returns", "Define it with def, and run async code inside it with "
                          "asyncio.run(...)", fn)
     written = _keywords(decorator, kind, site)
     if kind == "sensor" and "inputs" in written:
