@@ -33,6 +33,10 @@ def _run_options(fn):
         click.option("--partition", multiple=True, metavar="DIM=V[,V]",
                      help="Run only these keys of every node with dimension DIM "
                      "(repeatable; or a JSON object). Fan-ins over all keys are skipped."),
+        click.option("--batch", multiple=True, metavar="none|all|N|NODE=V",
+                     help="Group the stale keys of batched nodes (batch=) differently for this "
+                     "run: none, all or N for every one, NODE=V for one (repeatable). "
+                     "Recomputes nothing by itself."),
         click.option("--agent", is_flag=True, help="Plain `[barca] step:` progress lines on "
                      "stderr instead of a progress bar."),
         click.option("--env", "env_name", metavar="NAME", help="Use a separate cache and "
@@ -52,6 +56,7 @@ Examples:
   barca get summary pipeline.py
   barca get summary pipeline.py --dry-run
   barca get scored pipeline.py --refresh cleaned
+  barca get scored pipeline.py --refresh scored --batch scored=all
   barca get pipeline.py --json
 """
 
@@ -67,26 +72,26 @@ Examples:
 @click.command("get", help=GET_HELP)
 @_run_options
 def get_command(args, refresh, no_cascade, refresh_all, dry_run, json_flag, pretty, partition,
-                agent, env_name) -> None:
+                batch, agent, env_name) -> None:
     _execute("get", args, refresh, no_cascade, refresh_all, dry_run, json_flag, pretty,
-             partition, agent, env_name)
+             partition, batch, agent, env_name)
 
 
 @click.command("run", help=RUN_HELP)
 @_run_options
 def run_command(args, refresh, no_cascade, refresh_all, dry_run, json_flag, pretty, partition,
-                agent, env_name) -> None:
+                batch, agent, env_name) -> None:
     _execute("run", args, refresh, no_cascade, refresh_all, dry_run, json_flag, pretty,
-             partition, agent, env_name)
+             partition, batch, agent, env_name)
 
 
 def _execute(command, args, refresh, no_cascade, refresh_all, dry_run, json_flag, pretty,
-             partition, agent, env_name) -> None:
+             partition, batch, agent, env_name) -> None:
     mode = choose_mode(json_flag, pretty)
     target, paths = split_positionals(args, takes_target=True)
     result = run(command, target, paths, refresh=refresh, refresh_all=refresh_all,
                  partition=partition, cascade=not no_cascade, dry_run=dry_run, env=env_name,
-                 reporter=CliReporter(agent))
+                 reporter=CliReporter(agent), batch=batch)
     skipped = [n for n in result.order if result.plans[n].unknown == "partition_selection"]
     if skipped:
         names = ", ".join(result.graph.nodes[n].name for n in skipped)

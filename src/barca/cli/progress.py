@@ -64,6 +64,9 @@ class CliReporter(Reporter):
     def warning(self, text: str) -> None:
         note(f"[barca] warning: {text}")
 
+    def run_note(self, text: str) -> None:
+        self._note(f"[barca] {text}")
+
     def run_finished(self, executed: int, total: int, elapsed: float, status: str) -> None:
         if self.bar is not None:
             self.bar.stop()

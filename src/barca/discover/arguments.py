@@ -383,12 +383,30 @@ def _batch(expr: ast.expr, site: Site, names: BarcaNames) -> str | None:
     helper = names.which_helper(expr.func) if isinstance(expr, ast.Call) else None
     if helper == "batches":
         _groups(expr, site)
-    elif helper != "batches_by" and not (value == "all" or isinstance(value, int)
-                                         and not isinstance(value, bool) and value >= 1):
+    elif helper == "batches_by":
+        _labels_function(expr, site)
+    elif not (value == "all" or isinstance(value, int) and not isinstance(value, bool)
+              and value >= 1):
         raise site.error(f"batch= must be a positive integer, \"all\", batches([...]) or "
                          f"batches_by(fn), not `{ast.unparse(expr)}`",
                          'Write it like batch=20 or batch="all"', expr)
+    if helper is not None:  # kept under the helper's own name, whatever it was imported as
+        return ast.unparse(ast.Call(ast.Name(helper), expr.args, expr.keywords))
     return ast.unparse(expr)
+
+
+def _labels_function(call: ast.Call, site: Site) -> None:
+    """batches_by(fn, max_size=N): one function, read when the pipeline loads."""
+    fn = one_argument(call, "batches_by", site, allowed_keywords=("max_size",))
+    if isinstance(fn, ast.Constant):
+        raise site.error(f"batches_by() needs a function that labels a key, not "
+                         f"`{ast.unparse(fn)}`", "Write it like batches_by(region_of)", call)
+    size = next((k.value for k in call.keywords if k.arg == "max_size"), None)
+    if size is not None and not (isinstance(size, ast.Constant) and type(size.value) is int
+                                 and size.value >= 1):
+        raise site.error(f"batches_by(max_size=) must be a positive integer, not "
+                         f"`{ast.unparse(size)}`", "Write it like batches_by(region_of, "
+                         "max_size=20)", call)
 
 
 def _groups(call: ast.Call, site: Site) -> None:

@@ -138,10 +138,29 @@ def _read_node(fn: FunctionNode, decorator: ast.expr, kind: str,
                          keywords["batch"].value)
     _check_signature(fn, kind, inputs, dimensions, site)
     params, annotations = _signature(fn)
+    if options.batch is not None:
+        _check_batch_form(fn, dimensions, dict(annotations), site)
     counted = tuple(keywords[k].value for k in ("serializer",) if k in keywords)
     others = tuple(d for d in fn.decorator_list if d is not decorator)
     return RawNode(module.file, name, kind, site, fn, params, annotations, inputs,
                    dimensions, options, others, counted)
+
+
+_SCALARS = {"str", "int", "float", "bool", "bytes", "builtins.str", "builtins.int"}
+
+
+def _check_batch_form(fn: FunctionNode, dimensions: tuple[RawDimension, ...],
+                      annotations: dict[str, str], site: Site) -> None:
+    """With batch=, a partition parameter receives the call's list of keys: annotated as a
+    single key, the function was written for one key at a time."""
+    for dim in dimensions:
+        written = annotations.get(dim.name, "").replace(" ", "")
+        if written in _SCALARS:
+            raise site.error(
+                f"{fn.name} has batch=, so its partition parameter '{dim.name}' receives the "
+                f"list of the call's keys, but it is annotated `{dim.name}: {written}`",
+                f"Annotate it `{dim.name}: list[{written}]` and loop over the keys, or "
+                f"remove batch= to take one key per call", fn)
 
 
 def _inputs_constant(expr: ast.expr, module: ModuleInfo) -> ast.expr:

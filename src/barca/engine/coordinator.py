@@ -23,20 +23,23 @@ import os
 import signal
 import time
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from barca.engine.events import Reporter
 from barca.engine.executor import Executor, NewExecutor
 from barca.engine.key_source_columns import SourceColumns
 from barca.engine.planning import Planning
-from barca.engine.protocol import LogLine, StepOutcome
+from barca.engine.batch_labels import batch_labels
+from barca.engine.protocol import CallFinished, CallSpec, LogLine, StepOutcome, StepSpec
 from barca.engine.request import RunRequest
-from barca.engine.result import RunResult
+from barca.engine.result import BatchExecution, RunResult
 from barca.engine.run_state import RunState
 from barca.engine.step_leases import Claim, StepLeases, Steps
-from barca.engine.step_specs import blocked_keys, step_spec
+from barca.engine.step_specs import blocked_keys, call_spec, step_spec
 from barca.errors import Cancelled
 from barca.graph import Graph
+from barca.plan.batching import batch_calls
+from barca.plan.model import NodePlan
 from barca.plan.planner import refreshed_nodes
 from barca.project import Project
 from barca.state import EMPTY_STATE, ran_entry, state_after_run
@@ -65,6 +68,10 @@ class _Run:
         self.scratch: Path | None = None
         self.unrecorded: list[StepOutcome] = []
         self.logs: list[tuple] = []
+        self.log_count = 0
+        self.calls_made = 0  # batch calls submitted: the next one's id is b<calls_made + 1>
+        self.batch_execution: dict[str, BatchExecution] = {}
+        self.metadata_seconds = 0.0  # handling finished keys and writing the metadata DB
         self.source_columns = SourceColumns()
 
     def go(self) -> RunResult:
@@ -230,11 +237,39 @@ class _Run:
         sources = [n for n, _, keys in steps if keys and self.graph.is_key_source(n)]
         self.source_columns.read_digests(self.conn, sources)
         root = f"{self.project.root}/"
-        self.executor.submit((step_spec(self.graph, self.run.plans, node_id, plan, i,
-                                        self.step_dirs, self.planning.artifact, root,
-                                        self.source_columns.known(node_id))
-                              for node_id, plan, keys in steps for i in keys), count)
+        calls = {node_id: self._calls(node_id, plan, keys) for node_id, plan, keys in steps
+                 if node_id in self.request.options.batch}
+        count = sum(len(calls[n]) if n in calls else len(keys) for n, _, keys in steps)
+        self.executor.submit(self._specs(steps, calls, root), count)
         self.source_columns.load(self.conn, sources)  # while their steps run
+
+    def _calls(self, node_id: str, plan: NodePlan, keys: Sequence[int]
+               ) -> tuple[tuple[int, ...], ...]:
+        """A batched node's keys to run, grouped into calls (plan.batching), as indices."""
+        setting = self.request.options.batch[node_id]
+        raw = [plan.keys[i] for i in keys]
+        labels = None
+        if setting.kind == "labels":
+            d = self.graph.nodes[node_id]
+            labels = batch_labels(self.project.root, d, plan.dims, raw)
+        index = dict(zip(raw, keys))
+        return tuple(tuple(index[k] for k in call)
+                     for call in batch_calls(node_id, setting, raw, labels, plan.dims))
+
+    def _specs(self, steps: Steps, calls: dict, root: str) -> Iterator[StepSpec | CallSpec]:
+        """The steps to run, made as the executor draws them: one per key, or one per call."""
+        for node_id, plan, keys in steps:
+            if node_id not in calls:
+                known = self.source_columns.known(node_id)
+                for i in keys:
+                    yield step_spec(self.graph, self.run.plans, node_id, plan, i,
+                                    self.step_dirs, self.planning.artifact, root, known)
+                continue
+            for indices in calls[node_id]:
+                self.calls_made += 1
+                yield call_spec(self.graph, self.run.plans, node_id, plan, indices,
+                                f"b{self.calls_made}", self.step_dirs, self.planning.artifact,
+                                root)
 
     def _serve(self, node_id: str, hits: list) -> bool:
         """Keys another run computed while this one waited (or planned): cached now; True
@@ -261,8 +296,12 @@ class _Run:
         while not finished():
             completed = False
             for event in self._events():
+                if isinstance(event, CallFinished):
+                    self._call_finished(event)
+                    continue
                 if isinstance(event, LogLine):
-                    self.logs.append((len(self.logs), event.step_id, event.stream,
+                    self.log_count += 1  # the line's place in the run, across flushes
+                    self.logs.append((self.log_count, event.step_id, event.stream,
                                       time.time(), event.text))
                     self.reporter.step_output(event.step_id, event.stream, event.text)
                     continue
@@ -290,8 +329,21 @@ class _Run:
                 return []
         return self.executor.events(timeout)
 
+    def _call_finished(self, call: CallFinished) -> None:
+        """A batch call's time, summed per node for the `[barca] batch:` line; a call that
+        wrote no key is not counted (its time is in its keys' elapsed seconds)."""
+        if call.written:
+            self.batch_execution.setdefault(call.node_id, BatchExecution()).add(call)
+
     def _on_outcome(self, outcome: StepOutcome) -> bool:
         """Record one outcome; True when it was its node's last pending key."""
+        began = time.perf_counter()
+        try:
+            return self._take_outcome(outcome)
+        finally:
+            self.metadata_seconds += time.perf_counter() - began
+
+    def _take_outcome(self, outcome: StepOutcome) -> bool:
         run = self.run
         run.executed += 1
         if not self.request.dry_run:
@@ -319,6 +371,13 @@ class _Run:
         self.planning.learn_output(node_id)
 
     def _flush(self) -> None:
+        began = time.perf_counter()
+        try:
+            self._write_recorded()
+        finally:
+            self.metadata_seconds += time.perf_counter() - began
+
+    def _write_recorded(self) -> None:
         if self.logs and not self.request.dry_run:
             metadata.insert_logs(self.conn, self.run_id, self.logs)
             self.logs = []
@@ -340,6 +399,7 @@ class _Run:
         if self.request.dry_run or self.conn is None:
             return
         self._flush()
+        began = time.perf_counter()
         self.leases.release()  # what it did not finish, before its row says it ended
         run = self.run
         total_keys = sum(len(p.keys) for p in run.plans.values() if not p.unknown)
@@ -351,7 +411,19 @@ class _Run:
         defer_checkpoint(self.conn)
         self._save_states()
         self.source_columns.save(self.conn)
+        self.metadata_seconds += time.perf_counter() - began
+        notes = [stats.line(node_id) for node_id, stats in self.batch_execution.items()]
+        for text in notes:
+            self.reporter.run_note(text)
         self.reporter.run_finished(run.executed, run.executed, elapsed, status)
+        if run.executed:
+            notes.append(f"metadata {self.metadata_seconds:.1f}s recording this run's results")
+            self.reporter.run_note(notes[-1])
+        if notes:  # kept with the run's output: `barca logs` shows them too
+            now = time.time()
+            metadata.insert_logs(self.conn, self.run_id, [
+                (i, "barca", "stderr", now, text)
+                for i, text in enumerate(notes, start=self.log_count + 1)])
 
     def _save_states(self) -> None:
         """Write each node's new snapshot, so the next run compares whole columns again."""
@@ -393,7 +465,8 @@ class _Run:
                          elapsed, self.graph, self.request.cone, run.order, run.plans,
                          run.states, run.results, run.failures, skipped, run.executed,
                          max(0, total_keys - run.executed), phases,
-                         self.project.artifacts_dir, self.project.root, run.served)
+                         self.project.artifacts_dir, self.project.root, run.served,
+                         self.batch_execution, self.metadata_seconds)
 
 
 def _raise_interrupt(signum: int, frame: Any) -> None:

@@ -9,7 +9,7 @@ user are taken from `cwd`.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 from barca.engine.coordinator import execute
 from barca.engine.events import Reporter
@@ -42,17 +42,18 @@ def run(command: str, target_text: str | None, paths: Sequence[str] = (), *,
         dry_run: bool = False, env: str | None = None, observe_sensors: bool = True,
         include_tasks: bool = False, reporter: Reporter | None = None,
         pipeline: Pipeline | None = None, new_executor: NewExecutor | None = None,
-        cwd: Path | None = None) -> RunResult:
+        cwd: Path | None = None, batch: Any = None) -> RunResult:
     """Run `command` ("get" or "run") on `target_text` (None: every asset and sensor).
 
-    `new_executor` builds the executor when a step first must run (default: local worker
+    `batch` overrides the grouping of batched nodes: "all", 20, "none", {"scored": 20} or
+    ["scored=20"] (as `--batch`). `new_executor` builds the executor when a step first must run (default: local worker
     processes, see `engine.local`); a fully cached run never calls it.
     """
     pipeline = pipeline or open_pipeline(paths, env, write_cache=not dry_run, cwd=cwd)
     request = build_request(pipeline, command, target_text, refresh=refresh,
                             refresh_all=refresh_all, partition=partition, cascade=cascade,
                             dry_run=dry_run, observe_sensors=observe_sensors,
-                            include_tasks=include_tasks)
+                            include_tasks=include_tasks, batch=batch)
     if new_executor is None:
         from barca.engine.local import local_executor
 

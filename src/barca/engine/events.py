@@ -29,5 +29,9 @@ class Reporter:
     def warning(self, text: str) -> None:
         """Something the user should know that does not stop the run."""
 
+    def run_note(self, text: str) -> None:
+        """A line about the run as a whole (`batch:<node> 2 calls, ...`, `metadata 0.1s ...`),
+        also kept with the run's logs."""
+
     def run_finished(self, executed: int, total: int, elapsed: float, status: str) -> None:
         """The run ended with `status` ("success", "failed", "cancelled")."""

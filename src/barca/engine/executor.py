@@ -11,17 +11,18 @@ from __future__ import annotations
 
 from typing import Callable, Iterable, Protocol
 
-from barca.engine.protocol import LogLine, StepOutcome, StepSpec
+from barca.engine.protocol import CallFinished, CallSpec, LogLine, StepOutcome, StepSpec
 
 
 class Executor(Protocol):
-    def submit(self, steps: Iterable[StepSpec], count: int) -> None:
-        """Queue `count` steps to run; returns at once. Steps are drawn from the iterable only
-        as they are needed, so 200,000 steps are never all in memory."""
+    def submit(self, steps: Iterable[StepSpec | CallSpec], count: int) -> None:
+        """Queue `count` steps (or batch calls) to run; returns at once. Steps are drawn from
+        the iterable only as they are needed, so 200,000 steps are never all in memory."""
 
-    def events(self, timeout: float) -> list[StepOutcome | LogLine]:
+    def events(self, timeout: float) -> list[StepOutcome | CallFinished | LogLine]:
         """Outcomes and log lines that arrived, waiting at most `timeout` seconds for one.
-        Every submitted step yields exactly one outcome."""
+        Every submitted step yields exactly one outcome; a batch call one per key, then a
+        `CallFinished` (none when its worker was lost)."""
 
     def close(self, cancel: bool = False) -> None:
         """Release what the executor holds; with cancel, abandon steps still running."""

@@ -36,10 +36,10 @@ class InProcessExecutor:
                 self.sources.popleft()
                 continue
             out: list[Any] = []
-            outcome = self.runner.run_step(
+            outcomes = self.runner.run(
                 step, lambda event: out.append(event) if isinstance(event, LogLine) else None)
             self.runner.last_value = None
-            return [*out, outcome]
+            return [*out, *outcomes]
         return []
 
     def close(self, cancel: bool = False) -> None:

@@ -19,6 +19,9 @@ class InputRef(NamedTuple):
           "artifacts" several files (collect), read into a list in key order
           "inline"    a value carried in the message (a keyed source's value for this key)
           "none"      an ordering-only input: the parameter receives None
+          "keyed"     a batch call's input read key for key: one file per key of the call,
+                      given as {key: value} or as one lazy table, by the annotation
+          "keyed_inline"  a batch call's keyed-source values, one per key of the call
     """
 
     param: str
@@ -63,6 +66,30 @@ class StepSpec(NamedTuple):
     known_chunks: Known = ((), ())  # a key source's: what the coordinator has stored
 
 
+class CallSpec(NamedTuple):
+    """A batch call (`batch=`): several keys of one node in one function call. Each key
+    keeps what a `StepSpec` would give it (index, run hash, artifact directory); the
+    function receives the keys as a list in every dimension parameter."""
+
+    step_id: str  # "pipeline.py:scored[batch=b1]": its output is logged under this id
+    node_id: str
+    batch: str  # "b1": the call's id within its run
+    kind: str
+    file: str
+    function: str
+    dims: tuple[str, ...]  # sorted dimension names, each a parameter taking the key list
+    keys: tuple[str, ...]  # raw keys, in key order
+    key_step_ids: tuple[str, ...]  # "pipeline.py:scored[retailer=r1]" per key
+    indices: tuple[int, ...]
+    run_hashes: tuple[str, ...]
+    artifact_dirs: tuple[str, ...]
+    inputs: tuple[InputRef, ...]
+    serializer: str | None
+    retries: int
+    retry_backoff: float
+    timeout_seconds: float
+
+
 class StepOutcome(NamedTuple):
     step_id: str
     node_id: str
@@ -82,6 +109,41 @@ class StepOutcome(NamedTuple):
     traceback: str | None = None
     key_columns: PackedColumns | None = None
     worker_exit: str | None = None  # how the worker process ended, when it died in the step
+    batch: str | None = None  # the call's id, for a key run in a batch call
+
+
+class CallFinished(NamedTuple):
+    """A batch call ended (after its keys' outcomes): where its time went, summed over its
+    attempts; `written` keys succeeded. Seconds as the seed's `batch_execution` names them."""
+
+    step_id: str
+    node_id: str
+    batch: str
+    keys: int
+    written: int
+    attempts: int
+    elapsed_seconds: float
+    max_rss_bytes: int
+    import_seconds: float
+    load_seconds: float
+    compute_seconds: float
+    split_seconds: float
+    write_seconds: float
+
+
+def failed_outcomes(spec: StepSpec | CallSpec, attempts: int, error_type: str, message: str,
+                    worker_exit: str | None = None) -> list[StepOutcome]:
+    """The outcome of each key of a step that never reported one (its worker was lost or it
+    timed out): one for a step, one per key for a call."""
+    if isinstance(spec, StepSpec):
+        return [StepOutcome(spec.step_id, spec.node_id, spec.key, spec.index, spec.run_hash,
+                            "failed", attempts, 0.0, error_type=error_type,
+                            error_message=message, worker_exit=worker_exit)]
+    return [StepOutcome(step_id, spec.node_id, key, index, run_hash, "failed", attempts, 0.0,
+                        error_type=error_type, error_message=message, worker_exit=worker_exit,
+                        batch=spec.batch)
+            for step_id, key, index, run_hash in zip(spec.key_step_ids, spec.keys,
+                                                     spec.indices, spec.run_hashes)]
 
 
 class StepStarted(NamedTuple):

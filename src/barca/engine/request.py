@@ -8,8 +8,9 @@ from __future__ import annotations
 import os
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
+from barca.engine.batch_settings import batch_settings
 from barca.errors import UsageError
 from barca.graph import Graph
 from barca.plan.model import PlanOptions
@@ -35,7 +36,7 @@ def build_request(pipeline: Pipeline, command: str, target_text: str | None, *,
                   refresh: str | Sequence[str] | None = None, refresh_all: bool = False,
                   partition: Sequence[str] | str | dict | None = None, cascade: bool = True,
                   dry_run: bool = False, observe_sensors: bool = True,
-                  include_tasks: bool = False) -> RunRequest:
+                  include_tasks: bool = False, batch: Any = None) -> RunRequest:
     """Check what the user asked for against the graph; select the cone, once."""
     graph = pipeline.graph
     targets = resolve_targets(graph, target_text)
@@ -46,7 +47,9 @@ def build_request(pipeline: Pipeline, command: str, target_text: str | None, *,
     expr_keys = evaluate_key_expressions(pipeline, cone)
     selection = parse_partition(partition)
     check_selection(graph, cone, selection, expr_keys)
-    options = PlanOptions(refresh_ids, refresh_all, cascade, _env_values(graph, cone), selection)
+    batching = batch_settings(graph, pipeline.project.root, cone, batch)
+    options = PlanOptions(refresh_ids, refresh_all, cascade, _env_values(graph, cone), selection,
+                          batching)
     return RunRequest(command, targets, cone, pipeline.files, target_text, options, dry_run,
                       observe_sensors, expr_keys)
 

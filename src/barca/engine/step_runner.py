@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from barca.engine.key_source import KeySourceError, write_key_source
-from barca.engine.protocol import LogLine, StepOutcome, StepSpec, StepStarted
+from barca.engine.protocol import (CallFinished, CallSpec, LogLine, StepOutcome, StepSpec,
+                                  StepStarted)
 from barca.store.artifacts import SerializeError, choose_format, read_value, write_value
 from barca.store.paths import EXTENSIONS
 
@@ -70,6 +71,23 @@ class StepRunner:
                 self.module(file)
             except BaseException:  # noqa: BLE001 - the step that needs it reports it
                 self.modules.pop(file, None)
+
+    def run(self, step: StepSpec | CallSpec, emit: Emit) -> list[StepOutcome | CallFinished]:
+        """Run a step, or a batch call (its keys' outcomes, then a `CallFinished`)."""
+        if isinstance(step, StepSpec):
+            return [self.run_step(step, emit)]
+        from barca.engine.call_runner import run_call
+
+        streams = (StepStream(emit, "stdout", step.step_id),
+                   StepStream(emit, "stderr", step.step_id))
+        saved = sys.stdout, sys.stderr
+        sys.stdout, sys.stderr = streams
+        try:
+            return run_call(self, step, emit, _load_input, error_parts)
+        finally:
+            for stream in streams:
+                stream.flush()
+            sys.stdout, sys.stderr = saved
 
     def run_step(self, step: StepSpec, emit: Emit) -> StepOutcome:
         streams = (StepStream(emit, "stdout", step.step_id),
@@ -190,24 +208,30 @@ def _element_annotation(annotation: str | None) -> str | None:
     return annotation
 
 
-_OWN_FRAMES = ("/barca/engine/step_runner.py", "/barca/engine/key_source.py")
+_OWN_FRAMES = ("/barca/engine/step_runner.py", "/barca/engine/key_source.py",
+               "/barca/engine/call_runner.py")
 # What the step returned could not be stored or cannot define keys: the user's code did not
 # raise, so there is no traceback of theirs to show, and the message names the fix.
 _VALUE_ERRORS = (SerializeError, KeySourceError)
 
 
-def _failure(step: StepSpec, attempt: int, started: float, exc: BaseException) -> StepOutcome:
+def error_parts(exc: BaseException) -> tuple[str, str, str | None]:
+    """A step's exception as data: its type name, message and the user's frames only."""
     tb = traceback.format_exception(type(exc), exc, exc.__traceback__)
     user_frames = [] if isinstance(exc, _VALUE_ERRORS) else \
         [line for line in tb if not any(own in line for own in _OWN_FRAMES)]
     message = str(exc) or type(exc).__name__
     if isinstance(exc, SystemExit):
         message = f"step called sys.exit({exc.code})"
+    return type(exc).__name__, message, "".join(user_frames) or None
+
+
+def _failure(step: StepSpec, attempt: int, started: float, exc: BaseException) -> StepOutcome:
+    error_type, message, tb = error_parts(exc)
     return StepOutcome(step.step_id, step.node_id, step.key, step.index, step.run_hash,
                        "failed", attempt,
                        time.perf_counter() - started, max_rss_bytes=peak_rss(),
-                       error_type=type(exc).__name__, error_message=message,
-                       traceback="".join(user_frames) or None)
+                       error_type=error_type, error_message=message, traceback=tb)
 
 
 def peak_rss() -> int:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Callable, Mapping
 
 from barca.discover.model import Definition
-from barca.engine.protocol import InputRef, Known, StepSpec
+from barca.engine.protocol import CallSpec, InputRef, Known, StepSpec
 from barca.graph import Graph
 from barca.plan.keys import key_args, key_pairs
 from barca.plan.missing import reads_inline
@@ -43,6 +43,41 @@ def step_spec(graph: Graph, plans: Mapping[str, NodePlan], node_id: str, plan: N
                     directory, plan.run_hashes[i], d.serializer, max(1, d.retries),
                     d.retry_backoff, d.timeout_seconds, graph.is_key_source(node_id),
                     known_chunks)
+
+
+def call_spec(graph: Graph, plans: Mapping[str, NodePlan], node_id: str, plan: NodePlan,
+              indices: tuple[int, ...], batch: str, step_dirs: Any, artifact: Artifact,
+              root: str) -> CallSpec:
+    """The batch call `batch` over the keys at `indices` of the node's plan; inputs read
+    key for key carry one file (or value) per key of the call, in the call's order."""
+    d = graph.nodes[node_id]
+    keys = tuple(plan.keys[i] for i in indices)
+
+    def located(source: str, source_key: str) -> tuple[str, str]:
+        path, fmt = artifact(source, source_key)
+        text = str(path)
+        return (text[len(root):] if text.startswith(root) else text), fmt
+
+    inputs = []
+    for spec in d.inputs:
+        per_key = spec.mode not in ("order", "collect")
+        if per_key and reads_inline(graph, plan, node_id, spec.source):
+            inputs.append(InputRef(spec.param, "keyed_inline",
+                                   value=tuple(plan.key_values[i] for i in indices)))
+        elif per_key and graph.nodes[spec.source].dimensions:
+            found = [located(spec.source, key) for key in keys]
+            inputs.append(InputRef(spec.param, "keyed", tuple(f[0] for f in found),
+                                   tuple(f[1] for f in found),
+                                   annotation=d.annotation(spec.param)))
+        else:  # read whole, once per call
+            inputs.append(_input_ref(graph, plans, d, spec, plan, indices[0], located))
+    return CallSpec(f"{node_id}[batch={batch}]", node_id, batch, d.kind, d.file, d.function,
+                    plan.dims, keys, tuple(f"{node_id}[{plan.label(k)}]" for k in keys),
+                    indices, tuple(plan.run_hashes[i] for i in indices),
+                    tuple(f"{step_dirs}/{node_dir_name(d.file, d.name, key_pairs(d, k))}"
+                          for k in keys),
+                    tuple(inputs), d.serializer, max(1, d.retries), d.retry_backoff,
+                    d.timeout_seconds)
 
 
 def _input_ref(graph: Graph, plans: Mapping[str, NodePlan], d: Definition, spec: Any,

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from barca.packed_columns import HashColumn, JsonColumn
+from barca.plan.batching import BatchSetting
 from barca.plan.keys import label_of
 
 
@@ -49,6 +50,7 @@ class PlanOptions:
     cascade: bool = True
     env: Mapping[str, str | None] = field(default_factory=dict)
     partition: Mapping[str, frozenset[str]] = field(default_factory=dict)  # dim -> values
+    batch: Mapping[str, BatchSetting] = field(default_factory=dict)  # batched node -> grouping
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,7 @@ import pickle
 import struct
 from typing import Any, NamedTuple
 
-from barca.engine.protocol import StepOutcome, StepSpec
+from barca.engine.protocol import CallFinished, CallSpec, StepOutcome, StepSpec
 from barca.fd_writes import write_all
 
 _HEADER = struct.Struct(">II")  # the pickle's length, the number of out-of-band buffers
@@ -24,7 +24,7 @@ _SIZE = struct.Struct(">I")
 class Lease(NamedTuple):
     """Coordinator -> worker: run these steps in order."""
 
-    steps: tuple[StepSpec, ...]
+    steps: tuple[StepSpec | CallSpec, ...]
 
 
 class Warm(NamedTuple):
@@ -40,9 +40,10 @@ class Shutdown(NamedTuple):
 
 
 class Outcomes(NamedTuple):
-    """Worker -> coordinator: steps that finished, sent together to save round trips."""
+    """Worker -> coordinator: steps that finished, sent together to save round trips (a batch
+    call's keys, then its `CallFinished`)."""
 
-    items: tuple[StepOutcome, ...]
+    items: tuple[StepOutcome | CallFinished, ...]
 
 
 class Imported(NamedTuple):

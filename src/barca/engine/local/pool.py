@@ -30,7 +30,8 @@ from typing import Any, Iterable, Iterator, Sequence
 from barca.errors import InfraError
 from barca.engine.local.frames import (FrameBuffer, Imported, Lease, Outcomes, Shutdown, Warm,
                                        write_frame)
-from barca.engine.protocol import LogLine, StepOutcome, StepSpec, StepStarted
+from barca.engine.protocol import (CallFinished, CallSpec, LogLine, StepOutcome, StepSpec,
+                                  StepStarted, failed_outcomes)
 
 
 class _ForkedProcess:
@@ -84,7 +85,7 @@ class _Worker:
     from_worker: int
     buffer: FrameBuffer = field(default_factory=FrameBuffer)
     leased: collections.deque = field(default_factory=collections.deque)
-    running: StepSpec | None = None
+    running: StepSpec | CallSpec | None = None
     deadline: float = 0.0
     attempt: int = 0
 
@@ -100,8 +101,8 @@ class LocalExecutor:
         self.imported: set[str] = set()
         self.pool_size = max(1, pool_size)
         self.lease_size = lease_size
-        self.queue: collections.deque[StepSpec] = collections.deque()  # requeued steps first
-        self.sources: collections.deque[Iterator[StepSpec]] = collections.deque()
+        self.queue: collections.deque[StepSpec | CallSpec] = collections.deque()  # requeued steps first
+        self.sources: collections.deque[Iterator[StepSpec | CallSpec]] = collections.deque()
         self.waiting = 0  # steps queued or not yet drawn from sources
         self.workers: list[_Worker] = []
         self.selector = selectors.DefaultSelector()
@@ -110,7 +111,7 @@ class LocalExecutor:
 
     # -- the seam -----------------------------------------------------------------------------
 
-    def submit(self, steps: Iterable[StepSpec], count: int) -> None:
+    def submit(self, steps: Iterable[StepSpec | CallSpec], count: int) -> None:
         self.sources.append(iter(steps))
         self.waiting += count
         self._start_workers()
@@ -230,7 +231,7 @@ class LocalExecutor:
             worker.leased.extend(lease)
             self._send(worker, Lease(lease))
 
-    def _draw(self, n: int) -> tuple[StepSpec, ...]:
+    def _draw(self, n: int) -> tuple[StepSpec | CallSpec, ...]:
         out = []
         while len(out) < n and self.queue:
             out.append(self.queue.popleft())
@@ -257,7 +258,8 @@ class LocalExecutor:
         if isinstance(message, Outcomes):
             self.crashes = 0
             for outcome in message.items:
-                self._retire(worker, outcome.step_id)
+                if getattr(outcome, "batch", None) is None or isinstance(outcome, CallFinished):
+                    self._retire(worker, outcome.step_id)  # a call's keys: at its end
             # the worker moved on to its next leased step, at the latest now
             if worker.leased:
                 self._mark_running(worker, worker.leased[0], 1)
@@ -269,7 +271,7 @@ class LocalExecutor:
             return []
         return [message]
 
-    def _mark_running(self, worker: _Worker, step: StepSpec, attempt: int) -> None:
+    def _mark_running(self, worker: _Worker, step: StepSpec | CallSpec, attempt: int) -> None:
         worker.running, worker.attempt = step, attempt
         worker.deadline = time.monotonic() + step.timeout_seconds
 
@@ -318,9 +320,7 @@ class LocalExecutor:
         ended = _exit_status(worker.process) if error_type == "WorkerLost" else None
         if ended:
             why += f" ({ended})"
-        return [StepOutcome(running.step_id, running.node_id, running.key, running.index,
-                            running.run_hash, "failed", attempts, 0.0, error_type=error_type,
-                            error_message=why, worker_exit=ended)]
+        return failed_outcomes(running, attempts, error_type, why, ended)
 
     def _read_until_exit(self, worker: _Worker, timeout: float = 5.0) -> None:
         """Wait for a stopping worker to close its pipe, collecting what it still has to say

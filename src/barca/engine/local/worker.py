@@ -25,7 +25,7 @@ from typing import Any
 from barca.engine.local.frames import (Imported, Lease, Outcomes, Shutdown, Warm, out_of_band,
                                        read_frame, write_frame)
 from barca.engine.local.project_code import is_project_file
-from barca.engine.protocol import LogLine, StepOutcome
+from barca.engine.protocol import CallFinished, LogLine, StepOutcome
 from barca.engine.step_runner import StepRunner, StepStream
 
 FLUSH_EVERY = 16  # outcomes per message at most...
@@ -86,7 +86,7 @@ class Worker:
     def __init__(self, in_fd: int, out_fd: int, root: Path) -> None:
         self.in_fd, self.out_fd, self.root = in_fd, out_fd, root
         self.runner = StepRunner(root)
-        self.finished: list[StepOutcome] = []
+        self.finished: list[StepOutcome | CallFinished] = []
         self.lock = threading.Lock()
         self.modules_seen = 0
         self.reported: set[str] = set()
@@ -96,8 +96,8 @@ class Worker:
         with self.lock:
             write_frame(self.out_fd, message)
 
-    def finish(self, outcome: StepOutcome) -> None:
-        if outcome.key_columns is not None:  # megabytes: sent from where they are
+    def finish(self, outcome: StepOutcome | CallFinished) -> None:
+        if getattr(outcome, "key_columns", None) is not None:  # megabytes: sent from where they are
             columns = outcome.key_columns
             outcome = outcome._replace(key_columns=columns._replace(
                 keys=out_of_band(columns.keys),
@@ -141,9 +141,10 @@ class Worker:
             if isinstance(message, Lease):
                 for step in message.steps:
                     capture.switch(step.step_id)
-                    outcome = self.runner.run_step(step, self.send_step_event)
+                    outcomes = self.runner.run(step, self.send_step_event)
                     capture.switch("")
-                    self.finish(outcome)
+                    for outcome in outcomes:
+                        self.finish(outcome)
                 self.flush()
                 self.runner.last_value = None
                 self._report_imports()

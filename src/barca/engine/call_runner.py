@@ -1,0 +1,256 @@
+"""Running one batch call (`batch=`): many keys of a node in one function call, each key's
+result written and reported as if it had run alone.
+
+The function gets the call's keys as a list in every dimension parameter; an input read key
+for key arrives as {key: value} or, by its annotation, as one lazy table over the keys'
+artifacts (store.batch_tables). It returns {key: value} or a table with the dimension
+column(s), split into one artifact per key. `Failed(...)` or a missing key fails that key
+alone; a key the call was not given, or a call that raises, fails every key. A retry runs the
+keys that failed, together. Where the time went is measured in five parts (import, load,
+compute, split, write) and reported in a `CallFinished` after the keys' outcomes.
+"""
+
+from __future__ import annotations
+
+import time
+import types
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+import orjson
+
+from barca.engine.protocol import CallFinished, CallSpec, InputRef, StepOutcome, StepStarted
+from barca.plan.keys import label_of
+from barca.store.artifacts import SerializeError, choose_format, table_kind, write_value
+from barca.store.paths import EXTENSIONS
+
+if TYPE_CHECKING:
+    from barca.engine.step_runner import StepRunner
+
+_LAZY = ("DuckDBPyRelation", "LazyFrame", "Dataset")  # annotations that ask for one table
+
+
+@dataclass
+class _Times:
+    import_: float = 0.0
+    load: float = 0.0
+    compute: float = 0.0
+    split: float = 0.0
+    write: float = 0.0
+
+
+class _CallFailed(Exception):
+    """The call's result as a whole is wrong (an extra key, not a dict or a table)."""
+
+
+def run_call(runner: StepRunner, call: CallSpec, emit: Callable[[Any], None],
+             load_input: Callable[[Path, InputRef], Any],
+             user_frames: Callable[[BaseException], tuple[str, str, str | None]]
+             ) -> list[StepOutcome | CallFinished]:
+    """Run the call, retrying its failed keys together; every key's outcome, then the
+    call's `CallFinished`."""
+    from barca.engine.step_runner import peak_rss
+
+    started = time.perf_counter()
+    times = _Times()
+    outcomes: dict[int, StepOutcome] = {}
+    pending = list(range(len(call.keys)))
+    attempt = 0
+    while pending:
+        attempt += 1
+        if attempt > 1:
+            emit(StepStarted(call.step_id, attempt))
+        results = _attempt(runner, call, pending, attempt, times, load_input, user_frames)
+        outcomes.update(results)
+        failed = [p for p in pending if results[p].status == "failed"]
+        if not failed or attempt >= call.retries or results[failed[0]].error_type == "SystemExit":
+            break
+        time.sleep(call.retry_backoff * attempt)
+        pending = failed
+    rss = peak_rss()
+    ordered = [outcomes[p]._replace(max_rss_bytes=rss) for p in range(len(call.keys))]
+    written = sum(1 for o in ordered if o.status == "success")
+    return [*ordered, CallFinished(call.step_id, call.node_id, call.batch, len(call.keys),
+                                   written, attempt, time.perf_counter() - started, rss,
+                                   times.import_, times.load, times.compute, times.split,
+                                   times.write)]
+
+
+def _attempt(runner: StepRunner, call: CallSpec, positions: list[int], attempt: int,
+             times: _Times, load_input: Callable[[Path, InputRef], Any],
+             user_frames: Callable[..., Any]) -> dict[int, StepOutcome]:
+    """One attempt over the keys at `positions`: each key's outcome."""
+    began = time.perf_counter()
+    try:
+        fn = getattr(runner.module(call.file), call.function)
+        mark = _lap(times, "import_", began)
+        keys = [call.keys[p] for p in positions]
+        call_keys = [_key_value(call.dims, k) for k in keys]
+        kwargs: dict[str, Any] = dict.fromkeys(call.dims, call_keys)
+        for ref in call.inputs:
+            kwargs[ref.param] = _call_input(runner.root, ref, call.dims, positions, call_keys,
+                                            load_input)
+        mark = _lap(times, "load", mark)
+        value = fn(**kwargs)
+        if isinstance(value, types.CoroutineType):
+            value.close()
+        runner.last_value = value
+        mark = _lap(times, "compute", mark)
+        done = _split_and_write(runner.root, call, positions, call_keys, value, times, mark,
+                                attempt)
+    except BaseException as exc:  # the call failed: every key it was given fails with it
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        return _all_failed(call, positions, attempt, began, exc, user_frames)
+    return done
+
+
+def _lap(times: _Times, part: str, since: float) -> float:
+    now = time.perf_counter()
+    setattr(times, part, getattr(times, part) + now - since)
+    return now
+
+
+def _key_value(dims: Sequence[str], key: str) -> Any:
+    """A key as the function sees it: the value, or a tuple of values for several
+    dimensions (in dimension-name order)."""
+    return key if len(dims) == 1 else tuple(orjson.loads(key))
+
+
+def _match_text(dims: Sequence[str], key: Any) -> str | None:
+    """A returned key in barca's raw form, matched by its string form (1 is key "1")."""
+    if len(dims) == 1:
+        return key if key.__class__ is str else (
+            str(key) if isinstance(key, int) and not isinstance(key, bool) else None)
+    if not isinstance(key, (tuple, list)) or len(key) != len(dims):
+        return None
+    return orjson.dumps([str(v) for v in key]).decode()
+
+
+def _call_input(root: Path, ref: InputRef, dims: Sequence[str], positions: list[int],
+                call_keys: list[Any], load_input: Callable[[Path, InputRef], Any]) -> Any:
+    if ref.kind == "keyed_inline":
+        return {k: ref.value[p] for k, p in zip(call_keys, positions)}
+    if ref.kind != "keyed":
+        return load_input(root, ref)
+    paths = [root / ref.paths[p] for p in positions]
+    formats = [ref.formats[p] for p in positions]
+    text = (ref.annotation or "").replace(" ", "")
+    if text.rsplit(".", 1)[-1] in _LAZY:
+        from barca.store.batch_tables import lazy_table
+
+        key_values = [k if isinstance(k, tuple) else (k,) for k in call_keys]
+        return lazy_table(text, dims, key_values, paths, formats)
+    from barca.store.artifacts import read_value
+
+    element = _dict_value_annotation(text)
+    return {k: read_value(path, fmt, element)
+            for k, path, fmt in zip(call_keys, paths, formats)}
+
+
+def _dict_value_annotation(text: str) -> str | None:
+    """`dict[str, pd.DataFrame]` -> `pd.DataFrame`: how each key's value is read."""
+    for prefix in ("dict[", "Dict[", "typing.Dict[", "Mapping[", "typing.Mapping["):
+        if text.startswith(prefix) and text.endswith("]"):
+            inner, depth = text[len(prefix):-1], 0
+            for i, ch in enumerate(inner):
+                depth += ch == "["
+                depth -= ch == "]"
+                if ch == "," and depth == 0:
+                    return inner[i + 1:] or None
+    return None
+
+
+def _split_and_write(root: Path, call: CallSpec, positions: list[int], call_keys: list[Any],
+                     value: Any, times: _Times, mark: float,
+                     attempt: int) -> dict[int, StepOutcome]:
+    """Each key's share of the result, written; outcomes by position."""
+    from barca.api import Failed
+
+    shared_began = mark
+    out: dict[int, StepOutcome] = {}
+    if table_kind(value) is not None:
+        from barca.store.batch_tables import BatchResultError, split_table
+
+        key_values = [k if isinstance(k, tuple) else (k,) for k in call_keys]
+        paths = [root / _target(call, p, "parquet") for p in positions]
+        try:
+            written = split_table(value, call.dims, key_values, paths)
+        except BatchResultError as exc:
+            raise _CallFailed(str(exc)) from None
+        mark = _lap(times, "split", mark)
+        share = (mark - shared_began) / len(positions)
+        for p, (size, digest) in zip(positions, written):
+            out[p] = _success(call, p, attempt, share, _target(call, p, "parquet"), "parquet",
+                              size, digest)
+        return out
+    if not isinstance(value, dict):
+        raise _CallFailed(
+            f"a batch function returns a dict of key -> value or a table with the "
+            f"{', '.join(call.dims)} column, not {type(value).__name__}")
+    by_text: dict[str, Any] = {}
+    wanted = {call.keys[p] for p in positions}
+    for key, item in value.items():
+        text = _match_text(call.dims, key)
+        if text not in wanted:
+            shown = label_of(list(call.dims), text) if text is not None else repr(key)
+            raise _CallFailed(f"batch returned a result for {shown}, which is not one of "
+                              f"this call's keys")
+        by_text[text] = item
+    mark = _lap(times, "split", mark)
+    share = (mark - shared_began) / len(positions)
+    for p in positions:
+        key = call.keys[p]
+        began = time.perf_counter()
+        if key not in by_text:
+            out[p] = _key_failed(call, p, attempt, share, "BatchKeyMissing",
+                                 f"batch returned no result for {label_of(list(call.dims), key)}")
+            continue
+        item = by_text[key]
+        if isinstance(item, Failed):
+            out[p] = _key_failed(call, p, attempt, share, "BatchKeyFailed", str(item.reason))
+            continue
+        try:
+            fmt = choose_format(item, call.serializer)
+            path = _target(call, p, fmt)
+            size, digest = write_value(item, root / path, fmt)
+        except SerializeError as exc:
+            out[p] = _key_failed(call, p, attempt, share, "SerializeError", str(exc))
+            continue
+        own = time.perf_counter() - began
+        times.write += own
+        out[p] = _success(call, p, attempt, share + own, path, fmt, size, digest)
+    return out
+
+
+def _target(call: CallSpec, p: int, fmt: str | None) -> Path:
+    return Path(call.artifact_dirs[p]) / f"{call.run_hashes[p]}.{EXTENSIONS.get(fmt or '', '')}"
+
+
+def _success(call: CallSpec, p: int, attempt: int, elapsed: float, path: Path, fmt: str,
+             size: int, digest: str) -> StepOutcome:
+    return StepOutcome(call.key_step_ids[p], call.node_id, call.keys[p], call.indices[p],
+                       call.run_hashes[p], "success", attempt, elapsed, str(path), fmt, size,
+                       digest, batch=call.batch)
+
+
+def _key_failed(call: CallSpec, p: int, attempt: int, elapsed: float, error_type: str,
+                message: str) -> StepOutcome:
+    return StepOutcome(call.key_step_ids[p], call.node_id, call.keys[p], call.indices[p],
+                       call.run_hashes[p], "failed", attempt, elapsed, error_type=error_type,
+                       error_message=message, batch=call.batch)
+
+
+def _all_failed(call: CallSpec, positions: list[int], attempt: int, began: float,
+                exc: BaseException, user_frames: Callable[..., Any]) -> dict[int, StepOutcome]:
+    share = (time.perf_counter() - began) / len(positions)
+    if isinstance(exc, _CallFailed):
+        error_type, message, tb = "BatchResultError", str(exc), None
+    else:
+        error_type, message, tb = user_frames(exc)
+    return {p: StepOutcome(call.key_step_ids[p], call.node_id, call.keys[p], call.indices[p],
+                           call.run_hashes[p], "failed", attempt, share,
+                           error_type=error_type, error_message=message, traceback=tb,
+                           batch=call.batch)
+            for p in positions}
