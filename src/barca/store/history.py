@@ -69,6 +69,11 @@ class StepRow:
     created_at: float
     worker_exit: str | None  # how the worker died during the step ("SIGSEGV", "code 3")
 
+    @property
+    def call_step_id(self) -> str:
+        """Where the step's output is logged: its batch call's id for a key run in a call."""
+        return self.step_id if self.batch is None else f"{self.node_id}[batch={self.batch}]"
+
 
 @dataclass(frozen=True, slots=True)
 class LogRow:
@@ -77,12 +82,6 @@ class LogRow:
     stream: str
     ts: float
     line: str
-
-
-    @property
-    def call_step_id(self) -> str:
-        """Where the step's output is logged: its batch call's id for a key run in a call."""
-        return self.step_id if self.batch is None else f"{self.node_id}[batch={self.batch}]"
 
 
 @dataclass(frozen=True, slots=True)
