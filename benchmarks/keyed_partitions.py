@@ -36,6 +36,10 @@ warm pool, taken alternately. It prints medians per side and their ratio:
 
     .venv/bin/python benchmarks/keyed_partitions.py --keys 10000 --against /tmp/before/src
 
+`--variant batch-all` and `--variant batch-1000` run the same work in the batch form
+(`batch="all"`, `batch=1000`; `barca docs batch`): one DuckDB query per call instead of one per
+key, every key still cached on its own.
+
 `--variant fetchall` runs the same pipeline with `.fetchall()` in place of `.df()`, which
 leaves pandas out of the worker: pandas' import alone takes about 0.7 s on a 2-core machine and
 is paid by every tick in which a key of `cleaned` runs.
@@ -86,6 +90,45 @@ def first(k: str) -> dict:
 def second(k: str, first: dict) -> dict:
     return {{"k": k, "n": len(first)}}
 '''
+
+
+BATCHED_PIPELINE = '''import duckdb
+from barca import Schedule, asset, partitions_from, sensor
+
+
+@sensor(freshness=Schedule("*/5 * * * *"))
+def retailer_versions() -> dict:
+    rows = duckdb.connect("warehouse.duckdb", read_only=True).execute(
+        "select retailer, max(updated_at)::varchar from orders group by retailer"
+    ).fetchall()
+    return dict(rows)
+
+
+@asset(partitions={{"retailer": partitions_from(retailer_versions)}}, batch={batch})
+def cleaned(retailer: list[str], retailer_versions: dict) -> dict:
+    rows = dict(duckdb.connect("warehouse.duckdb", read_only=True).execute(
+        "select retailer, count(*) from orders "
+        "where retailer in (select unnest(?::varchar[])) group by retailer", [retailer]
+    ).fetchall())
+    return {{r: {{"retailer": r, "rows": rows.get(r, 0), "as_of": retailer_versions[r]}}
+            for r in retailer}}
+
+
+@asset(partitions={{"retailer": partitions_from(cleaned)}}, batch={batch})
+def scored(retailer: list[str], cleaned: dict[str, dict]) -> dict:
+    return {{r: {{**cleaned[r], "score": cleaned[r]["rows"] * 0.1}} for r in retailer}}
+'''  # the seed's pipeline in the batch form: one query per call instead of one per key
+
+VARIANTS = ("seed", "fetchall", "batch-all", "batch-1000")
+
+
+def pipeline_source(variant: str) -> str:
+    if variant == "fetchall":
+        return SEED_PIPELINE.replace(".df()", ".fetchall()")
+    if variant.startswith("batch-"):
+        size = variant.removeprefix("batch-")
+        return BATCHED_PIPELINE.format(batch=repr(size) if size == "all" else size)
+    return SEED_PIPELINE
 
 
 def _warehouse_module():
@@ -242,9 +285,7 @@ def measure_keyed(n: int, ticks: int, variant: str, keep: bool = False) -> list[
     kept = False
     try:
         build_warehouse(directory, n)
-        source = SEED_PIPELINE if variant == "seed" else SEED_PIPELINE.replace(".df()",
-                                                                              ".fetchall()")
-        (directory / "pipeline.py").write_text(source)
+        (directory / "pipeline.py").write_text(pipeline_source(variant))
         cmd = [*BARCA, "get", "scored", "pipeline.py", "--json"]
         wall, peak, out, sensor = timed_run(cmd, directory, CHILD_ENV)
         pool = warm_pool_pid(directory)
@@ -312,9 +353,7 @@ def measure_against(n: int, pairs: int, variant: str, no_io_n: int, other_src: s
         for side in ("this", "other", "other", "this"):
             directory = Path(tempfile.mkdtemp(prefix=f"barca-against-{side}-{n}-"))
             build_warehouse(directory, n)
-            source = SEED_PIPELINE if variant == "seed" else SEED_PIPELINE.replace(
-                ".df()", ".fetchall()")
-            (directory / "pipeline.py").write_text(source)
+            (directory / "pipeline.py").write_text(pipeline_source(variant))
             take(f"first run, {n:,} keys", side, timed_run(cmd, directory, envs[side])[0])
             pool = warm_pool_pid(directory, env=envs[side])
             if side in projects:  # the second first run of a side: only timed
@@ -442,8 +481,9 @@ def main() -> None:
     parser.add_argument("--ticks", type=int, default=3, help="ticks of each kind per N")
     parser.add_argument("--no-io", default="20000", help="key count of the no-I/O variant "
                         "(each of two assets); 0 to skip")
-    parser.add_argument("--variant", choices=["seed", "fetchall"], default="seed",
-                        help="seed: the pipeline as written; fetchall: .fetchall() for .df()")
+    parser.add_argument("--variant", choices=VARIANTS, default="seed",
+                        help="seed: the pipeline as written; fetchall: .fetchall() for .df(); "
+                        "batch-all, batch-1000: the same work in the batch form (batch=)")
     parser.add_argument("--against", metavar="SRC", help="compare side by side with the barca "
                         "package under this src directory, at the first N (see above)")
     parser.add_argument("--write", action="store_true", help="append to benchmarks/RESULTS.md")

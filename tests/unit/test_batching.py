@@ -6,7 +6,8 @@ import pytest
 
 from barca.errors import UsageError
 from barca.plan.batching import (
-    ALL, NONE, BatchOverrides, BatchSetting, batch_calls, calls_summary, describe,
+    ALL, LISTED, NONE, BatchOverrides, BatchSetting, batch_calls, batch_plan, calls_summary,
+    describe,
     effective_batch, group_key, groups_setting, label_argument, labels_setting,
     node_overrides, override_value, parse_overrides, setting_from_text, size_setting,
 )
@@ -334,3 +335,28 @@ def test_calls_summary():
     assert calls_summary(size_setting(2), 3, 2) == "3 keys in 2 calls (batch=2)"
     assert calls_summary(ALL, 1, 1) == "1 key in 1 call (batch=all)"
     assert calls_summary(labels_setting(), 25, None) == "25 keys (batches_by)"
+
+
+def test_batch_plan_counts_calls_without_grouping_for_sizes():
+    many = [f"k{i}" for i in range(45)]
+    assert batch_plan(NODE, ALL, many).as_json() == {"grouping": "batch=all", "keys": 45,
+                                                     "calls": 1}
+    assert batch_plan(NODE, size_setting(20), many).calls == 3
+    assert batch_plan(NODE, NONE, many).calls == 45
+    assert batch_plan(NODE, ALL, []).calls == 0
+
+
+def test_batch_plan_groups_listed_keys_and_says_null_beyond_them():
+    setting = groups_setting(NODE, GROUPS)
+    assert batch_plan(NODE, setting, KEYS).calls == 4  # two groups, r06 and r07 alone
+    many = [f"k{i}" for i in range(LISTED + 1)]
+    assert batch_plan(NODE, groups_setting(NODE, [many]), many).calls is None
+    labels = {k: k[-1] for k in KEYS}
+    assert batch_plan(NODE, labels_setting(), KEYS, labels).calls == 7
+    assert batch_plan(NODE, labels_setting(), many).calls is None  # no labels needed
+
+
+def test_batch_plan_still_checks_a_strict_miss_over_many_keys():
+    many = [f"k{i}" for i in range(LISTED + 5)]
+    with pytest.raises(UsageError, match="in no group"):
+        batch_plan(NODE, groups_setting(NODE, [many[:3]], strict=True), many)

@@ -106,10 +106,11 @@ def _execute(command, args, refresh, no_cascade, refresh_all, dry_run, json_flag
 def _print_dry_run(command: str, target: str | None, result: RunResult, mode: str) -> None:
     plans = [result.plans[n] for n in result.order]
     if mode == "pretty":
-        emit(render.dry_run_table(command, target, plans))
+        emit(render.dry_run_table(command, target, plans, result.batch_plans))
         return
-    steps = [render.dry_run_step(p, _rel(result.artifact_of(p.node_id, ""), result))
-             if not p.partitioned or p.unknown else render.dry_run_step(p, None) for p in plans]
+    steps = [render.dry_run_step(p, _rel(result.artifact_of(p.node_id, ""), result)
+                                 if not p.partitioned or p.unknown else None,
+                                 result.batch_plans.get(p.node_id)) for p in plans]
     body = {"dry_run": True, "command": command, "target": target, "steps": steps,
             "summary": render.summary_counts(plans), "warnings": []}
     if result.options.partition:
@@ -141,6 +142,8 @@ def _print_run(command: str, target: str | None, result: RunResult, mode: str) -
     if failure is not None:
         body["failed_node"] = failure.step_id
         body["error"] = failure.error_message
+    if result.status == "success":
+        body["metadata_seconds"] = round(result.metadata_seconds, 4)
     body["steps"] = steps
     body["warnings"] = selection_warnings(result)
     if result.options.partition:
@@ -220,6 +223,8 @@ def _step_json(result: RunResult, node_id: str) -> dict[str, Any]:
         step["detail"] = f"{step['detail']}; {text}" if plan.partitioned else text
     if plan.partitioned:
         step["partitions"] = render.partitions_json(plan)
+        if node_id in result.batch_execution:
+            step["batch_execution"] = result.batch_execution[node_id].as_json()
     else:
         step["run_hash"] = plan.run_hashes[0]
         found = result.artifact_of(node_id, "")

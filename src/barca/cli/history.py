@@ -168,7 +168,7 @@ def step_json(conn: sqlite3.Connection, step: store.StepRow) -> dict[str, Any]:
            "batch": step.batch,
            "created_at": render.utc_time(step.created_at)}
     if failed:
-        out["output_tail"] = store.output_tail(conn, step.run_id, step.step_id)
+        out["output_tail"] = store.output_tail(conn, step.run_id, step.call_step_id)
     return out
 
 
@@ -180,7 +180,8 @@ def _show_run(conn: sqlite3.Connection, run: store.RunRow, limit: int | None,
         steps = store.run_steps(conn, run.run_id, limit=limit)
         page = {"total": total, "truncated": len(steps) < total,
                 "nodes": [{"node_id": s.node_id, "keys": s.keys, "failed": s.failed,
-                           "elapsed_seconds": s.elapsed_seconds} for s in summaries]}
+                           "elapsed_seconds": s.elapsed_seconds, "calls": s.calls}
+                          for s in summaries]}
         body: dict[str, Any] = {"run": run_json(run),
                                 "steps": [step_json(conn, s) for s in steps],
                                 "steps_page": page}
@@ -192,7 +193,8 @@ def _show_run(conn: sqlite3.Connection, run: store.RunRow, limit: int | None,
     steps = store.run_steps(conn, run.run_id, per_node=per_node, limit=limit)
     emit(_run_header(run))
     if steps:
-        emit("\n" + table(*_steps_table(steps, summaries, root)))
+        emit("\n" + table(*_steps_table(steps, summaries,
+                                         store.call_summaries(conn, run.run_id), root)))
     else:
         emit("\nNo step was executed in this run"
              + (" (every step came from cache)." if run.steps_cached else "."))
@@ -218,22 +220,36 @@ def _run_header(run: store.RunRow) -> str:
     return "\n".join(lines)
 
 
-def _steps_table(steps: list[store.StepRow], summaries: list[store.NodeSummary], root: Path
+def _steps_table(steps: list[store.StepRow], summaries: list[store.NodeSummary],
+                 calls: dict[tuple[str, str], store.CallSummary], root: Path
                  ) -> tuple[list[str], list[list[str]]]:
+    """One row a step; a batch call is a row `node[N keys]` (its time and peak memory) with
+    its keys under it. A node (a call) with more keys than shown ends in a `+N more` row."""
     headers = ["STEP", "STATUS", "ATTEMPTS", "TIME", "PEAK_RSS", "RUN_HASH", "ARTIFACT"]
-    shown: dict[str, int] = {}
+    shown: dict[tuple[str, str | None], int] = {}
     for step in steps:
-        shown[step.node_id] = shown.get(step.node_id, 0) + 1
-    keys = {s.node_id: s.keys for s in summaries}
+        group = (step.node_id, step.batch)
+        shown[group] = shown.get(group, 0) + 1
+    keys = {(s.node_id, None): s.keys for s in summaries}
+    keys.update({group: call.keys for group, call in calls.items()})
     rows: list[list[str]] = []
     for i, step in enumerate(steps):
+        group = (step.node_id, step.batch)
+        if step.batch is not None and (i == 0 or (steps[i - 1].node_id, steps[i - 1].batch)
+                                       != group):
+            call = calls[group]
+            failed = any(s.status == "failed" for s in steps if (s.node_id, s.batch) == group)
+            rows.append([f"{step.node_id}[{render.plural(call.keys, 'key')}]",
+                         "failed" if failed else "success", _count(step.attempts),
+                         render.human_seconds(call.elapsed_seconds),
+                         render.human_size(call.max_rss_bytes), "-", f"batch {step.batch}"])
         rows.append([step.step_id, step.status, _count(step.attempts),
                      render.human_seconds(step.elapsed_seconds),
-                     render.human_size(step.max_rss_bytes), step.run_hash[:12],
-                     _artifact_cell(step, root)])
-        last_of_node = i + 1 == len(steps) or steps[i + 1].node_id != step.node_id
-        more = keys.get(step.node_id, 0) - shown[step.node_id]
-        if last_of_node and more > 0:
+                     render.human_size(None if step.batch else step.max_rss_bytes),
+                     step.run_hash[:12], _artifact_cell(step, root)])
+        last = i + 1 == len(steps) or (steps[i + 1].node_id, steps[i + 1].batch) != group
+        more = keys.get(group, 0) - shown[group]
+        if last and more > 0:
             rows.append([f"{step.node_id}[+{more} more keys]", "", "", "", "", "",
                          "--all or --json lists them"])
     return headers, rows
@@ -258,7 +274,7 @@ def _failure_text(conn: sqlite3.Connection, step: store.StepRow) -> str:
         label = "Traceback" if len(cut) == len(trace) else f"Traceback (last {len(cut)} lines)"
         lines.append(f"  {label}:")
         lines += [f"    {line}" for line in cut]
-    tail = store.output_tail(conn, step.run_id, step.step_id)
+    tail = store.output_tail(conn, step.run_id, step.call_step_id)
     if tail:
         lines.append(f"  Output (last {len(tail)} line{'s' if len(tail) != 1 else ''}):")
         lines += [f"    {line}" for line in tail]

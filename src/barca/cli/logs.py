@@ -52,6 +52,7 @@ def logs_command(run_id, step, stream, json_flag, pretty, env_name) -> None:
         chosen = match_steps(store.step_ids(conn, run.run_id), step)
         if not chosen:
             raise _unknown_step(conn, run.run_id, step)
+        chosen = store.call_step_ids(conn, run.run_id, chosen)  # a batched key: its call's
     lines = store.run_logs(conn, run.run_id, chosen, stream)
     if mode == "json":
         emit_json([_line_json(line) for line in lines], indent=True)

@@ -6,8 +6,9 @@ them into words (WHY column, `detail`) and into the JSON step objects.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
+from barca.plan.batching import BatchPlan
 from barca.plan.model import NodePlan, Reason
 
 KEYS_LISTED = 20
@@ -91,8 +92,13 @@ def will_run_keys(plan: NodePlan) -> list[str]:
     return [plan.label(plan.keys[i]) for i in first_run_keys(plan)]
 
 
-def why(plan: NodePlan) -> str:
-    """The WHY column for one node of a dry run or status."""
+def why(plan: NodePlan, batch: BatchPlan | None = None) -> str:
+    """The WHY column for one node of a dry run or status; a batched node's calls after it."""
+    text = _why(plan)
+    return f"{text}; {batch.summary()}" if batch is not None and plan.run else text
+
+
+def _why(plan: NodePlan) -> str:
     if plan.unknown:
         return _UNKNOWN_TEXT[plan.unknown].format(x=plan.unknown_detail)
     if not plan.partitioned:
@@ -136,7 +142,8 @@ def partitions_json(plan: NodePlan) -> dict[str, Any]:
     return out
 
 
-def dry_run_step(plan: NodePlan, artifact: str | None) -> dict[str, Any]:
+def dry_run_step(plan: NodePlan, artifact: str | None,
+                 batch: BatchPlan | None = None) -> dict[str, Any]:
     step: dict[str, Any] = {"id": plan.node_id, "kind": plan.kind, "action": plan.action}
     if plan.unknown:
         step["reason"] = plan.unknown
@@ -147,22 +154,25 @@ def dry_run_step(plan: NodePlan, artifact: str | None) -> dict[str, Any]:
         step["reason"] = reason_field(first)
         if first.changed:
             step["changed"] = list(first.changed)
-    step["detail"] = why(plan)
+    step["detail"] = why(plan, batch)
     if not plan.partitioned:
         step["run_hash"] = plan.run_hashes[0]
         if not plan.run and artifact:
             step["artifact"] = artifact
     else:
         step["partitions"] = partitions_json(plan)
+    if batch is not None:
+        step["batch"] = batch.as_json()
     return step
 
 
-def dry_run_table(command: str, target: str | None, plans: list[NodePlan]) -> str:
+def dry_run_table(command: str, target: str | None, plans: list[NodePlan],
+                  batches: Mapping[str, BatchPlan]) -> str:
     from barca.cli.output import table
 
     label = {"run": "will run", "partial": "partial", "cached": "cached", "unknown": "unknown",
              "skipped": "skipped"}
-    rows = [[label[p.action], why(p), p.node_id] for p in plans]
+    rows = [[label[p.action], why(p, batches.get(p.node_id)), p.node_id] for p in plans]
     header = f"Dry run: barca {command} {target or ''}".rstrip()
     return f"{header} (nothing executed, nothing written)\n\n" + table(
         ["STATUS", "WHY", "STEP"], rows) + "\n\n" + summary_line(plans)

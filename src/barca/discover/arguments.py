@@ -90,6 +90,7 @@ class Options(NamedTuple):
     batch: str | None = None
     description: str | None = None
     tags: tuple[tuple[str, str], ...] = ()
+    schedule_batch: tuple[str, ...] = ()  # Schedule(cron, batch=...) as --batch texts
 
 
 def one_argument(call: ast.Call, helper: str, site: Site,
@@ -239,6 +240,7 @@ def read_options(keywords: dict[str, ast.keyword], kind: str, names: BarcaNames,
         expr = keyword.value
         if arg == "freshness":
             values["freshness"], values["schedule"] = _freshness(expr, names, site, kind)
+            values["schedule_batch"] = _schedule_batch(expr, site)
         elif arg == "serializer":
             values["serializer"] = _serializer(expr, site, module)
         elif arg == "batch":
@@ -278,9 +280,27 @@ def _cron(call: ast.Call, site: Site, names: BarcaNames) -> str:
                          "fields (minute hour day month weekday), or 6 with leading seconds, "
                          "each in range",
                          'Write it like Schedule("*/15 * * * *")', call)
-    for keyword in call.keywords:  # only batch= is allowed here (one_argument checked)
-        _batch(keyword.value, site, names)
     return arg.value
+
+
+def _schedule_batch(expr: ast.expr, site: Site) -> tuple[str, ...]:
+    """`Schedule(cron, batch=...)`: the override of the schedule's ticks as `--batch` texts:
+    "none", "all", N, or {"node": V}; kept for `barca serve`."""
+    batch = next((k.value for k in getattr(expr, "keywords", ()) if k.arg == "batch"), None)
+    if batch is None or isinstance(batch, ast.Constant) and batch.value is None:
+        return ()
+    value = _literal(batch)
+    fix = 'Write it like Schedule("0 * * * *", batch="all") or batch={"scored": 20}'
+    items = value.items() if isinstance(value, dict) else [(None, value)]
+    texts = []
+    for node, v in items:
+        if not (v in ("none", "all") or type(v) is int and v >= 1) or \
+                node is not None and not isinstance(node, str):
+            raise site.error(f"Schedule(batch=) takes \"none\", \"all\", a positive integer "
+                             f"or a dict of node name to one of them, not `{ast.unparse(batch)}`",
+                             fix, batch)
+        texts.append(str(v) if node is None else f"{node}={v}")
+    return tuple(texts)
 
 
 def _valid_cron(text: str, seconds_first: bool) -> bool:

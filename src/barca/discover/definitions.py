@@ -74,7 +74,8 @@ def _definition(node: RawNode, resolver: Resolver, hasher: _Hasher) -> Definitio
         schedule=o.schedule, serializer=o.serializer, retries=o.retries,
         retry_backoff=o.retry_backoff, timeout_seconds=o.timeout_seconds, env=o.env,
         cutoff=o.cutoff, weight=o.weight, batch=o.batch, description=o.description,
-        tags=o.tags, definition_hash=hashing.definition_hash(parts), hash_parts=parts)
+        tags=o.tags, definition_hash=hashing.definition_hash(parts), hash_parts=parts,
+        schedule_batch=o.schedule_batch)
 
 
 class _Hasher:

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from barca.engine.step_runner import StepRunner
 
 _LAZY = ("DuckDBPyRelation", "LazyFrame", "Dataset")  # annotations that ask for one table
+WRITE_THREADS, WRITE_THREADS_FROM = 4, 64  # a call's artifacts are written 4 at a time
 
 
 @dataclass
@@ -200,27 +201,40 @@ def _split_and_write(root: Path, call: CallSpec, positions: list[int], call_keys
         by_text[text] = item
     mark = _lap(times, "split", mark)
     share = (mark - shared_began) / len(positions)
+    to_write = []
     for p in positions:
         key = call.keys[p]
-        began = time.perf_counter()
         if key not in by_text:
             out[p] = _key_failed(call, p, attempt, share, "BatchKeyMissing",
                                  f"batch returned no result for {label_of(list(call.dims), key)}")
-            continue
-        item = by_text[key]
-        if isinstance(item, Failed):
-            out[p] = _key_failed(call, p, attempt, share, "BatchKeyFailed", str(item.reason))
-            continue
+        elif isinstance(by_text[key], Failed):
+            out[p] = _key_failed(call, p, attempt, share, "BatchKeyFailed",
+                                 str(by_text[key].reason))
+        else:
+            to_write.append((p, by_text[key]))
+
+    def write(item: tuple[int, Any]) -> StepOutcome:
+        p, value = item
+        began = time.perf_counter()
         try:
-            fmt = choose_format(item, call.serializer)
+            fmt = choose_format(value, call.serializer)
             path = _target(call, p, fmt)
-            size, digest = write_value(item, root / path, fmt)
+            size, digest = write_value(value, root / path, fmt)
         except SerializeError as exc:
-            out[p] = _key_failed(call, p, attempt, share, "SerializeError", str(exc))
-            continue
+            return _key_failed(call, p, attempt, share, "SerializeError", str(exc))
         own = time.perf_counter() - began
-        times.write += own
-        out[p] = _success(call, p, attempt, share + own, path, fmt, size, digest)
+        return _success(call, p, attempt, share + own, path, fmt, size, digest)
+
+    began = time.perf_counter()
+    if len(to_write) < WRITE_THREADS_FROM:
+        written = list(map(write, to_write))
+    else:  # creating files is mostly waiting on the file system: a few at a time
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(WRITE_THREADS) as pool:
+            written = list(pool.map(write, to_write))
+    times.write += time.perf_counter() - began
+    out.update((item[0], outcome) for item, outcome in zip(to_write, written))
     return out
 
 

@@ -38,7 +38,7 @@ from barca.engine.step_leases import Claim, StepLeases, Steps
 from barca.engine.step_specs import blocked_keys, call_spec, step_spec
 from barca.errors import Cancelled
 from barca.graph import Graph
-from barca.plan.batching import batch_calls
+from barca.plan.batching import LISTED, BatchPlan, batch_calls, batch_plan
 from barca.plan.model import NodePlan
 from barca.plan.planner import refreshed_nodes
 from barca.project import Project
@@ -72,6 +72,7 @@ class _Run:
         self.calls_made = 0  # batch calls submitted: the next one's id is b<calls_made + 1>
         self.batch_execution: dict[str, BatchExecution] = {}
         self.metadata_seconds = 0.0  # handling finished keys and writing the metadata DB
+        self.batch_plans: dict[str, BatchPlan] = {}  # a dry run's calls per batched node
         self.source_columns = SourceColumns()
 
     def go(self) -> RunResult:
@@ -114,6 +115,7 @@ class _Run:
             self.planning.plan_pending()
             if req.dry_run:
                 self.planning.predict_missing(req.targets)
+                self._plan_calls()
             else:
                 self._execute()
             status = "dry_run" if req.dry_run else ("failed" if run.failures else "success")
@@ -125,6 +127,19 @@ class _Run:
                 signal.signal(sig, handler)
             self._finish(status, time.perf_counter() - started)
         return self._result(status, time.perf_counter() - started)
+
+    def _plan_calls(self) -> None:
+        """A dry run's calls per batched node, over the keys it says will run."""
+        for node_id, setting in self.request.options.batch.items():
+            plan = self.run.plans.get(node_id)
+            if plan is None or plan.unknown or not plan.run:
+                continue
+            keys = [plan.keys[i] for i in plan.run]
+            labels = None
+            if setting.kind == "labels" and len(keys) <= LISTED:
+                labels = batch_labels(self.project.root, self.graph.nodes[node_id], plan.dims,
+                                      keys)
+            self.batch_plans[node_id] = batch_plan(node_id, setting, keys, labels, plan.dims)
 
     # -- sensors ----------------------------------------------------------------------------
 
@@ -466,7 +481,7 @@ class _Run:
                          run.states, run.results, run.failures, skipped, run.executed,
                          max(0, total_keys - run.executed), phases,
                          self.project.artifacts_dir, self.project.root, run.served,
-                         self.batch_execution, self.metadata_seconds)
+                         self.batch_execution, self.metadata_seconds, self.batch_plans)
 
 
 def _raise_interrupt(signum: int, frame: Any) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 from barca.discover.model import Definition
 from barca.engine.protocol import CallFinished, StepOutcome
 from barca.graph import Graph
+from barca.plan.batching import BatchPlan
 from barca.plan.keys import key_pairs
 from barca.plan.model import NodePlan, PlanOptions
 from barca.state import EMPTY_STATE, NodeState, unpack_entry
@@ -83,6 +84,7 @@ class RunResult:
     served: dict[str, dict[str, int]]  # node id -> run id -> keys that run computed for this one
     batch_execution: dict[str, BatchExecution] = field(default_factory=dict)  # batched nodes
     metadata_seconds: float = 0.0  # handling finished keys and writing the metadata DB
+    batch_plans: dict[str, BatchPlan] = field(default_factory=dict)  # a dry run's calls
 
     def artifact_of(self, node_id: str, key: str) -> tuple[Path, str] | None:
         """Where a key's current result lives (run here, or cached), with its format."""

@@ -302,6 +302,44 @@ def effective_batch(declared: BatchSetting | None, every: BatchSetting | None,
 
 # --- how grouping is shown -----------------------------------------------------------------
 
+LISTED = 20  # a dry run groups batches()/batches_by() only over this many keys
+
+
+@dataclass(frozen=True)
+class BatchPlan:
+    """What a dry run says of a batched node: its grouping, the keys that will run and the
+    calls they make (None when not grouped: batches/batches_by over more than LISTED keys)."""
+
+    setting: BatchSetting
+    keys: int
+    calls: int | None
+
+    def as_json(self) -> dict[str, Any]:
+        return {"grouping": describe(self.setting), "keys": self.keys, "calls": self.calls}
+
+    def summary(self) -> str:
+        return calls_summary(self.setting, self.keys, self.calls)
+
+
+def batch_plan(node: str, setting: BatchSetting, keys: Sequence[str],
+               labels: Mapping[str, Any] | None = None, dims: Sequence[str] = ()) -> BatchPlan:
+    """The dry run's count of calls for the keys that will run; `labels` (batches_by) are
+    needed only up to LISTED keys."""
+    n = len(keys)
+    if setting.kind == "none":
+        calls: int | None = n
+    elif setting.kind == "all":
+        calls = 1 if n else 0
+    elif setting.kind == "size":
+        calls = -(-n // (setting.size or 1))
+    elif setting.kind == "labels" and n > LISTED:
+        calls = None
+    else:  # groups are checked (a strict miss) whatever their number
+        calls = len(batch_calls(node, setting, keys, labels, dims) or ())
+        calls = calls if n <= LISTED else None
+    return BatchPlan(setting, n, calls)
+
+
 def describe(setting: BatchSetting | None) -> str | None:
     """The grouping as the dry run names it (`batch=all`, `batch=20`, `batches`, ...)."""
     if setting is None:

@@ -79,14 +79,33 @@ class LogRow:
     line: str
 
 
+    @property
+    def call_step_id(self) -> str:
+        """Where the step's output is logged: its batch call's id for a key run in a call."""
+        return self.step_id if self.batch is None else f"{self.node_id}[batch={self.batch}]"
+
+
 @dataclass(frozen=True, slots=True)
 class NodeSummary:
-    """A node's steps within one run: keys executed, keys failed, summed time."""
+    """A node's steps within one run: keys executed, keys failed, summed time, and the calls
+    they ran in (one per key for a node that is not batched)."""
 
     node_id: str
     keys: int
     failed: int
     elapsed_seconds: float
+    calls: int
+
+
+@dataclass(frozen=True, slots=True)
+class CallSummary:
+    """A batch call within one run: its keys, their summed time, the call's peak memory."""
+
+    node_id: str
+    batch: str
+    keys: int
+    elapsed_seconds: float
+    max_rss_bytes: int | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,13 +204,15 @@ def run_steps(conn: sqlite3.Connection, run_id: str, *, per_node: int | None = N
               limit: int | None = None) -> list[StepRow]:
     """A run's executed steps, grouped by node in recording order, failures first in a node.
 
-    per_node: at most this many keys of each node; limit: at most this many steps overall
-    (failures are kept before successes). Both None = every step.
+    per_node: at most this many keys of each node (of each batch call of a batched node);
+    limit: at most this many steps overall (failures are kept before successes). Both None =
+    every step.
     """
     where = "run_id = ?"
-    ranked = (f"SELECT {_STEP_COLUMNS}, "
-              "ROW_NUMBER() OVER (PARTITION BY node_id ORDER BY status = 'failed' DESC, id) "
-              "AS rank_in_node, MIN(id) OVER (PARTITION BY node_id) AS node_first "
+    ranked = (f"SELECT {_STEP_COLUMNS}, ROW_NUMBER() OVER (PARTITION BY node_id, batch "
+              "ORDER BY status = 'failed' DESC, id) AS rank_in_node, "
+              "MIN(id) OVER (PARTITION BY node_id) AS node_first, "
+              "MIN(id) OVER (PARTITION BY node_id, batch) AS call_first "
               f"FROM materializations WHERE {where}")
     sql = f"SELECT * FROM ({ranked})"
     params: list = [run_id]
@@ -201,17 +222,37 @@ def run_steps(conn: sqlite3.Connection, run_id: str, *, per_node: int | None = N
     if limit is not None:
         sql = f"SELECT * FROM ({sql}) ORDER BY status = 'failed' DESC, id LIMIT ?"
         params.append(limit)
-    rows = conn.execute(f"SELECT * FROM ({sql}) ORDER BY node_first, rank_in_node",
+    rows = conn.execute(f"SELECT * FROM ({sql}) ORDER BY node_first, call_first, rank_in_node",
                         params).fetchall()
     return [StepRow(*row[:19]) for row in rows]
 
 
 def node_summaries(conn: sqlite3.Connection, run_id: str) -> list[NodeSummary]:
     rows = conn.execute(
-        "SELECT node_id, count(*), sum(status = 'failed'), coalesce(sum(elapsed_seconds), 0) "
+        "SELECT node_id, count(*), sum(status = 'failed'), coalesce(sum(elapsed_seconds), 0), "
+        "CASE WHEN count(batch) THEN count(DISTINCT batch) ELSE count(*) END "
         "FROM materializations WHERE run_id = ? GROUP BY node_id ORDER BY min(id)",
         (run_id,)).fetchall()
-    return [NodeSummary(n, k, f, round(e, 4)) for n, k, f, e in rows]
+    return [NodeSummary(n, k, f, round(e, 4), c) for n, k, f, e, c in rows]
+
+
+def call_summaries(conn: sqlite3.Connection, run_id: str) -> dict[tuple[str, str], CallSummary]:
+    """(node id, call id) -> the batch call's summary, for each call of the run."""
+    rows = conn.execute(
+        "SELECT node_id, batch, count(*), coalesce(sum(elapsed_seconds), 0), "
+        "max(max_rss_bytes) FROM materializations WHERE run_id = ? AND batch IS NOT NULL "
+        "GROUP BY node_id, batch", (run_id,)).fetchall()
+    return {(n, b): CallSummary(n, b, k, round(e, 4), r) for n, b, k, e, r in rows}
+
+
+def call_step_ids(conn: sqlite3.Connection, run_id: str, step_ids: Sequence[str]) -> list[str]:
+    """The step ids with each key that ran in a batch call replaced by its call's, under which
+    the call's output is logged once."""
+    wanted = set(step_ids)
+    rows = conn.execute("SELECT step_id, node_id, batch FROM materializations WHERE run_id = ? "
+                        "AND batch IS NOT NULL", (run_id,)).fetchall()
+    calls = {s: f"{n}[batch={b}]" for s, n, b in rows if s in wanted}
+    return list(dict.fromkeys(calls.get(s, s) for s in step_ids))
 
 
 def step_ids(conn: sqlite3.Connection, run_id: str) -> list[str]:

@@ -162,7 +162,7 @@ def record(conn: sqlite3.Connection, run_id: str, outcomes: Sequence[Any],
         rows.append((run_id, o.node_id, o.key, o.step_id, o.run_hash, plan.context,
                      orjson.dumps(sig), o.status, o.artifact_path, o.format,
                      o.size_bytes, o.output_hash, o.elapsed_seconds, o.attempts, o.error_type,
-                     o.error_message, o.traceback, o.max_rss_bytes, o.worker_exit, now))
+                     o.error_message, o.traceback, o.max_rss_bytes, o.worker_exit, o.batch, now))
     conn.execute("BEGIN IMMEDIATE")
     try:
         conn.executemany(
@@ -172,8 +172,8 @@ def record(conn: sqlite3.Connection, run_id: str, outcomes: Sequence[Any],
             "INSERT INTO materializations (run_id, node_id, key, step_id, run_hash, context, "
             "signature, status, artifact_path, format, size_bytes, output_hash, "
             "elapsed_seconds, attempts, error_type, error_message, error_traceback, "
-            "max_rss_bytes, worker_exit, created_at) "
-            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+            "max_rss_bytes, worker_exit, batch, created_at) "
+            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
         step_leases.release(conn, run_id, leased)
         conn.execute("COMMIT")
     except BaseException:
