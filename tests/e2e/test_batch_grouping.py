@@ -1,10 +1,10 @@
 """batch= grouping on the real CLI: which keys share a call, in what order, and which keys
-are grouped at all (issue 14; the spec is the "Batched Partitions" topic, "Choosing the grouping").
+are grouped at all (issue 14; `barca docs batch`, "Choosing the grouping").
 
 Covered: batch=N (calls of at most N keys, in declared key order), "all" (one call),
 batches([...]) (the groups named, a key in no group alone, keys of a group in key order),
 batches([...], strict=True) (a stale key in no group is exit 2 before anything of the node
-runs; a cached or narrowed-away key in no group is fine), batches_by(fn) with int and str
+runs; a narrowed-away key in no group is fine), batches_by(fn) with int and str
 labels and max_size; only stale keys are grouped (a partly cached group runs its stale keys
 together, a fully cached group makes no call); --partition narrows first, then groups; a node
 of two dimensions gets tuples in dimension-name order and returns a dict keyed by tuples; the
@@ -143,8 +143,6 @@ def test_partition_narrows_first_then_groups(forms: Path) -> None:
         "k=a": "by2-a", "k=b": "by2-b", "k=c": "by2-c"}
 
 
-@pytest.mark.xfail(strict=True, reason="the dry run has no batch{grouping, keys, calls} on a "
-                   "batched step and no 'N keys in C calls (batch=...)' in its detail")
 def test_the_dry_run_reports_keys_and_calls_of_each_batched_step(forms: Path) -> None:
     dry = barca(forms, "get", "by2,every", "pipeline.py", "--dry-run").expect(0)
     assert take_calls(forms) == {}  # nothing ran

@@ -1,5 +1,5 @@
 """What a batch function receives and returns, and how each key's result is recorded, on the
-real CLI (issue 14; the spec's "Writing a batch function", "Seeing calls").
+real CLI (issue 14; `barca docs batch`, "Writing a batch function", "Seeing calls").
 
 Covered: the partition parameter is always a list (one key, `--batch none`, `--partition` of
 one key); inputs arrive as {key: value} from a partitioned upstream (annotated `dict[str, T]`
@@ -416,8 +416,6 @@ def test_the_run_prints_one_batch_line_per_node_then_the_metadata_line(seen) -> 
     assert "[barca] batch:pipeline.py:scored 2 calls, 3 keys" in logs
 
 
-@pytest.mark.xfail(strict=True, reason="a batched step of a real run has no batch_execution "
-                   "and the run no metadata_seconds in `get --json`")
 def test_the_json_of_a_real_run_reports_batch_execution(seen) -> None:
     _, body, _ = seen
     step = next(s for s in body["steps"] if s["id"] == "pipeline.py:scored")
@@ -428,8 +426,6 @@ def test_the_json_of_a_real_run_reports_batch_execution(seen) -> None:
     assert body["metadata_seconds"] >= 0
 
 
-@pytest.mark.xfail(strict=True, reason="`history RUN --json` gives batch: null on every key of "
-                   "a call instead of the call's id")
 def test_history_gives_each_key_its_calls_id(seen) -> None:
     root, body, _ = seen
     steps = history_steps(root, body["run_id"])
@@ -438,8 +434,6 @@ def test_history_gives_each_key_its_calls_id(seen) -> None:
     assert ids["k=a"] == ids["k=b"] != ids["k=c"]
 
 
-@pytest.mark.xfail(strict=True, reason="a call's output is recorded under scored[batch=b1] but "
-                   "`logs RUN --step 'scored[k=a]'` prints nothing")
 def test_a_calls_output_is_found_from_any_of_its_keys(seen) -> None:
     root, body, _ = seen
     for key in ("a", "b"):

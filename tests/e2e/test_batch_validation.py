@@ -1,6 +1,6 @@
 """batch= usage errors on the real CLI: each is exit 2 with the JSON error envelope naming the
-node and a fix, and none of the node's keys runs (issue 14; the spec's "Where it is allowed",
-batches(<expression>), batches_by(fn) and --batch).
+node and a fix, and none of the node's keys runs (issue 14; `barca docs batch`, "Choosing the
+grouping" and "Overrides for one run").
 
 Covered, each as its own case: batch= on an unpartitioned asset and on a @sensor; batch=0,
 a negative number, any other string, True, a float; an empty group and a key in two groups
