@@ -8,7 +8,8 @@ runs; a narrowed-away key in no group is fine), batches_by(fn) with int and str
 labels and max_size; only stale keys are grouped (a partly cached group runs its stale keys
 together, a fully cached group makes no call); --partition narrows first, then groups; a node
 of two dimensions gets tuples in dimension-name order and returns a dict keyed by tuples; the
-`[barca] batch:` line counts the calls; the dry run reports the grouping.
+`[barca] batch:` line counts the calls; the dry run reports the grouping, keys and calls
+(calls unknown for batches_by over more than the 20 keys it lists).
 
 Every batch function appends `[node, keys]` as one JSON line to calls.log in the project, so
 the tests see the calls that really happened, not only what barca reports. Calls of one node
@@ -151,6 +152,44 @@ def test_the_dry_run_reports_keys_and_calls_of_each_batched_step(forms: Path) ->
     assert every["batch"]["keys"] == 5 and every["batch"]["calls"] == 1
     assert "5 keys in 3 calls (batch=2)" in by2["detail"]
     assert "5 keys in 1 call (batch=all)" in every["detail"]
+    assert by2["batch"]["grouping"] == "batch=2"
+    assert every["batch"]["grouping"] == "batch=all"
+    grouped = barca(forms, "get", "grouped,labelled,capped", "pipeline.py", "--dry-run",
+                    "--partition", "k=a,b,c").expect(0)
+    assert {name: grouped.steps[name]["batch"]["calls"] for name in
+            ("grouped", "labelled", "capped")} == {"grouped": 2, "labelled": 2, "capped": 2}
+    assert take_calls(forms) == {}
+    # the dry run's own counts follow the overrides too
+    none = barca(forms, "get", "every", "pipeline.py", "--dry-run", "--batch", "none").expect(0)
+    assert none.steps["every"]["batch"]["calls"] == 5
+
+
+MANY = """
+    from barca import asset, batches_by, partitions
+
+    def parity(key):
+        return int(key[1:]) % 2
+
+    @asset(partitions={"k": partitions([f"k{i:02d}" for i in range(25)])}, batch=batches_by(parity))
+    def many(k: list[str]) -> dict:
+        return {key: key for key in k}
+
+    @asset(partitions={"k": partitions([f"k{i:02d}" for i in range(25)])}, batch=10)
+    def sized(k: list[str]) -> dict:
+        return {key: key for key in k}
+"""
+
+
+def test_the_dry_run_does_not_count_labelled_calls_over_more_keys_than_it_lists(
+        project: Path) -> None:
+    write(project, {"pipeline.py": MANY})
+    dry = barca(project, "get", "many,sized", "pipeline.py", "--dry-run").expect(0)
+    assert dry.steps["many"]["batch"]["keys"] == 25
+    assert dry.steps["many"]["batch"]["calls"] is None
+    assert dry.steps["sized"]["batch"]["calls"] == 3
+    few = barca(project, "get", "many", "pipeline.py", "--dry-run",
+                "--partition", "k=k00,k01,k02").expect(0)
+    assert few.steps["many"]["batch"]["calls"] == 2
 
 
 # ---------------------------------------------------------------------------------------------

@@ -12,7 +12,9 @@ and stay cached; a missing key fails that key alone ("batch returned no result f
 retailer=r7"); an extra key or a result that is not a dict fails the whole call; a call that
 raises fails all its keys and only its keys; `retries=2` reruns only the failed keys of a
 call, together; the `[barca] batch:` and `[barca] metadata` lines, `batch_execution` on the
-step, the call's id on each key in `history --json`, and a call's output found from a key.
+step, the call's id on each key in `history --json`, the call's row in `history --pretty` and
+its count in `steps_page.nodes`, `--agent` progress per key, a call's output found from any of its keys and in a failed
+key's `output_tail`.
 
 Every batch function appends `[node, keys]` to calls.log, so the calls that really ran are
 checked, not only what barca reports. Files named `fail_<key>`, `miss_<key>` etc. in the
@@ -221,6 +223,7 @@ FAILURES = LOG_CALL + """
     @asset(partitions={"retailer": partitions(["r1", "r2", "r3", "r7"])}, batch="all")
     def scored(retailer: list[str]) -> dict:
         _call("scored", retailer)
+        print("scoring " + ",".join(retailer))
         if Path("raise").exists():
             raise RuntimeError("warehouse down")
         if Path("not_a_dict").exists():
@@ -254,6 +257,7 @@ def test_failed_fails_that_key_alone_and_the_others_are_cached(failures: Path) -
     assert steps["retailer=r2"]["status"] == "failed"
     assert steps["retailer=r2"]["error_type"] == "BatchKeyFailed"
     assert steps["retailer=r2"]["error_message"] == "r2 has no rows"
+    assert "scoring r1,r2,r3,r7" in json.dumps(steps["retailer=r2"]["output_tail"])  # the call's
     assert {k for k, s in steps.items() if s["status"] == "success"} == {
         "retailer=r1", "retailer=r3", "retailer=r7"}
     assert take_calls(failures) == {"scored": [["r1", "r2", "r3", "r7"]]}
@@ -392,6 +396,15 @@ SEEN = LOG_CALL + """
 """
 
 
+def test_agent_progress_counts_keys_not_calls(project: Path) -> None:
+    write(project, {"pipeline.py": SEEN})
+    got = barca(project, "get", "scored", "pipeline.py", "--agent").expect(0)
+    done = sorted(line.split()[1] for line in got.stderr.splitlines()
+                  if line.startswith("[barca] step:") and " completed " in line)
+    assert done == ["step:pipeline.py:scored[k=a]", "step:pipeline.py:scored[k=b]",
+                    "step:pipeline.py:scored[k=c]"]
+
+
 @pytest.fixture
 def seen(project: Path) -> tuple[Path, dict, str]:
     write(project, {"pipeline.py": SEEN})
@@ -432,6 +445,15 @@ def test_history_gives_each_key_its_calls_id(seen) -> None:
     ids = {key: s["batch"] for key, s in steps.items()}
     assert all(ids.values()), ids
     assert ids["k=a"] == ids["k=b"] != ids["k=c"]
+    history = barca(root, "history", body["run_id"], "--json").expect(0).json
+    assert history["steps_page"]["nodes"] == [
+        {"node_id": "pipeline.py:scored", "keys": 3, "failed": 0, "calls": 2,
+         "elapsed_seconds": history["steps_page"]["nodes"][0]["elapsed_seconds"]}]
+    table = barca(root, "history", body["run_id"], "--pretty").expect(0).stdout.splitlines()
+    call = next(i for i, line in enumerate(table) if line.startswith("pipeline.py:scored[2 keys]"))
+    assert f"batch {ids['k=a']}" in table[call]
+    assert {table[call + 1].split()[0], table[call + 2].split()[0]} == {
+        "pipeline.py:scored[k=a]", "pipeline.py:scored[k=b]"}
 
 
 def test_a_calls_output_is_found_from_any_of_its_keys(seen) -> None:
