@@ -9,7 +9,9 @@ same run hashes and artifact bytes; changing a function to the batch form is a c
 scored` alone groups by the declared batch=); a few stale keys under `--batch none` run one
 call each; `barca.get(..., batch="all")` and `batch={"scored": 2}` from Python group the same
 way as the CLI, and naming a node without batch= raises a UsageError; a keyed source that
-shrinks twice keeps a `collect(...)` reader of the batched node exactly at the current keys.
+shrinks twice keeps a `collect(...)` reader of the batched node exactly at the current keys;
+cutoff=True on a batched node hashes each key's bytes (a key whose bytes did not change does
+not rerun its reader's key); a failed key blocks only its own key in a batched reader.
 
 Every batch function appends `[node, keys]` to calls.log, so the tests see which calls
 really ran.
@@ -233,3 +235,65 @@ def test_a_shrinking_keyed_source_keeps_a_collect_reader_exact(project: Path) ->
     status = barca(project, "status", "--json", "pipeline.py").expect(0).json
     scored = next(n for n in status["nodes"] if n["name"] == "scored")
     assert scored["partitions"]["total"] == 1 and scored["partitions"]["cached"] == 1
+
+
+CUTOFF = """
+    import json
+    from pathlib import Path
+    from barca import Failed, asset, partitions_from, sensor
+
+    def _call(node, keys):
+        with open("calls.log", "a") as fh:
+            fh.write(json.dumps([node, keys]) + "\\n")
+
+    @sensor()
+    def versions() -> dict:
+        return json.loads(Path("versions.json").read_text())
+
+    @asset(partitions={"k": partitions_from(versions)}, batch="all", cutoff=True)
+    def parity(k: list[str], versions: dict) -> dict:
+        _call("parity", k)
+        return {key: Failed("negative") if versions[key] < 0 else
+                ("even" if versions[key] % 2 == 0 else "odd") for key in k}
+
+    @asset(partitions={"k": partitions_from(parity)}, batch="all")
+    def report(k: list[str], parity: dict[str, str]) -> dict:
+        _call("report", k)
+        return {key: key + " is " + parity[key] for key in k}
+"""
+
+
+def test_cutoff_hashes_each_keys_bytes_in_a_batched_node(project: Path) -> None:
+    write(project, {"pipeline.py": CUTOFF, "versions.json": '{"a": 1, "b": 2, "c": 3}'})
+    barca(project, "get", "report", "pipeline.py").expect(0)
+    take_calls(project)
+
+    (project / "versions.json").write_text('{"a": 5, "b": 2, "c": 4}')  # a: same bytes
+    got = barca(project, "get", "report", "pipeline.py").expect(0)
+    assert take_calls(project) == {"parity": [["a", "c"]], "report": [["c"]]}
+    assert got.json["final_output"] == {"k=a": "a is odd", "k=b": "b is even",
+                                        "k=c": "c is even"}
+
+
+# without cutoff: a failed key of a cutoff=True node skips its whole reader, batched or not
+BLOCKING = CUTOFF.replace(', cutoff=True', '')
+
+
+def test_a_failed_key_blocks_only_its_own_key_below(project: Path) -> None:
+    assert BLOCKING != CUTOFF
+    write(project, {"pipeline.py": BLOCKING, "versions.json": '{"a": 1, "b": -2, "c": 3}'})
+    got = barca(project, "get", "report", "pipeline.py").expect(1)
+    assert take_calls(project) == {"parity": [["a", "b", "c"]], "report": [["a", "c"]]}
+    assert got.statuses()["report"] == "partial"
+    good = barca(project, "get", "report", "pipeline.py", "--partition", "k=a,c").expect(0)
+    assert take_calls(project) == {}   # the good keys of both nodes are cached
+    assert good.json["final_output"] == {"k=a": "a is odd", "k=c": "c is odd"}
+    status = barca(project, "status", "--json", "pipeline.py").expect(0).json
+    nodes = {n["name"]: n for n in status["nodes"]}
+    assert nodes["parity"]["partitions"]["failed_keys"] == ["k=b"]
+    assert nodes["report"]["partitions"]["blocked_keys"] == ["k=b"]
+
+    (project / "versions.json").write_text('{"a": 1, "b": 2, "c": 3}')
+    fixed = barca(project, "get", "report", "pipeline.py").expect(0)
+    assert take_calls(project) == {"parity": [["b"]], "report": [["b"]]}
+    assert fixed.json["final_output"]["k=b"] == "b is even"
