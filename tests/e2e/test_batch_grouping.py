@@ -9,7 +9,8 @@ labels and max_size; only stale keys are grouped (a partly cached group runs its
 together, a fully cached group makes no call); --partition narrows first, then groups; a node
 of two dimensions gets tuples in dimension-name order and returns a dict keyed by tuples; the
 `[barca] batch:` line counts the calls; the dry run reports the grouping, keys and calls
-(calls unknown for batches_by over more than the 20 keys it lists).
+(calls unknown for batches_by over more than the 20 keys it lists); a batched @task
+runs all its keys in calls on every `barca run`, and `run` takes --batch too.
 
 Every batch function appends `[node, keys]` as one JSON line to calls.log in the project, so
 the tests see the calls that really happened, not only what barca reports. Calls of one node
@@ -323,3 +324,33 @@ def test_two_dimensions_give_tuples_in_dimension_name_order(project: Path) -> No
     assert got.json["final_output"] == {
         "day=d1,region=amer": "amer/d1!", "day=d1,region=emea": "emea/d1!",
         "day=d2,region=amer": "amer/d2!", "day=d2,region=emea": "emea/d2!"}
+
+
+# ---------------------------------------------------------------------------------------------
+# A batched @task under `barca run`
+
+TASK = LOG_CALL + """
+    from barca import asset, partitions, partitions_from, task
+
+    @asset(partitions={"k": partitions(["a", "b", "c"])}, batch="all")
+    def cleaned(k: list[str]) -> dict:
+        _call("cleaned", k)
+        return {key: key.upper() for key in k}
+
+    @task(partitions={"k": partitions_from(cleaned)}, batch=2)
+    def publish(k: list[str], cleaned: dict[str, str]) -> dict:
+        _call("publish", k)
+        return {key: "published " + cleaned[key] for key in k}
+"""
+
+
+def test_a_batched_task_runs_its_keys_in_calls_on_every_run(project: Path) -> None:
+    write(project, {"pipeline.py": TASK})
+    first = barca(project, "run", "publish", "pipeline.py").expect(0)
+    assert take_calls(project) == {"cleaned": [["a", "b", "c"]],
+                                   "publish": [["a", "b"], ["c"]]}
+    assert first.json["final_output"] == {"k=a": "published A", "k=b": "published B",
+                                          "k=c": "published C"}
+    # tasks always run; their asset inputs come from cache; --batch applies to run too
+    barca(project, "run", "publish", "pipeline.py", "--batch", "all").expect(0)
+    assert take_calls(project) == {"publish": [["a", "b", "c"]]}
