@@ -13,8 +13,8 @@ retailer=r7"); an extra key or a result that is not a dict fails the whole call;
 raises fails all its keys and only its keys; `retries=2` reruns only the failed keys of a
 call, together; the `[barca] batch:` and `[barca] metadata` lines, `batch_execution` on the
 step, the call's id on each key in `history --json`, the call's row in `history --pretty` and
-its count in `steps_page.nodes`, `--agent` progress per key, a call's output found from any of its keys and in a failed
-key's `output_tail`.
+its count in `steps_page.nodes`, `--agent` progress per key, a call's output found from any of
+its keys and in a failed key's `output_tail`.
 
 Every batch function appends `[node, keys]` to calls.log, so the calls that really ran are
 checked, not only what barca reports. Files named `fail_<key>`, `miss_<key>` etc. in the
