@@ -40,6 +40,12 @@ warm pool, taken alternately. It prints medians per side and their ratio:
 (`batch="all"`, `batch=1000`; `barca docs batch`): one DuckDB query per call instead of one per
 key, every key still cached on its own.
 
+`--split ROWS` measures instead one batch call that returns a 4-column table of ROWS rows (a
+DuckDB relation) split into one parquet artifact per key, at the first N (fresh workers, a
+fresh project per run):
+
+    .venv/bin/python benchmarks/keyed_partitions.py --keys 10000 --split 1000000
+
 `--variant fetchall` runs the same pipeline with `.fetchall()` in place of `.df()`, which
 leaves pandas out of the worker: pandas' import alone takes about 0.7 s on a 2-core machine and
 is paid by every tick in which a key of `cleaned` runs.
@@ -120,6 +126,21 @@ def scored(retailer: list[str], cleaned: dict[str, dict]) -> dict:
 '''  # the seed's pipeline in the batch form: one query per call instead of one per key
 
 VARIANTS = ("seed", "fetchall", "batch-all", "batch-1000")
+
+SPLIT_PIPELINE = '''import duckdb
+from barca import asset, partitions
+
+KEYS = [f"r{{i:06d}}" for i in range({n})]
+
+
+@asset(partitions={{"retailer": partitions(KEYS)}}, batch="all")
+def orders(retailer: list[str]) -> duckdb.DuckDBPyRelation:
+    return duckdb.sql(
+        "select 'r' || lpad((i % {n})::varchar, 6, '0') as retailer, i as id, "
+        "(i * 7919) % 1000 as amount, i::double / 3 as price from range({rows}) t(i)")
+'''  # one call returns a 4-column table of `rows` rows, split into one parquet per key
+
+
 
 
 def pipeline_source(variant: str) -> str:
@@ -391,6 +412,43 @@ def render_against(rows: list[tuple[str, list[float], list[float]]], other_src: 
     return "\n".join(lines)
 
 
+def measure_split(n: int, rows: int, runs: int) -> list[tuple]:
+    """A batch call returning a `rows` x 4 table (a DuckDB relation) split into N keys:
+    (wall, peak RSS MB, the table's size in Arrow memory MB, the batch line) per run, each on
+    a fresh project."""
+    import duckdb
+
+    table_mb = duckdb.sql(
+        f"select 'r' || lpad((i % {n})::varchar, 6, '0') as retailer, i as id, "
+        f"(i * 7919) % 1000 as amount, i::double / 3 as price from range({rows}) t(i)"
+    ).arrow().nbytes / 2**20
+    out = []
+    for _ in range(runs):
+        directory = Path(tempfile.mkdtemp(prefix=f"barca-split-{n}-"))
+        try:
+            (directory / "pipeline.py").write_text(SPLIT_PIPELINE.format(n=n, rows=rows))
+            env = dict(CHILD_ENV, BARCA_WARM_SECONDS="0")
+            wall, peak, stdout, _ = timed_run([*BARCA, "get", "orders", "pipeline.py",
+                                               "--json"], directory, env)
+            import json
+
+            steps = next(s for s in json.loads(stdout)["steps"] if s["id"].endswith("orders"))
+            out.append((wall, peak, table_mb, steps.get("batch_execution", {})))
+        finally:
+            shutil.rmtree(directory, ignore_errors=True)
+    return out
+
+
+def render_split(n: int, rows: int, runs: list[tuple]) -> str:
+    lines = [f"| table rows | keys | run | wall | peak RSS | table in memory | split | write "
+             f"| target |", "|---|---|---|---|---|---|---|---|---|"]
+    for i, (wall, peak, table_mb, execution) in enumerate(runs, 1):
+        lines.append(f"| {rows:,} | {n:,} | {i} | {wall:.2f} s | {peak:.0f} MB | "
+                     f"{table_mb:.0f} MB | {execution.get('split_seconds', 0):.2f} s | "
+                     f"{execution.get('write_seconds', 0):.2f} s | ≤ 10 s, RSS ≤ 2x table |")
+    return "\n".join(lines)
+
+
 def measure_no_io(n: int, env: dict[str, str] | None = None) -> tuple:
     directory = Path(tempfile.mkdtemp(prefix=f"barca-noio-{n}-"))
     try:
@@ -486,6 +544,8 @@ def main() -> None:
                         "batch-all, batch-1000: the same work in the batch form (batch=)")
     parser.add_argument("--against", metavar="SRC", help="compare side by side with the barca "
                         "package under this src directory, at the first N (see above)")
+    parser.add_argument("--split", type=int, metavar="ROWS", help="instead: a batch call "
+                        "returning a 4-column table of ROWS rows, split into the first N keys")
     parser.add_argument("--write", action="store_true", help="append to benchmarks/RESULTS.md")
     args = parser.parse_args()
     for name in ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX"):
@@ -497,6 +557,13 @@ def main() -> None:
     # the pools of the smallest and largest N must outlive the first runs between them
     CHILD_ENV["BARCA_WARM_SECONDS"] = "7200"
     sizes = [int(x) for x in args.keys.split(",")]
+    if args.split:
+        table = render_split(sizes[0], args.split, measure_split(sizes[0], args.split,
+                                                                 args.ticks))
+        print(table)
+        if args.write:
+            _append(args, table)
+        return
     if args.against:
         table = render_against(measure_against(sizes[0], 2 * args.ticks, args.variant,
                                                int(args.no_io), str(Path(args.against))),
@@ -520,7 +587,8 @@ def main() -> None:
 def _append(args: argparse.Namespace, table: str) -> None:
     command = "python benchmarks/keyed_partitions.py " + " ".join(sys.argv[1:])
     with open(HERE / "RESULTS.md", "a") as fh:
-        fh.write(f"\n## Keyed partitions, {args.variant} ({time.strftime('%Y-%m-%d %H:%M')})"
+        what = f"batch table split of {args.split:,} rows" if args.split else args.variant
+        fh.write(f"\n## Keyed partitions, {what} ({time.strftime('%Y-%m-%d %H:%M')})"
                  f"\n\nMachine: {machine()}. Command: `{command}`.\n\n{table}\n")
 
 

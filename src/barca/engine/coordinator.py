@@ -128,6 +128,14 @@ class _Run:
             self._finish(status, time.perf_counter() - started)
         return self._result(status, time.perf_counter() - started)
 
+    def _check_groups(self) -> None:
+        """A key in no group of batches(..., strict=True) is a usage error before any step
+        runs, where the keys are known in advance."""
+        for node_id, setting in self.request.options.batch.items():
+            plan = self.run.plans.get(node_id)
+            if setting.kind == "groups" and plan is not None and not plan.unknown:
+                batch_calls(node_id, setting, [plan.keys[i] for i in plan.run], None, plan.dims)
+
     def _plan_calls(self) -> None:
         """A dry run's calls per batched node, over the keys it says will run."""
         for node_id, setting in self.request.options.batch.items():
@@ -182,6 +190,7 @@ class _Run:
             if not plan.unknown and plan.cached_count:
                 self.reporter.step_cached(node_id, plan.cached_count if plan.partitioned else 0)
         self.planning.check_targets(self.request.targets)
+        self._check_groups()
         self._advance()
         self._drain(lambda: not run.pending, advance=True)
 
