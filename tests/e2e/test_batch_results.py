@@ -52,14 +52,6 @@ def take_calls(root: Path) -> dict[str, list[list]]:
     return {node: sorted(calls) for node, calls in out.items()}
 
 
-# `barca history RUN --json` of a run with a failed step exits 1 on main 65396cb:
-# AttributeError: 'StepRow' object has no attribute 'call_step_id' (the property is defined
-# under LogRow in src/barca/store/history.py). The tests below pass with it moved to StepRow.
-HISTORY_OF_A_FAILED_RUN = pytest.mark.xfail(
-    strict=True, reason="`barca history RUN --json` of a run with a failed key crashes: "
-    "AttributeError: 'StepRow' object has no attribute 'call_step_id'")
-
-
 def history_steps(root: Path, run_id: str) -> dict[str, dict]:
     """partition key -> the step row of `history RUN --json`."""
     steps = barca(root, "history", run_id, "--json").expect(0).json["steps"]
@@ -255,7 +247,6 @@ def failures(project: Path) -> Path:
     return write(project, {"pipeline.py": FAILURES})
 
 
-@HISTORY_OF_A_FAILED_RUN
 def test_failed_fails_that_key_alone_and_the_others_are_cached(failures: Path) -> None:
     (failures / "fail_r2").write_text("")
     got = barca(failures, "get", "scored", "pipeline.py").expect(1)
@@ -278,7 +269,6 @@ def test_failed_fails_that_key_alone_and_the_others_are_cached(failures: Path) -
     assert sorted(fixed.json["final_output"]) == EVERY
 
 
-@HISTORY_OF_A_FAILED_RUN
 def test_a_missing_key_fails_that_key_alone(failures: Path) -> None:
     (failures / "miss_r7").write_text("")
     got = barca(failures, "get", "scored", "pipeline.py").expect(1)
@@ -289,7 +279,6 @@ def test_a_missing_key_fails_that_key_alone(failures: Path) -> None:
     assert "batch returned no result for retailer=r7" in got.json["error"]
 
 
-@HISTORY_OF_A_FAILED_RUN
 @pytest.mark.parametrize("trigger, words", [
     ("extra", ["retailer=r9", "not one of this call's keys"]),
     ("not_a_dict", ["dict", "list"]),
@@ -315,7 +304,6 @@ def test_an_extra_key_a_wrong_result_or_a_raise_fails_every_key_of_the_call(
     assert take_calls(failures) == {"scored": [["r1", "r2", "r3", "r7"]]}
 
 
-@HISTORY_OF_A_FAILED_RUN
 def test_a_raising_call_fails_its_own_keys_only(failures: Path) -> None:
     (failures / "fail_r3").write_text("")   # fails r3 alone when it does not raise
     edit_batch = (failures / "pipeline.py").read_text().replace(
@@ -357,7 +345,6 @@ RETRIES = LOG_CALL + """
 """
 
 
-@HISTORY_OF_A_FAILED_RUN
 def test_retries_rerun_only_the_failed_keys_of_a_call_together(project: Path) -> None:
     write(project, {"pipeline.py": RETRIES})
     got = barca(project, "get", "flaky", "pipeline.py").expect(1)   # d fails both attempts
