@@ -117,7 +117,8 @@ def test_one_run_lists_each_key_as_a_step_with_its_artifact(runs: Path) -> None:
     assert len(steps) == 12 and body["steps_page"] == {
         "total": 12, "truncated": False,
         "nodes": [{"node_id": "pipeline.py:scored", "keys": 12, "failed": 1,
-                   "elapsed_seconds": body["steps_page"]["nodes"][0]["elapsed_seconds"]}]}
+                   "elapsed_seconds": body["steps_page"]["nodes"][0]["elapsed_seconds"],
+                   "calls": 12}]}
     good = steps["pipeline.py:scored[retailer=r03]"]
     assert good["partition_key"] == "retailer=r03" and good["node_id"] == "pipeline.py:scored"
     assert good["status"] == "success" and good["attempts"] == 1

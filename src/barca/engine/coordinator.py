@@ -440,7 +440,7 @@ class _Run:
         for text in notes:
             self.reporter.run_note(text)
         self.reporter.run_finished(run.executed, run.executed, elapsed, status)
-        if run.executed:
+        if notes:  # a batched run says where the coordinator's time went too
             notes.append(f"metadata {self.metadata_seconds:.1f}s recording this run's results")
             self.reporter.run_note(notes[-1])
         if notes:  # kept with the run's output: `barca logs` shows them too
