@@ -153,6 +153,19 @@ def take_executed(root: Path) -> list[str]:
     return out
 
 
+def take_calls(root: Path) -> dict[str, list]:
+    """What batch functions logged to calls.log since the last look, as node -> its calls'
+    entries (sorted; an entry is what followed the node in a line, often the call's keys),
+    then forget it."""
+    log = root / "calls.log"
+    out: dict[str, list] = {}
+    for line in lines(log):
+        node, *rest = json.loads(line)
+        out.setdefault(node, []).append(rest[0] if len(rest) == 1 else rest)
+    log.unlink(missing_ok=True)
+    return {node: sorted(calls) for node, calls in out.items()}
+
+
 def run_statuses(root: Path, env_name: str | None = None) -> list[str]:
     """`status` of every row in the runs table, oldest first (read-only)."""
     base = root / ".barca"

@@ -24,7 +24,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import barca, barca_env, write
+from conftest import barca, barca_env, take_calls, write
 
 PIPELINE = """
     import json
@@ -57,18 +57,6 @@ PIPELINE = """
 
 RETAILERS = ["r1", "r2", "r3", "r4", "r5"]
 VERSIONS = {r: i + 1 for i, r in enumerate(RETAILERS)}
-
-
-def take_calls(root: Path) -> dict[str, list[list]]:
-    """node -> the key lists of its calls since the last look (sorted), then forget them."""
-    log = root / "calls.log"
-    out: dict[str, list[list]] = {}
-    if log.exists():
-        for line in log.read_text().splitlines():
-            node, keys = json.loads(line)
-            out.setdefault(node, []).append(keys)
-        log.unlink()
-    return {node: sorted(calls) for node, calls in out.items()}
 
 
 def setup(root: Path, versions: dict | None = None) -> Path:

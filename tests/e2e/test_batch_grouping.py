@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import barca, write
+from conftest import barca, take_calls, write
 
 LOG_CALL = """
     import json
@@ -33,18 +33,6 @@ LOG_CALL = """
         with open("calls.log", "a") as fh:
             fh.write(json.dumps([node, keys]) + "\\n")
 """
-
-
-def take_calls(root: Path) -> dict[str, list[list]]:
-    """node -> the key lists of its calls since the last look (sorted), then forget them."""
-    log = root / "calls.log"
-    out: dict[str, list[list]] = {}
-    if log.exists():
-        for line in log.read_text().splitlines():
-            node, keys = json.loads(line)
-            out.setdefault(node, []).append(keys)
-        log.unlink()
-    return {node: sorted(calls) for node, calls in out.items()}
 
 
 def batch_line(stderr: str, node: str) -> str:

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import barca, write
+from conftest import barca, take_calls, write
 
 LOG_CALL = """
     import json
@@ -38,18 +38,6 @@ LOG_CALL = """
         with open("calls.log", "a") as fh:
             fh.write(json.dumps([node, keys, *extra]) + "\\n")
 """
-
-
-def take_calls(root: Path) -> dict[str, list[list]]:
-    """node -> what each of its calls logged since the last look (sorted), then forget it."""
-    log = root / "calls.log"
-    out: dict[str, list[list]] = {}
-    if log.exists():
-        for line in log.read_text().splitlines():
-            node, *rest = json.loads(line)
-            out.setdefault(node, []).append(rest[0] if len(rest) == 1 else rest)
-        log.unlink()
-    return {node: sorted(calls) for node, calls in out.items()}
 
 
 def history_steps(root: Path, run_id: str) -> dict[str, dict]:
