@@ -32,10 +32,10 @@ _FILE = "__barca_file"  # the column naming the artifact a row came from
 _KEY = "__barca_key"  # the index of a row's key among the call's keys
 _DIM = "__barca_dim"  # a key's dimension value in the keys file (_DIM0, _DIM1, ...)
 
-# Keys per partitioned COPY. DuckDB keeps a buffer for every partition it writes (about 40 kB
-# for four columns), and its time per partition grows with their number: at 10,000 keys in one
-# COPY it took 0.5 GB and three times as long as in ranges of this size.
-_KEYS_PER_COPY = 256
+# Keys per partitioned COPY. DuckDB's time per partition grows with the number of partitions
+# one COPY writes, and it keeps a buffer for each (at 10,000 keys in one COPY: 0.5 GB, and three
+# times the time of ranges of 32); much smaller ranges pay more in statements than they save.
+_KEYS_PER_COPY = 32
 
 
 class BatchInputError(Exception):
@@ -143,8 +143,10 @@ def _duckdb_table(con: Any, dims: Sequence[str], key_values: Sequence[tuple[str,
                   files: Sequence[str], formats: Sequence[str]) -> Any:
     """read_parquet/read_csv/read_json over every file (the list is a query parameter, not SQL
     text), joined on the file name to a mapping of file -> key built from parameters too, so the
-    query stays short at 200,000 files. `union_by_name` reads every file's schema: without it a
-    file whose column has another type (1.5 where the first file has integers) is silently cast."""
+    query stays short at 200,000 files. The schema is the first file's, as in polars and
+    pyarrow: `union_by_name` would read every file's footer at construction (11 s and 1.6 GB at
+    100,000 one-row files, against 0.2 s), so a later file must share the schema; DuckDB casts
+    a column of another type to the first file's (where polars and pyarrow raise)."""
     tag = secrets.token_hex(4)  # two lazy tables joined in one query need distinct parameters
     params: dict[str, Any] = {}
     reads = []
@@ -153,8 +155,7 @@ def _duckdb_table(con: Any, dims: Sequence[str], key_values: Sequence[tuple[str,
         params[name] = fmt_files
         reader = {"parquet": "read_parquet", "csv": "read_csv", "json": "read_json"}[fmt]
         extra = ", format='array'" if fmt == "json" else ""
-        reads.append(f"SELECT * FROM {reader}(${name}, filename='{_FILE}', "
-                     f"union_by_name=true{extra})")
+        reads.append(f"SELECT * FROM {reader}(${name}, filename='{_FILE}'{extra})")
     read = con.sql(" UNION ALL BY NAME ".join(reads), params=params)
     mapping_params = {f"barca_map_{tag}": list(files)}
     selected = [f"unnest($barca_map_{tag}) AS {_FILE}"]
@@ -185,8 +186,8 @@ def _polars_table(dims: Sequence[str], key_values: Sequence[tuple[str, ...]],
             import duckdb
 
             rel = duckdb.connect().sql(
-                f"SELECT * FROM read_json($files, format='array', filename='{_FILE}', "
-                "union_by_name=true)", params={"files": fmt_files})
+                f"SELECT * FROM read_json($files, format='array', filename='{_FILE}')",
+                params={"files": fmt_files})
             frames.append(rel.pl(lazy=True))
     read = frames[0] if len(frames) == 1 else pl.concat(frames, how="diagonal_relaxed")
     present = set(read.collect_schema().names())
@@ -398,8 +399,7 @@ def _split_with_duckdb(value: Any, kind: str, dims: Sequence[str],
             empty = work / "empty.parquet"
             con.execute(f"COPY (SELECT * EXCLUDE ({_KEY}) FROM read_parquet({_literal(sorted_file)})"
                         f" LIMIT 0) TO {_literal(empty)} (FORMAT parquet)")
-        files = _write_partitions(sorted_file, work, len(key_values))
-        return [_place(files.get(i), empty, target, work) for i, target in enumerate(targets)]
+        return _write_partitions(sorted_file, work, empty, targets)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -431,24 +431,34 @@ def _sorted_copy_sql(view: str, dims: Sequence[str], keys_file: Path, target: Pa
             f"ORDER BY ALL ASC NULLS LAST) TO {_literal(target)} (FORMAT parquet)")
 
 
-def _write_partitions(sorted_file: Path, work: Path, n_keys: int) -> dict[int, list[str]]:
-    """Pass 2: each range of key indexes written with PARTITION_BY from the sorted file (row
-    groups outside the range are skipped by their statistics). Ranges run side by side on
-    connections of their own. Returns each key index's files."""
+def _write_partitions(sorted_file: Path, work: Path, empty: Path,
+                      targets: Sequence[Path]) -> list[tuple[int, str]]:
+    """Pass 2: each range of key indexes is written with PARTITION_BY from the sorted file (row
+    groups outside the range are skipped by their statistics), and its keys' files are moved
+    onto their targets. Ranges run side by side, each on a connection of its own, so that one
+    range's renames and digests overlap another's writing."""
     import duckdb
 
+    results: list[tuple[int, str]] = [(0, "")] * len(targets)
+
     def write_range(lo: int) -> None:
+        hi = min(lo + _KEYS_PER_COPY, len(targets))
+        out = work / f"range-{lo}"
         con = duckdb.connect()
         try:
             con.execute("SET threads=1")  # one thread keeps the sorted file's order
             con.execute(
                 f"COPY (SELECT * FROM read_parquet({_literal(sorted_file)}) "
-                f"WHERE {_KEY} >= {lo} AND {_KEY} < {lo + _KEYS_PER_COPY}) "
-                f"TO {_literal(work / f'range-{lo}')} (FORMAT parquet, PARTITION_BY ({_KEY}))")
+                f"WHERE {_KEY} >= {lo} AND {_KEY} < {hi}) "
+                f"TO {_literal(out)} (FORMAT parquet, PARTITION_BY ({_KEY}))")
         finally:
             con.close()
+        for i in range(lo, hi):
+            key_dir = out / f"{_KEY}={i}"
+            files = sorted(str(f) for f in key_dir.iterdir()) if key_dir.is_dir() else []
+            results[i] = _place(files, empty, targets[i], work)
 
-    starts = range(0, n_keys, _KEYS_PER_COPY)
+    starts = range(0, len(targets), _KEYS_PER_COPY)
     workers = min(len(starts), os.cpu_count() or 1, 4)
     if workers <= 1:
         for lo in starts:
@@ -456,20 +466,10 @@ def _write_partitions(sorted_file: Path, work: Path, n_keys: int) -> dict[int, l
     else:
         with ThreadPoolExecutor(workers) as pool:
             list(pool.map(write_range, starts))
-    files: dict[int, list[str]] = {}
-    prefix = f"{_KEY}="
-    for lo in starts:
-        range_dir = work / f"range-{lo}"
-        if not range_dir.is_dir():
-            continue  # no rows for any key of the range
-        for entry in os.scandir(range_dir):
-            if entry.name.startswith(prefix):
-                files[int(entry.name[len(prefix):])] = sorted(
-                    os.path.join(entry.path, f) for f in os.listdir(entry.path))
-    return files
+    return results
 
 
-def _place(files: list[str] | None, empty: Path, target: Path, work: Path) -> tuple[int, str]:
+def _place(files: list[str], empty: Path, target: Path, work: Path) -> tuple[int, str]:
     """Move one key's file onto its target and digest it. A key DuckDB wrote as several files
     is read back and rewritten sorted (one extra pass over that key); a key without rows gets
     the empty file with the table's schema."""
