@@ -156,8 +156,6 @@ def test_a_dict_result_writes_each_value_by_the_usual_type_rules(project: Path) 
     assert mixed["k=d"] == {"x": 1} and mixed["k=i"] == 7
 
 
-@pytest.mark.xfail(strict=True, reason="returning a table fails every key: ModuleNotFoundError: "
-                   "No module named 'barca.store.batch_tables'")
 def test_a_table_result_is_split_into_one_table_per_key(project: Path) -> None:
     write(project, {"pipeline.py": RETURNS})
     got = barca(project, "get", "table", "pipeline.py").expect(0)
@@ -191,8 +189,6 @@ LAZY = LOG_CALL + """
 """
 
 
-@pytest.mark.xfail(strict=True, reason="a lazy table input fails every key: ModuleNotFoundError: "
-                   "No module named 'barca.store.batch_tables'")
 def test_a_lazy_table_input_covers_the_calls_keys_with_the_dimension_column(
         project: Path) -> None:
     write(project, {"pipeline.py": LAZY})
