@@ -439,7 +439,7 @@ class _Run:
         notes = [stats.line(node_id) for node_id, stats in self.batch_execution.items()]
         for text in notes:
             self.reporter.run_note(text)
-        self.reporter.run_finished(run.executed, run.executed, elapsed, status)
+        self.reporter.run_finished(run.executed, total_keys, elapsed, status)
         if notes:  # a batched run says where the coordinator's time went too
             notes.append(f"metadata {self.metadata_seconds:.1f}s recording this run's results")
             self.reporter.run_note(notes[-1])
@@ -474,12 +474,14 @@ class _Run:
     def _result(self, status: str, elapsed: float) -> RunResult:
         run = self.run
         total_keys = sum(len(p.keys) for p in run.plans.values() if not p.unknown)
-        depth: dict[str, int] = {}
+        depth: dict[str, int] = {}  # sensors observe before the phases: they count in none
+        executed = [n for n in run.order if (n in run.results or n in run.failed_keys)
+                    and self.graph.nodes[n].kind != "sensor"]
         for n in run.order:
-            ran = n in run.results or n in run.failed_keys and n not in run.skipped_keys
+            ran = n in executed and n not in run.skipped_keys
             base = max((depth.get(u, 0) for u in self.graph.upstream[n]), default=0)
             depth[n] = base + (1 if ran else 0)
-        phases = len({depth[n] for n in run.order if n in run.results or n in run.failed_keys})
+        phases = len({depth[n] for n in executed})
         skipped = dict(run.skipped_keys)
         for node_id in run.order:
             plan = run.plans.get(node_id)
