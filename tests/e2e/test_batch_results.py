@@ -447,3 +447,28 @@ def test_a_calls_output_is_found_from_any_of_its_keys(seen) -> None:
         assert "scoring a,b" in out.stdout, out.stdout
     out = barca(root, "logs", body["run_id"], "--step", "scored[k=c]").expect(0)
     assert "scoring c" in out.stdout and "scoring a,b" not in out.stdout
+
+
+TIMEOUT = LOG_CALL + """
+    import time
+    from barca import asset, partitions
+
+    @asset(partitions={"k": partitions(["a", "b", "c"])}, batch=2, timeout_seconds=2)
+    def slow(k: list[str]) -> dict:
+        _call("slow", k)
+        if "a" in k:
+            time.sleep(60)
+        return {key: 1 for key in k}
+"""
+
+
+def test_timeout_seconds_applies_per_call_and_fails_only_that_calls_keys(project: Path) -> None:
+    write(project, {"pipeline.py": TIMEOUT})
+    failed = barca(project, "get", "slow", "pipeline.py", timeout=50).expect(1)
+    assert take_calls(project) == {"slow": [["a", "b"], ["c"]]}
+    steps = history_steps(project, failed.json["run_id"])
+    assert {k: s["status"] for k, s in steps.items()} == {"k=a": "failed", "k=b": "failed",
+                                                         "k=c": "success"}
+    assert steps["k=a"]["error_type"] == steps["k=b"]["error_type"] == "TimeoutError"
+    assert "timed out after 2s" in steps["k=a"]["error_message"]
+    assert steps["k=a"]["batch"] == steps["k=b"]["batch"] != steps["k=c"]["batch"]
