@@ -237,8 +237,10 @@ def test_each_key_gets_its_rows_sorted_by_every_column_with_the_dimension_kept(t
     targets = targets_for(tmp_path, 3)
     out = split_table(as_kind(SALES, kind), ["retailer"], [("r1",), ("r2",), ("r3",)], targets)
     assert [pq.read_table(t).to_pylist() for t in targets[:2]] == [
-        [{"retailer": "r1", "amount": 1, "note": "a"}, {"retailer": "r1", "amount": 5, "note": "b"}],
-        [{"retailer": "r2", "amount": 2, "note": "b"}, {"retailer": "r2", "amount": 2, "note": None},
+        [{"retailer": "r1", "amount": 1, "note": "a"},
+         {"retailer": "r1", "amount": 5, "note": "b"}],
+        [{"retailer": "r2", "amount": 2, "note": "b"},
+         {"retailer": "r2", "amount": 2, "note": None},
          {"retailer": "r2", "amount": 3, "note": "c"}],
     ]
     assert out == [_digest_file(str(t)) for t in targets]

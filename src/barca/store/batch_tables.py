@@ -399,8 +399,9 @@ def _split_with_duckdb(value: Any, kind: str, dims: Sequence[str],
             if unknown:
                 raise _unknown_key(dims, unknown[0])
             empty = work / "empty.parquet"
-            con.execute(f"COPY (SELECT * EXCLUDE ({_KEY}) FROM read_parquet({_literal(sorted_file)})"
-                        f" LIMIT 0) TO {_literal(empty)} (FORMAT parquet)")
+            con.execute(f"COPY (SELECT * EXCLUDE ({_KEY}) FROM "
+                        f"read_parquet({_literal(sorted_file)}) LIMIT 0) "
+                        f"TO {_literal(empty)} (FORMAT parquet)")
         return _write_partitions(sorted_file, work, empty, targets)
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -427,7 +428,8 @@ def _sorted_copy_sql(view: str, dims: Sequence[str], keys_file: Path, target: Pa
     """Every row with its key's index (NULL for a row of no key of the call), sorted by the
     index then every column. The direction is spelled out so that a connection's default_order
     or default_null_order cannot change the bytes."""
-    match = " AND ".join(f"CAST(v.{_quote(d)} AS VARCHAR) = k.{_DIM}{j}" for j, d in enumerate(dims))
+    match = " AND ".join(f"CAST(v.{_quote(d)} AS VARCHAR) = k.{_DIM}{j}"
+                         for j, d in enumerate(dims))
     return (f"COPY (SELECT k.{_KEY}, v.* FROM {view} AS v "
             f"LEFT JOIN read_parquet({_literal(keys_file)}) AS k ON {match} "
             f"ORDER BY ALL ASC NULLS LAST) TO {_literal(target)} (FORMAT parquet)")
