@@ -237,8 +237,10 @@ def test_each_key_gets_its_rows_sorted_by_every_column_with_the_dimension_kept(t
     targets = targets_for(tmp_path, 3)
     out = split_table(as_kind(SALES, kind), ["retailer"], [("r1",), ("r2",), ("r3",)], targets)
     assert [pq.read_table(t).to_pylist() for t in targets[:2]] == [
-        [{"retailer": "r1", "amount": 1, "note": "a"}, {"retailer": "r1", "amount": 5, "note": "b"}],
-        [{"retailer": "r2", "amount": 2, "note": "b"}, {"retailer": "r2", "amount": 2, "note": None},
+        [{"retailer": "r1", "amount": 1, "note": "a"},
+         {"retailer": "r1", "amount": 5, "note": "b"}],
+        [{"retailer": "r2", "amount": 2, "note": "b"},
+         {"retailer": "r2", "amount": 2, "note": None},
          {"retailer": "r2", "amount": 3, "note": "c"}],
     ]
     assert out == [_digest_file(str(t)) for t in targets]
@@ -409,3 +411,40 @@ def test_columns_of_other_types_sort_and_give_the_same_bytes_in_any_order(tmp_pa
                          targets_for(tmp_path / "b", 3))
     assert first == second
     assert sum(pq.read_table(t).num_rows for t in targets_for(tmp_path / "a", 3)) == n
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_an_empty_table_gives_every_key_an_empty_file_with_its_schema(tmp_path, kind):
+    targets = targets_for(tmp_path, 2)
+    split_table(as_kind(SALES.slice(0, 0), kind), ["retailer"], [("r1",), ("r2",)], targets)
+    for path in targets:
+        table = pq.read_table(path)
+        assert table.num_rows == 0 and table.schema.names == ["retailer", "amount", "note"]
+    assert targets[0].read_bytes() == targets[1].read_bytes()
+
+
+def test_a_lazy_frame_is_streamed_from_its_plan(tmp_path):
+    source = write(tmp_path / "in.parquet", "parquet", SALES.to_pylist())
+    lazy = pl.scan_parquet(source).filter(pl.col("amount") > 1).with_columns(
+        doubled=pl.col("amount") * 2)
+    targets = targets_for(tmp_path, 2)
+    split_table(lazy, ["retailer"], [("r1",), ("r2",)], targets)
+    assert pq.read_table(targets[0]).to_pylist() == [
+        {"retailer": "r1", "amount": 5, "note": "b", "doubled": 10}]
+    assert [r["doubled"] for r in pq.read_table(targets[1]).to_pylist()] == [4, 4, 6]
+
+
+def test_a_relation_over_a_query_of_its_own_connection(tmp_path):
+    con = duckdb.connect()
+    rel = con.sql("SELECT 'r' || (i % 3) AS retailer, i AS v FROM range(10) t(i) WHERE i > 2")
+    targets = targets_for(tmp_path, 3)
+    split_table(rel, ["retailer"], [("r0",), ("r1",), ("r2",)], targets)
+    assert [pq.read_table(t)["v"].to_pylist() for t in targets] == [[3, 6, 9], [4, 7], [5, 8]]
+
+
+@pytest.mark.parametrize("annotation", ["duckdb.DuckDBPyRelation", "polars.LazyFrame"])
+def test_a_json_list_may_start_with_blanks(tmp_path, annotation):
+    path = tmp_path / "a.json"
+    path.write_bytes(b'\xef\xbb\xbf \n [\n  {"a": 1}\n]\n')
+    table = lazy_table(annotation, ["k"], [("x",)], [path], ["json"])
+    assert rows_of(table) == [{"a": 1, "k": "x"}]

@@ -385,6 +385,8 @@ def _split_with_duckdb(value: Any, kind: str, dims: Sequence[str],
         else:
             con = duckdb.connect()
             try:
+                # a sort larger than memory spills here, next to the targets, and goes with it
+                con.execute(f"SET temp_directory = {_literal(work / 'spill')}")
                 con.register(view, _arrow_stream(value) if kind == "polars_lazy" else value)
                 con.execute(sql)
             finally:
@@ -397,8 +399,9 @@ def _split_with_duckdb(value: Any, kind: str, dims: Sequence[str],
             if unknown:
                 raise _unknown_key(dims, unknown[0])
             empty = work / "empty.parquet"
-            con.execute(f"COPY (SELECT * EXCLUDE ({_KEY}) FROM read_parquet({_literal(sorted_file)})"
-                        f" LIMIT 0) TO {_literal(empty)} (FORMAT parquet)")
+            con.execute(f"COPY (SELECT * EXCLUDE ({_KEY}) FROM "
+                        f"read_parquet({_literal(sorted_file)}) LIMIT 0) "
+                        f"TO {_literal(empty)} (FORMAT parquet)")
         return _write_partitions(sorted_file, work, empty, targets)
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -425,7 +428,8 @@ def _sorted_copy_sql(view: str, dims: Sequence[str], keys_file: Path, target: Pa
     """Every row with its key's index (NULL for a row of no key of the call), sorted by the
     index then every column. The direction is spelled out so that a connection's default_order
     or default_null_order cannot change the bytes."""
-    match = " AND ".join(f"CAST(v.{_quote(d)} AS VARCHAR) = k.{_DIM}{j}" for j, d in enumerate(dims))
+    match = " AND ".join(f"CAST(v.{_quote(d)} AS VARCHAR) = k.{_DIM}{j}"
+                         for j, d in enumerate(dims))
     return (f"COPY (SELECT k.{_KEY}, v.* FROM {view} AS v "
             f"LEFT JOIN read_parquet({_literal(keys_file)}) AS k ON {match} "
             f"ORDER BY ALL ASC NULLS LAST) TO {_literal(target)} (FORMAT parquet)")
@@ -435,37 +439,38 @@ def _write_partitions(sorted_file: Path, work: Path, empty: Path,
                       targets: Sequence[Path]) -> list[tuple[int, str]]:
     """Pass 2: each range of key indexes is written with PARTITION_BY from the sorted file (row
     groups outside the range are skipped by their statistics), and its keys' files are moved
-    onto their targets. Ranges run side by side, each on a connection of its own, so that one
-    range's renames and digests overlap another's writing."""
+    onto their targets. A few workers share the ranges, each with one connection of its own
+    (opening one costs about 35 ms), so that one range's renames and digests overlap another's
+    writing."""
     import duckdb
 
     results: list[tuple[int, str]] = [(0, "")] * len(targets)
+    starts = range(0, len(targets), _KEYS_PER_COPY)
+    workers = min(len(starts), os.cpu_count() or 1, 4)
 
-    def write_range(lo: int) -> None:
-        hi = min(lo + _KEYS_PER_COPY, len(targets))
-        out = work / f"range-{lo}"
+    def work_through(ranges: Sequence[int]) -> None:
         con = duckdb.connect()
         try:
             con.execute("SET threads=1")  # one thread keeps the sorted file's order
-            con.execute(
-                f"COPY (SELECT * FROM read_parquet({_literal(sorted_file)}) "
-                f"WHERE {_KEY} >= {lo} AND {_KEY} < {hi}) "
-                f"TO {_literal(out)} (FORMAT parquet, PARTITION_BY ({_KEY}))")
+            for lo in ranges:
+                hi = min(lo + _KEYS_PER_COPY, len(targets))
+                out = work / f"range-{lo}"
+                con.execute(
+                    f"COPY (SELECT * FROM read_parquet({_literal(sorted_file)}) "
+                    f"WHERE {_KEY} >= {lo} AND {_KEY} < {hi}) "
+                    f"TO {_literal(out)} (FORMAT parquet, PARTITION_BY ({_KEY}))")
+                for i in range(lo, hi):
+                    key_dir = out / f"{_KEY}={i}"
+                    files = sorted(str(f) for f in key_dir.iterdir()) if key_dir.is_dir() else []
+                    results[i] = _place(files, empty, targets[i], work)
         finally:
             con.close()
-        for i in range(lo, hi):
-            key_dir = out / f"{_KEY}={i}"
-            files = sorted(str(f) for f in key_dir.iterdir()) if key_dir.is_dir() else []
-            results[i] = _place(files, empty, targets[i], work)
 
-    starts = range(0, len(targets), _KEYS_PER_COPY)
-    workers = min(len(starts), os.cpu_count() or 1, 4)
     if workers <= 1:
-        for lo in starts:
-            write_range(lo)
+        work_through(starts)
     else:
         with ThreadPoolExecutor(workers) as pool:
-            list(pool.map(write_range, starts))
+            list(pool.map(work_through, [starts[w::workers] for w in range(workers)]))
     return results
 
 
