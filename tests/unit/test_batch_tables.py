@@ -147,11 +147,21 @@ def test_duckdb_lazy_tables_filter_and_join_with_each_other(tmp_path):
 
 @pytest.mark.parametrize("annotation", ANNOTATIONS)
 def test_files_match_columns_by_name_not_position(tmp_path, annotation):
-    """The schema is the first file's; a later file may order the same columns differently."""
+    """A later file may order the same columns differently."""
     paths = [write(tmp_path / "a.parquet", "parquet", [{"x": 1, "y": "a"}]),
              write(tmp_path / "b.parquet", "parquet", [{"y": "b", "x": 2}])]
     table = lazy_table(annotation, ["k"], [("a",), ("b",)], paths, ["parquet"] * 2)
     assert rows_of(table) == [{"x": 1, "y": "a", "k": "a"}, {"x": 2, "y": "b", "k": "b"}]
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "csv", "json"])
+def test_a_duckdb_table_never_casts_a_later_files_column_to_the_first_files_type(tmp_path,
+                                                                                  fmt):
+    """1.5 in the second file stays 1.5 although the first file's column holds integers."""
+    paths = [write(tmp_path / f"a.{fmt}", fmt, [{"x": 1}]),
+             write(tmp_path / f"b.{fmt}", fmt, [{"x": 1.5}])]
+    table = lazy_table("duckdb.DuckDBPyRelation", ["k"], [("a",), ("b",)], paths, [fmt] * 2)
+    assert sorted(table.fetchall(), key=lambda row: row[1]) == [(1, "a"), (1.5, "b")]
 
 
 def test_the_pyarrow_dataset_prunes_files_by_the_dimension(tmp_path):
