@@ -29,17 +29,15 @@ from barca.engine.events import Reporter
 from barca.engine.executor import Executor, NewExecutor
 from barca.engine.key_source_columns import SourceColumns
 from barca.engine.planning import Planning
-from barca.engine.batch_labels import batch_labels
+from barca.engine.batch_calls import BatchCalls
 from barca.engine.protocol import CallFinished, CallSpec, LogLine, StepOutcome, StepSpec
 from barca.engine.request import RunRequest
-from barca.engine.result import BatchExecution, RunResult
+from barca.engine.result import RunResult
 from barca.engine.run_state import RunState
 from barca.engine.step_leases import Claim, StepLeases, Steps
 from barca.engine.step_specs import blocked_keys, call_spec, step_spec
 from barca.errors import Cancelled
 from barca.graph import Graph
-from barca.plan.batching import LISTED, BatchPlan, batch_calls, batch_plan
-from barca.plan.model import NodePlan
 from barca.plan.planner import refreshed_nodes
 from barca.project import Project
 from barca.state import EMPTY_STATE, ran_entry, state_after_run
@@ -69,10 +67,8 @@ class _Run:
         self.unrecorded: list[StepOutcome] = []
         self.logs: list[tuple] = []
         self.log_count = 0
-        self.calls_made = 0  # batch calls submitted: the next one's id is b<calls_made + 1>
-        self.batch_execution: dict[str, BatchExecution] = {}
+        self.batches = BatchCalls(graph, project.root, request.options.batch)
         self.metadata_seconds = 0.0  # handling finished keys and writing the metadata DB
-        self.batch_plans: dict[str, BatchPlan] = {}  # a dry run's calls per batched node
         self.source_columns = SourceColumns()
 
     def go(self) -> RunResult:
@@ -115,7 +111,7 @@ class _Run:
             self.planning.plan_pending()
             if req.dry_run:
                 self.planning.predict_missing(req.targets)
-                self._plan_calls()
+                self.batches.plan_dry_run(run.plans)
             else:
                 self._execute()
             status = "dry_run" if req.dry_run else ("failed" if run.failures else "success")
@@ -127,27 +123,6 @@ class _Run:
                 signal.signal(sig, handler)
             self._finish(status, time.perf_counter() - started)
         return self._result(status, time.perf_counter() - started)
-
-    def _check_groups(self) -> None:
-        """A key in no group of batches(..., strict=True) is a usage error before any step
-        runs, where the keys are known in advance."""
-        for node_id, setting in self.request.options.batch.items():
-            plan = self.run.plans.get(node_id)
-            if setting.kind == "groups" and plan is not None and not plan.unknown:
-                batch_calls(node_id, setting, [plan.keys[i] for i in plan.run], None, plan.dims)
-
-    def _plan_calls(self) -> None:
-        """A dry run's calls per batched node, over the keys it says will run."""
-        for node_id, setting in self.request.options.batch.items():
-            plan = self.run.plans.get(node_id)
-            if plan is None or plan.unknown or not plan.run:
-                continue
-            keys = [plan.keys[i] for i in plan.run]
-            labels = None
-            if setting.kind == "labels" and len(keys) <= LISTED:
-                labels = batch_labels(self.project.root, self.graph.nodes[node_id], plan.dims,
-                                      keys)
-            self.batch_plans[node_id] = batch_plan(node_id, setting, keys, labels, plan.dims)
 
     # -- sensors ----------------------------------------------------------------------------
 
@@ -190,7 +165,7 @@ class _Run:
             if not plan.unknown and plan.cached_count:
                 self.reporter.step_cached(node_id, plan.cached_count if plan.partitioned else 0)
         self.planning.check_targets(self.request.targets)
-        self._check_groups()
+        self.batches.check_groups(run.plans)
         self._advance()
         self._drain(lambda: not run.pending, advance=True)
 
@@ -261,24 +236,11 @@ class _Run:
         sources = [n for n, _, keys in steps if keys and self.graph.is_key_source(n)]
         self.source_columns.read_digests(self.conn, sources)
         root = f"{self.project.root}/"
-        calls = {node_id: self._calls(node_id, plan, keys) for node_id, plan, keys in steps
-                 if node_id in self.request.options.batch}
+        calls = {node_id: self.batches.group(node_id, plan, keys)
+                 for node_id, plan, keys in steps if node_id in self.request.options.batch}
         count = sum(len(calls[n]) if n in calls else len(keys) for n, _, keys in steps)
         self.executor.submit(self._specs(steps, calls, root), count)
         self.source_columns.load(self.conn, sources)  # while their steps run
-
-    def _calls(self, node_id: str, plan: NodePlan, keys: Sequence[int]
-               ) -> tuple[tuple[int, ...], ...]:
-        """A batched node's keys to run, grouped into calls (plan.batching), as indices."""
-        setting = self.request.options.batch[node_id]
-        raw = [plan.keys[i] for i in keys]
-        labels = None
-        if setting.kind == "labels":
-            d = self.graph.nodes[node_id]
-            labels = batch_labels(self.project.root, d, plan.dims, raw)
-        index = dict(zip(raw, keys))
-        return tuple(tuple(index[k] for k in call)
-                     for call in batch_calls(node_id, setting, raw, labels, plan.dims))
 
     def _specs(self, steps: Steps, calls: dict, root: str) -> Iterator[StepSpec | CallSpec]:
         """The steps to run, made as the executor draws them: one per key, or one per call."""
@@ -290,10 +252,9 @@ class _Run:
                                     self.step_dirs, self.planning.artifact, root, known)
                 continue
             for indices in calls[node_id]:
-                self.calls_made += 1
                 yield call_spec(self.graph, self.run.plans, node_id, plan, indices,
-                                f"b{self.calls_made}", self.step_dirs, self.planning.artifact,
-                                root)
+                                self.batches.next_id(), self.step_dirs,
+                                self.planning.artifact, root)
 
     def _serve(self, node_id: str, hits: list) -> bool:
         """Keys another run computed while this one waited (or planned): cached now; True
@@ -321,7 +282,7 @@ class _Run:
             completed = False
             for event in self._events():
                 if isinstance(event, CallFinished):
-                    self._call_finished(event)
+                    self.batches.finished(event)
                     continue
                 if isinstance(event, LogLine):
                     self.log_count += 1  # the line's place in the run, across flushes
@@ -352,12 +313,6 @@ class _Run:
                 time.sleep(timeout)
                 return []
         return self.executor.events(timeout)
-
-    def _call_finished(self, call: CallFinished) -> None:
-        """A batch call's time, summed per node for the `[barca] batch:` line; a call that
-        wrote no key is not counted (its time is in its keys' elapsed seconds)."""
-        if call.written:
-            self.batch_execution.setdefault(call.node_id, BatchExecution()).add(call)
 
     def _on_outcome(self, outcome: StepOutcome) -> bool:
         """Record one outcome; True when it was its node's last pending key."""
@@ -436,7 +391,7 @@ class _Run:
         self._save_states()
         self.source_columns.save(self.conn)
         self.metadata_seconds += time.perf_counter() - began
-        notes = [stats.line(node_id) for node_id, stats in self.batch_execution.items()]
+        notes = self.batches.notes()
         for text in notes:
             self.reporter.run_note(text)
         self.reporter.run_finished(run.executed, total_keys, elapsed, status)
@@ -475,10 +430,10 @@ class _Run:
         run = self.run
         total_keys = sum(len(p.keys) for p in run.plans.values() if not p.unknown)
         depth: dict[str, int] = {}  # sensors observe before the phases: they count in none
-        executed = [n for n in run.order if (n in run.results or n in run.failed_keys)
-                    and self.graph.nodes[n].kind != "sensor"]
+        executed = {n for n in run.order if (n in run.results or n in run.failed_keys)
+                    and self.graph.nodes[n].kind != "sensor"}
         for n in run.order:
-            ran = n in executed and n not in run.skipped_keys
+            ran = n in run.results or n in executed and n not in run.skipped_keys
             base = max((depth.get(u, 0) for u in self.graph.upstream[n]), default=0)
             depth[n] = base + (1 if ran else 0)
         phases = len({depth[n] for n in executed})
@@ -492,7 +447,8 @@ class _Run:
                          run.states, run.results, run.failures, skipped, run.executed,
                          max(0, total_keys - run.executed), phases,
                          self.project.artifacts_dir, self.project.root, run.served,
-                         self.batch_execution, self.metadata_seconds, self.batch_plans)
+                         self.batches.execution, self.metadata_seconds,
+                         self.batches.planned)
 
 
 def _raise_interrupt(signum: int, frame: Any) -> None:
