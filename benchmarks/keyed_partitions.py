@@ -421,7 +421,7 @@ def measure_split(n: int, rows: int, runs: int) -> list[tuple]:
     table_mb = duckdb.sql(
         f"select 'r' || lpad((i % {n})::varchar, 6, '0') as retailer, i as id, "
         f"(i * 7919) % 1000 as amount, i::double / 3 as price from range({rows}) t(i)"
-    ).arrow().nbytes / 2**20
+    ).to_arrow_table().nbytes / 2**20
     out = []
     for _ in range(runs):
         directory = Path(tempfile.mkdtemp(prefix=f"barca-split-{n}-"))
