@@ -31,11 +31,7 @@ def step_spec(graph: Graph, plans: Mapping[str, NodePlan], node_id: str, plan: N
     key = plan.keys[i]
     step_id = f"{node_id}[{plan.label(key)}]" if plan.partitioned else node_id
 
-    def located(source: str, source_key: str) -> tuple[str, str]:
-        path, fmt = artifact(source, source_key)
-        text = str(path)
-        return (text[len(root):] if text.startswith(root) else text), fmt
-
+    located = _relative_to(artifact, root)
     inputs = tuple(_input_ref(graph, plans, d, spec, plan, i, located) for spec in d.inputs)
     directory = f"{step_dirs}/{node_dir_name(d.file, d.name, key_pairs(d, key))}"
     return StepSpec(step_id, node_id, key, i, d.kind, d.file, d.function,
@@ -53,11 +49,7 @@ def call_spec(graph: Graph, plans: Mapping[str, NodePlan], node_id: str, plan: N
     d = graph.nodes[node_id]
     keys = tuple(plan.keys[i] for i in indices)
 
-    def located(source: str, source_key: str) -> tuple[str, str]:
-        path, fmt = artifact(source, source_key)
-        text = str(path)
-        return (text[len(root):] if text.startswith(root) else text), fmt
-
+    located = _relative_to(artifact, root)
     inputs = []
     for spec in d.inputs:
         per_key = spec.mode not in ("order", "collect")
@@ -78,6 +70,16 @@ def call_spec(graph: Graph, plans: Mapping[str, NodePlan], node_id: str, plan: N
                           for k in keys),
                     tuple(inputs), d.serializer, max(1, d.retries), d.retry_backoff,
                     d.timeout_seconds)
+
+
+def _relative_to(artifact: Artifact, root: str) -> Artifact:
+    """`artifact` giving paths relative to `root` when under it."""
+    def located(source: str, source_key: str) -> tuple[str, str]:
+        path, fmt = artifact(source, source_key)
+        text = str(path)
+        return (text[len(root):] if text.startswith(root) else text), fmt
+
+    return located
 
 
 def _input_ref(graph: Graph, plans: Mapping[str, NodePlan], d: Definition, spec: Any,
