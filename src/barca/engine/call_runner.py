@@ -16,7 +16,7 @@ import time
 import types
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import Any, Callable, Protocol, Sequence
 
 import orjson
 
@@ -24,9 +24,6 @@ from barca.engine.protocol import CallFinished, CallSpec, InputRef, StepOutcome,
 from barca.plan.keys import label_of
 from barca.store.artifacts import SerializeError, choose_format, table_kind, write_value
 from barca.store.paths import EXTENSIONS
-
-if TYPE_CHECKING:
-    from barca.engine.step_runner import StepRunner
 
 _LAZY = ("DuckDBPyRelation", "LazyFrame", "Dataset")  # annotations that ask for one table
 WRITE_THREADS, WRITE_THREADS_FROM = 4, 64  # a call's artifacts are written 4 at a time
@@ -41,18 +38,29 @@ class _Times:
     write: float = 0.0
 
 
+class Runner(Protocol):
+    """What a call needs of the runner that delivers it (engine.step_runner.StepRunner)."""
+
+    root: Path
+    last_value: Any
+
+    def module(self, file: str) -> Any: ...
+
+    def load_input(self, ref: InputRef) -> Any: ...
+
+    def error_parts(self, exc: BaseException) -> tuple[str, str, str | None]: ...
+
+    def peak_rss(self) -> int: ...
+
+
 class _CallFailed(Exception):
     """The call's result as a whole is wrong (an extra key, not a dict or a table)."""
 
 
-def run_call(runner: StepRunner, call: CallSpec, emit: Callable[[Any], None],
-             load_input: Callable[[Path, InputRef], Any],
-             user_frames: Callable[[BaseException], tuple[str, str, str | None]]
+def run_call(runner: Runner, call: CallSpec, emit: Callable[[Any], None]
              ) -> list[StepOutcome | CallFinished]:
     """Run the call, retrying its failed keys together; every key's outcome, then the
     call's `CallFinished`."""
-    from barca.engine.step_runner import peak_rss
-
     started = time.perf_counter()
     times = _Times()
     outcomes: dict[int, StepOutcome] = {}
@@ -62,14 +70,14 @@ def run_call(runner: StepRunner, call: CallSpec, emit: Callable[[Any], None],
         attempt += 1
         if attempt > 1:
             emit(StepStarted(call.step_id, attempt))
-        results = _attempt(runner, call, pending, attempt, times, load_input, user_frames)
+        results = _attempt(runner, call, pending, attempt, times)
         outcomes.update(results)
         failed = [p for p in pending if results[p].status == "failed"]
         if not failed or attempt >= call.retries or results[failed[0]].error_type == "SystemExit":
             break
         time.sleep(call.retry_backoff * attempt)
         pending = failed
-    rss = peak_rss()
+    rss = runner.peak_rss()
     ordered = [outcomes[p]._replace(max_rss_bytes=rss) for p in range(len(call.keys))]
     written = sum(1 for o in ordered if o.status == "success")
     return [*ordered, CallFinished(call.step_id, call.node_id, call.batch, len(call.keys),
@@ -78,9 +86,8 @@ def run_call(runner: StepRunner, call: CallSpec, emit: Callable[[Any], None],
                                    times.write)]
 
 
-def _attempt(runner: StepRunner, call: CallSpec, positions: list[int], attempt: int,
-             times: _Times, load_input: Callable[[Path, InputRef], Any],
-             user_frames: Callable[..., Any]) -> dict[int, StepOutcome]:
+def _attempt(runner: Runner, call: CallSpec, positions: list[int], attempt: int,
+             times: _Times) -> dict[int, StepOutcome]:
     """One attempt over the keys at `positions`: each key's outcome."""
     began = time.perf_counter()
     try:
@@ -90,8 +97,7 @@ def _attempt(runner: StepRunner, call: CallSpec, positions: list[int], attempt: 
         call_keys = [_key_value(call.dims, k) for k in keys]
         kwargs: dict[str, Any] = dict.fromkeys(call.dims, call_keys)
         for ref in call.inputs:
-            kwargs[ref.param] = _call_input(runner.root, ref, call.dims, positions, call_keys,
-                                            load_input)
+            kwargs[ref.param] = _call_input(runner, ref, call.dims, positions, call_keys)
         mark = _lap(times, "load", mark)
         value = fn(**kwargs)
         if isinstance(value, types.CoroutineType):
@@ -103,7 +109,7 @@ def _attempt(runner: StepRunner, call: CallSpec, positions: list[int], attempt: 
     except BaseException as exc:  # the call failed: every key it was given fails with it
         if isinstance(exc, KeyboardInterrupt):
             raise
-        return _all_failed(call, positions, attempt, began, exc, user_frames)
+        return _all_failed(call, positions, attempt, began, exc, runner.error_parts)
     return done
 
 
@@ -129,13 +135,13 @@ def _match_text(dims: Sequence[str], key: Any) -> str | None:
     return orjson.dumps([str(v) for v in key]).decode()
 
 
-def _call_input(root: Path, ref: InputRef, dims: Sequence[str], positions: list[int],
-                call_keys: list[Any], load_input: Callable[[Path, InputRef], Any]) -> Any:
+def _call_input(runner: Runner, ref: InputRef, dims: Sequence[str], positions: list[int],
+                call_keys: list[Any]) -> Any:
     if ref.kind == "keyed_inline":
         return {k: ref.value[p] for k, p in zip(call_keys, positions)}
     if ref.kind != "keyed":
-        return load_input(root, ref)
-    paths = [root / ref.paths[p] for p in positions]
+        return runner.load_input(ref)
+    paths = [runner.root / ref.paths[p] for p in positions]
     formats = [ref.formats[p] for p in positions]
     text = (ref.annotation or "").replace(" ", "")
     if text.rsplit(".", 1)[-1] in _LAZY:

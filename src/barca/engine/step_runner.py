@@ -83,7 +83,7 @@ class StepRunner:
         saved = sys.stdout, sys.stderr
         sys.stdout, sys.stderr = streams
         try:
-            return run_call(self, step, emit, _load_input, error_parts)
+            return run_call(self, step, emit)
         finally:
             for stream in streams:
                 stream.flush()
@@ -139,6 +139,15 @@ class StepRunner:
         return StepOutcome(step.step_id, step.node_id, step.key, step.index, step.run_hash,
                            "success", attempt, time.perf_counter() - started, str(path), fmt,
                            size, digest, peak_rss(), key_columns=columns)
+
+    def load_input(self, ref: Any) -> Any:
+        return _load_input(self.root, ref)
+
+    def error_parts(self, exc: BaseException) -> tuple[str, str, str | None]:
+        return error_parts(exc)
+
+    def peak_rss(self) -> int:
+        return peak_rss()
 
     def module(self, file: str) -> Any:
         module = self.modules.get(file)
