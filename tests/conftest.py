@@ -153,6 +153,15 @@ def take_executed(root: Path) -> list[str]:
     return out
 
 
+def drive(root: Path, script: str) -> dict:
+    """Run a Python script in the project; it prints one JSON object as its last line."""
+    (root / "drive.py").write_text(script)
+    proc = subprocess.run([sys.executable, "drive.py"], cwd=root, env=barca_env(),
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
 def take_calls(root: Path) -> dict[str, list]:
     """What batch functions logged to calls.log since the last look, as node -> its calls'
     entries (sorted; an entry is what followed the node in a line, often the call's keys),

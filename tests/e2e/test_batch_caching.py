@@ -20,11 +20,9 @@ really ran.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
-from conftest import barca, barca_env, take_calls, write
+from conftest import barca, drive, take_calls, write
 
 PIPELINE = """
     import json
@@ -165,15 +163,6 @@ def test_stale_keys_under_batch_none_run_one_call_each(project: Path) -> None:
     got = barca(project, "get", "scored", "pipeline.py", "--batch", "none").expect(0)
     assert take_calls(project) == {"orders": [["r2"], ["r4"]], "scored": [["r2"], ["r4"]]}
     assert got.json["final_output"] == {**EXPECTED, "retailer=r2": 200, "retailer=r4": 400}
-
-
-def drive(root: Path, script: str) -> dict:
-    """Run a Python script in the project; it prints one JSON object as its last line."""
-    (root / "drive.py").write_text(script)
-    proc = subprocess.run([sys.executable, "drive.py"], cwd=root, env=barca_env(),
-                          capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def test_barca_get_from_python_takes_batch_like_the_cli(project: Path) -> None:

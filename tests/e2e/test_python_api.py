@@ -6,14 +6,11 @@ so the API is used exactly as a user would, in a fresh interpreter, against a re
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import barca, barca_env, lines, read_runs, write
+from conftest import barca, drive, lines, read_runs, write
 
 PIPELINE = """
     from barca import asset, task
@@ -50,15 +47,6 @@ PIPELINE = """
         _ran("publish")
         return f"published {b['b']}"
 """
-
-
-def drive(root: Path, script: str) -> dict:
-    """Run a Python script in the project; it prints one JSON object as its last line."""
-    (root / "drive.py").write_text(script)
-    proc = subprocess.run([sys.executable, "drive.py"], cwd=root, env=barca_env(),
-                          capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 @pytest.fixture
