@@ -123,3 +123,32 @@ def test_status_shows_the_failed_keys_and_blocks_the_readers_of_those_keys(
 def test_a_failed_partitioned_target_still_returns_its_good_keys(failing: Path) -> None:
     got = barca(failing, "get", "load", "pipeline.py").expect(1)
     assert got.json["final_output"] == {"k=a": "v-a", "k=c": "v-c"}
+
+
+def test_a_cutoff_asset_with_a_failed_key_blocks_only_that_key_of_its_reader(
+        failing: Path) -> None:
+    """With cutoff=True the reader is planned from the keys' bytes: its good keys still run,
+    and a failed key's old bytes never make its reader's key look cached."""
+    cutoff = PIPELINE.replace('partitions(["a", "b", "c", "d"])})',
+                              'partitions(["a", "b", "c", "d"])}, cutoff=True)')
+    write(failing, {"pipeline.py": cutoff, "fail_b": "", "fail_d": ""})
+    got = barca(failing, "get", "score", "pipeline.py").expect(1)
+    assert got.statuses()["score"] == "partial"
+    assert take_executed(failing) == ["load a", "load b", "load c", "load d", "score a", "score c"]
+
+    (failing / "fail_b").unlink()
+    (failing / "fail_d").unlink()
+    barca(failing, "get", "score", "pipeline.py").expect(0)
+    assert take_executed(failing) == ["load b", "load d", "score b", "score d"]
+
+    # b fails again under new code; a, c and d give the same bytes: their readers stay cached
+    write(failing, {"pipeline.py": cutoff.replace('"v-" + k', '"v-" + k  # edited'),
+                    "fail_b": ""})
+    got = barca(failing, "get", "score", "pipeline.py").expect(1)
+    assert take_executed(failing) == ["load a", "load b", "load c", "load d"]
+    assert got.statuses()["score"] == "skipped"  # a, c, d cached; b blocked, not cached
+
+    # fixed, b gives the bytes score[b] was computed from: it is cached, nothing else runs
+    (failing / "fail_b").unlink()
+    barca(failing, "get", "score", "pipeline.py").expect(0)
+    assert take_executed(failing) == ["load b"]

@@ -23,7 +23,7 @@ from barca.packed_columns import HashColumn
 from barca.plan.history import apply_history, history_wanted
 from barca.plan.missing import input_keys_to_check, reopen, target_keys_to_check
 from barca.plan.model import KnownOutput, NodePlan, PlanOptions
-from barca.plan.outputs import output_digests, with_found
+from barca.plan.outputs import UNKNOWN_DIGEST, output_digests, with_found
 from barca.plan.planner import plan_nodes
 from barca.state import EMPTY_STATE
 from barca.store import metadata
@@ -98,9 +98,14 @@ class Planning:
     def learn_output(self, node_id: str) -> None:
         """A node finished: what its readers need of its output; readers planned again."""
         run = self.run
-        if not self.graph.output_read(node_id) or node_id in run.failed_keys:
-            return
-        run.known[node_id] = self.known_output(node_id, run.digests.get(node_id, {}))
+        failed = run.failed_keys.get(node_id, ())
+        if not self.graph.output_read(node_id) or failed and (
+                self.graph.is_key_source(node_id) or not run.plans[node_id].partitioned):
+            return  # no output to read: every reader is blocked
+        ran = run.digests.get(node_id, {})
+        if failed:  # a failed key's stored bytes are not its result: its readers are blocked
+            ran = {**ran, **dict.fromkeys(failed, UNKNOWN_DIGEST)}
+        run.known[node_id] = self.known_output(node_id, ran)
         if self.graph.nodes[node_id].kind != "sensor":
             self.plan_pending()
 
