@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from barca.errors import UsageError
+from barca.engine.pipeline_expressions import evaluate
 from barca.graph import Graph
 from barca.plan.batching import (BatchSetting, effective_batch, groups_setting, node_overrides,
                                  parse_overrides, setting_from_text)
@@ -51,17 +51,8 @@ def _evaluated_groups(root: Any, d: Any, strict: bool) -> BatchSetting:
     """`batches(GROUPS)`: the expression evaluated in the pipeline's module."""
     import ast
 
-    from barca.engine.step_runner import import_pipeline
-
     expr = ast.unparse(ast.parse(d.batch, mode="eval").body.args[0])
-    try:
-        module = import_pipeline(root, d.file)
-        groups = eval(expr, vars(module))  # noqa: S307 - the user's own expression
-    except KeyboardInterrupt:
-        raise
-    except BaseException as exc:  # noqa: BLE001 - sys.exit() in the file is a cause too
-        raise UsageError(f"cannot evaluate the groups of {d.node_id} (batches({expr})): "
-                         f"{type(exc).__name__}: {exc}",
-                         "make the expression give a list of lists of keys, e.g. "
-                         '[["r1", "r2"], ["r3"]]') from exc
+    groups = evaluate(root, d.file, expr, f"the groups of {d.node_id} (batches({expr}))",
+                      "make the expression give a list of lists of keys, e.g. "
+                      '[["r1", "r2"], ["r3"]]')
     return groups_setting(d.node_id, groups, strict)

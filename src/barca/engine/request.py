@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from barca.engine.batch_settings import batch_settings
+from barca.engine.pipeline_expressions import evaluate
 from barca.errors import UsageError
 from barca.graph import Graph
 from barca.plan.model import PlanOptions
@@ -193,24 +194,20 @@ def evaluate_key_expressions(pipeline: Pipeline, cone: frozenset[str]) -> dict:
         for dim in d.dimensions:
             if dim.kind != "expr":
                 continue
-            from barca.plan.keys import key_text
-            from barca.engine.step_runner import import_pipeline
-
-            try:
-                module = import_pipeline(pipeline.project.root, d.file)
-                values = eval(dim.expr, vars(module))  # noqa: S307 - the user's own expression
-                if isinstance(values, (str, bytes)):
-                    raise TypeError(f"it is a {type(values).__name__}, not a list of keys")
-                keys = tuple(key_text(v) for v in values)
-            except KeyboardInterrupt:
-                raise
-            except BaseException as exc:  # noqa: BLE001 - sys.exit() in the file is a cause too
-                raise UsageError(f"cannot evaluate the keys of {node_id} "
-                                 f"(partitions({dim.expr})): {type(exc).__name__}: {exc}",
-                                 "make the expression return a list of str or int") from exc
+            keys = evaluate(pipeline.project.root, d.file, dim.expr,
+                            f"the keys of {node_id} (partitions({dim.expr}))",
+                            "make the expression return a list of str or int", _key_texts)
             if len(set(keys)) != len(keys):
                 twice = next(k for k, n in Counter(keys).items() if n > 1)
                 raise UsageError(f"partitions({dim.expr}) of {node_id} gives key '{twice}' "
                                  "twice", "make the expression give each key once")
             out[(node_id, dim.name)] = keys
     return out
+
+
+def _key_texts(values: Any) -> tuple[str, ...]:
+    from barca.plan.keys import key_text
+
+    if isinstance(values, (str, bytes)):
+        raise TypeError(f"it is a {type(values).__name__}, not a list of keys")
+    return tuple(key_text(v) for v in values)
