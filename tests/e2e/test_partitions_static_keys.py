@@ -2,8 +2,9 @@
 
 Keys can be written as a literal list, a module constant or any expression; several dimensions
 give their cross product, written `dim=value` joined by `,` in dimension-name order. Each key is
-its own step with its own artifact directory `.barca/artifacts/<file>--<node>_<dim>_<key>/`,
-whatever characters the key holds.
+its own step with its own artifact in its node's directory,
+`.barca/artifacts/<file>--<node>/<dim>_<key>.<run_hash>.<ext>`, whatever characters the key
+holds.
 """
 
 from __future__ import annotations
@@ -169,12 +170,12 @@ def test_each_key_has_its_own_artifact_named_file_node_dim_key_run_hash(project:
         node = step["node_id"].split(":", 1)[1]
         region = step["partition_key"].removeprefix("region=")
         ext = {"json": "json", "pickle": "pkl"}[step["artifact_format"]]
-        expected = f".barca/artifacts/pipeline.py--{node}_region_{region}/{step['run_hash']}.{ext}"
+        expected = f".barca/artifacts/pipeline.py--{node}/region_{region}.{step['run_hash']}.{ext}"
         assert step["artifact_path"] == expected
         assert (project / expected).is_file()
         assert re.fullmatch(r"[0-9a-f]{12,64}", step["run_hash"])
-    sales = project / ".barca/artifacts/pipeline.py--sales_region_amer"
-    (only,) = sales.iterdir()
+    sales = project / ".barca/artifacts/pipeline.py--sales"
+    (only,) = sales.glob("region_amer.*")
     assert json.loads(only.read_text()) == {"region": "amer"}
     assert {s["artifact_format"] for s in steps if "boxed" in s["node_id"]} == {"pickle"}
 
@@ -185,7 +186,7 @@ ODD_KEYS = ["a/b", "../escape", "..", ".", "/abs", "", "with space", "a b", "a_b
             "A/B", "a\\b", "~", "x" * 300, "x" * 299 + "y", "日本語" * 40]
 
 
-def test_any_key_string_stays_inside_the_artifacts_dir_and_never_shares_a_directory(
+def test_any_key_string_stays_inside_its_node_directory_and_never_shares_a_file(
         project: Path) -> None:
     write(project, {"pipeline.py": """
         import json
@@ -211,12 +212,13 @@ def test_any_key_string_stays_inside_the_artifacts_dir_and_never_shares_a_direct
                and p.name not in ("pipeline.py", "keys.json", "barca.toml")]
     assert outside == []
     artifacts = (project / ".barca" / "artifacts").resolve()
-    dirs = [d for d in artifacts.iterdir() if d.name.startswith("pipeline.py--value")]
-    assert len(dirs) == len(ODD_KEYS)  # no two keys share a directory
-    for d in dirs:
-        assert d.resolve().parent == artifacts
-        assert len(d.name.encode()) <= 255
-    contents = sorted(json.loads(f.read_text()) for d in dirs for f in d.iterdir())
+    assert sorted(d.name for d in artifacts.iterdir()) == ["pipeline.py--names",
+                                                          "pipeline.py--value"]
+    files = list((artifacts / "pipeline.py--value").iterdir())
+    assert len(files) == len(ODD_KEYS)  # no two keys share a file
+    for f in files:
+        assert f.is_file() and len(f.name.encode()) <= 255 and not f.name.startswith(".")
+    contents = sorted(json.loads(f.read_text()) for f in files)
     assert contents == sorted(f"v:{k}" for k in ODD_KEYS)
 
     # each key's value reads back under its own name: from its own recorded artifact...
@@ -247,8 +249,7 @@ def test_multi_dimension_values_holding_commas_and_equals_signs_are_passed_whole
     assert got.json["final_output"] == {
         f"city={c},day={d}": {"city": c, "day": d}
         for c in ("Paris, FR", "a=b") for d in ("1", "2")}
-    dirs = list((project / ".barca" / "artifacts").iterdir())
-    assert len(dirs) == 4
+    assert len(list((project / ".barca/artifacts/pipeline.py--multi").iterdir())) == 4
 
 
 def test_a_value_that_looks_like_another_dimension_is_still_passed_whole(project: Path) -> None:
@@ -263,4 +264,4 @@ def test_a_value_that_looks_like_another_dimension_is_still_passed_whole(project
     assert got.json["final_output"] == {
         "day=1,region=x,day=2": {"region": "x,day=2", "day": "1"},
         "day=2,region=x,day=2": {"region": "x,day=2", "day": "2"}}
-    assert len(list((project / ".barca" / "artifacts").iterdir())) == 2
+    assert len(list((project / ".barca/artifacts/pipeline.py--multi").iterdir())) == 2

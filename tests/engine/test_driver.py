@@ -116,4 +116,4 @@ def test_steps_name_their_files_relative_to_the_project_root(project):
     total = next(s for s in seen if s.node_id == "p.py:total")
     [ref] = total.inputs
     assert ref.paths[0].startswith(".barca/artifacts/") and not ref.paths[0].startswith("/")
-    assert total.artifact_dir.startswith(".barca/artifacts/")
+    assert total.artifact_stem.startswith(".barca/artifacts/")

@@ -79,7 +79,8 @@ def spec(function: str, index: int = 0, *, key_args=(), inputs=(), retries: int 
          kind: str = "asset", key_source: bool = False) -> StepSpec:
     return StepSpec(f"p.py:{function}[{index}]", f"p.py:{function}", str(index), index, kind,
                     "p.py", function, tuple(key_args), tuple(inputs),
-                    f".barca/artifacts/p.py--{function}/k{index}", f"hash{index:04d}", None,
+                    f".barca/artifacts/p.py--{function}/k_{index}.hash{index:04d}",
+                    f"hash{index:04d}", None,
                     retries, 0.0, 60.0, key_source)
 
 
@@ -103,7 +104,7 @@ def test_a_step_writes_its_value_under_the_project_root(setup):
     [outcome] = only_outcomes(drain(executor, 1))
     assert outcome.status == "success" and outcome.attempts == 1
     assert outcome.format == "json" and outcome.output_hash
-    assert outcome.artifact_path == ".barca/artifacts/p.py--double/k0/hash0000.json"
+    assert outcome.artifact_path == ".barca/artifacts/p.py--double/k_0.hash0000.json"
     assert json.loads((root / outcome.artifact_path).read_text()) == 42
     assert not Path(".barca").exists()  # nothing written where the caller stands
 

@@ -18,6 +18,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from barca.store.db import SCHEMA_VERSION
 from conftest import barca, lines, start_barca, take_executed, wait_for, write
 
 KEYS = 120
@@ -281,7 +282,7 @@ def test_a_schema_3_database_gets_the_step_lease_table(project: Path) -> None:
     assert barca(project, "get", "a", "p.py").expect(0).json["final_output"] == 21
     conn = sqlite3.connect(project / ".barca" / "metadata.db")
     try:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == 4
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     finally:
         conn.close()
     assert _leases(project) == []

@@ -239,7 +239,7 @@ SALES = pa.table({"retailer": ["r2", "r1", "r2", "r1", "r2"],
 
 
 def targets_for(tmp_path: Path, n: int) -> list[Path]:
-    return [tmp_path / "artifacts" / f"node_retailer_{i}" / "hash.parquet" for i in range(n)]
+    return [tmp_path / "artifacts" / "node" / f"retailer_{i}.hash.parquet" for i in range(n)]
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -314,7 +314,7 @@ def test_a_row_of_another_key_fails_the_whole_call_and_writes_nothing(tmp_path, 
     with pytest.raises(BatchResultError, match="retailer=r99, which is not one of this call"):
         split_table(as_kind(table, kind), ["retailer"], [("r1",), ("r2",)], targets)
     assert not any(t.exists() for t in targets)
-    scratch = tmp_path / "artifacts"
+    scratch = tmp_path / "artifacts" / "node"
     assert not scratch.exists() or os.listdir(scratch) == []  # no scratch directory left either
 
 
@@ -353,8 +353,9 @@ def test_existing_targets_are_replaced_and_no_scratch_is_left(tmp_path):
     targets[0].write_bytes(b"old")
     split_table(SALES, ["retailer"], [("r1",), ("r2",)], targets)
     assert pq.read_table(targets[0]).num_rows == 2
-    assert sorted(os.listdir(tmp_path / "artifacts")) == ["node_retailer_0", "node_retailer_1"]
-    assert sorted(os.listdir(targets[0].parent)) == ["hash.parquet"]
+    assert sorted(os.listdir(tmp_path / "artifacts")) == ["node"]
+    assert sorted(os.listdir(targets[0].parent)) == ["retailer_0.hash.parquet",
+                                                     "retailer_1.hash.parquet"]
 
 
 def test_the_users_default_connection_is_left_as_it_was(tmp_path):

@@ -165,65 +165,74 @@ def test_escape_never_returns_a_dot_name_on_its_own(text):
 
 
 def labels_of(keys: list[str]) -> list:
-    """(dimension, value) pairs as the coordinator passes them to node_dir_name."""
+    """(dimension, value) pairs as the coordinator passes them to artifact_path."""
     return [key_pairs(ONE_DIM, k) for k in keys]
 
 
+RUN_HASH = "0123456789abcdef" * 2
+
+
+def artifact(file: str, name: str, pairs) -> str:
+    """The root-relative artifact of a key, with the longest extension."""
+    return str(artifact_path(Path("a"), file, name, pairs, RUN_HASH, "parquet"))[2:]
+
+
 @pytest.mark.parametrize("file", ["p.py", "sub/dir/p.py"])
-def test_directory_key_part_never_holds_a_path_separator_or_a_dot_name(file):
+def test_a_key_file_sits_in_its_node_directory_and_never_holds_a_separator_or_dot_name(file):
     for label in labels_of(TRICKY):
-        directory = node_dir_name(file, "sales", label)
-        head, leaf = directory.rsplit("/", 1) if "/" in file else ("", directory)
-        assert head == file.rpartition("/")[0], (label, directory)
-        assert leaf.startswith(file.rpartition("/")[2] + "--sales"), (label, directory)
-        assert "/" not in leaf and "\\" not in leaf and "\x00" not in leaf, (label, directory)
-        assert leaf not in (".", ".."), label
+        path = artifact(file, "sales", label)
+        directory, leaf = path.rsplit("/", 1)
+        assert directory == f"{file}--sales", (label, path)
+        assert leaf.endswith(f".{RUN_HASH}.parquet"), (label, path)
+        assert "\\" not in leaf and "\x00" not in leaf and not leaf.startswith("."), label
 
 
 @pytest.mark.parametrize("file", ["p.py", "sub/dir/p.py"])
-def test_directory_components_stay_within_255_bytes(file):
+def test_path_components_stay_within_255_bytes(file):
     for label in labels_of(TRICKY) + labels_of(["x" * 5000, "é" * 3000]):
-        for component in node_dir_name(file, "sales", label).split("/"):
+        for component in artifact(file, "sales", label).split("/"):
             assert 0 < len(component.encode("utf-8")) <= 255, (label, component)
             assert component not in (".", "..")
 
 
-def test_different_keys_never_share_a_directory():
+def test_different_keys_never_share_a_file():
     keys = TRICKY + [LONG_PREFIX + c for c in "abcdefgh"] + ["y" * n for n in range(195, 215)]
-    directories = [node_dir_name("p.py", "sales", label) for label in labels_of(keys)]
-    assert len(set(directories)) == len(set(keys))
+    paths = [artifact("p.py", "sales", label) for label in labels_of(keys)]
+    assert len(set(paths)) == len(set(keys))
 
 
-def test_long_keys_sharing_a_250_byte_prefix_get_different_directories():
-    a = node_dir_name("p.py", "sales", key_pairs(ONE_DIM, LONG_PREFIX + "a"))
-    b = node_dir_name("p.py", "sales", key_pairs(ONE_DIM, LONG_PREFIX + "b"))
+def test_long_keys_sharing_a_250_byte_prefix_get_different_files():
+    a = artifact("p.py", "sales", key_pairs(ONE_DIM, LONG_PREFIX + "a"))
+    b = artifact("p.py", "sales", key_pairs(ONE_DIM, LONG_PREFIX + "b"))
     assert a != b
-    assert len(a.encode()) <= 255 and len(b.encode()) <= 255
+    assert all(len(c.encode()) <= 255 for c in a.split("/") + b.split("/"))
 
 
-def test_multi_dimension_labels_get_different_directories():
+def test_multi_dimension_labels_get_different_files():
     import orjson
 
     values = [["1", "a,b"], ["1", "a"], ["1,region=a", "b"], ["1_region_x", "y"],
               ["1", "x_region_y"], ["1", "a,day=2"]]
     keys = static_keys(TWO_DIMS, {}) + [orjson.dumps(v).decode() for v in values]
-    directories = [node_dir_name("p.py", "sales", key_pairs(TWO_DIMS, key)) for key in keys]
-    assert len(set(directories)) == len(set(keys))
+    paths = [artifact("p.py", "sales", key_pairs(TWO_DIMS, key)) for key in keys]
+    assert len(set(paths)) == len(set(keys))
 
 
-def test_keys_containing_comma_identifier_equals_get_their_own_directory():
-    a = node_dir_name("p.py", "sales", key_pairs(ONE_DIM, "a,y=b"))
-    b = node_dir_name("p.py", "sales", key_pairs(ONE_DIM, "a_y_b"))
+def test_keys_containing_comma_identifier_equals_get_their_own_file():
+    a = artifact("p.py", "sales", key_pairs(ONE_DIM, "a,y=b"))
+    b = artifact("p.py", "sales", key_pairs(ONE_DIM, "a_y_b"))
     assert a != b
 
 
-def test_directory_component_stays_within_255_bytes_for_a_non_ascii_node_name():
-    directory = node_dir_name("p.py", "销售" * 20, key_pairs(ONE_DIM, "k" * 300))
-    assert len(directory.encode("utf-8")) <= 255
+def test_a_long_non_ascii_node_name_keeps_its_directory_within_255_bytes():
+    assert len(node_dir_name("p.py", "销售" * 100).encode("utf-8")) <= 255
+    assert node_dir_name("p.py", "销售" * 100) != node_dir_name("p.py", "销售" * 101)
+    path = artifact("p.py", "销售" * 100, key_pairs(ONE_DIM, "k" * 300))
+    assert all(len(c.encode()) <= 255 for c in path.split("/"))
 
 
-def test_artifact_path_is_the_key_directory_then_run_hash_and_extension():
+def test_artifact_path_is_the_node_directory_then_key_run_hash_and_extension():
     assert artifact_path(Path("a"), "sub/p.py", "sales", key_pairs(ONE_DIM, "r/1"), "abc123",
-                         "pickle") == Path("a/sub/p.py--sales_retailer_r%2F1/abc123.pkl")
+                         "pickle") == Path("a/sub/p.py--sales/retailer_r%2F1.abc123.pkl")
     assert artifact_path(Path("a"), "p.py", "sales", (), "abc123", "json") == \
         Path("a/p.py--sales/abc123.json")

@@ -178,15 +178,13 @@ def _raise_failure(result: RunResult, failure) -> None:
     if failure.traceback:
         note(failure.traceback.rstrip())
     d = result.graph.nodes[failure.node_id]
-    from barca.plan.keys import key_pairs
     from barca.store.paths import node_dir_name
 
     raise StepFailed(f"step '{failure.step_id}' failed: {failure.error_type}: "
                      f"{render.first_line(failure.error_message)}",
                      "fix the step and rerun the same command; finished steps are kept",
                      node=failure.step_id, traceback=failure.traceback,
-                     artifact_dir=f".barca/artifacts/"
-                     f"{node_dir_name(d.file, d.name, key_pairs(d, failure.key))}")
+                     artifact_dir=f".barca/artifacts/{node_dir_name(d.file, d.name)}")
 
 
 def _step_json(result: RunResult, node_id: str) -> dict[str, Any]:

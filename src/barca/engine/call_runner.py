@@ -246,7 +246,7 @@ def _split_and_write(root: Path, call: CallSpec, positions: list[int], call_keys
 
 def _target(call: CallSpec, p: int, fmt: str) -> Path:
     """Where key `p` of the call writes, root-relative: as if it had run alone."""
-    return Path(call.artifact_dirs[p]) / f"{call.run_hashes[p]}.{EXTENSIONS[fmt]}"
+    return Path(f"{call.artifact_stems[p]}.{EXTENSIONS[fmt]}")
 
 
 def _success(call: CallSpec, p: int, attempt: int, elapsed: float, path: Path, fmt: str,

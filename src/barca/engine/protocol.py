@@ -56,7 +56,7 @@ class StepSpec(NamedTuple):
     function: str
     key_args: tuple[tuple[str, str], ...]  # (dimension parameter, value)
     inputs: tuple[InputRef, ...]
-    artifact_dir: str  # root-relative directory the artifact goes into
+    artifact_stem: str  # root-relative path of the artifact, but for its extension
     run_hash: str
     serializer: str | None
     retries: int
@@ -68,7 +68,7 @@ class StepSpec(NamedTuple):
 
 class CallSpec(NamedTuple):
     """A batch call (`batch=`): several keys of one node in one function call. Each key
-    keeps what a `StepSpec` would give it (index, run hash, artifact directory); the
+    keeps what a `StepSpec` would give it (index, run hash, artifact stem); the
     function receives the keys as a list in every dimension parameter."""
 
     step_id: str  # "pipeline.py:scored[batch=b1]": its output is logged under this id
@@ -82,7 +82,7 @@ class CallSpec(NamedTuple):
     key_step_ids: tuple[str, ...]  # "pipeline.py:scored[retailer=r1]" per key
     indices: tuple[int, ...]
     run_hashes: tuple[str, ...]
-    artifact_dirs: tuple[str, ...]
+    artifact_stems: tuple[str, ...]
     inputs: tuple[InputRef, ...]
     serializer: str | None
     retries: int

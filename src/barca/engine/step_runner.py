@@ -129,7 +129,7 @@ class StepRunner:
             value = value[1]
         self.last_value = value
         fmt = "json" if step.key_source else choose_format(value, step.serializer)
-        path = Path(step.artifact_dir) / f"{step.run_hash}.{EXTENSIONS[fmt]}"
+        path = Path(f"{step.artifact_stem}.{EXTENSIONS[fmt]}")
         columns = None
         if step.key_source:
             fmt, size, digest, columns = write_key_source(value, self.root / path,

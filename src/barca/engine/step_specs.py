@@ -15,7 +15,7 @@ from barca.graph import Graph
 from barca.plan.keys import key_args, key_pairs
 from barca.plan.missing import reads_inline
 from barca.plan.model import NodePlan
-from barca.store.paths import node_dir_name
+from barca.store.paths import artifact_stem
 
 Artifact = Callable[[str, str], tuple[Any, str]]  # (node id, key) -> (path, format)
 
@@ -23,7 +23,7 @@ Artifact = Callable[[str, str], tuple[Any, str]]  # (node id, key) -> (path, for
 def step_spec(graph: Graph, plans: Mapping[str, NodePlan], node_id: str, plan: NodePlan,
               i: int, step_dirs: Any, artifact: Artifact, root: str,
               known_chunks: Known = ((), ())) -> StepSpec:
-    """The step for key `i` of the node's plan; its directory under `step_dirs`; the files
+    """The step for key `i` of the node's plan; its artifact under `step_dirs`; the files
     it reads relative to `root` (the project root, ending in "/") when under it, so that
     whoever runs the step resolves them against its own copy of the project;
     `known_chunks` for a key source (barca.store.key_source_chunks)."""
@@ -33,12 +33,11 @@ def step_spec(graph: Graph, plans: Mapping[str, NodePlan], node_id: str, plan: N
 
     located = _relative_to(artifact, root)
     inputs = tuple(_input_ref(graph, plans, d, spec, plan, i, located) for spec in d.inputs)
-    directory = f"{step_dirs}/{node_dir_name(d.file, d.name, key_pairs(d, key))}"
+    stem = artifact_stem(step_dirs, d.file, d.name, key_pairs(d, key), plan.run_hashes[i])
     return StepSpec(step_id, node_id, key, i, d.kind, d.file, d.function,
-                    tuple(key_args(d, key).items()), inputs,
-                    directory, plan.run_hashes[i], d.serializer, max(1, d.retries),
-                    d.retry_backoff, d.timeout_seconds, graph.is_key_source(node_id),
-                    known_chunks)
+                    tuple(key_args(d, key).items()), inputs, stem, plan.run_hashes[i],
+                    d.serializer, max(1, d.retries), d.retry_backoff, d.timeout_seconds,
+                    graph.is_key_source(node_id), known_chunks)
 
 
 def call_spec(graph: Graph, plans: Mapping[str, NodePlan], node_id: str, plan: NodePlan,
@@ -66,8 +65,8 @@ def call_spec(graph: Graph, plans: Mapping[str, NodePlan], node_id: str, plan: N
     return CallSpec(f"{node_id}[batch={batch}]", node_id, batch, d.kind, d.file, d.function,
                     plan.dims, keys, tuple(f"{node_id}[{plan.label(k)}]" for k in keys),
                     indices, tuple(plan.run_hashes[i] for i in indices),
-                    tuple(f"{step_dirs}/{node_dir_name(d.file, d.name, key_pairs(d, k))}"
-                          for k in keys),
+                    tuple(artifact_stem(step_dirs, d.file, d.name, key_pairs(d, plan.keys[i]),
+                                        plan.run_hashes[i]) for i in indices),
                     tuple(inputs), d.serializer, max(1, d.retries), d.retry_backoff,
                     d.timeout_seconds)
 

@@ -14,14 +14,17 @@ from pathlib import Path
 from typing import Iterator
 
 from barca.errors import InfraError
+from barca.store.relayout import move_key_directories
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 # versions this barca upgrades in place: 1 kept each node's snapshot in one row; its snapshots
 # are dropped and rebuilt from the materializations by the next run that reads the node.
 # 2 had no key_source_chunk table; it is added (empty: the next tick sends whole columns).
 # 3 had no step_leases table (concurrent runs each computed every step) and no
 # materializations.worker_exit column; both are added (empty, null for earlier steps).
-UPGRADABLE = (1, 2, 3)
+# 4 and earlier kept a directory per partition key: their files move to one directory per node
+# (barca.store.relayout).
+UPGRADABLE = (1, 2, 3, 4)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -85,6 +88,8 @@ def _create_schema(conn: sqlite3.Connection, path: Path) -> None:
         columns = {row[1] for row in conn.execute("PRAGMA table_info(materializations)")}
         if columns and "worker_exit" not in columns:
             conn.execute("ALTER TABLE materializations ADD COLUMN worker_exit TEXT")
+        if version and version < 5:
+            move_key_directories(conn, path)
         if version != SCHEMA_VERSION:
             for statement in _SCHEMA.split(";"):
                 if statement.strip():

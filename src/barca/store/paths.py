@@ -1,9 +1,9 @@
-"""Artifact locations: one directory per node and key, one file per run hash.
+"""Artifact locations: one directory per node, one file per key and run hash.
 
-A partition key may be any string. Its directory name keeps `[A-Za-z0-9._-]` and writes every
-other byte as `%XX` (and `_` too when several dimensions are joined by `_`), so two keys never
-share a directory and none escapes `.barca/artifacts/`. A name longer than a filesystem allows
-is cut and suffixed with a digest of the whole key.
+A partition key may be any string. Its part of a file name keeps `[A-Za-z0-9._-]` and writes
+every other byte as `%XX` (and `_` too when several dimensions are joined by `_`), so two keys
+never share a name and none escapes `.barca/artifacts/`. A name longer than a filesystem allows
+is cut and suffixed with a digest of the whole.
 """
 
 from __future__ import annotations
@@ -40,25 +40,39 @@ def key_suffix(pairs: Pairs) -> str:
     return "".join(f"_{dim}_{escape(value, underscore=single)}" for dim, value in pairs)
 
 
-def node_dir_name(file: str, name: str, pairs: Pairs) -> str:
-    """`pipeline.py--scored_retailer_r03`, kept under the filesystem's name length. The name
-    is an identifier (discovery checks it); anything that could leave the directory is
-    refused here too, as keys are escaped."""
+def node_dir_name(file: str, name: str) -> str:
+    """`pipeline.py--scored` (under the pipeline file's own directories, if any), kept under
+    the filesystem's name length. The name is an identifier (discovery checks it); anything
+    that could leave the directory is refused here too."""
     if "/" in name or "\0" in name or name in (".", ".."):
         raise ValueError(f"node name {name!r} cannot be part of a path")
     head, _, base = f"{file}--{name}".rpartition("/")
-    suffix = key_suffix(pairs)
-    leaf = base + suffix
-    if len(leaf.encode()) > _MAX_LEAF_BYTES:
+    if len(base.encode()) > _MAX_LEAF_BYTES:
+        digest = hashlib.blake2b(base.encode(), digest_size=8).hexdigest()
+        base = base.encode()[:_MAX_LEAF_BYTES - 17].decode("utf-8", "ignore") + "~" + digest
+    return f"{head}/{base}" if head else base
+
+
+def key_stem(pairs: Pairs) -> str:
+    """`retailer_r03`: the start of a key's file names, one per key; a very long key is cut
+    and suffixed with a digest of the whole key."""
+    stem = key_suffix(pairs)[1:]  # ASCII
+    if len(stem) > _MAX_LEAF_BYTES:
         digest = hashlib.blake2b(repr(list(pairs)).encode(), digest_size=8).hexdigest()
-        base_bytes = base.encode()[:_MAX_LEAF_BYTES // 2].decode("utf-8", "ignore")
-        room = _MAX_LEAF_BYTES - len(base_bytes.encode()) - len(digest) - 1
-        leaf = base_bytes + suffix[:max(0, room)] + "~" + digest  # suffix is ASCII
-    return f"{head}/{leaf}" if head else leaf
+        stem = stem[:_MAX_LEAF_BYTES - 17] + "~" + digest
+    return stem
+
+
+def artifact_stem(artifacts_dir: Path | str, file: str, name: str, pairs: Pairs,
+                  run_hash: str) -> str:
+    """Where a result goes, but for its extension: `<node dir>/<key>.<run hash>` for a key of
+    a partitioned node, `<node dir>/<run hash>` otherwise. All the keys of a node share its
+    directory: creating one per key cost more than writing the key's file."""
+    key = f"{key_stem(pairs)}." if pairs else ""
+    return f"{artifacts_dir}/{node_dir_name(file, name)}/{key}{run_hash}"
 
 
 def artifact_path(artifacts_dir: Path, file: str, name: str, pairs: Pairs, run_hash: str,
                   fmt: str) -> Path:
-    # one Path built from text: joining with `/` twice costs more than the rest of the lookup
-    return Path(f"{artifacts_dir}/{node_dir_name(file, name, pairs)}/"
-                f"{run_hash}.{EXTENSIONS[fmt]}")
+    return Path(f"{artifact_stem(artifacts_dir, file, name, pairs, run_hash)}."
+                f"{EXTENSIONS[fmt]}")

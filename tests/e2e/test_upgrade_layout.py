@@ -1,0 +1,89 @@
+"""A project made by a barca that kept a directory per partition key (schema 4 and earlier)
+is moved to one directory per node by the first command of this one: every result stays
+cached and reads back intact, even when an earlier upgrade was cut off halfway."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+from conftest import barca, take_executed, write
+
+PIPELINE = """
+    from barca import asset, collect, partitions
+
+    def _ran(name):
+        with open("executed.log", "a") as fh:
+            fh.write(name + "\\n")
+
+    @asset(partitions={"k": partitions(["a", "b/c", "d"])})
+    def load(k: str) -> dict:
+        _ran("load " + k)
+        return {"k": k}
+
+    @asset(partitions={"k": partitions(["a", "b/c", "d"])}, inputs={"load": load})
+    def score(k: str, load: dict) -> dict:
+        _ran("score " + k)
+        return {"k": k, "load": load}
+
+    @asset(inputs={"score": collect(score)})
+    def total(score: list) -> int:
+        _ran("total")
+        return len(score)
+"""
+
+
+def _as_schema_4(project: Path) -> list[tuple[str, str]]:
+    """Move every result back into a directory per key, as barca with schema 4 laid it out,
+    and rewrite the rows to match; returns (old, new) root-relative paths."""
+    conn = sqlite3.connect(project / ".barca" / "metadata.db")
+    moved = []
+    with conn:
+        for node_id, path in conn.execute("SELECT DISTINCT node_id, artifact_path "
+                                          "FROM materializations").fetchall():
+            folder, _, filename = path.rpartition("/")
+            if "." not in filename.removesuffix(".json"):
+                continue  # unpartitioned: the same either way
+            stem, _, rest = filename.partition(".")
+            old = f"{folder}_{stem}/{rest}"
+            (project / old).parent.mkdir(parents=True)
+            (project / path).rename(project / old)
+            conn.execute("UPDATE materializations SET artifact_path = ? WHERE artifact_path = ?",
+                         (old, path))
+            moved.append((old, path))
+        conn.execute("PRAGMA user_version = 4")
+    conn.close()
+    return moved
+
+
+def test_results_in_key_directories_move_to_their_node_directory_and_stay_cached(
+        project: Path) -> None:
+    write(project, {"pipeline.py": PIPELINE})
+    first = barca(project, "get", "total", "pipeline.py").expect(0)
+    assert first.json["final_output"] == 3
+    take_executed(project)
+    moved = _as_schema_4(project)
+    assert len(moved) == 6
+    assert (project / ".barca/artifacts/pipeline.py--load_k_b%2Fc").is_dir()
+
+    # an upgrade cut off after moving one file: that file is where the new layout puts it
+    old, new = moved[0]
+    (project / new).parent.mkdir(exist_ok=True)
+    (project / old).rename(project / new)
+
+    again = barca(project, "get", "total", "pipeline.py").expect(0)
+    assert "moving 6 results to one directory per node" in again.stderr
+    assert again.json["steps_executed"] == 0 and take_executed(project) == []
+    for old, new in moved:
+        assert not (project / old).exists() and not (project / old).parent.exists()
+        assert json.loads((project / new).read_bytes())["k"] in ("a", "b/c", "d")
+    assert sorted(p.name for p in (project / ".barca/artifacts").iterdir()) == [
+        "pipeline.py--load", "pipeline.py--score", "pipeline.py--total"]
+
+    got = barca(project, "get", "score", "pipeline.py", "--partition", "k=b/c").expect(0)
+    assert got.json["final_output"] == {"k=b/c": {"k": "b/c", "load": {"k": "b/c"}}}
+    history = barca(project, "history", first.json["run_id"], "--json").expect(0).json
+    paths = [s["artifact_path"] for s in history["steps"] if s.get("artifact_path")]
+    assert paths and all((project / p).is_file() for p in paths)
+    assert barca(project, "status", "pipeline.py").stderr.count("moving") == 0
