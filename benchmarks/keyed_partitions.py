@@ -50,6 +50,11 @@ fresh project per run):
 leaves pandas out of the worker: pandas' import alone takes about 0.7 s on a 2-core machine and
 is paid by every tick in which a key of `cleaned` runs.
 
+Projects are removed when the script ends, not between measurements, and the script is best
+started a few minutes after anything deleted many files (its own previous run included): on
+this machine's disk, files created within minutes of a mass deletion cost 5 to 10 times more
+(see `discard`).
+
 Child processes find bytecode as an installed barca does: pip compiled the libraries when it
 installed them, and the benchmark compiles barca's own package first (an editable install has
 none yet, and a sandbox that sets PYTHONDONTWRITEBYTECODE would recompile barca in every
@@ -78,6 +83,20 @@ BARCA = [sys.executable, "-m", "barca.cli.main"]
 CHILD_ENV = dict(os.environ)
 POOL_RSS: dict[int, float] = {}  # N -> resident MB of the warm pool after the ticks
 KEPT: dict[int, tuple[Path, int, int]] = {}  # N -> project, pool pid, ticks taken so far
+DISCARDED: list[Path] = []  # projects removed when the script ends
+
+
+def discard(directory: Path) -> None:
+    """Remove a project when the script ends, not now. ext4 without a journal (this machine's
+    disk) will not reuse an inode deleted in the last 1 to 6 minutes, and scans past each such
+    inode whenever it creates a file: a first run right after a 400,000-file project was
+    deleted created its files 5 to 10 times slower (kernel time in `recently_deleted`)."""
+    DISCARDED.append(directory)
+
+
+def remove_discarded() -> None:
+    for directory in DISCARDED:
+        shutil.rmtree(directory, ignore_errors=True)
 
 EXAMPLE = HERE.parent / "examples" / "keyed_partitions"
 SEED_PIPELINE = (EXAMPLE / "pipeline.py").read_text()  # the user's example, unchanged
@@ -308,6 +327,7 @@ def measure_keyed(n: int, ticks: int, variant: str, keep: bool = False) -> list[
         build_warehouse(directory, n)
         (directory / "pipeline.py").write_text(pipeline_source(variant))
         cmd = [*BARCA, "get", "scored", "pipeline.py", "--json"]
+        batched = variant.startswith("batch-")
         wall, peak, out, sensor = timed_run(cmd, directory, CHILD_ENV)
         pool = warm_pool_pid(directory)
         peak = max(peak, status_mb(pool))  # the pool this run started is one of its processes
@@ -324,15 +344,21 @@ def measure_keyed(n: int, ticks: int, variant: str, keep: bool = False) -> list[
                 wall, peak, out, sensor = timed_run(cmd, directory, env, watch)
                 rows.append((n, "one-key tick" + label, wall, peak, steps_executed(out),
                              sensor))
+                if batched and not label:  # the same tick one key per call, taken in turn
+                    change_one_retailer(directory, n, 2 * ticks + tick)
+                    wall, peak, out, sensor = timed_run([*cmd, "--batch", "none"], directory,
+                                                        env, watch)
+                    rows.append((n, "one-key tick (--batch none)", wall, peak,
+                                 steps_executed(out), sensor))
         POOL_RSS[n] = status_mb(pool, "VmRSS")
         if keep:
-            KEPT[n] = (directory, pool, 2 * ticks)
+            KEPT[n] = (directory, pool, 3 * ticks)
             kept = True
         else:
             os.kill(pool, signal.SIGTERM)
     finally:
         if not kept:
-            shutil.rmtree(directory, ignore_errors=True)
+            discard(directory)
     return rows
 
 
@@ -355,7 +381,7 @@ def measure_paired(small: int, large: int, pairs: int) -> list[tuple[float, floa
                 os.kill(pool, signal.SIGTERM)
             except ProcessLookupError:
                 pass
-            shutil.rmtree(directory, ignore_errors=True)
+            discard(directory)
     return out
 
 
@@ -379,7 +405,7 @@ def measure_against(n: int, pairs: int, variant: str, no_io_n: int, other_src: s
             pool = warm_pool_pid(directory, env=envs[side])
             if side in projects:  # the second first run of a side: only timed
                 os.kill(pool, signal.SIGTERM)
-                shutil.rmtree(directory, ignore_errors=True)
+                discard(directory)
             else:
                 projects[side] = (directory, pool)
             if no_io_n:
@@ -398,7 +424,7 @@ def measure_against(n: int, pairs: int, variant: str, no_io_n: int, other_src: s
                 os.kill(pool, signal.SIGTERM)
             except ProcessLookupError:
                 pass
-            shutil.rmtree(directory, ignore_errors=True)
+            discard(directory)
     return [(scenario, sides["this"], sides["other"]) for scenario, sides in walls.items()]
 
 
@@ -435,13 +461,13 @@ def measure_split(n: int, rows: int, runs: int) -> list[tuple]:
             steps = next(s for s in json.loads(stdout)["steps"] if s["id"].endswith("orders"))
             out.append((wall, peak, table_mb, steps.get("batch_execution", {})))
         finally:
-            shutil.rmtree(directory, ignore_errors=True)
+            discard(directory)
     return out
 
 
 def render_split(n: int, rows: int, runs: list[tuple]) -> str:
-    lines = [f"| table rows | keys | run | wall | peak RSS | table in memory | split | write "
-             f"| target |", "|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| table rows | keys | run | wall | peak RSS | table in memory | split | write "
+             "| target |", "|---|---|---|---|---|---|---|---|---|"]
     for i, (wall, peak, table_mb, execution) in enumerate(runs, 1):
         lines.append(f"| {rows:,} | {n:,} | {i} | {wall:.2f} s | {peak:.0f} MB | "
                      f"{table_mb:.0f} MB | {execution.get('split_seconds', 0):.2f} s | "
@@ -458,7 +484,7 @@ def measure_no_io(n: int, env: dict[str, str] | None = None) -> tuple:
         steps = steps_executed(out)
         return n, wall, peak, steps, steps / wall
     finally:
-        shutil.rmtree(directory, ignore_errors=True)
+        discard(directory)
 
 
 TARGETS = {10_000: (0.4, 0.3, 150, 30), 50_000: (0.6, 0.5, 250, 150),
@@ -533,6 +559,13 @@ def machine() -> str:
 
 
 def main() -> None:
+    try:
+        measure_and_print()
+    finally:
+        remove_discarded()
+
+
+def measure_and_print() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--keys", default="10000", help="comma list of key counts")
