@@ -225,7 +225,7 @@ def _split_and_write(root: Path, call: CallSpec, positions: list[int], call_keys
         try:
             fmt = choose_format(value, call.serializer)
             path = _target(call, p, fmt)
-            size, digest = write_value(value, root / path, fmt)
+            size, digest = write_value(value, f"{root}/{path}", fmt)
         except SerializeError as exc:
             return _key_failed(call, p, attempt, share, "SerializeError", str(exc))
         own = time.perf_counter() - began
@@ -244,15 +244,15 @@ def _split_and_write(root: Path, call: CallSpec, positions: list[int], call_keys
     return out
 
 
-def _target(call: CallSpec, p: int, fmt: str) -> Path:
+def _target(call: CallSpec, p: int, fmt: str) -> str:
     """Where key `p` of the call writes, root-relative: as if it had run alone."""
-    return Path(f"{call.artifact_stems[p]}.{EXTENSIONS[fmt]}")
+    return f"{call.artifact_stems[p]}.{EXTENSIONS[fmt]}"
 
 
-def _success(call: CallSpec, p: int, attempt: int, elapsed: float, path: Path, fmt: str,
+def _success(call: CallSpec, p: int, attempt: int, elapsed: float, path: str, fmt: str,
              size: int, digest: str) -> StepOutcome:
     return StepOutcome(call.key_step_ids[p], call.node_id, call.keys[p], call.indices[p],
-                       call.run_hashes[p], "success", attempt, elapsed, str(path), fmt, size,
+                       call.run_hashes[p], "success", attempt, elapsed, path, fmt, size,
                        digest, batch=call.batch)
 
 

@@ -30,6 +30,7 @@ from barca.store import unstorable
 _JSON_OPTS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS | \
     orjson.OPT_PASSTHROUGH_SUBCLASS
 _SORTED_JSON_OPTS = _JSON_OPTS | orjson.OPT_SORT_KEYS
+_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
 
 
 class SerializeError(Exception):
@@ -89,7 +90,7 @@ def choose_format(value: Any, serializer: str | None) -> str:
     return "json" if encode_json(value) is not None else "pickle"
 
 
-def write_value(value: Any, path: Path, fmt: str) -> tuple[int, str]:
+def write_value(value: Any, path: Path | str, fmt: str) -> tuple[int, str]:
     """Write atomically; returns (size in bytes, blake2b digest of the bytes). A value the
     format cannot hold is a SerializeError naming its type and the fix."""
     if fmt in ("json", "pickle"):
@@ -118,10 +119,27 @@ def _pickled(value: Any) -> bytes:
         raise SerializeError(unstorable.cannot_pickle(value, exc)) from None
 
 
-def write_bytes(data: bytes, path: Path) -> None:
-    """Write bytes atomically."""
-    with _atomic(path) as tmp, open(tmp, "wb") as fh:
-        fh.write(data)
+def write_bytes(data: bytes, path: Path | str) -> None:
+    """Write bytes atomically: under a temporary name, renamed when complete. Plain calls on
+    text paths, and the directory made only when missing: a batch call writes thousands of
+    small results, and any more per file shows."""
+    path = os.fspath(path)
+    tmp = _temporary_name(path)
+    try:
+        fd = os.open(tmp, _NEW_FILE, 0o644)
+    except FileNotFoundError:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd = os.open(tmp, _NEW_FILE, 0o644)
+    try:
+        try:
+            write_all(fd, (data,))
+        finally:
+            os.close(fd)
+        _replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
 
 
 class KeyedJsonWriter:
@@ -204,11 +222,12 @@ def _atomic(path: Path) -> Iterator[str]:
         raise
 
 
-def _temporary_name(path: Path) -> str:
-    return os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.{os.getpid()}.tmp")
+def _temporary_name(path: Path | str) -> str:
+    head, _, name = os.fspath(path).rpartition("/")
+    return f"{head}/.{name}.{os.getpid()}.tmp" if head else f".{name}.{os.getpid()}.tmp"
 
 
-def _replace(tmp: str, path: Path) -> None:
+def _replace(tmp: str, path: Path | str) -> None:
     """Rename into place; a directory squatting on the artifact's name is moved aside first."""
     try:
         os.replace(tmp, path)
