@@ -9,8 +9,8 @@ will be read are still on disk. The coordinator asks it to plan and never decide
 
 from __future__ import annotations
 
+import os
 import sqlite3
-from pathlib import Path
 from typing import Mapping, Sequence
 
 from barca.engine.events import Reporter
@@ -159,7 +159,7 @@ class Planning:
                 return
 
     def _reopen_missing(self, node_id: str, keys: Sequence[str]) -> bool:
-        missing = [k for k in keys if not self.artifact(node_id, k)[0].exists()]
+        missing = [k for k in keys if not os.path.exists(self.artifact(node_id, k)[0])]
         if not missing:
             return False
         for key in missing:
@@ -173,7 +173,7 @@ class Planning:
 
     # -- where results are ------------------------------------------------------------------
 
-    def artifact(self, node_id: str, key: str) -> tuple[Path, str]:
+    def artifact(self, node_id: str, key: str) -> tuple[str, str]:
         run = self.run
         found = locate(self.graph.nodes[node_id], key, run.plans[node_id],
                        run.results.get(node_id, {}), run.states.get(node_id, EMPTY_STATE),

@@ -19,7 +19,7 @@ from barca.plan.keys import key_pairs
 from barca.plan.model import NodePlan, PlanOptions
 from barca.state import EMPTY_STATE, NodeState, unpack_entry
 from barca.store.artifacts import read_value
-from barca.store.paths import artifact_path
+from barca.store.paths import artifact_file
 
 
 @dataclass(slots=True)
@@ -91,9 +91,10 @@ class RunResult:
         plan = self.plans.get(node_id)
         if plan is None or plan.unknown:
             return None
-        return locate(self.graph.nodes[node_id], key, plan, self.results.get(node_id, {}),
-                      self.states.get(node_id, EMPTY_STATE), self.artifacts_dir,
-                      self.artifacts_dir)
+        found = locate(self.graph.nodes[node_id], key, plan, self.results.get(node_id, {}),
+                       self.states.get(node_id, EMPTY_STATE), self.artifacts_dir,
+                       self.artifacts_dir)
+        return None if found is None else (Path(found[0]), found[1])
 
     def final_node(self) -> str | None:
         """The last target, or without one the last asset in topological order."""
@@ -117,23 +118,23 @@ class RunResult:
 
 
 def locate(d: Definition, key: str, plan: NodePlan, ran: dict[str, int], state: NodeState,
-           run_dir: Path, stored_dir: Path) -> tuple[Path, str] | None:
+           run_dir: Path, stored_dir: Path) -> tuple[str, str] | None:
     """Where a key's current result lives: written by this run (under `run_dir`, a scratch
     directory in a dry run) or its last recorded success (under `stored_dir`)."""
     hit = ran.get(key)
     if hit is not None:
         i, fmt = unpack_entry(hit)
-        return artifact_path(run_dir, d.file, d.name, key_pairs(d, key), plan.run_hashes[i],
+        return artifact_file(run_dir, d.file, d.name, key_pairs(d, key), plan.run_hashes[i],
                              fmt), fmt
     return stored_artifact(stored_dir, d, state, key)
 
 
 def stored_artifact(artifacts_dir: Path, d: Definition, state: NodeState,
-                    key: str) -> tuple[Path, str] | None:
+                    key: str) -> tuple[str, str] | None:
     """Where the last success of a key was written, with its format."""
     i = state.find(key)
     if i is None:
         return None
     fmt = state.fmt_at(i)
-    return artifact_path(artifacts_dir, d.file, d.name, key_pairs(d, key), state.run_hash[i],
+    return artifact_file(artifacts_dir, d.file, d.name, key_pairs(d, key), state.run_hash[i],
                          fmt), fmt

@@ -74,8 +74,7 @@ def call_spec(graph: Graph, plans: Mapping[str, NodePlan], node_id: str, plan: N
 def _relative_to(artifact: Artifact, root: str) -> Artifact:
     """`artifact` giving paths relative to `root` when under it."""
     def located(source: str, source_key: str) -> tuple[str, str]:
-        path, fmt = artifact(source, source_key)
-        text = str(path)
+        text, fmt = artifact(source, source_key)
         return (text[len(root):] if text.startswith(root) else text), fmt
 
     return located

@@ -8,6 +8,7 @@ is cut and suffixed with a digest of the whole.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from pathlib import Path
@@ -40,6 +41,7 @@ def key_suffix(pairs: Pairs) -> str:
     return "".join(f"_{dim}_{escape(value, underscore=single)}" for dim, value in pairs)
 
 
+@functools.lru_cache(maxsize=1024)
 def node_dir_name(file: str, name: str) -> str:
     """`pipeline.py--scored` (under the pipeline file's own directories, if any), kept under
     the filesystem's name length. The name is an identifier (discovery checks it); anything
@@ -72,7 +74,12 @@ def artifact_stem(artifacts_dir: Path | str, file: str, name: str, pairs: Pairs,
     return f"{artifacts_dir}/{node_dir_name(file, name)}/{key}{run_hash}"
 
 
+def artifact_file(artifacts_dir: Path | str, file: str, name: str, pairs: Pairs, run_hash: str,
+                  fmt: str) -> str:
+    """The artifact's path as text (what step specs carry, for thousands of keys at once)."""
+    return f"{artifact_stem(artifacts_dir, file, name, pairs, run_hash)}.{EXTENSIONS[fmt]}"
+
+
 def artifact_path(artifacts_dir: Path, file: str, name: str, pairs: Pairs, run_hash: str,
                   fmt: str) -> Path:
-    return Path(f"{artifact_stem(artifacts_dir, file, name, pairs, run_hash)}."
-                f"{EXTENSIONS[fmt]}")
+    return Path(artifact_file(artifacts_dir, file, name, pairs, run_hash, fmt))
