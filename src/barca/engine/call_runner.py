@@ -58,41 +58,36 @@ class _CallFailed(Exception):
 
 def run_call(runner: Runner, call: CallSpec, emit: Callable[[Any], None]
              ) -> list[StepOutcome | CallFinished]:
-    """Run the call, retrying its failed keys together. Each key's success is emitted as soon
-    as its result is written, so that the coordinator records it while the call writes the
-    rest; returned: the outcomes of the keys that failed for good, then the call's
-    `CallFinished`."""
+    """Run the call, retrying its failed keys together; every key's outcome, then the
+    call's `CallFinished`."""
     started = time.perf_counter()
     times = _Times()
-
-    def deliver(outcome: StepOutcome) -> None:
-        emit(outcome._replace(max_rss_bytes=runner.peak_rss()))
-
-    failed: dict[int, StepOutcome] = {}
+    outcomes: dict[int, StepOutcome] = {}
     pending = list(range(len(call.keys)))
-    attempt = written = 0
+    attempt = 0
     while pending:
         attempt += 1
         if attempt > 1:
             emit(StepStarted(call.step_id, attempt))
-        failed = _attempt(runner, call, pending, attempt, times, deliver)
-        written += len(pending) - len(failed)
-        if not failed or attempt >= call.retries or \
-                failed[min(failed)].error_type == "SystemExit":
+        results = _attempt(runner, call, pending, attempt, times)
+        outcomes.update(results)
+        failed = [p for p in pending if results[p].status == "failed"]
+        if not failed or attempt >= call.retries or results[failed[0]].error_type == "SystemExit":
             break
         time.sleep(call.retry_backoff * attempt)
-        pending = sorted(failed)
+        pending = failed
     rss = runner.peak_rss()
-    return [*(failed[p]._replace(max_rss_bytes=rss) for p in sorted(failed)),
-            CallFinished(call.step_id, call.node_id, call.batch, len(call.keys), written,
-                         attempt, time.perf_counter() - started, rss, times.import_,
-                         times.load, times.compute, times.split, times.write)]
+    ordered = [outcomes[p]._replace(max_rss_bytes=rss) for p in range(len(call.keys))]
+    written = sum(1 for o in ordered if o.status == "success")
+    return [*ordered, CallFinished(call.step_id, call.node_id, call.batch, len(call.keys),
+                                   written, attempt, time.perf_counter() - started, rss,
+                                   times.import_, times.load, times.compute, times.split,
+                                   times.write)]
 
 
 def _attempt(runner: Runner, call: CallSpec, positions: list[int], attempt: int,
-             times: _Times, deliver: Callable[[StepOutcome], None]) -> dict[int, StepOutcome]:
-    """One attempt over the keys at `positions`: successes delivered, failures returned by
-    position."""
+             times: _Times) -> dict[int, StepOutcome]:
+    """One attempt over the keys at `positions`: each key's outcome."""
     began = time.perf_counter()
     try:
         fn = getattr(runner.module(call.file), call.function)
@@ -108,13 +103,13 @@ def _attempt(runner: Runner, call: CallSpec, positions: list[int], attempt: int,
             value.close()
         runner.last_value = value
         mark = _lap(times, "compute", mark)
-        failed = _split_and_write(runner.root, call, positions, call_keys, value, times, mark,
-                                  attempt, deliver)
+        done = _split_and_write(runner.root, call, positions, call_keys, value, times, mark,
+                                attempt)
     except BaseException as exc:  # the call failed: every key it was given fails with it
         if isinstance(exc, KeyboardInterrupt):
             raise
         return _all_failed(call, positions, attempt, began, exc, runner.error_parts)
-    return failed
+    return done
 
 
 def _lap(times: _Times, part: str, since: float) -> float:
@@ -174,10 +169,9 @@ def _dict_value_annotation(text: str) -> str | None:
 
 
 def _split_and_write(root: Path, call: CallSpec, positions: list[int], call_keys: list[Any],
-                     value: Any, times: _Times, mark: float, attempt: int,
-                     deliver: Callable[[StepOutcome], None]) -> dict[int, StepOutcome]:
-    """Each key's share of the result, written and its success delivered; the failed keys'
-    outcomes by position."""
+                     value: Any, times: _Times, mark: float,
+                     attempt: int) -> dict[int, StepOutcome]:
+    """Each key's share of the result, written; outcomes by position."""
     from barca.api import Failed
 
     shared_began = mark
@@ -194,8 +188,8 @@ def _split_and_write(root: Path, call: CallSpec, positions: list[int], call_keys
         mark = _lap(times, "split", mark)
         share = (mark - shared_began) / len(positions)
         for p, (size, digest) in zip(positions, written):
-            deliver(_success(call, p, attempt, share, _target(call, p, "parquet"), "parquet",
-                             size, digest))
+            out[p] = _success(call, p, attempt, share, _target(call, p, "parquet"), "parquet",
+                              size, digest)
         return out
     if not isinstance(value, dict):
         raise _CallFailed(
@@ -224,21 +218,24 @@ def _split_and_write(root: Path, call: CallSpec, positions: list[int], call_keys
         else:
             to_write.append((p, by_text[key]))
 
+    def write(item: tuple[int, Any]) -> StepOutcome:
+        p, value = item
+        began = time.perf_counter()
+        try:
+            fmt = choose_format(value, call.serializer)
+            path = _target(call, p, fmt)
+            size, digest = write_value(value, f"{root}/{path}", fmt)
+        except SerializeError as exc:
+            return _key_failed(call, p, attempt, share, "SerializeError", str(exc))
+        own = time.perf_counter() - began
+        return _success(call, p, attempt, share + own, path, fmt, size, digest)
+
     # one at a time: creating a file is kernel work that threads contend on (10,000 results
     # took 1.5 to 1.7 s with 4 threads, 0.9 to 1.1 s with one)
     began = time.perf_counter()
-    for p, item in to_write:
-        key_began = time.perf_counter()
-        try:
-            fmt = choose_format(item, call.serializer)
-            path = _target(call, p, fmt)
-            size, digest = write_value(item, f"{root}/{path}", fmt)
-        except SerializeError as exc:
-            out[p] = _key_failed(call, p, attempt, share, "SerializeError", str(exc))
-            continue
-        deliver(_success(call, p, attempt, share + time.perf_counter() - key_began, path, fmt,
-                         size, digest))
+    written = list(map(write, to_write))
     times.write += time.perf_counter() - began
+    out.update((item[0], outcome) for item, outcome in zip(to_write, written))
     return out
 
 

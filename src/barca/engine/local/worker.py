@@ -162,11 +162,7 @@ class Worker:
             os.killpg(os.getpgid(0), signal.SIGKILL)
 
     def send_step_event(self, message: Any) -> None:
-        """A step's log line goes out at once; a retry's start after the outcomes before it;
-        a batch call's key outcome with the others (`finish`)."""
-        if isinstance(message, StepOutcome):
-            self.finish(message)
-            return
+        """A step's log line goes out at once; a retry's start after the outcomes before it."""
         if not hasattr(message, "text"):
             self.flush()
         self.send(message)
