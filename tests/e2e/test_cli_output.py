@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -211,8 +212,14 @@ def test_list_json_shape(pipeline: Path) -> None:
     assert nodes["pipeline.py:watch"]["schedule"] == "*/5 * * * *"
     assert nodes["pipeline.py:publish"]["kind"] == "task"
     assert nodes["pipeline.py:a"]["env"] == [] and nodes["pipeline.py:a"]["inputs"] == []
-    human = barca(pipeline, "list", "pipeline.py", "--pretty").expect(0).stdout
-    assert human.splitlines()[0].split()[:3] == ["NAME", "KIND", "FRESHNESS"]
+    fires = datetime.strptime(nodes["pipeline.py:watch"]["next_fire"], "%Y-%m-%d %H:%M:%S")
+    assert timedelta(0) < fires - datetime.now() <= timedelta(minutes=5, seconds=2)
+    assert fires.minute % 5 == 0 and fires.second == 0
+    assert "next_fire" not in nodes["pipeline.py:b"]
+    human = barca(pipeline, "list", "pipeline.py", "--pretty").expect(0).stdout.splitlines()
+    assert human[0].split() == ["NAME", "KIND", "FRESHNESS", "NEXT", "FIRE", "DEPS"]
+    watch = next(line for line in human if line.startswith("pipeline.py:watch"))
+    assert "cron: */5 * * * *" in watch and re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d:00", watch)
 
 
 def test_status_json_shape(pipeline: Path) -> None:

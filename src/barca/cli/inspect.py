@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 import click
@@ -11,6 +12,7 @@ from barca.cli.load import split_positionals
 from barca.cli.output import choose_mode, emit, emit_json, table
 from barca.engine.driver import open_pipeline, run
 from barca.engine.local import pool_size
+from barca.schedules import next_fire_text
 
 
 @click.command("list")
@@ -18,7 +20,8 @@ from barca.engine.local import pool_size
 @click.option("--json", "json_flag", is_flag=True, help="JSON output.")
 @click.option("--pretty", is_flag=True, help="Human output.")
 def list_command(files, json_flag, pretty) -> None:
-    """Every node: kind, freshness, inputs and declared env.
+    """Every node: kind, freshness, inputs and declared env; a scheduled node's cron and its
+    next fire in this machine's local time (it fires only under `barca serve`).
 
     \b
     Example:
@@ -28,6 +31,7 @@ def list_command(files, json_flag, pretty) -> None:
     _, paths = split_positionals(files, takes_target=False)
     loaded = open_pipeline(paths)
     graph = loaded.graph
+    now = datetime.now().astimezone()
     nodes = []
     for node_id in graph.order:
         d = graph.nodes[node_id]
@@ -36,13 +40,19 @@ def list_command(files, json_flag, pretty) -> None:
                                 "partitions": [dim.name for dim in d.dimensions]}
         if d.schedule:
             item["schedule"] = d.schedule
+            item["next_fire"] = next_fire_text(d.schedule, now)
         nodes.append(item)
     if mode == "json":
         emit_json({"nodes": nodes, "root": str(loaded.project.root), "total": len(nodes),
                    "truncated": False}, indent=True)
         return
-    rows = [[n["id"], n["kind"], n["freshness"], ", ".join(n["inputs"]) or "-"] for n in nodes]
-    emit(table(["NAME", "KIND", "FRESHNESS", "DEPS"], rows))
+    scheduled = any("schedule" in n for n in nodes)
+    rows = [[n["id"], n["kind"],
+             f"cron: {n['schedule']}" if "schedule" in n else n["freshness"],
+             *([n.get("next_fire", "-")] if scheduled else []),
+             ", ".join(n["inputs"]) or "-"] for n in nodes]
+    emit(table(["NAME", "KIND", "FRESHNESS", *(["NEXT FIRE"] if scheduled else []), "DEPS"],
+               rows))
 
 
 @click.command("status")
