@@ -20,8 +20,8 @@ from barca.schedules import next_fire_text
 @click.option("--json", "json_flag", is_flag=True, help="JSON output.")
 @click.option("--pretty", is_flag=True, help="Human output.")
 def list_command(files, json_flag, pretty) -> None:
-    """Every node: kind, freshness, inputs and declared env; a scheduled node's cron and its
-    next fire in this machine's local time (it fires only under `barca serve`).
+    """Every node: kind, freshness, inputs and declared env; a scheduled node's cron and when
+    it would next fire, in this machine's local time.
 
     \b
     Example:
