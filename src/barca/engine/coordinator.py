@@ -101,12 +101,13 @@ class _Run:
                                  self.source_columns, self.reporter)
         self.leases = StepLeases(self.conn, self.run_id, self.graph, run,
                                  active=not req.dry_run)
-        if not req.dry_run:
-            metadata.start_run(self.conn, self.run_id, req.command, req.files, req.target_text)
         previous = {sig: signal.signal(sig, _raise_interrupt)
                     for sig in (signal.SIGINT, signal.SIGTERM)}
         status = "failed"
-        try:
+        try:  # from its first row on, a run ends recorded, interrupted or not
+            if not req.dry_run:
+                metadata.start_run(self.conn, self.run_id, req.command, req.files,
+                                   req.target_text)
             self._observe_sensors(sensors, [n for n in order if n not in early])
             self.planning.plan_pending()
             if req.dry_run:
