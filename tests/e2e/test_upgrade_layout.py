@@ -87,3 +87,27 @@ def test_results_in_key_directories_move_to_their_node_directory_and_stay_cached
     paths = [s["artifact_path"] for s in history["steps"] if s.get("artifact_path")]
     assert paths and all((project / p).is_file() for p in paths)
     assert barca(project, "status", "pipeline.py").stderr.count("moving") == 0
+
+
+def test_a_move_that_cannot_be_made_is_exit_3_and_resumes_once_the_way_is_clear(
+        project: Path) -> None:
+    write(project, {"pipeline.py": PIPELINE})
+    barca(project, "get", "total", "pipeline.py").expect(0)
+    take_executed(project)
+    _as_schema_4(project)
+    squatter = project / ".barca/artifacts/pipeline.py--load"  # a file where the node's
+    squatter.rmdir()                                           # directory must go
+    squatter.write_text("in the way")
+
+    stuck = barca(project, "get", "total", "pipeline.py").expect(3)
+    assert "pipeline.py--load" in stuck.envelope["error"]
+    assert "move away" in stuck.envelope["remediation"]
+    conn = sqlite3.connect(project / ".barca" / "metadata.db")
+    try:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 4  # rolled back
+    finally:
+        conn.close()
+
+    squatter.unlink()
+    again = barca(project, "get", "total", "pipeline.py").expect(0)
+    assert again.json["steps_executed"] == 0 and take_executed(project) == []

@@ -16,6 +16,8 @@ import os
 import sqlite3
 from pathlib import Path
 
+from barca.errors import InfraError
+
 
 def move_key_directories(conn: sqlite3.Connection, db_path: Path) -> int:
     """Move every recorded result still in a key directory; returns how many rows moved."""
@@ -31,13 +33,18 @@ def move_key_directories(conn: sqlite3.Connection, db_path: Path) -> int:
     emptied, made = set(), set()
     for old, new in moves:
         source, target = root / old, root / new
-        if target.parent not in made:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            made.add(target.parent)
         try:
+            if target.parent not in made:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                made.add(target.parent)
             os.rename(source, target)
         except FileNotFoundError:  # moved by an upgrade cut off before, or removed by gc
             pass
+        except OSError as exc:  # the upgrade's transaction is rolled back: rows stay as they were
+            raise InfraError(f"cannot move {old} to {new} while moving results to one "
+                             f"directory per node: {exc}",
+                             "make .barca/artifacts writable and move away what is in the "
+                             "way, then rerun (the move resumes where it stopped)") from exc
         emptied.add(source.parent)
     conn.executemany("UPDATE materializations SET artifact_path = ? WHERE artifact_path = ?",
                      [(new, old) for old, new in moves])
