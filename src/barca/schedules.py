@@ -17,7 +17,6 @@ def next_fire(cron: str, after: datetime) -> datetime:
                     second_at_beginning=seconds_first).get_next(datetime)
 
 
-def next_fire_text(cron: str, now: datetime | None = None) -> str:
-    """The next fire after `now` (default: this moment), in local time, to the second."""
-    now = now or datetime.now().astimezone()
+def next_fire_text(cron: str, now: datetime) -> str:
+    """The next fire after `now`, as `YYYY-MM-DD HH:MM:SS` in `now`'s zone."""
     return next_fire(cron, now).strftime("%Y-%m-%d %H:%M:%S")

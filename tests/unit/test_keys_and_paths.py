@@ -13,10 +13,9 @@ import pytest
 from barca.discover.model import Definition, DimensionSpec
 from barca.plan.keys import (key_args, key_label, key_text, keys_from_value,
                              static_keys)
-from pathlib import Path
 
 from barca.plan.keys import key_pairs
-from barca.store.paths import artifact_path, escape, node_dir_name
+from barca.store.paths import artifact_file, escape, node_dir_name
 
 
 def definition(*dimensions: DimensionSpec, name: str = "sales") -> Definition:
@@ -165,7 +164,7 @@ def test_escape_never_returns_a_dot_name_on_its_own(text):
 
 
 def labels_of(keys: list[str]) -> list:
-    """(dimension, value) pairs as the coordinator passes them to artifact_path."""
+    """(dimension, value) pairs as the coordinator passes them to artifact_file."""
     return [key_pairs(ONE_DIM, k) for k in keys]
 
 
@@ -174,7 +173,7 @@ RUN_HASH = "0123456789abcdef" * 2
 
 def artifact(file: str, name: str, pairs) -> str:
     """The root-relative artifact of a key, with the longest extension."""
-    return str(artifact_path(Path("a"), file, name, pairs, RUN_HASH, "parquet"))[2:]
+    return artifact_file("a", file, name, pairs, RUN_HASH, "parquet")[2:]
 
 
 @pytest.mark.parametrize("file", ["p.py", "sub/dir/p.py"])
@@ -231,8 +230,7 @@ def test_a_long_non_ascii_node_name_keeps_its_directory_within_255_bytes():
     assert all(len(c.encode()) <= 255 for c in path.split("/"))
 
 
-def test_artifact_path_is_the_node_directory_then_key_run_hash_and_extension():
-    assert artifact_path(Path("a"), "sub/p.py", "sales", key_pairs(ONE_DIM, "r/1"), "abc123",
-                         "pickle") == Path("a/sub/p.py--sales/retailer_r%2F1.abc123.pkl")
-    assert artifact_path(Path("a"), "p.py", "sales", (), "abc123", "json") == \
-        Path("a/p.py--sales/abc123.json")
+def test_artifact_file_is_the_node_directory_then_key_run_hash_and_extension():
+    assert artifact_file("a", "sub/p.py", "sales", key_pairs(ONE_DIM, "r/1"), "abc123",
+                         "pickle") == "a/sub/p.py--sales/retailer_r%2F1.abc123.pkl"
+    assert artifact_file("a", "p.py", "sales", (), "abc123", "json") == "a/p.py--sales/abc123.json"

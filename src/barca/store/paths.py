@@ -35,12 +35,6 @@ def escape(text: str, underscore: bool = True) -> str:
     return "%2E" * len(out) if out in (".", "..") else out
 
 
-def key_suffix(pairs: Pairs) -> str:
-    """[("region", "emea")] -> `_region_emea`; several dimensions escape `_` in their values."""
-    single = len(pairs) == 1
-    return "".join(f"_{dim}_{escape(value, underscore=single)}" for dim, value in pairs)
-
-
 @functools.lru_cache(maxsize=1024)
 def node_dir_name(file: str, name: str) -> str:
     """`pipeline.py--scored` (under the pipeline file's own directories, if any), kept under
@@ -58,7 +52,8 @@ def node_dir_name(file: str, name: str) -> str:
 def key_stem(pairs: Pairs) -> str:
     """`retailer_r03`: the start of a key's file names, one per key; a very long key is cut
     and suffixed with a digest of the whole key."""
-    stem = key_suffix(pairs)[1:]  # ASCII
+    single = len(pairs) == 1  # several dimensions escape `_` in their values
+    stem = "_".join(f"{dim}_{escape(value, underscore=single)}" for dim, value in pairs)
     if len(stem) > _MAX_LEAF_BYTES:
         digest = hashlib.blake2b(repr(list(pairs)).encode(), digest_size=8).hexdigest()
         stem = stem[:_MAX_LEAF_BYTES - 17] + "~" + digest
@@ -76,10 +71,5 @@ def artifact_stem(artifacts_dir: Path | str, file: str, name: str, pairs: Pairs,
 
 def artifact_file(artifacts_dir: Path | str, file: str, name: str, pairs: Pairs, run_hash: str,
                   fmt: str) -> str:
-    """The artifact's path as text (what step specs carry, for thousands of keys at once)."""
+    """The artifact's path, as text: step specs carry thousands at once."""
     return f"{artifact_stem(artifacts_dir, file, name, pairs, run_hash)}.{EXTENSIONS[fmt]}"
-
-
-def artifact_path(artifacts_dir: Path, file: str, name: str, pairs: Pairs, run_hash: str,
-                  fmt: str) -> Path:
-    return Path(artifact_file(artifacts_dir, file, name, pairs, run_hash, fmt))

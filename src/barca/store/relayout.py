@@ -19,14 +19,14 @@ from pathlib import Path
 from barca.errors import InfraError
 
 
-def move_key_directories(conn: sqlite3.Connection, db_path: Path) -> int:
-    """Move every recorded result still in a key directory; returns how many rows moved."""
+def move_key_directories(conn: sqlite3.Connection, db_path: Path) -> None:
+    """Move every recorded result still in a key directory."""
     root = _project_root(db_path)
     moves = [(old, new) for node_id, old in conn.execute(
         "SELECT DISTINCT node_id, artifact_path FROM materializations "
-        "WHERE artifact_path IS NOT NULL") if (new := new_path(node_id, old)) is not None]
+        "WHERE artifact_path IS NOT NULL") if (new := _new_path(node_id, old)) is not None]
     if not moves:
-        return 0
+        return
     logging.getLogger("barca").warning(
         "[barca] moving %d results to one directory per node (once, as this barca upgrades "
         "the project)", len(moves))
@@ -53,10 +53,9 @@ def move_key_directories(conn: sqlite3.Connection, db_path: Path) -> int:
             folder.rmdir()
         except OSError:  # not empty: files no row names stay for gc
             pass
-    return len(moves)
 
 
-def new_path(node_id: str, old: str) -> str | None:
+def _new_path(node_id: str, old: str) -> str | None:
     """`.barca/artifacts/p.py--scored_retailer_r3/<hash>.json` ->
     `.barca/artifacts/p.py--scored/retailer_r3.<hash>.json`; None when it needs no move."""
     file, _, name = node_id.rpartition(":")
