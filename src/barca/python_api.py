@@ -36,7 +36,8 @@ def _call(command: str, target: str | None, files: str | Sequence[str], refresh:
 
     paths = [files] if isinstance(files, str) else list(files)
     result = run_pipeline(command, target, paths, refresh=refresh, refresh_all=refresh_all,
-                          cascade=cascade, env=env, batch=batch)
+                          cascade=cascade, env=env, batch=batch,
+                          triggered_by="python")
     if result.failed:
         failure = result.failed[0]
         raise StepFailed(f"step '{failure.step_id}' failed: {failure.error_type}: "

@@ -192,7 +192,7 @@ def test_the_local_executor_is_private_to_the_engine():
 
 
 LOCAL_PUBLIC = ("local_executor", "pool_size", "warm_seconds", "running_pool",
-                "warm_pool_supported", "warm_pools", "stop_warm_pools")
+                "warm_pool_supported", "warm_pools", "stop_warm_pools", "start_command")
 
 
 def test_the_coordinator_knows_executors_only_by_their_protocol():
@@ -209,8 +209,12 @@ def test_only_the_driver_starts_runs():
                                 "barca.engine.inprocess", "barca.engine.step_runner")) == []
 
 
+# the server reads the metadata database itself (store is not the engine) and runs through
+# the driver; barca.cli.progress gives it the mark of the event lines it reads
 SERVER_MAY_IMPORT = ("barca.server", "barca.engine.driver", "barca.engine.result",
-                     "barca.engine.events", "barca.cli.render", "barca.errors")
+                     "barca.engine.events", "barca.cli.render", "barca.cli.progress",
+                     "barca.errors", "barca.schedules", "barca.__version__",
+                     "barca.store.history", "barca.store.db", "barca.store.schedule_state")
 
 
 def test_the_server_imports_only_the_driver_and_the_renderers():

@@ -42,6 +42,7 @@ COMMANDS = {
     "gc": ("barca.cli.gc", "gc_command", "Remove results no current state needs."),
     "doctor": ("barca.cli.doctor", "doctor_command", "Check what barca needs to run here."),
     "pool": ("barca.cli.pool", "pool_command", "List or stop this user's warm pools."),
+    "serve": ("barca.cli.serve", "serve_command", "Fire schedules and answer an HTTP API."),
 }
 
 

@@ -10,7 +10,7 @@ import click
 from barca.cli import render
 from barca.cli.load import split_positionals
 from barca.cli.output import choose_mode, emit, emit_json, note
-from barca.cli.progress import CliReporter
+from barca.cli.progress import CliReporter, EventReporter
 from barca.errors import StepFailed
 from barca.engine.result import RunResult
 from barca.engine.driver import run
@@ -41,6 +41,11 @@ def _run_options(fn):
                      "stderr instead of a progress bar."),
         click.option("--env", "env_name", metavar="NAME", help="Use a separate cache and "
                      "history under .barca/envs/NAME (or set BARCA_ENV)."),
+        # how `barca serve` runs a command: progress as JSON events, the run id it chose
+        click.option("--events", is_flag=True, hidden=True),
+        click.option("--run-id", hidden=True),
+        click.option("--triggered-by", hidden=True, default="cli",
+                     type=click.Choice(["cli", "api", "schedule", "catch_up"])),
     ]
     for option in reversed(options):
         fn = option(fn)
@@ -71,27 +76,24 @@ Examples:
 
 @click.command("get", help=GET_HELP)
 @_run_options
-def get_command(args, refresh, no_cascade, refresh_all, dry_run, json_flag, pretty, partition,
-                batch, agent, env_name) -> None:
-    _execute("get", args, refresh, no_cascade, refresh_all, dry_run, json_flag, pretty,
-             partition, batch, agent, env_name)
+def get_command(**options) -> None:
+    _execute("get", **options)
 
 
 @click.command("run", help=RUN_HELP)
 @_run_options
-def run_command(args, refresh, no_cascade, refresh_all, dry_run, json_flag, pretty, partition,
-                batch, agent, env_name) -> None:
-    _execute("run", args, refresh, no_cascade, refresh_all, dry_run, json_flag, pretty,
-             partition, batch, agent, env_name)
+def run_command(**options) -> None:
+    _execute("run", **options)
 
 
 def _execute(command, args, refresh, no_cascade, refresh_all, dry_run, json_flag, pretty,
-             partition, batch, agent, env_name) -> None:
+             partition, batch, agent, env_name, events, run_id, triggered_by) -> None:
     mode = choose_mode(json_flag, pretty)
     target, paths = split_positionals(args, takes_target=True)
     result = run(command, target, paths, refresh=refresh, refresh_all=refresh_all,
                  partition=partition, cascade=not no_cascade, dry_run=dry_run, env=env_name,
-                 reporter=CliReporter(agent), batch=batch)
+                 reporter=EventReporter() if events else CliReporter(agent), batch=batch,
+                 run_id=run_id, triggered_by=triggered_by)
     skipped = [n for n in result.order if result.plans[n].unknown == "partition_selection"]
     if skipped:
         names = ", ".join(result.graph.nodes[n].name for n in skipped)

@@ -1,8 +1,11 @@
-"""The CLI's reporter: streamed step output, `--agent` lines, a progress bar in a terminal."""
+"""The CLI's reporters: streamed step output, `--agent` lines, a progress bar in a terminal;
+and `--events`, the same lines as typed JSON events for `barca serve`."""
 
 from __future__ import annotations
 
 import sys
+
+import orjson
 
 from barca.cli.output import note
 from barca.engine.events import Reporter
@@ -34,47 +37,77 @@ class CliReporter(Reporter):
     def step_finished(self, outcome: StepOutcome, done: int, total: int) -> None:
         if self.bar is not None:
             self.bar.update(self.task, completed=done)
-        if not self.agent:
-            return
+        total = max(total, self.total)
+        fields = {"step_id": outcome.step_id, "node_id": outcome.node_id, "done": done,
+                  "total": total, "ok": outcome.status == "success",
+                  "elapsed_seconds": outcome.elapsed_seconds}
         if outcome.status == "success":
-            note(f"[barca] step:{outcome.step_id} completed {outcome.elapsed_seconds:.2f}s "
-                 f"({done}/{max(total, self.total)})")
+            line = f"[barca] step:{outcome.step_id} completed {outcome.elapsed_seconds:.2f}s " \
+                   f"({done}/{total})"
         else:
             first = (outcome.error_message or "").strip().splitlines()
-            note(f"[barca] step:{outcome.step_id} failed: {first[0] if first else ''}")
+            fields["error"] = first[0] if first else ""
+            line = f"[barca] step:{outcome.step_id} failed: {fields['error']}"
+        self._say("step_finished", line if self.agent else None, **fields)
 
     def step_cached(self, node_id: str, keys: int) -> None:
-        if self.agent:
-            note(f"[barca] step:{node_id} cached" + (f" ({keys} keys)" if keys else ""))
+        line = f"[barca] step:{node_id} cached" + (f" ({keys} keys)" if keys else "")
+        self._say("step_cached", line if self.agent else None, node_id=node_id, keys=keys)
 
     def steps_waiting(self, node_id: str, keys: int, run_id: str, pid: int) -> None:
         what = f"{keys} key{'s' if keys != 1 else ''} of {node_id}" if keys else node_id
-        self._note(f"[barca] waiting for run {run_id} (pid {pid}), which is computing {what}")
+        self._say("steps_waiting", f"[barca] waiting for run {run_id} (pid {pid}), which is "
+                  f"computing {what}", node_id=node_id, keys=keys, run_id=run_id)
 
     def step_output(self, step_id: str, stream: str, text: str) -> None:
-        self._note(f"[{step_id}] {text}")
-
-    def _note(self, line: str) -> None:
-        """A line on stderr, above the progress bar when there is one."""
-        if self.bar is not None:
-            self.bar.console.print(line, markup=False, highlight=False)
-        else:
-            note(line)
+        self._say("log", f"[{step_id}] {text}", step_id=step_id, stream=stream, text=text)
 
     def warning(self, text: str) -> None:
-        note(f"[barca] warning: {text}")
+        self._say("warning", f"[barca] warning: {text}", text=text)
 
     def run_note(self, text: str) -> None:
-        self._note(f"[barca] {text}")
+        self._say("note", f"[barca] {text}", text=text)
 
     def run_finished(self, executed: int, total: int, elapsed: float, status: str) -> None:
         if self.bar is not None:
             self.bar.stop()
             self.bar = None
-        if executed == 0:
-            return
         word = {"success": "done in", "failed": "failed in", "cancelled": "cancelled after"}
-        note(f"[barca] {executed}/{total} steps | {word.get(status, 'done in')} {elapsed:.1f}s")
+        line = f"[barca] {executed}/{total} steps | {word.get(status, 'done in')} {elapsed:.1f}s"
+        self._say("run_summary", line if executed else None, executed=executed, total=total,
+                  elapsed_seconds=elapsed, status=status)
+
+    def _say(self, kind: str, line: str | None, **fields) -> None:
+        """A line on stderr (above the progress bar when there is one); `kind` and `fields`
+        are what `--events` sends instead."""
+        if line is None:
+            return
+        if self.bar is not None:
+            self.bar.console.print(line, markup=False, highlight=False)
+        else:
+            note(line)
+
+
+EVENT_MARK = "\x1e"  # starts an event line on stderr: no step's printed text is mistaken for one
+
+
+class EventReporter(CliReporter):
+    """`--events`: every report as one line on stderr, EVENT_MARK then a JSON object with its
+    `type`, its fields and the `line` that `--agent` prints (null when it prints none).
+    `barca serve` runs commands this way and streams the events to its clients."""
+
+    def __init__(self) -> None:
+        super().__init__(agent=True)
+
+    def run_accepted(self) -> None:
+        self._say("run_accepted", None)
+
+    def run_started(self, total_steps: int) -> None:
+        self.total = total_steps
+        self._say("run_started", None, total=total_steps)
+
+    def _say(self, kind: str, line: str | None, **fields) -> None:
+        note(EVENT_MARK + orjson.dumps({"type": kind, **fields, "line": line}).decode())
 
 
 def _stderr_console():

@@ -48,19 +48,21 @@ FLUSH_SECONDS = 0.5
 
 
 def execute(project: Project, graph: Graph, request: RunRequest, reporter: Reporter,
-            new_executor: NewExecutor) -> RunResult:
+            new_executor: NewExecutor, run_id: str | None = None,
+            triggered_by: str = "cli") -> RunResult:
     """Run a checked request; `new_executor` is called when a step first must run."""
-    return _Run(project, graph, request, reporter, new_executor).go()
+    return _Run(project, graph, request, reporter, new_executor, run_id, triggered_by).go()
 
 
 class _Run:
     """One run: its request, its `RunState`, the executor and the database connection."""
 
     def __init__(self, project: Project, graph: Graph, request: RunRequest, reporter: Reporter,
-                 new_executor: NewExecutor) -> None:
+                 new_executor: NewExecutor, run_id: str | None, triggered_by: str) -> None:
         self.project, self.graph, self.request = project, graph, request
         self.reporter, self.new_executor = reporter, new_executor
-        self.run_id = os.urandom(6).hex()
+        self.run_id = run_id or os.urandom(6).hex()
+        self.triggered_by = triggered_by
         self.executor: Executor | None = None  # made on first need
         self.conn: Any = None
         self.scratch: Path | None = None
@@ -107,7 +109,7 @@ class _Run:
         try:  # from its first row on, a run ends recorded, interrupted or not
             if not req.dry_run:
                 metadata.start_run(self.conn, self.run_id, req.command, req.files,
-                                   req.target_text)
+                                   req.target_text, self.triggered_by)
             self._observe_sensors(sensors, [n for n in order if n not in early])
             self.planning.plan_pending()
             if req.dry_run:

@@ -16,24 +16,67 @@ from barca.engine.events import Reporter
 from barca.engine.executor import NewExecutor
 from barca.engine.request import Pipeline, build_request
 from barca.engine.result import RunResult
+from barca.errors import BarcaError
 from barca.project import open_project
 
 
 def open_pipeline(paths: Sequence[str], env: str | None = None, write_cache: bool = False,
-                  cwd: Path | None = None) -> Pipeline:
+                  cwd: Path | None = None, lenient: bool = False) -> Pipeline:
     """Discover the pipeline `paths` name (relative to `cwd`, default the current directory).
     `write_cache`: keep the discovery in `.barca/` for the next command (only commands that
-    write `.barca/` anyway pass it; a dry run writes nothing)."""
+    write `.barca/` anyway pass it; a dry run writes nothing). `lenient` (a server): a file
+    that does not load, or whose nodes do not fit the graph, is left out and named in
+    `load_errors` instead of failing the whole pipeline."""
     from barca.discover import load_definitions
     from barca.graph import build_graph
 
     cwd = cwd or Path.cwd()
     project = open_project(env, cwd)
     cache = project.root / ".barca" / "discovery.pickle"
-    definitions = load_definitions(project.root, list(paths), cwd, cache_file=cache,
-                                   write_cache=write_cache and (project.root / ".barca").is_dir())
+    write_cache = write_cache and (project.root / ".barca").is_dir()
+    try:
+        definitions = load_definitions(project.root, list(paths), cwd, cache_file=cache,
+                                       write_cache=write_cache)
+        graph = build_graph(definitions)
+    except BarcaError:
+        if not lenient:
+            raise
+        return _open_leniently(project, paths, cwd)
     files = tuple(sorted({d.file for d in definitions}))
-    return Pipeline(project, files, build_graph(definitions))
+    return Pipeline(project, files, graph)
+
+
+def _open_leniently(project, paths: Sequence[str], cwd: Path) -> Pipeline:
+    """Each file on its own, then the graph of those that load, leaving out any file whose
+    nodes break it (they read a node of a file left out, say) until what is left builds."""
+    from barca.discover import find_files, load_definitions
+    from barca.graph import build_graph
+
+    errors: list[dict] = []
+    loaded: dict[str, tuple] = {}
+    for file in find_files(project.root, list(paths), cwd):
+        try:
+            loaded[file] = tuple(load_definitions(project.root, [file], project.root))
+        except BarcaError as exc:
+            errors.append({"file": file, "error": exc.message, "affected_nodes": []})
+    while True:
+        try:
+            graph = build_graph([d for defs in loaded.values() for d in defs])
+            break
+        except BarcaError as exc:
+            file = next((f for f in loaded if f in exc.message), next(reversed(loaded)))
+            errors.append({"file": file, "error": exc.message,
+                           "affected_nodes": sorted(d.id for d in loaded.pop(file))})
+    return Pipeline(project, tuple(sorted(loaded)), graph, tuple(errors))
+
+
+def start_command(root: Path, argv: Sequence[str], env: dict[str, str],
+                  fds: tuple[int, int, int]):
+    """Run a whole `barca ARGV` in a child process, as a server does (`engine.local.commands`):
+    a `CommandProcess` with its pid, `signal()` and `wait()`."""
+    from barca.engine.local import start_command as start
+
+    return start(root, argv, env, fds)
 
 
 def run(command: str, target_text: str | None, paths: Sequence[str] = (), *,
@@ -42,11 +85,14 @@ def run(command: str, target_text: str | None, paths: Sequence[str] = (), *,
         dry_run: bool = False, env: str | None = None, observe_sensors: bool = True,
         include_tasks: bool = False, reporter: Reporter | None = None,
         pipeline: Pipeline | None = None, new_executor: NewExecutor | None = None,
-        cwd: Path | None = None, batch: Any = None) -> RunResult:
+        cwd: Path | None = None, batch: Any = None, run_id: str | None = None,
+        triggered_by: str = "cli") -> RunResult:
     """Run `command` ("get" or "run") on `target_text` (None: every asset and sensor).
 
     `batch` overrides the grouping of batched nodes: "all", 20, "none", {"scored": 20} or
-    ["scored=20"] (as `--batch`). `new_executor` builds the executor when a step first must run (default: local worker
+    ["scored=20"] (as `--batch`). `run_id` names the run (default: a new random id; a server
+    picks it so that it can answer before the run starts); `triggered_by` is recorded with it
+    ("cli", "python", "api", "schedule", "catch_up"). `new_executor` builds the executor when a step first must run (default: local worker
     processes, see `engine.local`); a fully cached run never calls it.
     """
     pipeline = pipeline or open_pipeline(paths, env, write_cache=not dry_run, cwd=cwd)
@@ -54,12 +100,14 @@ def run(command: str, target_text: str | None, paths: Sequence[str] = (), *,
                             refresh_all=refresh_all, partition=partition, cascade=cascade,
                             dry_run=dry_run, observe_sensors=observe_sensors,
                             include_tasks=include_tasks, batch=batch)
+    reporter = reporter or Reporter()
+    reporter.run_accepted()
     if new_executor is None:
         from barca.engine.local import local_executor
 
         new_executor = local_executor(pipeline.project.root, _files_in(pipeline, request.cone))
-    return execute(pipeline.project, pipeline.graph, request, reporter or Reporter(),
-                   new_executor)
+    return execute(pipeline.project, pipeline.graph, request, reporter, new_executor,
+                   run_id=run_id, triggered_by=triggered_by)
 
 
 def _files_in(pipeline: Pipeline, cone: frozenset[str]) -> list[str]:

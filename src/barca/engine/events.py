@@ -10,6 +10,10 @@ from barca.engine.protocol import StepOutcome
 
 
 class Reporter:
+    def run_accepted(self) -> None:
+        """The request was checked against the graph: the run goes ahead (a server answers
+        its client now; until here a bad request is the client's error)."""
+
     def run_started(self, total_steps: int) -> None:
         """The plan is known: `total_steps` keys will execute (sensors first)."""
 

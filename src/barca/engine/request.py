@@ -183,6 +183,8 @@ class Pipeline:
     project: Project
     files: tuple[str, ...]
     graph: Graph
+    # lenient loading (a server): files left out, as {file, error, affected_nodes}
+    load_errors: tuple[dict, ...] = ()
 
 
 def evaluate_key_expressions(pipeline: Pipeline, cone: frozenset[str]) -> dict:

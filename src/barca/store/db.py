@@ -16,7 +16,7 @@ from typing import Iterator
 from barca.errors import InfraError
 from barca.store.relayout import move_key_directories
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 # versions this barca upgrades in place: 1 kept each node's snapshot in one row; its snapshots
 # are dropped and rebuilt from the materializations by the next run that reads the node.
 # 2 had no key_source_chunk table; it is added (empty: the next tick sends whole columns).
@@ -24,14 +24,16 @@ SCHEMA_VERSION = 5
 # materializations.worker_exit column; both are added (empty, null for earlier steps).
 # 4 and earlier kept a directory per partition key: their files move to one directory per node
 # (barca.store.relayout).
-UPGRADABLE = (1, 2, 3, 4)
+# 5 had no runs.triggered_by (who started a run: cli, python, api, schedule, catch_up) and no
+# schedule_state table (`barca serve`'s last fire of each job); both are added.
+UPGRADABLE = (1, 2, 3, 4, 5)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
     run_id TEXT PRIMARY KEY, command TEXT NOT NULL, files TEXT NOT NULL, target TEXT,
     status TEXT NOT NULL, steps_total INTEGER, steps_executed INTEGER, steps_cached INTEGER,
     started_at REAL NOT NULL, finished_at REAL, elapsed_seconds REAL,
-    pid INTEGER, host TEXT, proc_start TEXT, failed_node TEXT, error TEXT
+    pid INTEGER, host TEXT, proc_start TEXT, failed_node TEXT, error TEXT, triggered_by TEXT
 );
 CREATE TABLE IF NOT EXISTS materializations (
     id INTEGER PRIMARY KEY, run_id TEXT NOT NULL, node_id TEXT NOT NULL, key TEXT NOT NULL,
@@ -68,6 +70,10 @@ CREATE TABLE IF NOT EXISTS step_leases (
     pid INTEGER NOT NULL, host TEXT NOT NULL, proc_start TEXT, taken_at REAL NOT NULL,
     PRIMARY KEY (node_id, key, run_hash)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS schedule_state (
+    job_id TEXT PRIMARY KEY, cron TEXT NOT NULL, timezone TEXT NOT NULL,
+    last_fired REAL NOT NULL, last_run_id TEXT, updated_at REAL NOT NULL
+);
 """
 
 
@@ -88,6 +94,9 @@ def _create_schema(conn: sqlite3.Connection, path: Path) -> None:
         columns = {row[1] for row in conn.execute("PRAGMA table_info(materializations)")}
         if columns and "worker_exit" not in columns:
             conn.execute("ALTER TABLE materializations ADD COLUMN worker_exit TEXT")
+        columns = {row[1] for row in conn.execute("PRAGMA table_info(runs)")}
+        if columns and "triggered_by" not in columns:
+            conn.execute("ALTER TABLE runs ADD COLUMN triggered_by TEXT")
         if version and version < 5:
             move_key_directories(conn, path)
         if version != SCHEMA_VERSION:
@@ -123,6 +132,19 @@ def connect(path: Path, *, create: bool) -> sqlite3.Connection | None:
     except sqlite3.Error as exc:
         raise InfraError(f"cannot open metadata database {path}: {exc}",
                          "check that .barca/ is writable and not on a full disk") from exc
+
+
+def connect_readonly(path: Path) -> sqlite3.Connection | None:
+    """Open the database for reading only, never creating or upgrading it (a read-only
+    server); None when it does not exist."""
+    if not path.exists():
+        return None
+    try:
+        return sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=60.0,
+                               isolation_level=None, check_same_thread=False)
+    except sqlite3.Error as exc:
+        raise InfraError(f"cannot open metadata database {path}: {exc}",
+                         "check that .barca/ is readable") from exc
 
 
 def _enable_wal(conn: sqlite3.Connection, wait: float = 60.0) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import sqlite3
 import statistics
+import time
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -22,7 +23,7 @@ from barca.store.owners import owner_gone
 
 _RUN_COLUMNS = ("run_id, command, files, target, status, steps_total, steps_executed, "
                 "steps_cached, started_at, finished_at, elapsed_seconds, pid, host, proc_start, "
-                "failed_node, error")
+                "failed_node, error, triggered_by")
 _STEP_COLUMNS = ("id, run_id, step_id, node_id, key, status, attempts, elapsed_seconds, "
                  "max_rss_bytes, run_hash, artifact_path, format, size_bytes, error_type, "
                  "error_message, error_traceback, batch, created_at, worker_exit")
@@ -43,6 +44,7 @@ class RunRow:
     elapsed_seconds: float | None
     failed_node: str | None
     error: str | None
+    triggered_by: str | None  # cli, python, api, schedule, catch_up; None before schema 6
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +148,14 @@ def reconcile_interrupted(conn: sqlite3.Connection) -> list[str]:
     return gone
 
 
+def mark_cancelled(conn: sqlite3.Connection, run_ids: Sequence[str]) -> None:
+    """Close runs whose process was killed before it could record its end (a server that
+    stops kills what does not stop in time)."""
+    conn.executemany("UPDATE runs SET status = 'cancelled', finished_at = ?, "
+                     "error = 'run cancelled' WHERE run_id = ? AND status = 'running'",
+                     [(time.time(), r) for r in run_ids])
+
+
 def count_runs(conn: sqlite3.Connection) -> int:
     return conn.execute("SELECT count(*) FROM runs").fetchone()[0]
 
@@ -182,14 +192,15 @@ def newest_run(conn: sqlite3.Connection) -> RunRow | None:
 
 def _run_row(conn: sqlite3.Connection, row: tuple) -> RunRow:
     (run_id, command, files, target, status, total, executed, cached, started, finished,
-     elapsed, pid, host, start, failed_node, error) = row
+     elapsed, pid, host, start, failed_node, error, triggered_by) = row
     if status == "running" and owner_gone(pid, host, start):
         status = "interrupted"
     if executed is None:  # still running, or never finished: count what it recorded
         executed = conn.execute("SELECT count(*) FROM materializations WHERE run_id = ?",
                                 (run_id,)).fetchone()[0]
     return RunRow(run_id, command, tuple(orjson.loads(files or "[]")), target, status, total,
-                  executed, cached, started, finished, elapsed, failed_node, error)
+                  executed, cached, started, finished, elapsed, failed_node, error,
+                  triggered_by)
 
 
 # -- steps ----------------------------------------------------------------------------------

@@ -247,12 +247,12 @@ def _write_columns(conn: sqlite3.Connection, node_id: str,
 
 
 def start_run(conn: sqlite3.Connection, run_id: str, command: str, files: Sequence[str],
-              target: str | None) -> None:
+              target: str | None, triggered_by: str = "cli") -> None:
     conn.execute(
         "INSERT INTO runs (run_id, command, files, target, status, started_at, pid, host, "
-        "proc_start) VALUES (?, ?, ?, ?, 'running', ?, ?, ?, ?)",
+        "proc_start, triggered_by) VALUES (?, ?, ?, ?, 'running', ?, ?, ?, ?, ?)",
         (run_id, command, orjson.dumps(list(files)).decode(), target, time.time(),
-         os.getpid(), socket.gethostname(), process_start(os.getpid())))
+         os.getpid(), socket.gethostname(), process_start(os.getpid()), triggered_by))
 
 
 def finish_run(conn: sqlite3.Connection, run_id: str, status: str, steps_total: int,

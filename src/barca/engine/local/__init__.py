@@ -83,3 +83,11 @@ def stop_warm_pools(root: Path | None) -> list[int]:
     real = None if root is None else os.path.realpath(root)
     return [info.pid for info in pool_registry.live_pools()
             if (real is None or info.root == real) and pool_registry.stop(info)]
+
+
+def start_command(root: Path, argv: Sequence[str], env: dict[str, str],
+                  fds: tuple[int, int, int]):
+    """Run a whole `barca` command in a child process: see `engine.local.commands`."""
+    from barca.engine.local.commands import start_command as start
+
+    return start(root, argv, env, fds)

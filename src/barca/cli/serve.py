@@ -1,0 +1,44 @@
+"""`barca serve`: the pipeline on its schedule, with an HTTP API (see `barca docs serve`)."""
+
+from __future__ import annotations
+
+import click
+
+from barca.cli.load import split_positionals
+
+HELP = """Serve the pipeline in FILES (default: the whole project): fire its schedules and
+answer an HTTP API, until Ctrl-C or SIGTERM.
+
+\b
+Every `Schedule(cron)` node fires on its cron: a scheduled sensor's tick runs the
+sensor and the keys of its readers whose version changed. Runs are the CLI's own
+`barca get`/`barca run`, forked from the project's warm pool.
+\b
+Examples:
+  barca serve pipeline.py
+  barca serve pipeline.py --port 0 --timezone utc
+  barca serve --read-only --host 0.0.0.0
+  curl -X POST localhost:8274/runs -d '{"targets": ["summary"]}'
+"""
+
+
+@click.command("serve", help=HELP)
+@click.argument("args", nargs=-1)
+@click.option("-p", "--port", type=int, default=8274, show_default=True,
+              help="TCP port (0: any free port, printed at start).")
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="IP address to listen on; not loopback: a no-authentication warning.")
+@click.option("--read-only", is_flag=True, help="Refuse to start or cancel runs (403), fire "
+              "nothing, only read the database.")
+@click.option("--no-schedule", is_flag=True, help="API only: fire no schedules.")
+@click.option("--timezone", default="local", show_default=True,
+              help="Zone schedules fire in: local, utc or an IANA name (Europe/Paris).")
+@click.option("--env", "env_name", metavar="NAME", help="Serve the cache and history under "
+              ".barca/envs/NAME (or set BARCA_ENV).")
+def serve_command(args, port, host, read_only, no_schedule, timezone, env_name) -> None:
+    from barca.server.main import serve
+    from barca.server.options import ServeOptions
+
+    _, paths = split_positionals(args, takes_target=False)
+    serve(ServeOptions(tuple(paths), host, port, read_only, not no_schedule, False, timezone,
+                       env_name))

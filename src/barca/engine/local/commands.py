@@ -1,0 +1,88 @@
+"""Whole `barca` commands in child processes, for a server that runs them on a project.
+
+A command is forked from the project's warm pool when one is up (barca and the pipeline's
+libraries already imported: a tick costs a fork), else started as a fresh `python -m barca`,
+which also starts the pool for the next one. Either way the child is the CLI itself: it checks,
+records, prints and exits as the same command typed in a terminal would, so what a server
+answers is what the CLI prints.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from barca.engine.local import settings, warm_pool
+from barca.engine.local.pool_messages import (Exited, Forked, RunCommand, receive,
+                                              resource_limits, send)
+
+
+class CommandProcess:
+    """A running command: its pid, a way to signal it, and its exit code when it ends."""
+
+    def __init__(self, pid: int, popen: subprocess.Popen | None = None,
+                 pool: warm_pool.WarmPool | None = None, root: Path | None = None) -> None:
+        self.pid, self.popen, self.pool, self.root = pid, popen, pool, root
+
+    def signal(self, signum: int) -> None:
+        try:
+            os.kill(self.pid, signum)
+        except ProcessLookupError:
+            pass
+
+    def wait(self) -> int:
+        """Block until the command ends; its exit code (128 + N for a signal N; 3 when the
+        pool cannot say how its child ended)."""
+        if self.popen is not None:
+            code = self.popen.wait()
+            return 128 - code if code < 0 else code
+        assert self.pool is not None and self.root is not None
+        try:
+            while True:
+                message, _ = receive(self.pool.sock)
+                if isinstance(message, Exited):
+                    return message.code
+        except (OSError, EOFError, ValueError):
+            return self._died()
+        finally:
+            self.pool.close()
+
+    def _died(self) -> int:
+        """The forked command ended without reporting (killed): its status, from the pool."""
+        pool = warm_pool.WarmPool.connect(self.root)
+        how = pool.exit_status(self.pid) if pool is not None else ""
+        if pool is not None:
+            pool.close()
+        if how.startswith("code "):
+            return int(how.split()[1])
+        name = how.split()[0] if how.startswith("SIG") else ""
+        return 128 + signal.Signals[name].value if name in signal.Signals.__members__ else 3
+
+
+def start_command(root: Path, argv: Sequence[str], env: dict[str, str],
+                  fds: tuple[int, int, int]) -> CommandProcess:
+    """Start `barca ARGV` in `root` with `env` on these stdin, stdout and stderr descriptors
+    (the caller keeps and closes its copies)."""
+    idle = settings.warm_seconds()
+    pool = warm_pool.WarmPool.connect(root) if idle else None
+    if pool is not None:
+        try:
+            umask = os.umask(0)
+            os.umask(umask)
+            send(pool.sock, RunCommand(list(argv), str(root), dict(env), umask, idle,
+                                       resource_limits()), list(fds))
+            pool.sock.settimeout(None)
+            message, _ = receive(pool.sock)
+            if isinstance(message, Forked):
+                return CommandProcess(message.pid, pool=pool, root=root)
+        except (OSError, EOFError, ValueError):
+            pass
+        pool.close()  # refused (its code changed, a limit): start this one fresh
+    popen = subprocess.Popen([sys.executable, "-m", "barca.cli.main", *argv], cwd=root,
+                             env=env, stdin=fds[0], stdout=fds[1], stderr=fds[2],
+                             close_fds=True)
+    return CommandProcess(popen.pid, popen=popen)

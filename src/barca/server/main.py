@@ -1,0 +1,147 @@
+"""`barca serve`: load the pipeline (leniently), bind, serve until SIGINT or SIGTERM.
+
+Shutdown: stop firing and accepting runs, ask every run in flight to stop (each records
+itself `cancelled`), kill what has not within STOP_SECONDS and close its row, then let the
+HTTP server go; the process exits 0 within 10 seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from datetime import datetime
+
+import uvicorn
+
+from barca.engine.driver import open_pipeline
+from barca.server.app import Served, build_app
+from barca.server.options import ServeOptions, check, zone
+from barca.server.runs import Runs
+from barca.server.scheduler import Scheduler, scheduled_jobs
+from barca.store.db import connect
+from barca.store.history import mark_cancelled
+
+STOP_SECONDS = 7.0
+
+
+def serve(options: ServeOptions) -> int:
+    check(options)
+    pipeline = open_pipeline(options.paths, options.env, lenient=True)
+    tz = zone(options.timezone)
+    if not options.read_only:
+        pipeline.project.ensure_state_dir()
+    jobs = scheduled_jobs(pipeline.graph) if options.scheduler_on else []
+    served = Served(options, pipeline)
+    sock = _bind(options.host, options.port)
+    host, port = sock.getsockname()[:2]
+    shown = f"[{host}]" if ":" in host else host
+    files = len(pipeline.files)
+    _say(f"serving on http://{shown}:{port}  ({files} file{'s' * (files != 1)})")
+    _describe(options, pipeline, jobs, tz)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app):
+        loop = asyncio.get_running_loop()
+        served.runs = Runs(pipeline.project.root, pipeline.files, options.env, loop,
+                           limit=4 * (os.cpu_count() or 1))
+        task = None
+        if jobs:
+            served.scheduler = Scheduler(jobs, served.runs, pipeline.project.db_path, tz,
+                                         options.timezone)
+            task = asyncio.create_task(served.scheduler.run())
+            task.add_done_callback(_scheduler_ended)
+        yield
+        if task is not None:
+            task.cancel()
+
+    app = build_app(served, lifespan)
+    config = uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=2,
+                            lifespan="on", access_log=False)
+    server = _Server(config, served)
+    server.run(sockets=[sock])
+    return 0
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, whose exit first stops the runs (in a thread: a signal handler must
+    not block the loop that streams their last events). A second signal exits at once."""
+
+    def __init__(self, config: uvicorn.Config, served: Served) -> None:
+        super().__init__(config)
+        self.served, self.stopping = served, False
+
+    def handle_exit(self, sig: int, frame) -> None:
+        if self.stopping:
+            return super().handle_exit(sig, frame)
+        self.stopping = True
+        _say(f"{signal.Signals(sig).name} received: stopping runs and shutting down")
+        threading.Thread(target=self._stop, args=(sig, frame), daemon=True).start()
+
+    def _stop(self, sig: int, frame) -> None:
+        served = self.served
+        if served.scheduler is not None:
+            served.scheduler.stop()
+        if served.runs is not None:
+            killed = served.runs.stop_all(time.monotonic() + STOP_SECONDS)
+            conn = connect(served.pipeline.project.db_path, create=False) if killed else None
+            if conn is not None:
+                mark_cancelled(conn, [r.run_id for r in killed])
+                conn.close()
+        super().handle_exit(sig, frame)
+
+
+def _scheduler_ended(task: asyncio.Task) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        error = task.exception()
+        _say(f"error: the scheduler stopped: {type(error).__name__}: {error}; no schedule "
+             "fires until the server restarts")
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    from barca.errors import UsageError
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror}",
+                         "pick another --port, or stop what listens there") from None
+    sock.listen(128)
+    sock.set_inheritable(False)
+    return sock
+
+
+def _describe(options: ServeOptions, pipeline, jobs, tz) -> None:
+    if not options.loopback:
+        _say(f"warning: listening on {options.host}:{options.port} with no authentication: "
+             "anyone who can reach it can start runs; put an authenticating proxy in front")
+    if options.read_only:
+        _say("read-only: no runs are started or cancelled, nothing fires, the database is "
+             "only read")
+    for error in pipeline.load_errors:
+        _say(f"warning: {error['file']} not loaded: {error['error']}")
+    if not options.scheduler_on:
+        return
+    if not jobs:
+        _say("no scheduled nodes — scheduler idle")
+        return
+    from barca.schedules import next_fire_text
+
+    now = datetime.now(tz) if tz else datetime.now().astimezone()
+    _say(f"scheduling {len(jobs)} node{'s' * (len(jobs) != 1)}:")
+    for job in jobs:
+        sys.stderr.write(f"  {job.id} — {job.cron} (next {next_fire_text(job.cron, now)})\n")
+
+
+def _say(text: str) -> None:
+    sys.stderr.write(f"[barca] {text}\n")
+    sys.stderr.flush()

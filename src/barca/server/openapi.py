@@ -1,0 +1,163 @@
+"""The OpenAPI 3.1 document of the server's routes, served at `/openapi.json`. Written by
+hand, next to the routes it describes; a test checks that the two name the same paths."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _ref(name: str) -> dict:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _json(schema: dict, description: str = "OK") -> dict:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+def _error(description: str) -> dict:
+    return _json(_ref("Error"), description)
+
+
+STR, NUM, INT, BOOL = {"type": "string"}, {"type": "number"}, {"type": "integer"}, {"type": "boolean"}
+NULL_STR, NULL_NUM = {"type": ["string", "null"]}, {"type": ["number", "null"]}
+STRS = {"type": "array", "items": STR}
+
+
+def _object(properties: dict, required: list[str] | None = None, extra: bool = False) -> dict:
+    schema = {"type": "object", "properties": properties,
+              "required": list(properties) if required is None else required}
+    if not extra:
+        schema["additionalProperties"] = False
+    return schema
+
+
+SCHEMAS = {
+    "Error": _object({"error": STR, "kind": STR, "remediation": STR, "code": INT,
+                      "node": STR, "traceback": STR, "artifact_dir": STR}, ["error"]),
+    "LoadError": _object({"file": STR, "error": STR, "affected_nodes": STRS}),
+    "Health": _object({"status": {"const": "ok"}, "version": STR, "read_only": BOOL,
+                       "scheduler": BOOL, "load_errors": {"type": "array",
+                                                          "items": _ref("LoadError")}}),
+    "Asset": _object({"id": STR, "name": STR, "kind": {"enum": ["asset", "task", "sensor"]},
+                      "freshness": _object({"type": {"enum": ["Always", "Manual", "Schedule"]},
+                                            "value": STR}, ["type"]),
+                      "inputs": STRS, "env": STRS, "partitioned": BOOL, "batch": NULL_STR}),
+    "Stats": _object({"node_id": STR, "total_runs": INT, "failures": INT,
+                      "cache_hit_rate": NULL_NUM, "median_elapsed_seconds": NULL_NUM,
+                      "p95_elapsed_seconds": NULL_NUM,
+                      "recent_runs": {"type": "array", "items": _object({
+                          "key": STR, "status": STR, "elapsed_seconds": NULL_NUM,
+                          "created_at": NUM, "error_message": NULL_STR,
+                          "attempts": {"type": ["integer", "null"]}})}}),
+    "AssetDetail": _object({"asset": _ref("Asset"), "stats": _ref("Stats")}),
+    "Job": _object({"id": STR, "cron": STR, "kind": STR,
+                    "next_fire": {"type": ["integer", "null"]}, "last_fired": NULL_NUM,
+                    "last_run": NULL_STR, "last_status": NULL_STR}),
+    "RunRequest": _object({
+        "command": {"enum": ["get", "run"]}, "targets": STRS, "files": STRS,
+        "refresh": STRS, "refresh_all": BOOL, "cascade": BOOL, "dry_run": BOOL,
+        "batch": STRS, "partition": {"oneOf": [STRS, {"type": "object", "additionalProperties":
+                                                       STRS}]}}, []),
+    "RunHandle": _object({"run_id": STR}),
+    "Cancellation": _object({"run_id": STR, "status": {"const": "cancelling"}}),
+    "RunSummary": _object({
+        "id": STR, "run_id": STR, "command": STR, "files": STRS, "target": NULL_STR,
+        "status": {"enum": ["pending", "running", "success", "failed", "cancelled",
+                            "interrupted"]},
+        "triggered_by": NULL_STR, "started_at": NULL_STR, "finished_at": NULL_STR,
+        "elapsed_seconds": NULL_NUM, "steps_total": {"type": ["integer", "null"]},
+        "steps_executed": INT, "steps_cached": INT, "error": NULL_STR}),
+    "Runs": _object({"runs": {"type": "array", "items": _ref("RunSummary")}, "total": INT,
+                     "truncated": BOOL}),
+    "Log": _object({"node_id": STR, "seq": INT, "stream": STR, "line": STR}),
+    "Logs": _object({"logs": {"type": "array", "items": _ref("Log")}}),
+    "RunDetail": _object({
+        "run": _ref("RunSummary"),
+        "steps": {"type": "array", "items": _object({
+            "node_id": STR, "step_id": STR, "key": STR, "status": STR,
+            "elapsed_seconds": NULL_NUM, "error": NULL_STR})},
+        "nodes": {"type": "array", "items": _object({
+            "node_id": STR, "keys": INT, "failed": INT, "elapsed_seconds": NUM, "calls": INT})},
+        "logs": {"type": "array", "items": _ref("Log")},
+        "result": {"description": "the JSON `barca get --json` printed, while the server "
+                                  "keeps the run (an hour)"}}),
+    "RunState": _object({
+        "handle": STR, "status": {"enum": ["pending", "running", "complete", "failed",
+                                           "cancelled"]},
+        "result": {}, "error": NULL_STR, "started_at": NUM, "finished_at": NULL_NUM}),
+    "DryRun": {"type": "object", "description": "the JSON `barca get --dry-run --json` prints"},
+}
+
+
+def _get(summary: str, ok: dict, *errors: int, params: list | None = None) -> dict:
+    op = {"summary": summary, "responses": {"200": ok}}
+    for code in errors:
+        op["responses"][str(code)] = _error(ERRORS[code])
+    if params:
+        op["parameters"] = params
+    return op
+
+
+ERRORS = {400: "bad request", 403: "read-only server", 404: "not found",
+          405: "wrong verb", 409: "ambiguous name, or the run already ended",
+          500: "barca failed", 503: "busy or shutting down"}
+
+
+def _path_param(name: str) -> dict:
+    return {"name": name, "in": "path", "required": True, "schema": STR}
+
+
+def document(version: str) -> dict[str, Any]:
+    run_id = [_path_param("run_id")]
+    trigger = {"summary": "", "parameters": [_path_param("target")],
+               "responses": {"200": _json(_ref("RunHandle")),
+                             **{str(c): _error(ERRORS[c]) for c in (400, 403, 404, 409, 503)}}}
+    paths = {
+        "/health": {"get": _get("Liveness, version and what failed to load",
+                                _json(_ref("Health")))},
+        "/assets": {"get": _get("Every node of the served pipeline",
+                                _json({"type": "array", "items": _ref("Asset")}))},
+        "/assets/{name}": {"get": _get("One node and its timings",
+                                       _json(_ref("AssetDetail")), 404, 409,
+                                       params=[_path_param("name")])},
+        "/schedule": {"get": _get("Scheduled jobs: next and last fire",
+                                  _json({"type": "array", "items": _ref("Job")}))},
+        "/runs": {
+            "get": _get("Recent runs, newest first (recorded and in flight)", _json(_ref("Runs")),
+                        400, params=[{"name": "limit", "in": "query", "required": False,
+                                      "schema": {"type": "integer", "minimum": 0}}]),
+            "post": {"summary": "Start a run (barca get/run with the CLI's options)",
+                     "requestBody": {"required": False, "content": {"application/json": {
+                         "schema": _ref("RunRequest")}}},
+                     "responses": {"202": _json(_ref("RunHandle"), "accepted"),
+                                   "200": _json(_ref("DryRun"), "dry run"),
+                                   **{str(c): _error(ERRORS[c])
+                                      for c in (400, 403, 404, 409, 500, 503)}}}},
+        "/runs/{run_id}": {
+            "get": _get("One run: its steps, logs and result", _json(_ref("RunDetail")), 404,
+                        params=run_id),
+            "delete": {"summary": "Cancel a run in flight", "parameters": run_id,
+                       "responses": {"200": _json(_ref("Cancellation")),
+                                     **{str(c): _error(ERRORS[c]) for c in (403, 404, 409)}}}},
+        "/runs/{run_id}/events": {"get": {
+            "summary": "The run's progress as server-sent events (ids; Last-Event-ID resumes)",
+            "parameters": run_id + [{"name": "after", "in": "query", "required": False,
+                                     "schema": {"type": "integer", "minimum": 0}}],
+            "responses": {"200": {"description": "event stream",
+                                  "content": {"text/event-stream": {"schema": STR}}},
+                          "204": {"description": "the stream already ended"},
+                          "404": _error(ERRORS[404])}}},
+        "/logs/{run_id}": {"get": _get("What a run's steps printed", _json(_ref("Logs")),
+                                       params=run_id)},
+        "/get/{target}": {"post": {**trigger, "summary": "Start `barca get TARGET`"}},
+        "/run/{target}": {"post": {**trigger, "summary": "Start `barca run TARGET "
+                                                          "--refresh-all`"}},
+        "/status/{run_id}": {"get": _get("A run this server started (kept an hour)",
+                                         _json(_ref("RunState")), 404, params=run_id)},
+        "/openapi.json": {"get": _get("This document", _json({"type": "object"}))},
+    }
+    return {"openapi": "3.1.0",
+            "info": {"title": "barca serve", "version": version,
+                     "description": "No authentication: bind to loopback, or put an "
+                                    "authenticating proxy in front."},
+            "security": [], "paths": paths, "components": {"schemas": SCHEMAS}}

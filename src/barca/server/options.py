@@ -1,0 +1,58 @@
+"""`barca serve`'s settings, checked before anything starts: a bad one is exit 2."""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+from datetime import tzinfo
+
+from barca.errors import UsageError
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    paths: tuple[str, ...]
+    host: str = "127.0.0.1"
+    port: int = 8274
+    read_only: bool = False
+    schedule: bool = True
+    watch: bool = False
+    timezone: str = "local"
+    env: str | None = None
+
+    @property
+    def loopback(self) -> bool:
+        return ipaddress.ip_address(self.host).is_loopback
+
+    @property
+    def scheduler_on(self) -> bool:
+        return self.schedule and not self.read_only
+
+
+def check(options: ServeOptions) -> ServeOptions:
+    try:
+        ipaddress.ip_address(options.host)
+    except ValueError:
+        raise UsageError(f"--host {options.host!r} is not an IP address",
+                         "pass an IPv4 or IPv6 address: 127.0.0.1 (default), 0.0.0.0 or ::")
+    if not 0 <= options.port <= 65535:
+        raise UsageError(f"--port {options.port} is out of range", "pass 0..65535 (0: any free port)")
+    zone(options.timezone)
+    return options
+
+
+def zone(name: str) -> tzinfo | None:
+    """The zone schedules fire in: None for this machine's local time."""
+    if name.lower() == "local":
+        return None
+    if name.lower() == "utc":
+        from datetime import timezone
+
+        return timezone.utc
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise UsageError(f"--timezone {name!r} is not a known zone",
+                         "pass local, utc or an IANA name such as Europe/Paris") from None

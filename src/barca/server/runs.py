@@ -1,0 +1,254 @@
+"""The runs this server started: each a `barca get|run ... --json --events` child process
+(`driver.start_command`), followed by threads that turn its stderr into events and keep its
+stdout, the JSON the CLI prints, as the run's outcome.
+
+A run id is chosen here and passed to the child, so a client has it before the run starts. A
+run is `pending` until the child has checked the request against the graph (`run_accepted`),
+`running` until it exits, then `complete`, `failed` or `cancelled` by its exit code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import orjson
+
+from barca.cli.progress import EVENT_MARK
+from barca.engine.driver import start_command
+from barca.errors import UsageError
+from barca.server.events import EventLog
+
+CANCEL_GRACE_SECONDS = 5.0
+KEEP_FINISHED_SECONDS = 3600.0
+STATUS_BY_CODE = {0: "complete", 1: "failed", 130: "cancelled"}
+
+
+@dataclass
+class RunRequest:
+    """What a client asks for (the body of `POST /runs`), checked by `parse_request`."""
+
+    command: str = "get"
+    targets: tuple[str, ...] = ()
+    refresh: tuple[str, ...] = ()
+    refresh_all: bool = False
+    cascade: bool = True
+    dry_run: bool = False
+    batch: tuple[str, ...] = ()
+    partition: tuple[str, ...] = ()
+
+    def argv(self, files: Sequence[str], run_id: str, triggered_by: str,
+             env: str | None) -> list[str]:
+        argv = [self.command, *([",".join(self.targets)] if self.targets else []), *files,
+                "--json", "--events", "--run-id", run_id, "--triggered-by", triggered_by]
+        if self.refresh:
+            argv += ["--refresh", ",".join(self.refresh)]
+        argv += ["--refresh-all"] * self.refresh_all + ["--no-cascade"] * (not self.cascade)
+        argv += ["--dry-run"] * self.dry_run
+        for text in self.batch:
+            argv += ["--batch", text]
+        for text in self.partition:
+            argv += ["--partition", text]
+        return argv + (["--env", env] if env else [])
+
+
+FIELDS = {"command": str, "targets": list, "refresh": list, "refresh_all": bool,
+          "cascade": bool, "dry_run": bool, "batch": list, "partition": (list, dict),
+          "files": list}
+
+
+def parse_request(body: Any, served_files: Sequence[str]) -> RunRequest:
+    """A RunRequest from a client's JSON; UsageError naming what is wrong."""
+    if not isinstance(body, dict):
+        raise UsageError("the request body must be a JSON object",
+                         'send e.g. {"command": "get", "targets": ["summary"]}')
+    for name, value in body.items():
+        if name not in FIELDS:
+            raise UsageError(f"unknown field {name!r}", f"fields: {', '.join(FIELDS)}")
+        if not isinstance(value, FIELDS[name]) or isinstance(value, list) and not all(
+                isinstance(v, str) for v in value):
+            raise UsageError(f"field {name!r} has the wrong type",
+                             "see the RunRequest schema at /openapi.json")
+    if body.get("command", "get") not in ("get", "run"):
+        raise UsageError(f"command {body['command']!r} is not get or run", "pass get or run")
+    unknown = [f for f in body.get("files", ()) if f not in served_files]
+    if unknown:
+        raise UsageError(f"{', '.join(unknown)} is not served here",
+                         f"this server runs {', '.join(served_files) or 'no files'}")
+    partition = body.get("partition", ())
+    if isinstance(partition, dict):
+        partition = (orjson.dumps(partition).decode(),)
+    return RunRequest(body.get("command", "get"), tuple(body.get("targets", ())),
+                      tuple(body.get("refresh", ())), body.get("refresh_all", False),
+                      body.get("cascade", True), body.get("dry_run", False),
+                      tuple(body.get("batch", ())), tuple(partition))
+
+
+@dataclass
+class LiveRun:
+    run_id: str
+    request: RunRequest
+    triggered_by: str
+    events: EventLog
+    started_at: float = field(default_factory=time.time)
+    status: str = "pending"  # pending | running | complete | failed | cancelled
+    finished_at: float | None = None
+    exit_code: int | None = None
+    stdout: str = ""
+    error: dict | None = None  # the CLI's error envelope, when it printed one
+    pid: int | None = None
+    accepted: bool = False  # the child checked the request: the run is going ahead
+    settled: threading.Event = field(default_factory=threading.Event)  # accepted or ended
+    ended: threading.Event = field(default_factory=threading.Event)
+
+    @property
+    def live(self) -> bool:
+        return self.status in ("pending", "running")
+
+    def outcome(self) -> Any:
+        """What the CLI printed on stdout (its JSON), or None."""
+        try:
+            return orjson.loads(self.stdout) if self.stdout.strip() else None
+        except orjson.JSONDecodeError:
+            return None
+
+
+class Runs:
+    """Start, follow, cancel and forget runs; at most `limit` live at once."""
+
+    def __init__(self, root: Path, files: Sequence[str], env: str | None,
+                 loop: asyncio.AbstractEventLoop, limit: int) -> None:
+        self.root, self.files, self.env, self.loop, self.limit = root, files, env, loop, limit
+        self.runs: dict[str, LiveRun] = {}
+        self.closing = False
+
+    def start(self, request: RunRequest, triggered_by: str = "api") -> LiveRun:
+        """Start a run now (call from the event loop's thread)."""
+        self._forget_old()
+        if self.closing:
+            raise Busy("the server is shutting down")
+        if sum(r.live for r in self.runs.values()) >= self.limit:
+            raise Busy(f"{self.limit} runs are already in flight")
+        run = LiveRun(os.urandom(6).hex(), request, triggered_by, EventLog(self.loop))
+        self.runs[run.run_id] = run
+        argv = request.argv(self.files, run.run_id, triggered_by, self.env)
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        try:
+            process = start_command(self.root, argv, dict(os.environ), (devnull, out_w, err_w))
+        except BaseException:
+            for fd in (out_r, err_r):
+                os.close(fd)
+            raise
+        finally:
+            for fd in (devnull, out_w, err_w):
+                os.close(fd)
+        run.pid = process.pid
+        threading.Thread(target=self._follow, args=(run, process, out_r, err_r), daemon=True,
+                         name=f"barca-run-{run.run_id}").start()
+        return run
+
+    def _follow(self, run: LiveRun, process, out_r: int, err_r: int) -> None:
+        chunks: list[bytes] = []
+        reader = threading.Thread(target=_read_all, args=(out_r, chunks), daemon=True)
+        reader.start()
+        with os.fdopen(err_r, "r", encoding="utf-8", errors="replace") as stderr:
+            for text in stderr:
+                self._on_line(run, text.rstrip("\n"))
+        code = process.wait()
+        reader.join()
+        run.stdout = b"".join(chunks).decode("utf-8", "replace")
+        run.exit_code = code
+        run.status = STATUS_BY_CODE.get(code, "failed")
+        run.finished_at = time.time()
+        run.events.append({"type": "run_finished", "run_id": run.run_id,
+                           "ok": code == 0, "status": run.status, "exit_code": code,
+                           "outcome": run.outcome(), "error": run.error})
+        run.events.close()
+        run.ended.set()
+        run.settled.set()
+
+    def _on_line(self, run: LiveRun, text: str) -> None:
+        if text.startswith(EVENT_MARK):
+            try:
+                event = orjson.loads(text[1:])
+            except orjson.JSONDecodeError:
+                event = {"type": "line", "line": text[1:]}
+        else:
+            event = {"type": "line", "line": text}
+            if text.startswith("{"):
+                try:
+                    envelope = orjson.loads(text)
+                    if isinstance(envelope, dict) and "kind" in envelope:
+                        run.error = envelope  # the CLI's error envelope (it runs with --json)
+                except orjson.JSONDecodeError:
+                    pass
+        if event.get("type") == "run_accepted":
+            run.status, run.accepted = "running", True
+            run.settled.set()
+        run.events.append(event)
+
+    def get(self, run_id: str) -> LiveRun | None:
+        return self.runs.get(run_id)
+
+    def cancel(self, run: LiveRun) -> None:
+        """Ask the run to stop (it records itself cancelled); killed if it has not within
+        CANCEL_GRACE_SECONDS."""
+        if run.pid is None or not run.live:
+            return
+        _signal(run.pid, signal.SIGTERM)
+        threading.Timer(CANCEL_GRACE_SECONDS, self._kill_if_live, args=(run,)).start()
+
+    def _kill_if_live(self, run: LiveRun) -> None:
+        if run.live and run.pid is not None:
+            _signal(run.pid, signal.SIGKILL)
+
+    def live_runs(self) -> list[LiveRun]:
+        return [r for r in self.runs.values() if r.live]
+
+    def stop_all(self, deadline: float) -> list[LiveRun]:
+        """Stop accepting and cancel every live run; wait until `deadline` (monotonic) for
+        them to end, then kill what is left. The runs killed (their rows may still say
+        running)."""
+        self.closing = True
+        live = self.live_runs()
+        for run in live:
+            _signal(run.pid, signal.SIGTERM)
+        for run in live:
+            run.ended.wait(max(0.0, deadline - time.monotonic()))
+        killed = [r for r in live if r.live]
+        for run in killed:
+            _signal(run.pid, signal.SIGKILL)
+        return killed
+
+    def _forget_old(self) -> None:
+        cutoff = time.time() - KEEP_FINISHED_SECONDS
+        for run_id in [i for i, r in self.runs.items()
+                       if not r.live and (r.finished_at or 0) < cutoff]:
+            del self.runs[run_id]
+
+
+class Busy(Exception):
+    """No run can start now (503)."""
+
+
+def _signal(pid: int | None, signum: int) -> None:
+    if pid is None:
+        return
+    try:
+        os.kill(pid, signum)
+    except ProcessLookupError:
+        pass
+
+
+def _read_all(fd: int, chunks: list[bytes]) -> None:
+    with os.fdopen(fd, "rb") as stream:
+        while chunk := stream.read(65536):
+            chunks.append(chunk)

@@ -1,0 +1,192 @@
+"""The scheduler: every `Schedule(cron)` node fires on its cron, in the server's time zone.
+
+- A tick is a cache-aware command: `get` of a scheduled asset, `run` of a scheduled task, and
+  for a scheduled sensor `get` of the sensor and of the assets that read it (through `Always`
+  assets only: a `Manual` or scheduled reader waits for its own refresh or tick). With keyed
+  partitions that runs the sensor and the keys whose version changed, nothing else.
+- A job never overlaps itself: a fire while its last run is in flight is skipped (and said).
+- Jobs due at the same instant share one run (one per `Schedule(batch=)` setting and per
+  command: get for assets and sensors, run for tasks).
+- Each fire is kept in `schedule_state`. At start, a job whose next fire after its last one
+  has passed fires once (a catch-up), however many it missed; a job never seen is anchored
+  at now and does not fire.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from dataclasses import dataclass
+from datetime import datetime, tzinfo
+from typing import Any
+
+from barca.schedules import next_fire
+from barca.server.runs import Busy, RunRequest, Runs
+from barca.store.db import connect
+from barca.store.schedule_state import Fired, load, record
+
+MAX_SLEEP_SECONDS = 60.0
+
+
+@dataclass(frozen=True)
+class Job:
+    id: str  # the scheduled node
+    cron: str
+    kind: str  # asset | task | sensor
+    batch: tuple[str, ...]  # Schedule(cron, batch=...) as --batch texts
+    targets: tuple[str, ...]  # what a tick gets (or runs)
+
+    @property
+    def command(self) -> str:
+        return "run" if self.kind == "task" else "get"
+
+
+def scheduled_jobs(graph: Any) -> list[Job]:
+    jobs = []
+    for node_id in graph.order:
+        d = graph.nodes[node_id]
+        if d.freshness != "schedule" or not d.schedule:
+            continue
+        targets = [node_id]
+        if d.kind == "sensor":
+            targets += _always_readers(graph, node_id)
+        jobs.append(Job(node_id, d.schedule, d.kind, tuple(d.schedule_batch), tuple(targets)))
+    return jobs
+
+
+def _always_readers(graph: Any, sensor: str) -> list[str]:
+    """The assets that read `sensor` through `Always` assets only, in graph order."""
+    found: set[str] = set()
+    stack = list(graph.downstream[sensor])
+    while stack:
+        node = stack.pop()
+        d = graph.nodes[node]
+        if node in found or d.kind != "asset" or d.freshness != "always":
+            continue
+        found.add(node)
+        stack.extend(graph.downstream[node])
+    return [n for n in graph.order if n in found]
+
+
+class Scheduler:
+    def __init__(self, jobs: list[Job], runs: Runs, db_path: Any, zone: tzinfo | None,
+                 zone_name: str) -> None:
+        self.jobs, self.runs, self.db_path = jobs, runs, db_path
+        self.zone, self.zone_name = zone, zone_name
+        self.anchor: dict[str, float] = {}  # the instant each job last fired (or was seen)
+        self.last_run: dict[str, str] = {}  # job -> run id of its last fire
+        self.wake = asyncio.Event()
+
+    def when(self, epoch: float) -> datetime:
+        return datetime.fromtimestamp(epoch, self.zone) if self.zone else \
+            datetime.fromtimestamp(epoch).astimezone()
+
+    def next_fire(self, job: Job) -> float:
+        return next_fire(job.cron, self.when(self.anchor[job.id])).timestamp()
+
+    def describe(self) -> list[dict]:
+        """The `/schedule` jobs."""
+        out = []
+        for job in self.jobs:
+            run = self.runs.get(self.last_run.get(job.id, ""))
+            out.append({"id": job.id, "cron": job.cron, "kind": job.kind,
+                        "next_fire": int(self.next_fire(job)) if job.id in self.anchor else None,
+                        "last_fired": self.anchor.get(job.id),
+                        "last_run": self.last_run.get(job.id),
+                        "last_status": run.status if run else None})
+        return out
+
+    def stop(self) -> None:
+        """Fire nothing more (callable from any thread)."""
+        self.jobs = []
+        self.runs.loop.call_soon_threadsafe(self.wake.set)
+
+    async def run(self) -> None:
+        missed = await asyncio.to_thread(self._load_state)
+        if missed:
+            now = time.time()
+            for job in missed:
+                self.anchor[job.id] = now
+            await self._fire(missed, now, "catch_up")
+        while True:
+            now = time.time()
+            due: dict[float, list[Job]] = {}
+            for job in self.jobs:
+                at = self.next_fire(job)
+                if at <= now:
+                    due.setdefault(at, []).append(job)
+            for at, jobs in sorted(due.items()):
+                for job in jobs:  # far behind (a suspended machine): one fire, then on time
+                    self.anchor[job.id] = at if next_fire(job.cron, self.when(at)).timestamp() \
+                        > now else now
+                await self._fire(jobs, at, "schedule")
+            if not self.jobs:
+                return
+            pause = min(self.next_fire(j) for j in self.jobs) - time.time()
+            self.wake.clear()
+            try:
+                await asyncio.wait_for(self.wake.wait(), min(max(pause, 0.0), MAX_SLEEP_SECONDS))
+            except asyncio.TimeoutError:
+                pass
+
+    def _load_state(self) -> list[Job]:
+        """Anchor every job at its last fire (or now, if never seen, or if its cron or zone
+        changed); the jobs whose next fire after their last one has passed."""
+        conn = connect(self.db_path, create=True)
+        try:
+            seen = load(conn)
+            now = time.time()
+            missed, anchors = [], []
+            for job in self.jobs:
+                row = seen.get(job.id)
+                if row and (row.cron, row.timezone) == (job.cron, self.zone_name):
+                    self.anchor[job.id] = row.last_fired
+                    if row.last_run_id:
+                        self.last_run[job.id] = row.last_run_id
+                    if self.next_fire(job) <= now:
+                        missed.append(job)
+                else:
+                    self.anchor[job.id] = now
+                    anchors.append((job.id, Fired(job.cron, self.zone_name, now, None)))
+            record(conn, anchors)
+        finally:
+            conn.close()
+        return missed
+
+    async def _fire(self, jobs: list[Job], at: float, why: str) -> None:
+        groups: dict[tuple, list[Job]] = {}
+        for job in jobs:
+            previous = self.runs.get(self.last_run.get(job.id, ""))
+            if previous is not None and previous.live:
+                _say(f"scheduled run {job.id} skipped — previous run {previous.run_id} "
+                     "still in flight")
+                continue
+            groups.setdefault((job.command, job.batch), []).append(job)
+        fired = []
+        for (command, batch), group in groups.items():
+            targets = tuple(dict.fromkeys(t for job in group for t in job.targets))
+            try:
+                run = self.runs.start(RunRequest(command, targets, batch=batch), why)
+            except (Busy, OSError) as exc:
+                _say(f"scheduled run {', '.join(j.id for j in group)} not started: {exc}")
+                continue
+            word = "catch-up run" if why == "catch_up" else "scheduled run"
+            _say(f"{word} {', '.join(j.id for j in group)} → {run.run_id}")
+            for job in group:
+                self.last_run[job.id] = run.run_id
+                fired.append((job.id, Fired(job.cron, self.zone_name, at, run.run_id)))
+        if fired:
+            await asyncio.to_thread(self._record, fired)
+
+    def _record(self, fired: list) -> None:
+        conn = connect(self.db_path, create=True)
+        try:
+            record(conn, fired)
+        finally:
+            conn.close()
+
+
+def _say(text: str) -> None:
+    sys.stderr.write(f"[barca] {text}\n")
+    sys.stderr.flush()
