@@ -214,7 +214,8 @@ def test_only_the_driver_starts_runs():
 SERVER_MAY_IMPORT = ("barca.server", "barca.engine.driver", "barca.engine.result",
                      "barca.engine.events", "barca.cli.render", "barca.cli.progress",
                      "barca.errors", "barca.schedules", "barca.__version__",
-                     "barca.store.history", "barca.store.db", "barca.store.schedule_state")
+                     "barca.store.history", "barca.store.db", "barca.store.schedule_state",
+                     "barca.store.partition_pages")
 
 
 def test_the_server_imports_only_the_driver_and_the_renderers():

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -16,15 +17,18 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
-from starlette.routing import Route
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
 
 from barca import __version__
-from barca.errors import UsageError
+from barca.errors import BarcaError, UsageError
 from barca.server import reads
 from barca.server.events import sse
 from barca.server.openapi import document
 from barca.server.runs import Busy, RunRequest, Runs, parse_request
 from barca.server.scheduler import Scheduler
+from barca.server.state import StateCache, with_timings
+from barca.store.partition_pages import partition_page
 
 ACCEPT_WAIT_SECONDS = 60.0  # how long a POST waits for the run to check its request
 
@@ -37,6 +41,7 @@ class Served:
     pipeline: Any  # barca.engine.request.Pipeline
     runs: Runs | None = None
     scheduler: Scheduler | None = None
+    state: StateCache | None = None
 
 
 class ApiError(Exception):
@@ -97,6 +102,26 @@ def build_app(served: Served, lifespan: Any = None) -> Starlette:
         node = node_id(request.path_params["name"])
         stats = await asyncio.to_thread(read, reads.node_stats, node)
         return json({"asset": asset(node), "stats": stats})
+
+    async def state(request: Request) -> Response:
+        nodes = await asyncio.to_thread(s.state.nodes_now)
+        next_runs = {j["id"]: j["next_fire"] for j in
+                     (s.scheduler.describe() if s.scheduler else [])}
+        return json(await asyncio.to_thread(read, with_timings, nodes, next_runs))
+
+    async def partitions(request: Request) -> Response:
+        node = node_id(request.path_params["name"])
+        if not graph.nodes[node].dimensions:
+            raise ApiError(400, f"'{node}' is not partitioned", f"see GET /assets/{node}")
+        query = request.query_params
+        status = query.get("status")
+        if status not in (None, "", "success", "failed"):
+            raise ApiError(400, f"status={status!r} is not success or failed",
+                           "pass ?status=failed or ?status=success")
+        offset, limit = _int(query, "offset", 0, 0, 10**9), _int(query, "limit", 100, 1, 500)
+        page = await asyncio.to_thread(read, _page, node, status or None,
+                                       query.get("q") or None, offset, limit)
+        return json(page)
 
     async def schedule(request: Request) -> Response:
         return json(s.scheduler.describe() if s.scheduler else [])
@@ -220,7 +245,8 @@ def build_app(served: Served, lifespan: Any = None) -> Starlette:
         return json(document(__version__))
 
     routes = [
-        Route("/health", health), Route("/assets", assets),
+        Route("/health", health), Route("/assets", assets), Route("/state", state),
+        Route("/assets/{name:path}/partitions", partitions),
         Route("/assets/{name:path}", asset_detail), Route("/schedule", schedule),
         Route("/runs", list_runs), Route("/runs", start_run, methods=["POST"]),
         Route("/runs/{run_id}", run_detail), Route("/runs/{run_id}", cancel, methods=["DELETE"]),
@@ -229,9 +255,21 @@ def build_app(served: Served, lifespan: Any = None) -> Starlette:
         Route("/run/{target:path}", legacy_trigger, methods=["POST"]),
         Route("/status/{run_id}", status), Route("/openapi.json", openapi),
     ]
-    app = Starlette(routes=_merge_methods(routes), lifespan=lifespan, exception_handlers={
-        HTTPException: _http_error, ApiError: _api_error, UsageError: _usage_error})
+    routes = _merge_methods(routes) + [
+        Route("/", _to_ui), Route("/ui", _to_ui),
+        Mount("/ui", StaticFiles(directory=UI_DIR, html=True), name="ui")]
+    app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={
+        HTTPException: _http_error, ApiError: _api_error, BarcaError: _barca_error,
+        Exception: _crash})
     return app
+
+
+UI_DIR = Path(__file__).parent / "ui"
+
+
+async def _to_ui(request: Request) -> Response:
+    """Relative, so that the UI works under any path prefix behind a proxy."""
+    return Response(status_code=303, headers={"Location": "ui/"})
 
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
@@ -265,6 +303,23 @@ def _durable_status(status: str) -> str:
     return "success" if status == "complete" else status
 
 
+def _page(conn, node: str, status, q, offset: int, limit: int) -> dict:
+    if conn is None:
+        return {"node_id": node, "total": 0, "failed": 0, "matched": 0, "offset": offset,
+                "keys": [], "next_offset": None, "failures": []}
+    return partition_page(conn, node, status, q, offset, limit)
+
+
+def _int(query, name: str, default: int, low: int, high: int) -> int:
+    text = query.get(name)
+    if text is None:
+        return default
+    if not text.isdigit():
+        raise ApiError(400, f"{name}={text!r} is not a whole number",
+                       f"pass ?{name}={low}..{high}")
+    return min(max(int(text), low), high)
+
+
 def _last_event_id(request: Request) -> int:
     text = request.headers.get("last-event-id") or request.query_params.get("after") or "0"
     return int(text) if text.isdigit() else 0
@@ -282,5 +337,12 @@ async def _api_error(request: Request, exc: ApiError) -> Response:
                 exc.status)
 
 
-async def _usage_error(request: Request, exc: UsageError) -> Response:
-    return json({"error": exc.message, "kind": "usage", "remediation": exc.remediation}, 400)
+async def _barca_error(request: Request, exc: BarcaError) -> Response:
+    return json({"error": exc.message, "kind": exc.kind, "remediation": exc.remediation},
+                400 if isinstance(exc, UsageError) else 500)
+
+
+async def _crash(request: Request, exc: Exception) -> Response:
+    return json({"error": f"{type(exc).__name__}: {exc}", "kind": "infra",
+                 "remediation": "this is a bug in barca serve: the server's stderr has the "
+                                "traceback"}, 500)

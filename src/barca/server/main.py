@@ -22,8 +22,10 @@ import uvicorn
 from barca.engine.driver import open_pipeline
 from barca.server.app import Served, build_app
 from barca.server.options import ServeOptions, check, zone
+from barca.server.reads import reading
 from barca.server.runs import Runs
 from barca.server.scheduler import Scheduler, scheduled_jobs
+from barca.server.state import StateCache
 from barca.store.db import connect
 from barca.store.history import mark_cancelled
 
@@ -38,6 +40,8 @@ def serve(options: ServeOptions) -> int:
         pipeline.project.ensure_state_dir()
     jobs = scheduled_jobs(pipeline.graph) if options.scheduler_on else []
     served = Served(options, pipeline)
+    served.state = StateCache(pipeline.project.root, pipeline.files, options.env,
+                              lambda fn: _read_db(served, fn))
     sock = _bind(options.host, options.port)
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
@@ -94,6 +98,11 @@ class _Server(uvicorn.Server):
                 mark_cancelled(conn, [r.run_id for r in killed])
                 conn.close()
         super().handle_exit(sig, frame)
+
+
+def _read_db(served: Served, fn):
+    with reading(served.pipeline.project.db_path, served.options.read_only) as conn:
+        return fn(conn)
 
 
 def _scheduler_ended(task: asyncio.Task) -> None:

@@ -127,16 +127,22 @@ class Runs:
         self.root, self.files, self.env, self.loop, self.limit = root, files, env, loop, limit
         self.runs: dict[str, LiveRun] = {}
         self.closing = False
+        self.lock = threading.Lock()  # a run starts before shutdown sees it, or not at all
 
     def start(self, request: RunRequest, triggered_by: str = "api") -> LiveRun:
         """Start a run now (call from the event loop's thread)."""
         self._forget_old()
-        if self.closing:
-            raise Busy("the server is shutting down")
-        if sum(r.live for r in self.runs.values()) >= self.limit:
-            raise Busy(f"{self.limit} runs are already in flight")
-        run = LiveRun(os.urandom(6).hex(), request, triggered_by, EventLog(self.loop))
-        self.runs[run.run_id] = run
+        with self.lock:
+            if self.closing:
+                raise Busy("the server is shutting down")
+            if sum(r.live for r in self.runs.values()) >= self.limit:
+                raise Busy(f"{self.limit} runs are already in flight")
+            run = LiveRun(os.urandom(6).hex(), request, triggered_by, EventLog(self.loop))
+            self.runs[run.run_id] = run
+            return self._launch(run)
+
+    def _launch(self, run: LiveRun) -> LiveRun:
+        request, triggered_by = run.request, run.triggered_by
         argv = request.argv(self.files, run.run_id, triggered_by, self.env)
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
@@ -146,6 +152,7 @@ class Runs:
         except BaseException:
             for fd in (out_r, err_r):
                 os.close(fd)
+            del self.runs[run.run_id]
             raise
         finally:
             for fd in (devnull, out_w, err_w):
@@ -217,8 +224,9 @@ class Runs:
         """Stop accepting and cancel every live run; wait until `deadline` (monotonic) for
         them to end, then kill what is left. The runs killed (their rows may still say
         running)."""
-        self.closing = True
-        live = self.live_runs()
+        with self.lock:
+            self.closing = True
+            live = self.live_runs()
         for run in live:
             _signal(run.pid, signal.SIGTERM)
         for run in live:

@@ -315,6 +315,22 @@ def node_stats(conn: sqlite3.Connection, node_id: str, recent: int = 10) -> Node
                      tuple(reversed(steps[-recent:])))
 
 
+def recent_durations(conn: sqlite3.Connection, node_id: str, n: int = 20) -> list[float]:
+    """The times of a node's last `n` successful executions (keys count one each), newest
+    first: an index scan from the end, however long the history."""
+    rows = conn.execute("SELECT elapsed_seconds FROM materializations WHERE node_id = ? AND "
+                        "status = 'success' AND elapsed_seconds IS NOT NULL ORDER BY id DESC "
+                        "LIMIT ?", (node_id, n)).fetchall()
+    return [r[0] for r in rows]
+
+
+def changed_stamp(conn: sqlite3.Connection) -> tuple:
+    """Changes whenever a run starts, records a step or ends: when what `status` says may
+    have changed."""
+    return conn.execute("SELECT (SELECT count(*) FROM runs), (SELECT max(id) FROM "
+                        "materializations), (SELECT max(finished_at) FROM runs)").fetchone()
+
+
 def percentile(values: Sequence[float], q: float) -> float | None:
     """Linear interpolation between closest ranks; None for no values.
 

@@ -1,0 +1,83 @@
+"""`/state`: every node's `barca status` entry, with its recent durations and next run.
+
+Status is computed by the CLI's own `barca status --json` in a child process (it plans
+against the current sources and the database, as the CLI would), at most one at a time, and
+kept until the database or a source file changes.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import orjson
+
+import barca.store.history as history
+from barca.engine.driver import start_command
+from barca.errors import InfraError
+
+
+class StateCache:
+    def __init__(self, root: Path, files: Sequence[str], env: str | None,
+                 read: Callable) -> None:
+        self.root, self.files, self.env, self.read = root, files, env, read
+        self.lock = threading.Lock()
+        self.stamp: Any = None
+        self.nodes: list[dict] = []
+
+    def nodes_now(self) -> list[dict]:
+        """The status entries, recomputed if anything changed since the last ones (blocks)."""
+        with self.lock:
+            stamp = (self.read(_stamp), tuple(_mtime(self.root / f) for f in self.files))
+            if stamp != self.stamp:
+                self.nodes = self._status()
+                self.stamp = stamp
+            return self.nodes
+
+    def _status(self) -> list[dict]:
+        argv = ["status", *self.files, "--json", *(["--env", self.env] if self.env else [])]
+        out_r, out_w = os.pipe()
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        with tempfile.TemporaryFile() as err:
+            try:
+                process = start_command(self.root, argv, dict(os.environ),
+                                        (devnull, out_w, err.fileno()))
+            finally:
+                os.close(devnull)
+                os.close(out_w)
+            with os.fdopen(out_r, "rb") as out:
+                stdout = out.read()
+            code = process.wait()
+            err.seek(0)
+            stderr = err.read()
+        if code != 0:
+            last = stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or [""]
+            raise InfraError(f"barca status failed (exit {code}): {last[0]}")
+        return orjson.loads(stdout)["nodes"]
+
+
+def with_timings(conn: Any, nodes: list[dict], next_runs: dict[str, int]) -> list[dict]:
+    """Each entry plus `durations` (median and p95 of the last 20 successful executions)
+    and `next_run` (epoch of its next scheduled fire)."""
+    out = []
+    for node in nodes:
+        recent = history.recent_durations(conn, node["id"]) if conn is not None else []
+        durations = {"median_seconds": history.median(recent),
+                     "p95_seconds": history.percentile(recent, 0.95),
+                     "samples": len(recent)} if recent else None
+        out.append({**node, "durations": durations, "next_run": next_runs.get(node["id"])})
+    return out
+
+
+def _stamp(conn: Any) -> tuple | None:
+    return history.changed_stamp(conn) if conn is not None else None
+
+
+def _mtime(path: Path) -> int:
+    try:
+        return path.stat().st_mtime_ns
+    except OSError:
+        return 0
