@@ -25,12 +25,13 @@ from barca.errors import BarcaError, UsageError
 from barca.server import reads
 from barca.server.events import sse
 from barca.server.openapi import document
-from barca.server.runs import Busy, RunRequest, Runs, parse_request
+from barca.server.runs import Busy, RunRequest, Runs, parse_request, run_captured
 from barca.server.scheduler import Scheduler
 from barca.server.state import StateCache, with_timings
 from barca.store.partition_pages import partition_page
 
-ACCEPT_WAIT_SECONDS = 60.0  # how long a POST waits for the run to check its request
+ACCEPT_WAIT_SECONDS = 60.0
+VIEW_COMMANDS = ("status", "list", "history", "logs", "stats")  # how long a POST waits for the run to check its request
 
 
 @dataclass
@@ -198,9 +199,17 @@ def build_app(served: Served, lifespan: Any = None) -> Starlette:
         run_request = RunRequest(command, (target,), refresh_all=command == "run")
         return await _start(run_request, durable=False)
 
+    def target(text: str) -> str:
+        """A run's target, resolved as the CLI resolves it (and refused with its words)."""
+        try:
+            return graph.resolve_target(text)
+        except UsageError as exc:
+            raise ApiError(409 if "ambiguous" in exc.message else 404, exc.message,
+                           exc.remediation or "") from None
+
     async def _start(run_request: RunRequest, durable: bool) -> Response:
-        targets = tuple(node_id(t) for t in run_request.targets)
-        run_request.targets = targets
+        for text in run_request.targets:  # checked here, passed on as typed (and recorded so)
+            target(text)
         assert s.runs is not None
         try:
             run = s.runs.start(run_request, "api")
@@ -241,6 +250,20 @@ def build_app(served: Served, lifespan: Any = None) -> Starlette:
                      "result": live.outcome() if not live.live else None, "error": error,
                      "started_at": live.started_at, "finished_at": live.finished_at})
 
+    async def cli_view(request: Request) -> Response:
+        """A read-only command as `--server` clients type it, run as typed (its output is
+        then exactly the local command's)."""
+        command = request.path_params["command"]
+        args = request.query_params.getlist("arg")
+        if command not in VIEW_COMMANDS and not (command in ("get", "run")
+                                                 and "--dry-run" in args):
+            raise ApiError(404, f"`barca {command}` does not run here",
+                           f"commands: {', '.join(VIEW_COMMANDS)}, and get/run --dry-run")
+        if any(a == "--server" or a.startswith("--server=") for a in args):
+            raise ApiError(400, "--server cannot be passed on to the server")
+        argv = [command, *args, *(["--env", s.options.env] if s.options.env else [])]
+        return json(await asyncio.to_thread(run_captured, s.pipeline.project.root, argv))
+
     async def openapi(request: Request) -> Response:
         return json(document(__version__))
 
@@ -254,6 +277,7 @@ def build_app(served: Served, lifespan: Any = None) -> Starlette:
         Route("/get/{target:path}", legacy_trigger, methods=["POST"]),
         Route("/run/{target:path}", legacy_trigger, methods=["POST"]),
         Route("/status/{run_id}", status), Route("/openapi.json", openapi),
+        Route("/cli/{command}", cli_view),
     ]
     routes = _merge_methods(routes) + [
         Route("/", _to_ui), Route("/ui", _to_ui),

@@ -81,13 +81,15 @@ class _Server(uvicorn.Server):
         self.served, self.stopping = served, False
 
     def handle_exit(self, sig: int, frame) -> None:
+        # uvicorn's own would re-raise the signal once stopped; a stop asked for is exit 0
         if self.stopping:
-            return super().handle_exit(sig, frame)
+            self.should_exit = self.force_exit = True
+            return
         self.stopping = True
         _say(f"{signal.Signals(sig).name} received: stopping runs and shutting down")
-        threading.Thread(target=self._stop, args=(sig, frame), daemon=True).start()
+        threading.Thread(target=self._stop, daemon=True).start()
 
-    def _stop(self, sig: int, frame) -> None:
+    def _stop(self) -> None:
         served = self.served
         if served.scheduler is not None:
             served.scheduler.stop()
@@ -97,7 +99,7 @@ class _Server(uvicorn.Server):
             if conn is not None:
                 mark_cancelled(conn, [r.run_id for r in killed])
                 conn.close()
-        super().handle_exit(sig, frame)
+        self.should_exit = True
 
 
 def _read_db(served: Served, fn):
