@@ -58,7 +58,6 @@ def json(body: Any, status: int = 200, headers: dict | None = None) -> Response:
 
 def build_app(served: Served, lifespan: Any = None) -> Starlette:
     s = served
-    graph = s.pipeline.graph
 
     def writable() -> None:
         if s.options.read_only:
@@ -66,6 +65,7 @@ def build_app(served: Served, lifespan: Any = None) -> Starlette:
                            "cancels no runs", "run `barca serve` without --read-only")
 
     def node_id(text: str) -> str:
+        graph = s.pipeline.graph  # replaced when --watch reloads
         if text in graph.nodes:
             return text
         matches = sorted(i for i, d in graph.nodes.items() if d.name == text
@@ -79,6 +79,7 @@ def build_app(served: Served, lifespan: Any = None) -> Starlette:
         return matches[0]
 
     def asset(node: str) -> dict:
+        graph = s.pipeline.graph
         d = graph.nodes[node]
         freshness = {"type": d.freshness.capitalize()}
         if d.schedule:
@@ -97,7 +98,7 @@ def build_app(served: Served, lifespan: Any = None) -> Starlette:
                      "load_errors": list(s.pipeline.load_errors)})
 
     async def assets(request: Request) -> Response:
-        return json([asset(n) for n in graph.order])
+        return json([asset(n) for n in s.pipeline.graph.order])
 
     async def asset_detail(request: Request) -> Response:
         node = node_id(request.path_params["name"])
@@ -112,7 +113,7 @@ def build_app(served: Served, lifespan: Any = None) -> Starlette:
 
     async def partitions(request: Request) -> Response:
         node = node_id(request.path_params["name"])
-        if not graph.nodes[node].dimensions:
+        if not s.pipeline.graph.nodes[node].dimensions:
             raise ApiError(400, f"'{node}' is not partitioned", f"see GET /assets/{node}")
         query = request.query_params
         status = query.get("status")
@@ -202,7 +203,7 @@ def build_app(served: Served, lifespan: Any = None) -> Starlette:
     def target(text: str) -> str:
         """A run's target, resolved as the CLI resolves it (and refused with its words)."""
         try:
-            return graph.resolve_target(text)
+            return s.pipeline.graph.resolve_target(text)
         except UsageError as exc:
             raise ApiError(409 if "ambiguous" in exc.message else 404, exc.message,
                            exc.remediation or "") from None
