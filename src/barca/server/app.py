@@ -16,7 +16,7 @@ import orjson
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import FileResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
@@ -31,7 +31,9 @@ from barca.server.state import StateCache, with_timings
 from barca.store.partition_pages import partition_page
 
 ACCEPT_WAIT_SECONDS = 60.0
-VIEW_COMMANDS = ("status", "list", "history", "logs", "stats")  # how long a POST waits for the run to check its request
+VIEW_COMMANDS = ("status", "list", "history", "logs", "stats")
+MEDIA_TYPES = {"json": "application/json", "keyed-json": "application/json", "parquet": "application/vnd.apache.parquet",
+               "csv": "text/csv", "pickle": "application/octet-stream"}  # how long a POST waits for the run to check its request
 
 
 @dataclass
@@ -181,6 +183,36 @@ def build_app(served: Served, lifespan: Any = None) -> Starlette:
                 yield b": keep-alive\n\n" if item is None else sse(*item)
         return StreamingResponse(stream(), media_type="text/event-stream", headers=SSE_HEADERS)
 
+    async def output(request: Request) -> Response:
+        """The bytes of a run's result: its target's (or `?node=`'s), `?key=` when
+        partitioned; the file as stored, typed by its format."""
+        run_id = request.path_params["run_id"]
+        detail = await asyncio.to_thread(read, reads.run_detail, run_id)
+        if detail is None:
+            raise ApiError(404, f"no run '{run_id}'", "list runs with GET /runs")
+        targets = (detail["run"]["target"] or "").split(",")
+        text = request.query_params.get("node") or (targets[0] if len(targets) == 1 else "")
+        if not text:
+            raise ApiError(400, f"run '{run_id}' has {len(targets)} targets",
+                           f"pass ?node= one of {', '.join(targets)}")
+        node = node_id(text)
+        key = request.query_params.get("key", "")
+        dims = s.pipeline.graph.nodes[node].dimensions
+        if len(dims) == 1 and key.startswith(dims[0].name + "="):
+            key = key.split("=", 1)[1]  # as the CLI names keys: DIM=VALUE
+        found = await asyncio.to_thread(read, reads.result_of_run, run_id, node, key)
+        if found is None:
+            raise ApiError(404, f"run '{run_id}' left no result for {node}"
+                           + (f" key {key!r}" if key else ""),
+                           "pass ?key=DIM=VALUE for a partitioned node" if not key else "")
+        path, fmt = found
+        root = s.pipeline.project.root
+        full = (root / path).resolve()
+        if not full.is_relative_to((root / ".barca").resolve()) or not full.is_file():
+            raise ApiError(404, f"the result file {path} is not there",
+                           "it was removed (barca gc?): get the node again")
+        return FileResponse(full, media_type=MEDIA_TYPES.get(fmt, "application/octet-stream"))
+
     async def start_run(request: Request) -> Response:
         writable()
         try:
@@ -275,6 +307,7 @@ def build_app(served: Served, lifespan: Any = None) -> Starlette:
         Route("/runs", list_runs), Route("/runs", start_run, methods=["POST"]),
         Route("/runs/{run_id}", run_detail), Route("/runs/{run_id}", cancel, methods=["DELETE"]),
         Route("/runs/{run_id}/events", events), Route("/logs/{run_id}", logs),
+        Route("/runs/{run_id}/output", output),
         Route("/get/{target:path}", legacy_trigger, methods=["POST"]),
         Route("/run/{target:path}", legacy_trigger, methods=["POST"]),
         Route("/status/{run_id}", status), Route("/openapi.json", openapi),

@@ -175,6 +175,16 @@ def document(version: str) -> dict[str, Any]:
                                   "content": {"text/event-stream": {"schema": STR}}},
                           "204": {"description": "the stream already ended"},
                           "404": _error(ERRORS[404])}}},
+        "/runs/{run_id}/output": {"get": {
+            "summary": "The stored bytes of the run's result (its target, or ?node=; ?key= "
+                       "for a partitioned node)",
+            "parameters": run_id + [{"name": n, "in": "query", "required": False,
+                                     "schema": STR} for n in ("node", "key")],
+            "responses": {"200": {"description": "the result file, typed by its format",
+                                  "content": {t: {"schema": STR} for t in (
+                                      "application/json", "application/vnd.apache.parquet",
+                                      "text/csv", "application/octet-stream")}},
+                          **{str(c): _error(ERRORS[c]) for c in (400, 404, 409)}}}},
         "/logs/{run_id}": {"get": _get("What a run's steps printed", _json(_ref("Logs")),
                                        params=run_id)},
         "/get/{target}": {"post": {**trigger, "summary": "Start `barca get TARGET`"}},
