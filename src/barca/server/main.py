@@ -39,6 +39,7 @@ def serve(options: ServeOptions) -> int:
     tz = zone(options.timezone)
     if options.read_only:
         _check_readable(pipeline.project.db_path)
+        os.environ["BARCA_READ_ONLY"] = "1"  # and for every command it runs
     else:
         pipeline.project.ensure_state_dir()
     jobs = scheduled_jobs(pipeline.graph) if options.scheduler_on else []
