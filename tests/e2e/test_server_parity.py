@@ -36,6 +36,10 @@ PIPELINE = """
         time.sleep(60)
         return 1
 
+    @asset(partitions={"k": partitions([str(i) for i in range(3000)])}, batch="all")
+    def wide(k: list[str]) -> dict:
+        return {key: "v" * 400 for key in k}
+
     @task(inputs={"raw": raw})
     def publish(raw: dict) -> None:
         print("published")
@@ -44,7 +48,8 @@ PIPELINE = """
 VOLATILE = {"elapsed_seconds", "metadata_seconds", "started_at", "finished_at", "created_at",
             "max_rss_bytes", "avg_elapsed_seconds", "median_elapsed_seconds",
             "p95_elapsed_seconds", "max_elapsed_seconds", "ts", "elapsed", "traceback",
-            "peak_rss_bytes", "rss_bytes", "median_max_rss_bytes", "p95_max_rss_bytes"}
+            "peak_rss_bytes", "rss_bytes", "median_max_rss_bytes", "p95_max_rss_bytes",
+            "import_seconds", "load_seconds", "compute_seconds", "split_seconds", "write_seconds"}
 RUN_ID = re.compile(r"\b[0-9a-f]{12}\b")
 SECONDS = re.compile(r"\d+(\.\d+)?s\b")
 DONE = re.compile(r"\(\d+/(\d+)\)")  # (done/total): parallel steps finish in any order
@@ -118,6 +123,12 @@ def test_get_run_and_inspection_print_the_same_through_a_server(pair):
     a = barca(local, "logs", here)
     b = barca(local, "logs", there, "--server", server.url)
     assert (a.code, a.stdout) == (b.code, b.stdout) == (0, "[p.py:publish] published\n")
+
+
+def test_an_output_too_large_for_an_event_is_printed_whole(pair):
+    here, there = both(pair, "get", "wide", "p.py", code=0)
+    assert len(there.stdout) > 256 * 1024  # over what the last event carries
+    assert len(json.loads(there.stdout)["final_output"]) == 3000
 
 
 def test_an_unreachable_server_is_exit_3_naming_it_and_the_way_out(tmp_path):

@@ -129,8 +129,7 @@ def _follow(client, run_id: str, agent: bool) -> int:
         while True:  # reconnect where it left off if the stream breaks
             ended = _stream(client, run_id, last, agent)
             if isinstance(ended, dict):
-                sys.stdout.write(ended.get("stdout") or "")
-                sys.stdout.flush()
+                _print_stdout(client, run_id, ended)
                 return ended["exit_code"]
             if ended == last:
                 raise InfraError(f"the server lost run {run_id}",
@@ -139,6 +138,17 @@ def _follow(client, run_id: str, agent: bool) -> int:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def _print_stdout(client, run_id: str, ended: dict) -> None:
+    """The command's stdout: in its last event, or fetched when too large for one."""
+    if ended.get("stdout") is None and ended.get("stdout_bytes"):
+        with client.stream("GET", f"/runs/{run_id}/stdout") as response:
+            for chunk in response.iter_bytes():
+                sys.stdout.buffer.write(chunk)
+    else:
+        sys.stdout.write(ended.get("stdout") or "")
+    sys.stdout.flush()
 
 
 def _stream(client, run_id: str, after: int, agent: bool) -> Any:

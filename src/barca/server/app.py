@@ -213,6 +213,16 @@ def build_app(served: Served, lifespan: Any = None) -> Starlette:
                            "it was removed (barca gc?): get the node again")
         return FileResponse(full, media_type=MEDIA_TYPES.get(fmt, "application/octet-stream"))
 
+    async def stdout(request: Request) -> Response:
+        """What the run's command printed on stdout, whole (kept as long as the run is)."""
+        run_id = request.path_params["run_id"]
+        live = s.runs.get(run_id) if s.runs else None
+        if live is None or live.live or live.stdout_path is None or \
+                not live.stdout_path.exists():
+            raise ApiError(404, f"no finished run '{run_id}' on this server",
+                           "a run's output is kept an hour after it ends")
+        return FileResponse(live.stdout_path, media_type="text/plain; charset=utf-8")
+
     async def start_run(request: Request) -> Response:
         writable()
         try:
@@ -258,7 +268,7 @@ def build_app(served: Served, lifespan: Any = None) -> Starlette:
                                   "kind": "infra"}
             return json(error, 400 if run.exit_code == 2 else 500)
         if run_request.dry_run:
-            return json(run.outcome())
+            return json(run.outcome(limit=None))  # a plan lists at most 20 keys a node
         return json({"run_id": run.run_id}, 202 if durable else 200)
 
     async def cancel(request: Request) -> Response:
@@ -307,7 +317,7 @@ def build_app(served: Served, lifespan: Any = None) -> Starlette:
         Route("/runs", list_runs), Route("/runs", start_run, methods=["POST"]),
         Route("/runs/{run_id}", run_detail), Route("/runs/{run_id}", cancel, methods=["DELETE"]),
         Route("/runs/{run_id}/events", events), Route("/logs/{run_id}", logs),
-        Route("/runs/{run_id}/output", output),
+        Route("/runs/{run_id}/output", output), Route("/runs/{run_id}/stdout", stdout),
         Route("/get/{target:path}", legacy_trigger, methods=["POST"]),
         Route("/run/{target:path}", legacy_trigger, methods=["POST"]),
         Route("/status/{run_id}", status), Route("/openapi.json", openapi),

@@ -74,6 +74,7 @@ def serve(options: ServeOptions) -> int:
         stop.set()
         for task in tasks:
             task.cancel()
+        served.runs.close()
 
     _hold_pool_longer()
     threading.Thread(target=keep_warm, args=(pipeline, True), daemon=True).start()

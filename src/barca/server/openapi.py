@@ -185,6 +185,12 @@ def document(version: str) -> dict[str, Any]:
                                       "application/json", "application/vnd.apache.parquet",
                                       "text/csv", "application/octet-stream")}},
                           **{str(c): _error(ERRORS[c]) for c in (400, 404, 409)}}}},
+        "/runs/{run_id}/stdout": {"get": {
+            "summary": "What the run's command printed on stdout, whole (the last event "
+                       "carries it only up to 256 KiB); kept an hour after the run",
+            "parameters": run_id,
+            "responses": {"200": {"description": "the text", "content": {
+                "text/plain": {"schema": STR}}}, "404": _error(ERRORS[404])}}},
         "/logs/{run_id}": {"get": _get("What a run's steps printed", _json(_ref("Logs")),
                                        params=run_id)},
         "/get/{target}": {"post": {**trigger, "summary": "Start `barca get TARGET`"}},

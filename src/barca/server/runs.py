@@ -1,6 +1,7 @@
 """The runs this server started: each a `barca get|run ... --json --events` child process
-(`driver.start_command`), followed by threads that turn its stderr into events and keep its
-stdout, the JSON the CLI prints, as the run's outcome.
+(`driver.start_command`), followed by a thread that turns its stderr into events. Its stdout,
+the JSON the CLI prints (all 200,000 values of a partitioned target: megabytes), goes to a
+file in the server's spool directory, read only when a client asks for it.
 
 A run id is chosen here and passed to the child, so a client has it before the run starts. A
 run is `pending` until the child has checked the request against the graph (`run_accepted`),
@@ -11,7 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import signal
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -27,6 +30,7 @@ from barca.server.events import EventLog
 
 CANCEL_GRACE_SECONDS = 5.0
 KEEP_FINISHED_SECONDS = 3600.0
+INLINE_BYTES = 256 * 1024  # an output up to this size travels in the run's last event
 STATUS_BY_CODE = {0: "complete", 1: "failed", 130: "cancelled"}
 
 
@@ -106,7 +110,7 @@ class LiveRun:
     status: str = "pending"  # pending | running | complete | failed | cancelled
     finished_at: float | None = None
     exit_code: int | None = None
-    stdout: str = ""
+    stdout_path: Path | None = None  # what the command printed on stdout (spooled)
     error: dict | None = None  # the CLI's error envelope, when it printed one
     pid: int | None = None
     accepted: bool = False  # the child checked the request: the run is going ahead
@@ -117,10 +121,27 @@ class LiveRun:
     def live(self) -> bool:
         return self.status in ("pending", "running")
 
-    def outcome(self) -> Any:
-        """What the CLI printed on stdout (its JSON), or None."""
+    def stdout_size(self) -> int:
         try:
-            return orjson.loads(self.stdout) if self.stdout.strip() else None
+            return self.stdout_path.stat().st_size if self.stdout_path else 0
+        except OSError:
+            return 0
+
+    def stdout(self, limit: int | None = None) -> str | None:
+        """What the command printed on stdout; None when it is over `limit` bytes, or gone."""
+        if limit is not None and self.stdout_size() > limit:
+            return None
+        try:
+            return self.stdout_path.read_text("utf-8", "replace") if self.stdout_path else ""
+        except OSError:
+            return None
+
+    def outcome(self, limit: int | None = INLINE_BYTES) -> Any:
+        """The JSON the CLI printed (None when it printed none, or more than `limit` bytes:
+        GET /runs/{id}/stdout has it whole)."""
+        text = self.stdout(limit)
+        try:
+            return orjson.loads(text) if text and text.strip() else None
         except orjson.JSONDecodeError:
             return None
 
@@ -132,6 +153,7 @@ class Runs:
                  loop: asyncio.AbstractEventLoop, limit: int) -> None:
         self.root, self.files, self.env, self.loop, self.limit = root, files, env, loop, limit
         self.runs: dict[str, LiveRun] = {}
+        self.spool = Path(tempfile.mkdtemp(prefix="barca-serve-"))  # runs' stdout files
         self.closing = False
         self.lock = threading.Lock()  # a run starts before shutdown sees it, or not at all
 
@@ -150,41 +172,38 @@ class Runs:
     def _launch(self, run: LiveRun) -> LiveRun:
         request, triggered_by = run.request, run.triggered_by
         argv = request.argv(self.files, run.run_id, triggered_by, self.env)
-        out_r, out_w = os.pipe()
+        run.stdout_path = self.spool / f"{run.run_id}.out"
+        out = os.open(run.stdout_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         err_r, err_w = os.pipe()
         devnull = os.open(os.devnull, os.O_RDONLY)
         try:
-            process = start_command(self.root, argv, child_env(), (devnull, out_w, err_w))
+            process = start_command(self.root, argv, child_env(), (devnull, out, err_w))
         except BaseException:
-            for fd in (out_r, err_r):
-                os.close(fd)
+            os.close(err_r)
+            run.stdout_path.unlink(missing_ok=True)
             del self.runs[run.run_id]
             raise
         finally:
-            for fd in (devnull, out_w, err_w):
+            for fd in (devnull, out, err_w):
                 os.close(fd)
         run.pid = process.pid
-        threading.Thread(target=self._follow, args=(run, process, out_r, err_r), daemon=True,
+        threading.Thread(target=self._follow, args=(run, process, err_r), daemon=True,
                          name=f"barca-run-{run.run_id}").start()
         return run
 
-    def _follow(self, run: LiveRun, process, out_r: int, err_r: int) -> None:
-        chunks: list[bytes] = []
-        reader = threading.Thread(target=_read_all, args=(out_r, chunks), daemon=True)
-        reader.start()
+    def _follow(self, run: LiveRun, process, err_r: int) -> None:
         with os.fdopen(err_r, "r", encoding="utf-8", errors="replace") as stderr:
             for text in stderr:
                 self._on_line(run, text.rstrip("\n"))
         code = process.wait()
-        reader.join()
-        run.stdout = b"".join(chunks).decode("utf-8", "replace")
         run.exit_code = code
         run.status = STATUS_BY_CODE.get(code, "failed")
         run.finished_at = time.time()
         run.events.append({"type": "run_finished", "run_id": run.run_id,
                            "ok": code == 0, "status": run.status, "exit_code": code,
                            "outcome": run.outcome(), "error": run.error,
-                           "stdout": run.stdout})
+                           "stdout": run.stdout(INLINE_BYTES),
+                           "stdout_bytes": run.stdout_size()})
         run.events.close()
         run.ended.set()
         run.settled.set()
@@ -247,7 +266,13 @@ class Runs:
         cutoff = time.time() - KEEP_FINISHED_SECONDS
         for run_id in [i for i, r in self.runs.items()
                        if not r.live and (r.finished_at or 0) < cutoff]:
-            del self.runs[run_id]
+            run = self.runs.pop(run_id)
+            if run.stdout_path is not None:
+                run.stdout_path.unlink(missing_ok=True)
+
+    def close(self) -> None:
+        """Remove the spool (the server is stopping; its runs have ended)."""
+        shutil.rmtree(self.spool, ignore_errors=True)
 
 
 def child_env() -> dict[str, str]:
@@ -260,8 +285,6 @@ def child_env() -> dict[str, str]:
 
 def run_captured(root: Path, argv: Sequence[str]) -> dict:
     """Run `barca ARGV` to its end: {exit_code, stdout, stderr} (blocks)."""
-    import tempfile
-
     devnull = os.open(os.devnull, os.O_RDONLY)
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         try:
@@ -287,9 +310,3 @@ def _signal(pid: int | None, signum: int) -> None:
         os.kill(pid, signum)
     except ProcessLookupError:
         pass
-
-
-def _read_all(fd: int, chunks: list[bytes]) -> None:
-    with os.fdopen(fd, "rb") as stream:
-        while chunk := stream.read(65536):
-            chunks.append(chunk)
