@@ -262,3 +262,42 @@ def wait_for(predicate, what: str, timeout: float = 60.0) -> None:
             return
         time.sleep(0.05)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+@dataclass
+class Server:
+    """A `barca serve` process started by a test: its URL and what it printed on stderr."""
+
+    proc: subprocess.Popen
+    url: str
+    stderr: list[str]
+
+    def stop(self, timeout: float = 10.0) -> int:
+        """SIGTERM, as a service manager stops it; its exit code (it must exit in time)."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(15)
+        return self.proc.wait(timeout)
+
+
+def start_server(root: Path, *args: Any, env: Mapping[str, str | None] | None = None,
+                 timeout: float = 60) -> Server:
+    """Start `barca serve ARGS --port 0` in `root` and wait for its `serving on` line."""
+    import threading
+
+    proc = start_barca(root, "serve", *args, "--port", "0", env=env, stdout=subprocess.DEVNULL)
+    lines: list[str] = []
+    ready = threading.Event()
+
+    def read() -> None:
+        for line in proc.stderr:
+            lines.append(line.rstrip("\n"))
+            if "serving on http://" in line:
+                ready.set()
+        ready.set()
+
+    threading.Thread(target=read, daemon=True).start()
+    if not ready.wait(timeout) or proc.poll() is not None:
+        proc.kill()
+        raise AssertionError("barca serve did not start:\n" + "\n".join(lines))
+    url = next(line for line in lines if "serving on" in line).split("serving on ")[1].split()[0]
+    return Server(proc, url, lines)

@@ -11,6 +11,7 @@ from barca.cli import render
 from barca.cli.load import split_positionals
 from barca.cli.output import choose_mode, emit, emit_json, note
 from barca.cli.progress import CliReporter, EventReporter
+from barca.cli.remote import server_options
 from barca.errors import StepFailed
 from barca.engine.result import RunResult
 from barca.engine.driver import run
@@ -49,7 +50,7 @@ def _run_options(fn):
     ]
     for option in reversed(options):
         fn = option(fn)
-    return click.argument("args", nargs=-1)(fn)
+    return click.argument("args", nargs=-1)(server_options(fn))
 
 
 GET_HELP = """Compute TARGET (an asset or sensor, or a,b) and what it needs; print its value.

@@ -17,6 +17,7 @@ import click
 from barca.cli import render
 from barca.cli.output import (choose_listing_mode, emit, emit_json, listing, note,
                               note_truncated, parse_fields, pick_fields, table)
+from barca.cli.remote import server_options
 from barca.errors import UsageError
 from barca.project import Project, open_project
 from barca.store import history as store
@@ -85,6 +86,7 @@ def _round(value: float | None) -> float | None:
 
 
 @click.command("history", help=HELP)
+@server_options
 @click.argument("run_id", required=False)
 @click.option("-l", "--limit", type=click.IntRange(min=1), metavar="N",
               help="Show N runs (default 10); with RUN_ID, at most N steps.")

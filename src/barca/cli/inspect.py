@@ -10,12 +10,14 @@ import click
 from barca.cli import render
 from barca.cli.load import split_positionals
 from barca.cli.output import choose_mode, emit, emit_json, table
+from barca.cli.remote import server_options
 from barca.engine.driver import open_pipeline, run
 from barca.engine.local import pool_size
 from barca.schedules import next_fire_text
 
 
 @click.command("list")
+@server_options
 @click.argument("files", nargs=-1)
 @click.option("--json", "json_flag", is_flag=True, help="JSON output.")
 @click.option("--pretty", is_flag=True, help="Human output.")
@@ -56,6 +58,7 @@ def list_command(files, json_flag, pretty) -> None:
 
 
 @click.command("status")
+@server_options
 @click.argument("args", nargs=-1)
 @click.option("--json", "json_flag", is_flag=True, help="JSON output.")
 @click.option("--pretty", is_flag=True, help="Human output.")

@@ -16,6 +16,7 @@ import click
 from barca.cli import render
 from barca.cli.history import find_run, open_history
 from barca.cli.output import emit, emit_json, note
+from barca.cli.remote import server_options
 from barca.errors import UsageError
 from barca.store import history as store
 
@@ -34,6 +35,7 @@ Examples:
 
 
 @click.command("logs", help=HELP)
+@server_options
 @click.argument("run_id", required=False)
 @click.option("--step", metavar="STEP", help="Only this step: a name, a node id, or one key "
               "such as 'scored[retailer=r7]'.")

@@ -7,6 +7,7 @@ Nothing heavy is imported before that choice is made.
 
 from __future__ import annotations
 
+import os
 import sys
 
 DELEGATED = ("get", "run")
@@ -17,7 +18,9 @@ def main(argv: list[str] | None = None) -> None:
     if argv and argv[0].endswith(".py"):
         argv = ["get", *argv]  # `barca pipeline.py` is `barca get pipeline.py`
     idle = _warm_seconds()
-    if argv and argv[0] in DELEGATED and idle:
+    remote = "--server" in argv or any(a.startswith("--server=") for a in argv) or \
+        os.environ.get("BARCA_SERVER")
+    if argv and argv[0] in DELEGATED and idle and not remote:
         from barca.cli.warm_launcher import run_in_warm_pool
 
         code = run_in_warm_pool(argv, idle)

@@ -17,6 +17,7 @@ sensor and the keys of its readers whose version changed. Runs are the CLI's own
 Examples:
   barca serve pipeline.py
   barca serve pipeline.py --port 0 --timezone utc
+  barca serve pipeline.py --watch
   barca serve --read-only --host 0.0.0.0
   curl -X POST localhost:8274/runs -d '{"targets": ["summary"]}'
 """
@@ -30,15 +31,17 @@ Examples:
               help="IP address to listen on; not loopback: a no-authentication warning.")
 @click.option("--read-only", is_flag=True, help="Refuse to start or cancel runs (403), fire "
               "nothing, only read the database.")
+@click.option("--watch", is_flag=True, help="Reload the pipeline when a source file changes "
+              "(a fixed load error clears, an edited schedule takes effect).")
 @click.option("--no-schedule", is_flag=True, help="API only: fire no schedules.")
 @click.option("--timezone", default="local", show_default=True,
               help="Zone schedules fire in: local, utc or an IANA name (Europe/Paris).")
 @click.option("--env", "env_name", metavar="NAME", help="Serve the cache and history under "
               ".barca/envs/NAME (or set BARCA_ENV).")
-def serve_command(args, port, host, read_only, no_schedule, timezone, env_name) -> None:
+def serve_command(args, port, host, read_only, watch, no_schedule, timezone, env_name) -> None:
     from barca.server.main import serve
     from barca.server.options import ServeOptions
 
     _, paths = split_positionals(args, takes_target=False)
-    serve(ServeOptions(tuple(paths), host, port, read_only, not no_schedule, False, timezone,
+    serve(ServeOptions(tuple(paths), host, port, read_only, not no_schedule, watch, timezone,
                        env_name))

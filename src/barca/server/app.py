@@ -16,7 +16,7 @@ import orjson
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import FileResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
@@ -25,12 +25,15 @@ from barca.errors import BarcaError, UsageError
 from barca.server import reads
 from barca.server.events import sse
 from barca.server.openapi import document
-from barca.server.runs import Busy, RunRequest, Runs, parse_request
+from barca.server.runs import Busy, RunRequest, Runs, parse_request, run_captured
 from barca.server.scheduler import Scheduler
 from barca.server.state import StateCache, with_timings
 from barca.store.partition_pages import partition_page
 
-ACCEPT_WAIT_SECONDS = 60.0  # how long a POST waits for the run to check its request
+ACCEPT_WAIT_SECONDS = 60.0
+VIEW_COMMANDS = ("status", "list", "history", "logs", "stats")
+MEDIA_TYPES = {"json": "application/json", "keyed-json": "application/json", "parquet": "application/vnd.apache.parquet",
+               "csv": "text/csv", "pickle": "application/octet-stream"}  # how long a POST waits for the run to check its request
 
 
 @dataclass
@@ -57,7 +60,6 @@ def json(body: Any, status: int = 200, headers: dict | None = None) -> Response:
 
 def build_app(served: Served, lifespan: Any = None) -> Starlette:
     s = served
-    graph = s.pipeline.graph
 
     def writable() -> None:
         if s.options.read_only:
@@ -65,6 +67,7 @@ def build_app(served: Served, lifespan: Any = None) -> Starlette:
                            "cancels no runs", "run `barca serve` without --read-only")
 
     def node_id(text: str) -> str:
+        graph = s.pipeline.graph  # replaced when --watch reloads
         if text in graph.nodes:
             return text
         matches = sorted(i for i, d in graph.nodes.items() if d.name == text
@@ -78,6 +81,7 @@ def build_app(served: Served, lifespan: Any = None) -> Starlette:
         return matches[0]
 
     def asset(node: str) -> dict:
+        graph = s.pipeline.graph
         d = graph.nodes[node]
         freshness = {"type": d.freshness.capitalize()}
         if d.schedule:
@@ -96,7 +100,7 @@ def build_app(served: Served, lifespan: Any = None) -> Starlette:
                      "load_errors": list(s.pipeline.load_errors)})
 
     async def assets(request: Request) -> Response:
-        return json([asset(n) for n in graph.order])
+        return json([asset(n) for n in s.pipeline.graph.order])
 
     async def asset_detail(request: Request) -> Response:
         node = node_id(request.path_params["name"])
@@ -111,7 +115,7 @@ def build_app(served: Served, lifespan: Any = None) -> Starlette:
 
     async def partitions(request: Request) -> Response:
         node = node_id(request.path_params["name"])
-        if not graph.nodes[node].dimensions:
+        if not s.pipeline.graph.nodes[node].dimensions:
             raise ApiError(400, f"'{node}' is not partitioned", f"see GET /assets/{node}")
         query = request.query_params
         status = query.get("status")
@@ -179,6 +183,36 @@ def build_app(served: Served, lifespan: Any = None) -> Starlette:
                 yield b": keep-alive\n\n" if item is None else sse(*item)
         return StreamingResponse(stream(), media_type="text/event-stream", headers=SSE_HEADERS)
 
+    async def output(request: Request) -> Response:
+        """The bytes of a run's result: its target's (or `?node=`'s), `?key=` when
+        partitioned; the file as stored, typed by its format."""
+        run_id = request.path_params["run_id"]
+        detail = await asyncio.to_thread(read, reads.run_detail, run_id)
+        if detail is None:
+            raise ApiError(404, f"no run '{run_id}'", "list runs with GET /runs")
+        targets = (detail["run"]["target"] or "").split(",")
+        text = request.query_params.get("node") or (targets[0] if len(targets) == 1 else "")
+        if not text:
+            raise ApiError(400, f"run '{run_id}' has {len(targets)} targets",
+                           f"pass ?node= one of {', '.join(targets)}")
+        node = node_id(text)
+        key = request.query_params.get("key", "")
+        dims = s.pipeline.graph.nodes[node].dimensions
+        if len(dims) == 1 and key.startswith(dims[0].name + "="):
+            key = key.split("=", 1)[1]  # as the CLI names keys: DIM=VALUE
+        found = await asyncio.to_thread(read, reads.result_of_run, run_id, node, key)
+        if found is None:
+            raise ApiError(404, f"run '{run_id}' left no result for {node}"
+                           + (f" key {key!r}" if key else ""),
+                           "pass ?key=DIM=VALUE for a partitioned node" if not key else "")
+        path, fmt = found
+        root = s.pipeline.project.root
+        full = (root / path).resolve()
+        if not full.is_relative_to((root / ".barca").resolve()) or not full.is_file():
+            raise ApiError(404, f"the result file {path} is not there",
+                           "it was removed (barca gc?): get the node again")
+        return FileResponse(full, media_type=MEDIA_TYPES.get(fmt, "application/octet-stream"))
+
     async def start_run(request: Request) -> Response:
         writable()
         try:
@@ -198,9 +232,17 @@ def build_app(served: Served, lifespan: Any = None) -> Starlette:
         run_request = RunRequest(command, (target,), refresh_all=command == "run")
         return await _start(run_request, durable=False)
 
+    def target(text: str) -> str:
+        """A run's target, resolved as the CLI resolves it (and refused with its words)."""
+        try:
+            return s.pipeline.graph.resolve_target(text)
+        except UsageError as exc:
+            raise ApiError(409 if "ambiguous" in exc.message else 404, exc.message,
+                           exc.remediation or "") from None
+
     async def _start(run_request: RunRequest, durable: bool) -> Response:
-        targets = tuple(node_id(t) for t in run_request.targets)
-        run_request.targets = targets
+        for text in run_request.targets:  # checked here, passed on as typed (and recorded so)
+            target(text)
         assert s.runs is not None
         try:
             run = s.runs.start(run_request, "api")
@@ -241,6 +283,20 @@ def build_app(served: Served, lifespan: Any = None) -> Starlette:
                      "result": live.outcome() if not live.live else None, "error": error,
                      "started_at": live.started_at, "finished_at": live.finished_at})
 
+    async def cli_view(request: Request) -> Response:
+        """A read-only command as `--server` clients type it, run as typed (its output is
+        then exactly the local command's)."""
+        command = request.path_params["command"]
+        args = request.query_params.getlist("arg")
+        if command not in VIEW_COMMANDS and not (command in ("get", "run")
+                                                 and "--dry-run" in args):
+            raise ApiError(404, f"`barca {command}` does not run here",
+                           f"commands: {', '.join(VIEW_COMMANDS)}, and get/run --dry-run")
+        if any(a == "--server" or a.startswith("--server=") for a in args):
+            raise ApiError(400, "--server cannot be passed on to the server")
+        argv = [command, *args, *(["--env", s.options.env] if s.options.env else [])]
+        return json(await asyncio.to_thread(run_captured, s.pipeline.project.root, argv))
+
     async def openapi(request: Request) -> Response:
         return json(document(__version__))
 
@@ -251,9 +307,11 @@ def build_app(served: Served, lifespan: Any = None) -> Starlette:
         Route("/runs", list_runs), Route("/runs", start_run, methods=["POST"]),
         Route("/runs/{run_id}", run_detail), Route("/runs/{run_id}", cancel, methods=["DELETE"]),
         Route("/runs/{run_id}/events", events), Route("/logs/{run_id}", logs),
+        Route("/runs/{run_id}/output", output),
         Route("/get/{target:path}", legacy_trigger, methods=["POST"]),
         Route("/run/{target:path}", legacy_trigger, methods=["POST"]),
         Route("/status/{run_id}", status), Route("/openapi.json", openapi),
+        Route("/cli/{command}", cli_view),
     ]
     routes = _merge_methods(routes) + [
         Route("/", _to_ui), Route("/ui", _to_ui),

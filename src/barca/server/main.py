@@ -46,7 +46,8 @@ def serve(options: ServeOptions) -> int:
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
     files = len(pipeline.files)
-    _say(f"serving on http://{shown}:{port}  ({files} file{'s' * (files != 1)})")
+    watching = " · watch" if options.watch else ""
+    _say(f"serving on http://{shown}:{port}  ({files} file{'s' * (files != 1)}{watching})")
     _describe(options, pipeline, jobs, tz)
 
     @contextlib.asynccontextmanager
@@ -54,14 +55,20 @@ def serve(options: ServeOptions) -> int:
         loop = asyncio.get_running_loop()
         served.runs = Runs(pipeline.project.root, pipeline.files, options.env, loop,
                            limit=4 * (os.cpu_count() or 1))
-        task = None
-        if jobs:
+        tasks, stop = [], asyncio.Event()
+        if options.scheduler_on:
             served.scheduler = Scheduler(jobs, served.runs, pipeline.project.db_path, tz,
                                          options.timezone)
-            task = asyncio.create_task(served.scheduler.run())
-            task.add_done_callback(_scheduler_ended)
+            tasks.append(asyncio.create_task(served.scheduler.run()))
+            tasks[-1].add_done_callback(_scheduler_ended)
+        if options.watch:
+            from barca.server.watch import watch
+
+            tasks.append(asyncio.create_task(
+                watch(pipeline.project.root, lambda: _reload(served), stop)))
         yield
-        if task is not None:
+        stop.set()
+        for task in tasks:
             task.cancel()
 
     app = build_app(served, lifespan)
@@ -81,13 +88,15 @@ class _Server(uvicorn.Server):
         self.served, self.stopping = served, False
 
     def handle_exit(self, sig: int, frame) -> None:
+        # uvicorn's own would re-raise the signal once stopped; a stop asked for is exit 0
         if self.stopping:
-            return super().handle_exit(sig, frame)
+            self.should_exit = self.force_exit = True
+            return
         self.stopping = True
         _say(f"{signal.Signals(sig).name} received: stopping runs and shutting down")
-        threading.Thread(target=self._stop, args=(sig, frame), daemon=True).start()
+        threading.Thread(target=self._stop, daemon=True).start()
 
-    def _stop(self, sig: int, frame) -> None:
+    def _stop(self) -> None:
         served = self.served
         if served.scheduler is not None:
             served.scheduler.stop()
@@ -97,7 +106,24 @@ class _Server(uvicorn.Server):
             if conn is not None:
                 mark_cancelled(conn, [r.run_id for r in killed])
                 conn.close()
-        super().handle_exit(sig, frame)
+        self.should_exit = True
+
+
+async def _reload(served: Served) -> None:
+    """Load the edited pipeline and make the routes, runs and scheduler use it."""
+    options = served.options
+    try:
+        pipeline = await asyncio.to_thread(open_pipeline, options.paths, options.env,
+                                           lenient=True)
+    except Exception as exc:  # noqa: BLE001 - the served pipeline stays as it was
+        _say(f"warning: reload failed, still serving the previous pipeline: {exc}")
+        return
+    served.pipeline = pipeline
+    served.runs.files = served.state.files = pipeline.files
+    for error in pipeline.load_errors:
+        _say(f"warning: {error['file']} not loaded: {error['error']}")
+    if served.scheduler is not None:
+        await served.scheduler.reload(scheduled_jobs(pipeline.graph))
 
 
 def _read_db(served: Served, fn):

@@ -86,6 +86,21 @@ SCHEMAS = {
                                            "cancelled"]},
         "result": {}, "error": NULL_STR, "started_at": NUM, "finished_at": NULL_NUM}),
     "DryRun": {"type": "object", "description": "the JSON `barca get --dry-run --json` prints"},
+    "NodeState": {"type": "object", "required": ["id", "kind", "cache", "durations", "next_run"],
+                  "description": "a node's `barca status --json` entry, plus durations and "
+                                 "next_run",
+                  "properties": {"id": STR, "kind": STR, "cache": {"type": "object"},
+                                 "durations": {"type": ["object", "null"]},
+                                 "next_run": {"type": ["integer", "null"]}}},
+    "PartitionPage": _object({
+        "node_id": STR, "total": INT, "failed": INT, "matched": INT, "offset": INT,
+        "keys": {"type": "array", "items": _object({
+            "key": STR, "status": STR, "run_hash": NULL_STR, "error_type": NULL_STR,
+            "error": NULL_STR, "created_at": NUM})},
+        "next_offset": {"type": ["integer", "null"]},
+        "failures": {"type": "array", "items": _object({
+            "error": STR, "error_type": NULL_STR, "count": INT, "sample_keys": STRS})}}),
+    "CommandOutput": _object({"exit_code": INT, "stdout": STR, "stderr": STR}),
 }
 
 
@@ -120,6 +135,19 @@ def document(version: str) -> dict[str, Any]:
         "/assets/{name}": {"get": _get("One node and its timings",
                                        _json(_ref("AssetDetail")), 404, 409,
                                        params=[_path_param("name")])},
+        "/state": {"get": _get("Every node's cache state, durations and next run",
+                               _json({"type": "array", "items": _ref("NodeState")}), 500)},
+        "/assets/{name}/partitions": {"get": _get(
+            "A partitioned node's keys that have a result, paged, with failures grouped",
+            _json(_ref("PartitionPage")), 400, 404, 409, params=[
+                _path_param("name"),
+                {"name": "status", "in": "query", "required": False,
+                 "schema": {"enum": ["success", "failed"]}},
+                {"name": "q", "in": "query", "required": False, "schema": STR},
+                {"name": "offset", "in": "query", "required": False,
+                 "schema": {"type": "integer", "minimum": 0}},
+                {"name": "limit", "in": "query", "required": False,
+                 "schema": {"type": "integer", "minimum": 1, "maximum": 500}}])},
         "/schedule": {"get": _get("Scheduled jobs: next and last fire",
                                   _json({"type": "array", "items": _ref("Job")}))},
         "/runs": {
@@ -147,6 +175,16 @@ def document(version: str) -> dict[str, Any]:
                                   "content": {"text/event-stream": {"schema": STR}}},
                           "204": {"description": "the stream already ended"},
                           "404": _error(ERRORS[404])}}},
+        "/runs/{run_id}/output": {"get": {
+            "summary": "The stored bytes of the run's result (its target, or ?node=; ?key= "
+                       "for a partitioned node)",
+            "parameters": run_id + [{"name": n, "in": "query", "required": False,
+                                     "schema": STR} for n in ("node", "key")],
+            "responses": {"200": {"description": "the result file, typed by its format",
+                                  "content": {t: {"schema": STR} for t in (
+                                      "application/json", "application/vnd.apache.parquet",
+                                      "text/csv", "application/octet-stream")}},
+                          **{str(c): _error(ERRORS[c]) for c in (400, 404, 409)}}}},
         "/logs/{run_id}": {"get": _get("What a run's steps printed", _json(_ref("Logs")),
                                        params=run_id)},
         "/get/{target}": {"post": {**trigger, "summary": "Start `barca get TARGET`"}},
@@ -155,6 +193,13 @@ def document(version: str) -> dict[str, Any]:
         "/status/{run_id}": {"get": _get("A run this server started (kept an hour)",
                                          _json(_ref("RunState")), 404, params=run_id)},
         "/openapi.json": {"get": _get("This document", _json({"type": "object"}))},
+        "/cli/{command}": {"get": _get(
+            "Run a read-only command as typed (status, list, history, logs, stats, or get/run "
+            "with --dry-run): what `--server` clients print", _json(_ref("CommandOutput")),
+            400, 404, params=[_path_param("command"),
+                              {"name": "arg", "in": "query", "required": False,
+                               "schema": {"type": "array", "items": STR},
+                               "style": "form", "explode": True}])},
     }
     return {"openapi": "3.1.0",
             "info": {"title": "barca serve", "version": version,

@@ -80,3 +80,8 @@ def node_stats(conn: sqlite3.Connection | None, node_id: str) -> dict:
                              "elapsed_seconds": s.elapsed_seconds,
                              "created_at": s.created_at, "error_message": s.error_message,
                              "attempts": s.attempts} for s in stats.recent]}
+
+
+def result_of_run(conn: sqlite3.Connection | None, run_id: str, node_id: str,
+                  key: str) -> tuple[str, str] | None:
+    return history.result_of_run(conn, run_id, node_id, key) if conn is not None else None

@@ -42,11 +42,13 @@ class RunRequest:
     dry_run: bool = False
     batch: tuple[str, ...] = ()
     partition: tuple[str, ...] = ()
+    output: str = "json"  # what the CLI prints on stdout: json, or pretty (a remote terminal)
 
     def argv(self, files: Sequence[str], run_id: str, triggered_by: str,
              env: str | None) -> list[str]:
         argv = [self.command, *([",".join(self.targets)] if self.targets else []), *files,
-                "--json", "--events", "--run-id", run_id, "--triggered-by", triggered_by]
+                f"--{self.output}", "--events", "--run-id", run_id,
+                "--triggered-by", triggered_by]
         if self.refresh:
             argv += ["--refresh", ",".join(self.refresh)]
         argv += ["--refresh-all"] * self.refresh_all + ["--no-cascade"] * (not self.cascade)
@@ -60,7 +62,7 @@ class RunRequest:
 
 FIELDS = {"command": str, "targets": list, "refresh": list, "refresh_all": bool,
           "cascade": bool, "dry_run": bool, "batch": list, "partition": (list, dict),
-          "files": list}
+          "files": list, "output": str}
 
 
 def parse_request(body: Any, served_files: Sequence[str]) -> RunRequest:
@@ -77,6 +79,9 @@ def parse_request(body: Any, served_files: Sequence[str]) -> RunRequest:
                              "see the RunRequest schema at /openapi.json")
     if body.get("command", "get") not in ("get", "run"):
         raise UsageError(f"command {body['command']!r} is not get or run", "pass get or run")
+    if body.get("output", "json") not in ("json", "pretty"):
+        raise UsageError(f"output {body['output']!r} is not json or pretty",
+                         "pass json (default) or pretty")
     unknown = [f for f in body.get("files", ()) if f not in served_files]
     if unknown:
         raise UsageError(f"{', '.join(unknown)} is not served here",
@@ -87,7 +92,8 @@ def parse_request(body: Any, served_files: Sequence[str]) -> RunRequest:
     return RunRequest(body.get("command", "get"), tuple(body.get("targets", ())),
                       tuple(body.get("refresh", ())), body.get("refresh_all", False),
                       body.get("cascade", True), body.get("dry_run", False),
-                      tuple(body.get("batch", ())), tuple(partition))
+                      tuple(body.get("batch", ())), tuple(partition),
+                      body.get("output", "json"))
 
 
 @dataclass
@@ -148,7 +154,7 @@ class Runs:
         err_r, err_w = os.pipe()
         devnull = os.open(os.devnull, os.O_RDONLY)
         try:
-            process = start_command(self.root, argv, dict(os.environ), (devnull, out_w, err_w))
+            process = start_command(self.root, argv, child_env(), (devnull, out_w, err_w))
         except BaseException:
             for fd in (out_r, err_r):
                 os.close(fd)
@@ -177,7 +183,8 @@ class Runs:
         run.finished_at = time.time()
         run.events.append({"type": "run_finished", "run_id": run.run_id,
                            "ok": code == 0, "status": run.status, "exit_code": code,
-                           "outcome": run.outcome(), "error": run.error})
+                           "outcome": run.outcome(), "error": run.error,
+                           "stdout": run.stdout})
         run.events.close()
         run.ended.set()
         run.settled.set()
@@ -241,6 +248,32 @@ class Runs:
         for run_id in [i for i, r in self.runs.items()
                        if not r.live and (r.finished_at or 0) < cutoff]:
             del self.runs[run_id]
+
+
+def child_env() -> dict[str, str]:
+    """The environment of a command the server runs: its own, without BARCA_SERVER (a
+    command told to run on this server would ask this server to run it, again)."""
+    env = dict(os.environ)
+    env.pop("BARCA_SERVER", None)
+    return env
+
+
+def run_captured(root: Path, argv: Sequence[str]) -> dict:
+    """Run `barca ARGV` to its end: {exit_code, stdout, stderr} (blocks)."""
+    import tempfile
+
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        try:
+            process = start_command(root, argv, child_env(), (devnull, out.fileno(),
+                                                              err.fileno()))
+        finally:
+            os.close(devnull)
+        code = process.wait()
+        out.seek(0)
+        err.seek(0)
+        return {"exit_code": code, "stdout": out.read().decode("utf-8", "replace"),
+                "stderr": err.read().decode("utf-8", "replace")}
 
 
 class Busy(Exception):

@@ -77,6 +77,7 @@ class Scheduler:
         self.anchor: dict[str, float] = {}  # the instant each job last fired (or was seen)
         self.last_run: dict[str, str] = {}  # job -> run id of its last fire
         self.wake = asyncio.Event()
+        self.stopped = False
 
     def when(self, epoch: float) -> datetime:
         return datetime.fromtimestamp(epoch, self.zone) if self.zone else \
@@ -99,8 +100,23 @@ class Scheduler:
 
     def stop(self) -> None:
         """Fire nothing more (callable from any thread)."""
-        self.jobs = []
+        self.stopped, self.jobs = True, []
         self.runs.loop.call_soon_threadsafe(self.wake.set)
+
+    async def reload(self, jobs: list[Job]) -> None:
+        """The jobs of an edited pipeline: a new job, or one whose cron changed, is anchored
+        at now (it does not fire for the past); the others keep their last fire."""
+        now = time.time()
+        before = {j.id: j.cron for j in self.jobs}
+        fresh = [(j.id, Fired(j.cron, self.zone_name, now, None)) for j in jobs
+                 if before.get(j.id) != j.cron]
+        for job_id, _ in fresh:
+            self.anchor[job_id] = now
+        self.jobs = jobs
+        self.wake.set()
+        _say(f"schedule reloaded: {len(jobs)} job{'s' * (len(jobs) != 1)}")
+        if fresh:
+            await asyncio.to_thread(self._record, fresh)
 
     async def run(self) -> None:
         missed = await asyncio.to_thread(self._load_state)
@@ -109,7 +125,7 @@ class Scheduler:
             for job in missed:
                 self.anchor[job.id] = now
             await self._fire(missed, now, "catch_up")
-        while True:
+        while not self.stopped:
             now = time.time()
             due: dict[float, list[Job]] = {}
             for job in self.jobs:
@@ -121,9 +137,8 @@ class Scheduler:
                     self.anchor[job.id] = at if next_fire(job.cron, self.when(at)).timestamp() \
                         > now else now
                 await self._fire(jobs, at, "schedule")
-            if not self.jobs:
-                return
-            pause = min(self.next_fire(j) for j in self.jobs) - time.time()
+            pause = min((self.next_fire(j) for j in self.jobs),
+                        default=now + MAX_SLEEP_SECONDS) - time.time()
             self.wake.clear()
             try:
                 await asyncio.wait_for(self.wake.wait(), min(max(pause, 0.0), MAX_SLEEP_SECONDS))

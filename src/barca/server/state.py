@@ -7,8 +7,6 @@ kept until the database or a source file changes.
 
 from __future__ import annotations
 
-import os
-import tempfile
 import threading
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -16,8 +14,8 @@ from typing import Any, Callable, Sequence
 import orjson
 
 import barca.store.history as history
-from barca.engine.driver import start_command
 from barca.errors import InfraError
+from barca.server.runs import run_captured
 
 
 class StateCache:
@@ -39,24 +37,11 @@ class StateCache:
 
     def _status(self) -> list[dict]:
         argv = ["status", *self.files, "--json", *(["--env", self.env] if self.env else [])]
-        out_r, out_w = os.pipe()
-        devnull = os.open(os.devnull, os.O_RDONLY)
-        with tempfile.TemporaryFile() as err:
-            try:
-                process = start_command(self.root, argv, dict(os.environ),
-                                        (devnull, out_w, err.fileno()))
-            finally:
-                os.close(devnull)
-                os.close(out_w)
-            with os.fdopen(out_r, "rb") as out:
-                stdout = out.read()
-            code = process.wait()
-            err.seek(0)
-            stderr = err.read()
-        if code != 0:
-            last = stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or [""]
-            raise InfraError(f"barca status failed (exit {code}): {last[0]}")
-        return orjson.loads(stdout)["nodes"]
+        done = run_captured(self.root, argv)
+        if done["exit_code"] != 0:
+            last = done["stderr"].strip().splitlines()[-1:] or [""]
+            raise InfraError(f"barca status failed (exit {done['exit_code']}): {last[0]}")
+        return orjson.loads(done["stdout"])["nodes"]
 
 
 def with_timings(conn: Any, nodes: list[dict], next_runs: dict[str, int]) -> list[dict]:

@@ -324,6 +324,21 @@ def recent_durations(conn: sqlite3.Connection, node_id: str, n: int = 20) -> lis
     return [r[0] for r in rows]
 
 
+def result_of_run(conn: sqlite3.Connection, run_id: str, node_id: str, key: str = ""
+                  ) -> tuple[str, str] | None:
+    """(artifact path as recorded, format) of the result a run left for a node's key: the
+    one it wrote, or the newest earlier one it served from cache."""
+    run = conn.execute("SELECT coalesce(finished_at, started_at) FROM runs WHERE run_id = ?",
+                       (run_id,)).fetchone()
+    if run is None:
+        return None
+    row = conn.execute("SELECT artifact_path, format FROM materializations WHERE node_id = ? "
+                       "AND key = ? AND status = 'success' AND artifact_path IS NOT NULL AND "
+                       "(run_id = ? OR created_at <= ?) ORDER BY run_id = ? DESC, id DESC "
+                       "LIMIT 1", (node_id, key, run_id, run[0], run_id)).fetchone()
+    return (row[0], row[1]) if row else None
+
+
 def changed_stamp(conn: sqlite3.Connection) -> tuple:
     """Changes whenever a run starts, records a step or ends: when what `status` says may
     have changed."""

@@ -1,0 +1,186 @@
+"""`--server URL` (or BARCA_SERVER): run a command against a `barca serve` project over HTTP
+and print what the same command prints locally: the same stdout, the same progress lines,
+the same exit code. `--local` runs here whatever BARCA_SERVER says.
+
+`get` and `run` start a run (`POST /runs`) and follow its event stream, printing each line
+the local command would print; Ctrl-C cancels the remote run (a second one leaves it).
+`status`, `list`, `history`, `logs` and `stats` are run by the server as they are typed
+(`GET /cli/<command>`), and their output printed as it came.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from typing import Any
+
+import click
+import orjson
+
+from barca.errors import BarcaError, InfraError, UsageError
+
+REMOTE_COMMANDS = ("get", "run", "status", "list", "history", "logs", "stats")
+TIMEOUT_SECONDS = 30.0
+
+
+def server_options(fn):
+    """The options every command that can run remotely shows in its help; `app.main` takes
+    them off the command line before the command parses it."""
+    fn = click.option("--local", is_flag=True, expose_value=False,
+                      help="Run here even when BARCA_SERVER is set.")(fn)
+    return click.option("--server", metavar="URL", expose_value=False,
+                        help="Run on a `barca serve` at URL (or set BARCA_SERVER).")(fn)
+
+
+def take_server(argv: list[str]) -> tuple[str | None, list[str]]:
+    """The server URL this command goes to (None: run here) and argv without the options."""
+    url, local, rest = None, False, []
+    items = iter(argv)
+    for arg in items:
+        if arg == "--local":
+            local = True
+        elif arg == "--server":
+            url = next(items, None)
+            if not url:
+                raise UsageError("--server needs a URL", "e.g. --server http://127.0.0.1:8274")
+        elif arg.startswith("--server="):
+            url = arg.split("=", 1)[1]
+        else:
+            rest.append(arg)
+    if local:
+        return None, rest
+    if url is None and rest and rest[0] in REMOTE_COMMANDS:
+        url = os.environ.get("BARCA_SERVER") or None
+        if url:
+            sys.stderr.write(f"[barca] server {url}\n")
+    if url is not None and (not rest or rest[0] not in REMOTE_COMMANDS):
+        raise UsageError(f"`barca {rest[0] if rest else ''}` always runs here: --server does "
+                         "not apply to it", f"--server works with {', '.join(REMOTE_COMMANDS)}")
+    return url, rest
+
+
+def run_remote(url: str, argv: list[str], json_mode: bool) -> int:
+    """Run `barca ARGV` on the server at `url`; the exit code."""
+    import httpx
+
+    client = httpx.Client(base_url=url.rstrip("/"), timeout=TIMEOUT_SECONDS)
+    try:
+        if argv[0] in ("get", "run"):
+            return _run(client, argv, json_mode)
+        return _view(client, argv, json_mode)
+    except httpx.TransportError as exc:
+        raise InfraError(f"cannot reach the barca server at {url}: {exc}",
+                         "start it with `barca serve`, check --server / BARCA_SERVER, or pass "
+                         "--local to run here") from None
+    finally:
+        client.close()
+
+
+def _view(client, argv: list[str], json_mode: bool) -> int:
+    # the server's command prints to a pipe: tell it when this one prints to a terminal
+    args = argv[1:] + (["--pretty"] if not json_mode and not {"--json", "--pretty"} & set(argv)
+                       else [])
+    response = client.get(f"/cli/{argv[0]}", params=[("arg", a) for a in args])
+    body = _body(response)
+    sys.stdout.write(body["stdout"])
+    sys.stdout.flush()
+    sys.stderr.write(body["stderr"])
+    return body["exit_code"]
+
+
+def _run(client, argv: list[str], json_mode: bool) -> int:
+    from barca.cli.get import get_command, run_command
+    from barca.cli.load import is_path_arg
+
+    command = get_command if argv[0] == "get" else run_command
+    params = command.make_context(argv[0], argv[1:]).params
+    if params["dry_run"]:  # writes nothing: run as typed, like status
+        return _view(client, argv, json_mode)
+    args = list(params["args"])
+    target = args.pop(0) if args and not is_path_arg(args[0]) else None
+    mode = "json" if json_mode else "pretty"
+    if params["json_flag"] or params["pretty"]:
+        mode = "json" if params["json_flag"] else "pretty"
+    request = {"command": argv[0], "targets": target.split(",") if target else [],
+               "files": args, "refresh": params["refresh"].split(",") if params["refresh"]
+               else [], "refresh_all": params["refresh_all"],
+               "cascade": not params["no_cascade"], "dry_run": params["dry_run"],
+               "batch": list(params["batch"]), "partition": list(params["partition"]),
+               "output": mode}
+    run_id = _body(client.post("/runs", content=orjson.dumps(request)))["run_id"]
+    return _follow(client, run_id, params["agent"])
+
+
+def _follow(client, run_id: str, agent: bool) -> int:
+    """Print the run's lines as they come; its stdout and exit code at the end. Ctrl-C
+    cancels the run and keeps following it; a second Ctrl-C stops following."""
+    interrupted = []
+
+    def cancel(signum, frame):
+        if interrupted:
+            raise KeyboardInterrupt
+        interrupted.append(signum)
+        client.delete(f"/runs/{run_id}")
+
+    previous = {s: signal.signal(s, cancel) for s in (signal.SIGINT, signal.SIGTERM)}
+    last = 0
+    try:
+        while True:  # reconnect where it left off if the stream breaks
+            ended = _stream(client, run_id, last, agent)
+            if isinstance(ended, dict):
+                sys.stdout.write(ended.get("stdout") or "")
+                sys.stdout.flush()
+                return ended["exit_code"]
+            if ended == last:
+                raise InfraError(f"the server lost run {run_id}",
+                                 f"see `barca history {run_id}` on the server")
+            last = ended
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _stream(client, run_id: str, after: int, agent: bool) -> Any:
+    """Follow the events after `after`: the final event, or the last id seen."""
+    import httpx
+
+    try:
+        with client.stream("GET", f"/runs/{run_id}/events",
+                           headers={"Last-Event-ID": str(after)},
+                           timeout=httpx.Timeout(TIMEOUT_SECONDS, read=None)) as response:
+            if response.status_code == 204:
+                return after
+            event_id = after
+            for line in response.iter_lines():
+                if line.startswith("id: "):
+                    event_id = int(line[4:])
+                elif line.startswith("data: "):
+                    event = orjson.loads(line[6:])
+                    if event["type"] == "run_finished":
+                        return event
+                    text = event.get("line")
+                    if text is not None and (agent or event["type"] not in QUIET):
+                        sys.stderr.write(text + "\n")
+                        sys.stderr.flush()
+            return event_id
+    except httpx.RemoteProtocolError:
+        return after
+
+
+QUIET = ("step_finished", "step_cached")  # shown with --agent only, as locally
+
+
+def _body(response) -> dict:
+    """A JSON answer; an error answer becomes the CLI's error (and exit code)."""
+    try:
+        body = response.json()
+    except ValueError:
+        raise InfraError(f"the server answered {response.status_code} without JSON",
+                         "is --server the address of `barca serve`?") from None
+    if response.status_code < 400:
+        return body
+    error = BarcaError(body.get("error", "error"), body.get("remediation"))
+    error.exit_code = 2 if response.status_code < 500 else 3
+    error.kind = body.get("kind", "usage")
+    raise error
