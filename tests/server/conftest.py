@@ -2,7 +2,7 @@
 
 `serve(root, *args)` starts `python -m barca.cli.main serve ARGS --port 0` in a project,
 reads the port from the first stderr line (a thread keeps every stderr line) and returns a
-`Server` whose `client` is an httpx client on that port. At the end of the test every server
+`ServeProcess` whose `client` is an httpx client on that port. At the end of the test every server
 still running gets SIGTERM and must exit 0 within 10 seconds; the warm pools of the projects
 the servers ran are stopped (as tests/e2e/test_warm_pool.py does).
 
@@ -42,7 +42,7 @@ globals().update({name: value for name, value in vars(_top).items()
 from barca_tests_conftest import (CLI, barca, barca_env, pool_processes,  # noqa: E402
                                   read_runs, wait_until_gone, write)
 
-STOP_SECONDS = 10.0
+STOP_SECONDS = 10.0  # SIGTERM to exit
 LIVE = ("pending", "running")
 
 
@@ -79,7 +79,7 @@ def db_rows(root: Path, sql: str, params: tuple = ()) -> list[tuple]:
         conn.close()
 
 
-class Server:
+class ServeProcess:
     """A running `barca serve`, its stderr lines and an HTTP client on its port."""
 
     def __init__(self, root: Path, args: tuple, warm: str) -> None:
@@ -199,12 +199,12 @@ def stop_pools(root: Path) -> None:
 
 @pytest.fixture
 def serve():
-    """`serve(root, *args, warm="0")`: a started `Server`. At teardown each one still running
-    gets SIGTERM and must exit 0 within 10 s; the projects' warm pools are stopped."""
-    started: list[Server] = []
+    """`serve(root, *args, warm="0")`: a started `ServeProcess`. At teardown each one still
+    running gets SIGTERM and must exit 0 within 10 s; the projects' warm pools are stopped."""
+    started: list[ServeProcess] = []
 
-    def start(root: Path, *args: Any, warm: str = "0") -> Server:
-        server = Server(root, args, warm)
+    def start(root: Path, *args: Any, warm: str = "0") -> ServeProcess:
+        server = ServeProcess(root, args, warm)
         started.append(server)
         return server
 

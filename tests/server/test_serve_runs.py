@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import db_rows, gone, poll, read_runs, write
+from conftest import db_rows, gone, poll, pool_processes, read_runs, write
 
 PIPELINE = """
     import os
@@ -30,6 +30,10 @@ PIPELINE = """
         return "talked"
 
     @asset()
+    def quick() -> int:
+        return 1
+
+    @asset()
     def slow() -> str:
         Path("slow.pid.tmp").write_text(str(os.getpid()))
         os.replace("slow.pid.tmp", "slow.pid")
@@ -43,8 +47,34 @@ def project_with_pipeline(project: Path) -> Path:
     return write(project, {"p.py": PIPELINE})
 
 
-def _events(response, until_type: str | None = None, on_event=None) -> list[tuple[int, dict]]:
-    """Parse an SSE stream into (id, data) until it ends (or after an event of `until_type`)."""
+def _start_slow(server, root: Path, warm: str) -> tuple[str, int]:
+    """Start `slow` (with the warm pool on, once the pool runs, so that the run is forked
+    from it); its run id and the pid of its step, once the step runs."""
+    pool = []
+    if warm != "0":
+        server.wait_ended(server.start_run({"targets": ["quick"]}))
+        pool = poll(lambda: pool_processes(root), "the project's warm pool")
+    run_id = server.start_run({"targets": ["slow"]})
+    pid = int(poll(lambda: (root / "slow.pid").exists() and (root / "slow.pid").read_text(),
+                   "the slow step to start"))
+    if pool:
+        assert set(pool) & set(_ancestors(pid)), (pool, _ancestors(pid))  # forked from it
+    return run_id, pid
+
+
+def _ancestors(pid: int) -> list[int]:
+    out = []
+    while pid > 1:
+        try:
+            pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except OSError:
+            break
+        out.append(pid)
+    return out
+
+
+def _events(response, on_event=None) -> list[tuple[int, dict]]:
+    """Parse an SSE stream into (id, data) until it ends; `on_event(item)` as each comes."""
     events, event_id, data = [], None, []
     for line in response.iter_lines():
         if line.startswith(":"):
@@ -59,8 +89,6 @@ def _events(response, until_type: str | None = None, on_event=None) -> list[tupl
                 events.append(item)
                 if on_event is not None:
                     on_event(item)
-                if until_type is not None and item[1].get("type") == until_type:
-                    return events
             event_id, data = None, []
     return events
 
@@ -113,13 +141,12 @@ def test_progress_streams_as_server_sent_events_and_resumes_after_last_event_id(
     assert server.get("/runs/nope/events").status_code == 404
 
 
+@pytest.mark.parametrize("warm", ["0", "30"], ids=["fresh", "warm-pool"])
 def test_delete_cancels_a_run_in_flight_and_its_step_process_ends(
-        project_with_pipeline: Path, serve) -> None:
+        project_with_pipeline: Path, serve, warm: str) -> None:
     root = project_with_pipeline
-    server = serve(root, "p.py")
-    run_id = server.start_run({"targets": ["slow"]})
-    pid = int(poll(lambda: (root / "slow.pid").exists() and (root / "slow.pid").read_text(),
-                   "the slow step to start"))
+    server = serve(root, "p.py", warm=warm)
+    run_id, pid = _start_slow(server, root, warm)
     assert not gone(pid)
     assert server.get(f"/runs/{run_id}").json()["run"]["status"] == "running"
 
@@ -139,13 +166,12 @@ def test_delete_cancels_a_run_in_flight_and_its_step_process_ends(
     assert server.delete("/runs/0123456789ab").status_code == 404
 
 
+@pytest.mark.parametrize("warm", ["0", "30"], ids=["fresh", "warm-pool"])
 def test_sigterm_mid_run_cancels_it_and_exits_0_within_10_seconds(
-        project_with_pipeline: Path, serve) -> None:
+        project_with_pipeline: Path, serve, warm: str) -> None:
     root = project_with_pipeline
-    server = serve(root, "p.py")
-    run_id = server.start_run({"targets": ["slow"]})
-    pid = int(poll(lambda: (root / "slow.pid").exists() and (root / "slow.pid").read_text(),
-                   "the slow step to start"))
+    server = serve(root, "p.py", warm=warm)
+    run_id, pid = _start_slow(server, root, warm)
     assert db_rows(root, "SELECT status FROM runs WHERE run_id = ?", (run_id,)) == [("running",)]
 
     started = time.monotonic()

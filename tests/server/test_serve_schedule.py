@@ -17,12 +17,25 @@ EVERY_SECOND = "*/1 * * * * *"
 
 KEYED = """
     import json
+    import os
     from pathlib import Path
     from barca import Schedule, asset, partitions_from, sensor
+
+    def _ancestors():
+        out, pid = [], os.getpid()
+        while pid > 1:
+            try:
+                pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            except OSError:
+                break
+            out.append(pid)
+        return out
 
     def _ran(name):
         with open("executed.log", "a") as fh:
             fh.write(name + "\\n")
+        with open("lineage.log", "a") as fh:
+            fh.write(json.dumps([name, _ancestors()]) + "\\n")
 
     @sensor(freshness=Schedule("%s"))
     def versions() -> dict:
@@ -82,9 +95,17 @@ def test_a_scheduled_keyed_tick_runs_the_sensor_and_only_the_changed_key(
 
     versions["k17"] = 2
     _write_json(project / "versions.json", versions)
-    changed = server.wait_run(lambda r: r["steps_executed"] == 3, "a tick running 3 steps")
+    changed = server.wait_run(lambda r: r["run_id"] != first["run_id"]
+                              and r["steps_executed"] >= 2, "a tick running the key")
+    changed = server.wait_ended(changed["run_id"])["run"]
     assert changed["status"] == "success" and changed["triggered_by"] == "schedule", changed
+    assert changed["steps_executed"] == 3, changed  # the sensor and the key of each asset
     assert sorted(log.read_text().splitlines()) == ["cleaned k17", "scored k17"]
+    pools = set(pool_processes(project))
+    lineage = dict(json.loads(line) for line in
+                   (project / "lineage.log").read_text().splitlines()[-2:])
+    assert set(lineage) == {"cleaned k17", "scored k17"}
+    assert all(pools & set(chain) for chain in lineage.values()), (pools, lineage)
     detail = server.get(f"/runs/{changed['run_id']}").json()
     ran = sorted((s["node_id"], s["key"]) for s in detail["steps"] if s["status"] == "success")
     assert ("p.py:cleaned", "k=k17") in ran or ("p.py:cleaned", "k17") in ran, ran
@@ -127,7 +148,7 @@ def test_a_job_never_overlaps_itself_a_fire_in_flight_is_skipped(project: Path, 
 
         @task(freshness=Schedule("{EVERY_SECOND}"))
         def nap() -> None:
-            time.sleep(3)
+            time.sleep(2)
     """})
     server = serve(project, "p.py")
     poll(lambda: "scheduled run p.py:nap skipped — previous run" in server.stderr,
