@@ -192,7 +192,8 @@ def test_the_local_executor_is_private_to_the_engine():
 
 
 LOCAL_PUBLIC = ("local_executor", "pool_size", "warm_seconds", "running_pool",
-                "warm_pool_supported", "warm_pools", "stop_warm_pools", "start_command")
+                "warm_pool_supported", "warm_pools", "stop_warm_pools", "start_command",
+                "start_warm_pool")
 
 
 def test_the_coordinator_knows_executors_only_by_their_protocol():

@@ -70,6 +70,18 @@ def _open_leniently(project, paths: Sequence[str], cwd: Path) -> Pipeline:
     return Pipeline(project, tuple(sorted(loaded)), graph, tuple(errors))
 
 
+def keep_warm(pipeline: Pipeline, start: bool) -> None:
+    """A server's warm pool: started with the server (`start`), so that its first tick finds
+    the pipeline's libraries imported; stopped with it (`start` False)."""
+    from barca.engine.local import start_warm_pool, stop_warm_pools
+
+    if start:
+        start_warm_pool(pipeline.project.root, _files_in(pipeline, frozenset(
+            pipeline.graph.nodes)))
+    else:
+        stop_warm_pools(pipeline.project.root)
+
+
 def start_command(root: Path, argv: Sequence[str], env: dict[str, str],
                   fds: tuple[int, int, int]):
     """Run a whole `barca ARGV` in a child process, as a server does (`engine.local.commands`):

@@ -26,11 +26,15 @@ class EventLog:
         self.closed = False
         self.lock = threading.Lock()
         self.changed = asyncio.Event()  # made in the loop: runs start from the loop's thread
+        self.waking = False  # a wake-up is already on its way to the loop
 
     def append(self, event: dict[str, Any]) -> None:
         with self.lock:
             self.last_id += 1
             self.events.append((self.last_id, event))
+            if self.waking:
+                return  # one wake-up serves a burst (200,000 keys' events)
+            self.waking = True
         self._wake()
 
     def close(self) -> None:
@@ -44,6 +48,8 @@ class EventLog:
             pass  # the loop is gone: the server is stopping
 
     def _set(self) -> None:
+        with self.lock:
+            self.waking = False
         self.changed.set()
         self.changed = asyncio.Event()
 

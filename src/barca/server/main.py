@@ -19,24 +19,28 @@ from datetime import datetime
 
 import uvicorn
 
-from barca.engine.driver import open_pipeline
+from barca.engine.driver import keep_warm, open_pipeline
 from barca.server.app import Served, build_app
 from barca.server.options import ServeOptions, check, zone
 from barca.server.reads import reading
 from barca.server.runs import Runs
 from barca.server.scheduler import Scheduler, scheduled_jobs
 from barca.server.state import StateCache
-from barca.store.db import connect
+from barca.store.db import SCHEMA_VERSION, connect, describe
 from barca.store.history import mark_cancelled
 
 STOP_SECONDS = 7.0
+POOL_IDLE_SECONDS = 3600
 
 
 def serve(options: ServeOptions) -> int:
     check(options)
     pipeline = open_pipeline(options.paths, options.env, lenient=True)
     tz = zone(options.timezone)
-    if not options.read_only:
+    if options.read_only:
+        _check_readable(pipeline.project.db_path)
+        os.environ["BARCA_READ_ONLY"] = "1"  # and for every command it runs
+    else:
         pipeline.project.ensure_state_dir()
     jobs = scheduled_jobs(pipeline.graph) if options.scheduler_on else []
     served = Served(options, pipeline)
@@ -71,11 +75,16 @@ def serve(options: ServeOptions) -> int:
         for task in tasks:
             task.cancel()
 
+    _hold_pool_longer()
+    threading.Thread(target=keep_warm, args=(pipeline, True), daemon=True).start()
     app = build_app(served, lifespan)
     config = uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=2,
                             lifespan="on", access_log=False)
     server = _Server(config, served)
-    server.run(sockets=[sock])
+    try:
+        server.run(sockets=[sock])
+    finally:
+        keep_warm(served.pipeline, False)
     return 0
 
 
@@ -136,6 +145,29 @@ def _scheduler_ended(task: asyncio.Task) -> None:
         error = task.exception()
         _say(f"error: the scheduler stopped: {type(error).__name__}: {error}; no schedule "
              "fires until the server restarts")
+
+
+def _hold_pool_longer() -> None:
+    """The warm pool a server's runs fork from waits an hour between runs, not the CLI's 15
+    minutes, so that an hourly schedule finds it warm; the server stops it when it stops
+    (BARCA_WARM_SECONDS set by the user wins; 0 keeps the pool off)."""
+    if "BARCA_WARM_SECONDS" not in os.environ:
+        os.environ["BARCA_WARM_SECONDS"] = str(POOL_IDLE_SECONDS)
+
+
+def _check_readable(db_path) -> None:
+    """A read-only server never upgrades the database, and neither may the commands it runs
+    (`status`, a dry run): an older schema is refused at start."""
+    from barca.errors import UsageError
+
+    if not db_path.exists():
+        return
+    version, _ = describe(db_path)
+    if version not in (0, SCHEMA_VERSION):
+        raise UsageError(f"{db_path} has schema version {version}; a read-only server does "
+                         f"not upgrade it to {SCHEMA_VERSION}",
+                         "run any barca command on the project once (it upgrades in place), "
+                         "or serve without --read-only")
 
 
 def _bind(host: str, port: int) -> socket.socket:

@@ -7,6 +7,7 @@ process writes here; workers never open it.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import time
 from contextlib import contextmanager
@@ -111,7 +112,11 @@ def _create_schema(conn: sqlite3.Connection, path: Path) -> None:
 
 
 def connect(path: Path, *, create: bool) -> sqlite3.Connection | None:
-    """Open the database; None when it does not exist and `create` is False (read-only use)."""
+    """Open the database; None when it does not exist and `create` is False (read-only use).
+    With BARCA_READ_ONLY=1 (what `barca serve --read-only` gives the commands it runs) it is
+    opened read-only, whatever the caller meant to do: SQLite then refuses every write."""
+    if os.environ.get("BARCA_READ_ONLY") == "1":
+        return connect_readonly(path)
     if not create and not path.exists():
         return None
     try:

@@ -91,3 +91,18 @@ def start_command(root: Path, argv: Sequence[str], env: dict[str, str],
     from barca.engine.local.commands import start_command as start
 
     return start(root, argv, env, fds)
+
+
+def start_warm_pool(root: Path, files: Sequence[str]) -> None:
+    """Start the project's warm pool now, preloading what `files` import, unless one is up or
+    BARCA_WARM_SECONDS is 0 (a server does this at start, so that its first tick is warm)."""
+    from barca.engine.local import warm_pool
+
+    idle = warm_seconds()
+    if not idle:
+        return
+    pool = warm_pool.WarmPool.connect(root)
+    if pool is not None:
+        pool.close()
+        return
+    warm_pool.start_pool_process(root, warm_pool.top_level_imports(root, files), idle)
