@@ -184,4 +184,7 @@ def test_sigterm_mid_run_cancels_it_and_exits_0_within_10_seconds(
     assert dict(rows)[run_id] == "cancelled", rows
     poll(lambda: gone(pid), f"the step's process {pid} to end", timeout=10)
     assert "SIGTERM received" in server.stderr
+    if warm != "0":  # the server stops the pool its runs forked from
+        poll(lambda: not pool_processes(root), "the warm pool to stop with the server",
+             timeout=10)
     assert code == 0, f"barca serve exited {code} after SIGTERM:\n{server.stderr}"
