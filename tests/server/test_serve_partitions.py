@@ -1,0 +1,111 @@
+"""/assets/{name}/partitions: a partitioned node's keys in pages, filtered by status or a
+substring, with the failures grouped by their error's first line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import barca, write
+
+PIPELINE = """
+    from barca import asset, partitions
+
+    @asset(partitions={"k": partitions([str(i) for i in range(2000)])})
+    def wide(k: str) -> int:
+        n = int(k)
+        if n % 7 == 0:
+            raise ValueError("bad seven")
+        if n % 11 == 0:
+            raise KeyError("bad eleven")
+        return n
+
+    @asset()
+    def plain() -> int:
+        return 1
+"""
+
+KEYS = [str(i) for i in range(2000)]
+SEVENS = {k for k in KEYS if int(k) % 7 == 0}
+ELEVENS = {k for k in KEYS if int(k) % 11 == 0 and int(k) % 7 != 0}
+FAILED = SEVENS | ELEVENS
+
+
+@pytest.fixture(scope="module")
+def ran(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("parts")
+    (root / "barca.toml").write_text("")
+    write(root, {"p.py": PIPELINE})
+    barca(root, "get", "wide", "p.py", timeout=120).expect(1)
+    barca(root, "get", "plain", "p.py").expect(0)
+    return root
+
+
+@pytest.fixture
+def server(ran: Path, serve):
+    return serve(ran, "p.py")
+
+
+def _page(server, **params) -> dict:
+    got = server.get("/assets/wide/partitions", params=params)
+    assert got.status_code == 200, got.text
+    return got.json()
+
+
+def test_counts_and_failed_pages_cover_exactly_the_failed_keys(server) -> None:
+    first = _page(server)
+    assert first["node_id"] == "p.py:wide"
+    assert first["total"] == 2000
+    assert first["failed"] == len(FAILED) == 442
+    assert len(first["keys"]) == 100 and first["next_offset"] == 100
+
+    seen, offset, pages = [], 0, 0
+    while offset is not None:
+        page = _page(server, status="failed", limit="100", offset=str(offset))
+        assert page["matched"] == len(FAILED)
+        assert len(page["keys"]) <= 100
+        assert all(k["status"] == "failed" for k in page["keys"])
+        seen += [k["key"] for k in page["keys"]]
+        offset, pages = page["next_offset"], pages + 1
+        assert pages <= 10
+    assert len(seen) == len(set(seen)), "a key on two pages"
+    assert set(seen) == FAILED
+    assert pages == 5
+
+    done = _page(server, status="success", limit="500")
+    assert done["matched"] == 2000 - len(FAILED)
+    assert all(k["status"] == "success" for k in done["keys"])
+
+
+def test_a_substring_filter_matches_only_keys_containing_it(server) -> None:
+    page = _page(server, q="123", limit="500")
+    expected = {k for k in KEYS if "123" in k}
+    assert {k["key"] for k in page["keys"]} == expected
+    assert page["matched"] == len(expected) and page["next_offset"] is None
+    both = _page(server, q="123", status="failed", limit="500")
+    assert {k["key"] for k in both["keys"]} == expected & FAILED
+
+
+def test_failures_are_grouped_by_their_errors_first_line(server) -> None:
+    groups = _page(server)["failures"]
+    assert [g["count"] for g in groups] == [len(SEVENS), len(ELEVENS)], groups
+    sevens, elevens = groups
+    assert "bad seven" in sevens["error"] and sevens["error_type"] == "ValueError"
+    assert "bad eleven" in elevens["error"] and elevens["error_type"] == "KeyError"
+    for group, keys in ((sevens, SEVENS), (elevens, ELEVENS)):
+        assert 1 <= len(group["sample_keys"]) <= 5
+        assert set(group["sample_keys"]) <= keys
+        assert len(set(group["sample_keys"])) == len(group["sample_keys"])
+
+
+def test_limits_are_clamped_and_a_plain_node_is_a_400(server) -> None:
+    big = _page(server, limit="100000")
+    assert len(big["keys"]) == 500 and big["next_offset"] == 500
+    assert server.get("/assets/wide/partitions", params={"limit": "x"}).status_code == 400
+    assert server.get("/assets/wide/partitions",
+                      params={"status": "maybe"}).status_code == 400
+    plain = server.get("/assets/plain/partitions")
+    assert plain.status_code == 400, plain.text
+    assert "not partitioned" in plain.json()["error"]
+    assert server.get("/assets/nope/partitions").status_code == 404
