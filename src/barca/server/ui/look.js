@@ -1,0 +1,79 @@
+// How a node's status reads: a tone (its colour) and a short label, shared by the graph, the
+// list and the node panel.
+
+/** cached / stale / failed / blocked keys of a status entry's `partitions` (stale: keys that
+ * will run for any other reason, never-run keys included). */
+export function partCounts(p) {
+  if (!p) return { total: 0, cached: 0, stale: 0, failed: 0, blocked: 0, failedLast: 0 };
+  const cached = p.cached || 0, total = p.total || 0;
+  const missing = p.missing != null ? p.missing : Math.max(0, total - cached);
+  // `failed` counts keys whose last attempt failed, some of which may still be served from
+  // an earlier cached result: the four shares add up to the total
+  const failedLast = p.failed || 0;
+  const failed = Math.min(failedLast, missing);
+  const blocked = Math.min(p.blocked || 0, missing - failed);
+  return { total, cached, failed, blocked, failedLast, stale: Math.max(0, missing - failed - blocked) };
+}
+
+const STALE_REASON = {
+  changed: "Stale · code or inputs changed",
+  artifact_missing: "Stale · result missing",
+  failed: "Last run failed",
+};
+
+export const TONE_LABEL = {
+  ok: "Cached", stale: "Stale / partial", failed: "Failed", blocked: "Blocked",
+  never: "Never run", always: "Always runs", unknown: "Unknown", running: "Running",
+};
+
+export function nodeLook(asset, entry, act, loading) {
+  if (act && act.active) {
+    return { tone: "running", label: act.failed ? `Running · ${act.failed} failed` : "Running…" };
+  }
+  if (!entry) return loading ? { tone: "loading", label: "Loading status…" } : { tone: "unknown", label: "No status" };
+  const cache = entry.cache || {};
+  const c = partCounts(entry.partitions);
+  const n = (x) => x.toLocaleString("en-US");
+  switch (cache.state) {
+    case "cached":
+      return { tone: "ok", label: "Cached" };
+    case "partial":
+      if (c.failed) return { tone: "failed", label: `${n(c.failed)} failed${c.blocked ? ` · ${n(c.blocked)} blocked` : ""}${c.stale ? ` · ${n(c.stale)} stale` : ""}` };
+      if (c.blocked) return { tone: "blocked", label: `${n(c.blocked)} blocked${c.stale ? ` · ${n(c.stale)} stale` : ""}` };
+      return { tone: "stale", label: `Partial · ${n(c.stale)} to run` };
+    case "stale":
+      if (cache.reason === "failed") return { tone: "failed", label: "Last run failed" };
+      if (c.failed) return { tone: "failed", label: `Stale · ${n(c.failed)} failed` };
+      if (String(cache.reason || "").startsWith("refresh")) return { tone: "stale", label: "Stale · refresh asked" };
+      return { tone: "stale", label: STALE_REASON[cache.reason] || "Stale" };
+    case "never_run":
+      return { tone: "never", label: "Never run" };
+    case "blocked":
+      return { tone: "blocked", label: c.blocked ? `Blocked · ${n(c.blocked)} key${c.blocked === 1 ? "" : "s"}` : "Blocked by failed upstream" };
+    case "unknown":
+      return { tone: "unknown", label: "Unknown until upstream runs" };
+    case "always_runs":
+      return { tone: "always", label: asset && asset.kind === "sensor" ? "Observed on every run" : "Runs every time" };
+    default:
+      return { tone: "unknown", label: cache.state || "Unknown" };
+  }
+}
+
+/** A run's status as a tone. */
+export function runTone(status) {
+  return { success: "ok", complete: "ok", failed: "failed", cancelled: "stale", interrupted: "stale",
+    running: "running", pending: "never", ended: "never" }[status] || "never";
+}
+
+/** An error's first line with its step's key values written {key}: "no data for r7" from
+ * step `orders[retailer=r7]` reads "no data for {key}", so errors that name their key group
+ * together. */
+export function genericError(error, stepId) {
+  let text = String(error || "failed").split("\n")[0];
+  const i = (stepId || "").indexOf("[");
+  if (i < 0) return text;
+  const values = stepId.slice(i + 1, -1).split(",").map((p) => p.slice(p.indexOf("=") + 1)).filter((v) => v.length >= 2);
+  values.sort((a, b) => b.length - a.length);
+  for (const v of values) text = text.split(v).join("{key}");
+  return text;
+}
