@@ -108,6 +108,8 @@ def build_app(served: Served, lifespan: Any = None) -> Starlette:
         return json({"asset": asset(node), "stats": stats})
 
     async def state(request: Request) -> Response:
+        if not s.pipeline.files:
+            return json([])  # nothing loaded (the load errors are in /health)
         nodes = await asyncio.to_thread(s.state.nodes_now)
         next_runs = {j["id"]: j["next_fire"] for j in
                      (s.scheduler.describe() if s.scheduler else [])}
@@ -152,7 +154,9 @@ def build_app(served: Served, lifespan: Any = None) -> Starlette:
         if detail is None:
             detail = {"run": _live_summary(live), "steps": [], "nodes": [], "logs": []}
         detail["result"] = live.outcome() if live and not live.live else None
-        if live is not None:
+        if live is not None and detail["run"]["status"] == "running":
+            # recorded as running: what this server knows is newer (it ended, or not yet
+            # begun); once the row says how it ended, the row is the truth
             detail["run"]["status"] = _durable_status(live.status)
         return json(detail)
 
@@ -170,8 +174,11 @@ def build_app(served: Served, lifespan: Any = None) -> Starlette:
                 raise ApiError(404, f"no run '{run_id}'", "list runs with GET /runs")
             if after >= 1:
                 return Response(status_code=204)
-            # a run this server no longer follows: its end, from the database
             run = detail["run"]
+            if run["status"] == "running":
+                raise ApiError(409, f"run '{run_id}' was not started by this server: its "
+                               "progress is not streamed", f"poll GET /runs/{run_id}")
+            # a run this server no longer follows: its end, from the database
             body = sse(1, {"type": "run_finished", "run_id": run_id, "status": run["status"],
                            "ok": run["status"] == "success", "outcome": None})
             return Response(body, media_type="text/event-stream", headers=SSE_HEADERS)

@@ -174,7 +174,8 @@ def document(version: str) -> dict[str, Any]:
             "responses": {"200": {"description": "event stream",
                                   "content": {"text/event-stream": {"schema": STR}}},
                           "204": {"description": "the stream already ended"},
-                          "404": _error(ERRORS[404])}}},
+                          "404": _error(ERRORS[404]),
+                          "409": _error("a run in flight that this server did not start")}}},
         "/runs/{run_id}/output": {"get": {
             "summary": "The stored bytes of the run's result (its target, or ?node=; ?key= "
                        "for a partitioned node)",

@@ -237,7 +237,9 @@ class Runs:
         if run.pid is None or not run.live:
             return
         _signal(run.pid, signal.SIGTERM)
-        threading.Timer(CANCEL_GRACE_SECONDS, self._kill_if_live, args=(run,)).start()
+        timer = threading.Timer(CANCEL_GRACE_SECONDS, self._kill_if_live, args=(run,))
+        timer.daemon = True  # shutdown does not wait for it: it stops every run itself
+        timer.start()
 
     def _kill_if_live(self, run: LiveRun) -> None:
         if run.live and run.pid is not None:
