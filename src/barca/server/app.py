@@ -28,7 +28,7 @@ from barca.server.openapi import document
 from barca.server.runs import Busy, RunRequest, Runs, parse_request, run_captured
 from barca.server.scheduler import Scheduler
 from barca.server.state import StateCache, with_timings
-from barca.store.partition_pages import partition_page
+from barca.store.partition_pages import PartitionPages
 
 ACCEPT_WAIT_SECONDS = 60.0
 VIEW_COMMANDS = ("status", "list", "history", "logs", "stats")
@@ -45,6 +45,7 @@ class Served:
     runs: Runs | None = None
     scheduler: Scheduler | None = None
     state: StateCache | None = None
+    pages: PartitionPages | None = None
 
 
 class ApiError(Exception):
@@ -125,7 +126,7 @@ def build_app(served: Served, lifespan: Any = None) -> Starlette:
             raise ApiError(400, f"status={status!r} is not success or failed",
                            "pass ?status=failed or ?status=success")
         offset, limit = _int(query, "offset", 0, 0, 10**9), _int(query, "limit", 100, 1, 500)
-        page = await asyncio.to_thread(read, _page, node, status or None,
+        page = await asyncio.to_thread(s.pages.page, node, status or None,
                                        query.get("q") or None, offset, limit)
         return json(page)
 
@@ -376,13 +377,6 @@ def _live_summary(run) -> dict:
 
 def _durable_status(status: str) -> str:
     return "success" if status == "complete" else status
-
-
-def _page(conn, node: str, status, q, offset: int, limit: int) -> dict:
-    if conn is None:
-        return {"node_id": node, "total": 0, "failed": 0, "matched": 0, "offset": offset,
-                "keys": [], "next_offset": None, "failures": []}
-    return partition_page(conn, node, status, q, offset, limit)
 
 
 def _int(query, name: str, default: int, low: int, high: int) -> int:

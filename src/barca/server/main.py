@@ -22,12 +22,13 @@ import uvicorn
 from barca.engine.driver import keep_warm, open_pipeline
 from barca.server.app import Served, build_app
 from barca.server.options import ServeOptions, check, zone
-from barca.server.reads import reading
+from barca.server.reads import open_reader, reading
 from barca.server.runs import Runs
 from barca.server.scheduler import Scheduler, scheduled_jobs
 from barca.server.state import StateCache
 from barca.store.db import SCHEMA_VERSION, connect, describe
 from barca.store.history import mark_cancelled
+from barca.store.partition_pages import PartitionPages
 
 STOP_SECONDS = 7.0
 POOL_IDLE_SECONDS = 3600
@@ -46,6 +47,8 @@ def serve(options: ServeOptions) -> int:
     served = Served(options, pipeline)
     served.state = StateCache(pipeline.project.root, pipeline.files, options.env,
                               lambda fn: _read_db(served, fn))
+    served.pages = PartitionPages(
+        lambda: open_reader(pipeline.project.db_path, options.read_only))
     sock = _bind(options.host, options.port)
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
@@ -75,6 +78,7 @@ def serve(options: ServeOptions) -> int:
         for task in tasks:
             task.cancel()
         served.runs.close()
+        served.pages.close()
 
     _hold_pool_longer()
     threading.Thread(target=keep_warm, args=(pipeline, True), daemon=True).start()

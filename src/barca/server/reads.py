@@ -14,9 +14,13 @@ import barca.store.history as history
 from barca.store.db import connect, connect_readonly
 
 
+def open_reader(db_path: Path, read_only: bool) -> sqlite3.Connection | None:
+    return connect_readonly(db_path) if read_only else connect(db_path, create=False)
+
+
 @contextmanager
 def reading(db_path: Path, read_only: bool) -> Iterator[sqlite3.Connection | None]:
-    conn = connect_readonly(db_path) if read_only else connect(db_path, create=False)
+    conn = open_reader(db_path, read_only)
     try:
         yield conn
     finally:

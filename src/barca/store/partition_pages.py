@@ -1,54 +1,118 @@
 """Pages of a partitioned node's keys for a browser: each key's last attempt, filtered by
 status or a substring, with the failures grouped by their error's first line. Only keys that
-have an attempt are here; a key never run is in `barca status`, not in the database."""
+have an attempt are here; a key never run is in `barca status`, not in the database.
+
+Finding each key's last attempt reads every row of the node (200,000 keys: most of a second),
+so it is done once into a temporary table of this reader's own connection, indexed by status
+and key, and done again only when the node has new rows; each page is then an index range.
+"""
 
 from __future__ import annotations
 
 import sqlite3
+import threading
+from typing import Callable
 
-_LATEST = """
-WITH latest AS (
-    SELECT key, status, run_hash, error_type, error_message, created_at FROM materializations
-    WHERE id IN (SELECT max(id) FROM materializations WHERE node_id = ? GROUP BY key)
-)"""
+KEPT_NODES = 4  # nodes whose last attempts stay in the temporary table
+
 _FIRST_LINE = ("CASE WHEN instr(error_message, char(10)) > 0 THEN "
                "substr(error_message, 1, instr(error_message, char(10)) - 1) "
                "ELSE coalesce(error_message, '') END")
+_TABLE = """
+CREATE TEMP TABLE IF NOT EXISTS latest (
+    node_id TEXT NOT NULL, key TEXT NOT NULL, status TEXT NOT NULL, run_hash TEXT,
+    error_type TEXT, error_message TEXT, error_line TEXT, created_at REAL);
+CREATE INDEX IF NOT EXISTS temp.latest_by_status ON latest (node_id, status, key);
+CREATE INDEX IF NOT EXISTS temp.latest_by_key ON latest (node_id, key);
+"""
 
 
-def partition_page(conn: sqlite3.Connection, node_id: str, status: str | None = None,
-                   q: str | None = None, offset: int = 0, limit: int = 100,
-                   groups: int = 20) -> dict:
-    where, params = [], [node_id]
-    if status:
-        where.append("status = ?")
-        params.append(status)
-    if q:
-        where.append("instr(key, ?) > 0")
-        params.append(q)
-    filtered = " WHERE " + " AND ".join(where) if where else ""
-    rows = conn.execute(
-        f"{_LATEST} SELECT key, status, run_hash, error_type, error_message, created_at, "
-        f"count(*) OVER () FROM latest{filtered} ORDER BY key LIMIT ? OFFSET ?",
-        (*params, limit, offset)).fetchall()
-    matched = rows[0][6] if rows else conn.execute(
-        f"{_LATEST} SELECT count(*) FROM latest{filtered}", params).fetchone()[0]
-    total, failed = conn.execute(
-        f"{_LATEST} SELECT count(*), count(*) FILTER (WHERE status = 'failed') FROM latest",
-        (node_id,)).fetchone()
-    failures = conn.execute(
-        f"{_LATEST} SELECT error, min(error_type), count(*), "
-        "group_concat(CASE WHEN n <= 5 THEN key END, char(31)) FROM ("
-        f"SELECT key, error_type, {_FIRST_LINE} AS error, row_number() OVER "
-        f"(PARTITION BY {_FIRST_LINE} ORDER BY key) AS n FROM latest WHERE status = 'failed') "
-        "GROUP BY error ORDER BY count(*) DESC, error LIMIT ?",
-        (node_id, groups)).fetchall()
-    keys = [{"key": key, "status": st, "run_hash": run_hash, "error_type": error_type,
-             "error": error, "created_at": created}
-            for key, st, run_hash, error_type, error, created, _ in rows]
-    return {"node_id": node_id, "total": total, "failed": failed, "matched": matched,
-            "offset": offset, "keys": keys,
-            "next_offset": offset + len(keys) if offset + len(keys) < matched else None,
-            "failures": [{"error": error, "error_type": error_type, "count": count,
-                          "sample_keys": sorted((sample or "").split("\x1f"))}
-                         for error, error_type, count, sample in failures]}
+class PartitionPages:
+    """One reader's pages; `connect()` opens its connection (None: no database yet)."""
+
+    def __init__(self, connect: Callable[[], sqlite3.Connection | None]) -> None:
+        self.connect = connect
+        self.conn: sqlite3.Connection | None = None
+        self.lock = threading.Lock()
+        self.built: dict[str, tuple[int, dict]] = {}  # node -> (its newest row id, summary)
+
+    def page(self, node_id: str, status: str | None = None, q: str | None = None,
+             offset: int = 0, limit: int = 100) -> dict:
+        with self.lock:
+            if self.conn is None:
+                self.conn = self.connect()
+                if self.conn is None:
+                    return _empty(node_id, offset)
+                self.conn.executescript(_TABLE)
+            summary = self._current(node_id)
+            where, params = ["node_id = ?"], [node_id]
+            if status:
+                where.append("status = ?")
+                params.append(status)
+            if q:
+                where.append("instr(key, ?) > 0")
+                params.append(q)
+            filtered = " AND ".join(where)
+            rows = self.conn.execute(
+                "SELECT key, status, run_hash, error_type, error_message, created_at FROM "
+                f"latest WHERE {filtered} ORDER BY key LIMIT ? OFFSET ?",
+                (*params, limit, offset)).fetchall()
+            matched = summary["total"] if not status and not q else \
+                summary["failed"] if status == "failed" and not q else \
+                self.conn.execute(f"SELECT count(*) FROM latest WHERE {filtered}",
+                                  params).fetchone()[0]
+        keys = [{"key": key, "status": st, "run_hash": run_hash, "error_type": error_type,
+                 "error": error, "created_at": created}
+                for key, st, run_hash, error_type, error, created in rows]
+        return {"node_id": node_id, "total": summary["total"], "failed": summary["failed"],
+                "matched": matched, "offset": offset, "keys": keys,
+                "next_offset": offset + len(keys) if offset + len(keys) < matched else None,
+                "failures": summary["failures"]}
+
+    def _current(self, node_id: str, groups: int = 20) -> dict:
+        """The node's summary, after refreshing its last attempts if it has new rows."""
+        conn = self.conn
+        newest = conn.execute("SELECT max(id) FROM materializations WHERE node_id = ?",
+                              (node_id,)).fetchone()[0] or 0
+        known = self.built.get(node_id)
+        if known is not None and known[0] == newest:
+            return known[1]
+        conn.execute("DELETE FROM latest WHERE node_id = ?", (node_id,))
+        conn.execute(
+            "INSERT INTO latest SELECT node_id, key, status, run_hash, error_type, "
+            f"error_message, {_FIRST_LINE}, created_at FROM materializations WHERE id IN "
+            "(SELECT max(id) FROM materializations WHERE node_id = ? GROUP BY key)",
+            (node_id,))
+        total, failed = conn.execute(
+            "SELECT count(*), count(*) FILTER (WHERE status = 'failed') FROM latest "
+            "WHERE node_id = ?", (node_id,)).fetchone()
+        failures = conn.execute(
+            "SELECT error_line, min(error_type), count(*), "
+            "group_concat(CASE WHEN n <= 5 THEN key END, char(31)) FROM ("
+            "SELECT key, error_type, error_line, row_number() OVER "
+            "(PARTITION BY error_line ORDER BY key) AS n FROM latest "
+            "WHERE node_id = ? AND status = 'failed') "
+            "GROUP BY error_line ORDER BY count(*) DESC, error_line LIMIT ?",
+            (node_id, groups)).fetchall()
+        summary = {"total": total, "failed": failed,
+                   "failures": [{"error": error, "error_type": error_type, "count": count,
+                                 "sample_keys": sorted((sample or "").split("\x1f"))}
+                                for error, error_type, count, sample in failures]}
+        self.built.pop(node_id, None)
+        self.built[node_id] = (newest, summary)
+        while len(self.built) > KEPT_NODES:
+            oldest = next(iter(self.built))
+            conn.execute("DELETE FROM latest WHERE node_id = ?", (oldest,))
+            del self.built[oldest]
+        return summary
+
+    def close(self) -> None:
+        with self.lock:
+            if self.conn is not None:
+                self.conn.close()
+            self.conn, self.built = None, {}
+
+
+def _empty(node_id: str, offset: int) -> dict:
+    return {"node_id": node_id, "total": 0, "failed": 0, "matched": 0, "offset": offset,
+            "keys": [], "next_offset": None, "failures": []}
