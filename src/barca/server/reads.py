@@ -4,7 +4,10 @@ read-only mode it is opened read-only and never created or upgraded."""
 
 from __future__ import annotations
 
+import collections
+import copy
 import sqlite3
+import threading
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
@@ -50,18 +53,37 @@ def list_runs(conn: sqlite3.Connection | None, limit: int) -> tuple[list[dict], 
     return [run_summary(r) for r in history.list_runs(conn, limit)], history.count_runs(conn)
 
 
+FINISHED_KEPT = 64  # details of ended runs kept (they no longer change)
+_finished: collections.OrderedDict[str, dict] = collections.OrderedDict()
+_finished_lock = threading.Lock()  # requests read on several threads
+
+
 def run_detail(conn: sqlite3.Connection | None, run_id: str) -> dict | None:
+    """A run's row, its steps (20 a node), per-node counts and last 200 log lines. A 200,000
+    key run takes seconds to sum up: an ended run's is kept."""
+    with _finished_lock:
+        if run_id in _finished:
+            _finished.move_to_end(run_id)
+            return copy.deepcopy(_finished[run_id])
     row = history.get_run(conn, run_id) if conn is not None else None
     if row is None:
         return None
+    summaries = history.node_summaries(conn, run_id)
     steps = [{"node_id": s.node_id, "step_id": s.step_id, "key": s.key, "status": s.status,
               "elapsed_seconds": s.elapsed_seconds, "error": s.error_message}
-             for s in history.run_steps(conn, run_id, per_node=20)]
+             for s in history.step_sample(conn, run_id, [n.node_id for n in summaries], 20)]
     nodes = [{"node_id": n.node_id, "keys": n.keys, "failed": n.failed,
               "elapsed_seconds": round(n.elapsed_seconds, 6), "calls": n.calls}
-             for n in history.node_summaries(conn, run_id)]
-    return {"run": run_summary(row), "steps": steps, "nodes": nodes,
-            "logs": run_logs(conn, run_id)[-200:]}
+             for n in summaries]
+    logs = [{"node_id": line.step_id, "seq": line.seq, "stream": line.stream,
+             "line": line.line} for line in history.last_logs(conn, run_id, 200)]
+    detail = {"run": run_summary(row), "steps": steps, "nodes": nodes, "logs": logs}
+    if row.status != "running":
+        with _finished_lock:
+            _finished[run_id] = copy.deepcopy(detail)
+            while len(_finished) > FINISHED_KEPT:
+                _finished.popitem(last=False)
+    return detail
 
 
 def run_logs(conn: sqlite3.Connection | None, run_id: str) -> list[dict]:
@@ -72,18 +94,17 @@ def run_logs(conn: sqlite3.Connection | None, run_id: str) -> list[dict]:
 
 
 def node_stats(conn: sqlite3.Connection | None, node_id: str) -> dict:
-    if conn is None:
-        return {"node_id": node_id, "total_runs": 0, "failures": 0, "cache_hit_rate": None,
-                "median_elapsed_seconds": None, "p95_elapsed_seconds": None, "recent_runs": []}
-    stats = history.node_stats(conn, node_id)
-    return {"node_id": node_id, "total_runs": stats.total_runs, "failures": stats.failures,
-            "cache_hit_rate": stats.cache_hit_rate,
-            "median_elapsed_seconds": history.median(stats.elapsed),
-            "p95_elapsed_seconds": history.percentile(stats.elapsed, 0.95),
+    """Counts, recent timings and the last executions of a node (`barca stats` has the rest:
+    its re-execution rate reads every row, too slow for a page that opens at each click)."""
+    total, failed, recent = history.node_summary(conn, node_id) if conn else (0, 0, [])
+    durations = history.recent_durations(conn, node_id) if conn else []
+    return {"node_id": node_id, "total_runs": total, "failures": failed,
+            "cache_hit_rate": None, "median_elapsed_seconds": history.median(durations),
+            "p95_elapsed_seconds": history.percentile(durations, 0.95),
             "recent_runs": [{"key": s.key, "status": s.status,
                              "elapsed_seconds": s.elapsed_seconds,
                              "created_at": s.created_at, "error_message": s.error_message,
-                             "attempts": s.attempts} for s in stats.recent]}
+                             "attempts": s.attempts} for s in recent]}
 
 
 def result_of_run(conn: sqlite3.Connection | None, run_id: str, node_id: str,

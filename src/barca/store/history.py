@@ -237,6 +237,24 @@ def run_steps(conn: sqlite3.Connection, run_id: str, *, per_node: int | None = N
     return [StepRow(*row[:19]) for row in rows]
 
 
+def step_sample(conn: sqlite3.Connection, run_id: str, node_ids: Sequence[str],
+                n: int) -> list[StepRow]:
+    """At most `n` executed steps of each node of a run, failures first: `run_steps` without
+    ranking every row (a 200,000-key run: seconds)."""
+    out: list[StepRow] = []
+    for node_id in node_ids:
+        taken: list[StepRow] = []
+        for test in ("= 'failed'", "!= 'failed'"):
+            if len(taken) >= n:
+                break
+            rows = conn.execute(f"SELECT {_STEP_COLUMNS} FROM materializations WHERE "
+                                f"run_id = ? AND node_id = ? AND status {test} ORDER BY id "
+                                "LIMIT ?", (run_id, node_id, n - len(taken))).fetchall()
+            taken.extend(StepRow(*r) for r in rows)
+        out.extend(taken)
+    return out
+
+
 def node_summaries(conn: sqlite3.Connection, run_id: str) -> list[NodeSummary]:
     rows = conn.execute(
         "SELECT node_id, count(*), sum(status = 'failed'), coalesce(sum(elapsed_seconds), 0), "
@@ -289,6 +307,13 @@ def run_logs(conn: sqlite3.Connection, run_id: str, steps: Sequence[str] | None 
     return [LogRow(*r) for r in rows if wanted is None or r[1] in wanted]
 
 
+def last_logs(conn: sqlite3.Connection, run_id: str, n: int) -> list[LogRow]:
+    """A run's last `n` captured lines, in arrival order."""
+    rows = conn.execute("SELECT seq, step_id, stream, ts, line FROM logs WHERE run_id = ? "
+                        "ORDER BY seq DESC LIMIT ?", (run_id, n)).fetchall()
+    return [LogRow(*r) for r in reversed(rows)]
+
+
 def output_tail(conn: sqlite3.Connection, run_id: str, step_id: str, n: int = 20) -> list[str]:
     rows = conn.execute("SELECT line FROM logs WHERE run_id = ? AND step_id = ? "
                         "ORDER BY seq DESC LIMIT ?", (run_id, step_id, n)).fetchall()
@@ -313,6 +338,19 @@ def node_stats(conn: sqlite3.Connection, node_id: str, recent: int = 10) -> Node
                      tuple(s.elapsed_seconds for s in ok if s.elapsed_seconds is not None),
                      tuple(s.max_rss_bytes for s in steps if s.max_rss_bytes is not None),
                      tuple(reversed(steps[-recent:])))
+
+
+def node_summary(conn: sqlite3.Connection, node_id: str, recent: int = 10
+                 ) -> tuple[int, int, list[StepRow]]:
+    """(executions, failed executions, the newest `recent`) of a node, by index: what a
+    server shows of a node each time it is opened, without `node_stats`' read of every row."""
+    total = conn.execute("SELECT count(*) FROM materializations WHERE node_id = ?",
+                         (node_id,)).fetchone()[0]
+    failed = conn.execute("SELECT count(*) FROM materializations WHERE node_id = ? AND "
+                          "status = 'failed'", (node_id,)).fetchone()[0]
+    rows = conn.execute(f"SELECT {_STEP_COLUMNS} FROM materializations WHERE node_id = ? "
+                        "ORDER BY id DESC LIMIT ?", (node_id, recent)).fetchall()
+    return total, failed, [StepRow(*r) for r in rows]
 
 
 def recent_durations(conn: sqlite3.Connection, node_id: str, n: int = 20) -> list[float]:
