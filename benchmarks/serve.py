@@ -9,7 +9,8 @@
                       set to every 15 s) over N retailers: one retailer changes before each
                       fire; the time from the second the tick was due to the run recorded
                       as finished, against `barca get scored pipeline.py` typed after the
-                      same change (the CLI tick, warm pool up in both cases)
+                      same kind of change (the CLI tick, warm pool up in both cases), the two
+                      taken alternately
 
     .venv/bin/python benchmarks/serve.py                       # N = 10000
     .venv/bin/python benchmarks/serve.py --keys 10000,200000 --write
@@ -150,32 +151,29 @@ def measure_ticks(n: int, ticks: int) -> tuple[list[float], list[float], list[in
         if first.returncode != 0:
             raise SystemExit(f"first run failed:\n{first.stderr[-2000:]}")
         _wait_for_pool(root)
-        served, executed = [], []
+        served, cli, executed = [], [], []
         start = time.time()
         server = Server(root, "pipeline.py")
-        try:
+        try:  # alternately, so that both sides see the same minutes of a shared machine
             for tick in range(ticks):
-                change_one_retailer(root, n, tick)
-                seen = len(runs(root, start))
-                deadline = time.time() + 120
+                change_one_retailer(root, n, 2 * tick)
+                changed = time.time()
+                deadline = changed + 120
                 while time.time() < deadline:
-                    done = runs(root, start)
-                    if len(done) > seen and done[-1][1] is not None:
+                    done = [r for r in runs(root, changed) if r[3] == "schedule"]
+                    if done and done[0][1] is not None:
                         break
                     time.sleep(0.05)
-                started, finished, status, _, steps = runs(root, start)[-1]
-                due = float(int(started))
-                served.append(finished - due)
+                started, finished, _, _, steps = done[0]
+                served.append(finished - float(int(started)))  # due: the second it started in
                 executed.append(steps)
+                change_one_retailer(root, n, 2 * tick + 1)
+                t0 = time.perf_counter()
+                subprocess.run([*BARCA, "get", "scored", "pipeline.py"], cwd=root, env=env(),
+                               capture_output=True, check=True)
+                cli.append(time.perf_counter() - t0)
         finally:
             server.stop()
-        cli = []
-        for tick in range(ticks):
-            change_one_retailer(root, n, ticks + tick)
-            t0 = time.perf_counter()
-            subprocess.run([*BARCA, "get", "scored", "pipeline.py"], cwd=root, env=env(),
-                           capture_output=True, check=True)
-            cli.append(time.perf_counter() - t0)
         return served, cli, executed
     finally:
         _stop_pool(root)
