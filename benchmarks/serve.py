@@ -152,7 +152,6 @@ def measure_ticks(n: int, ticks: int) -> tuple[list[float], list[float], list[in
             raise SystemExit(f"first run failed:\n{first.stderr[-2000:]}")
         _wait_for_pool(root)
         served, cli, executed = [], [], []
-        start = time.time()
         server = Server(root, "pipeline.py")
         try:  # alternately, so that both sides see the same minutes of a shared machine
             for tick in range(ticks):
