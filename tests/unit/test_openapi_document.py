@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 
 from barca import __version__
-from barca.server.app import Served, build_app
+from barca.server.app import build_app
+from barca.server.http import Served
 from barca.server.openapi import document
 
 

@@ -20,9 +20,10 @@ from datetime import datetime
 import uvicorn
 
 from barca.engine.driver import keep_warm, open_pipeline
-from barca.server.app import Served, build_app
+from barca.server.app import build_app
+from barca.server.http import Served
 from barca.server.options import ServeOptions, check, zone
-from barca.server.reads import open_reader, reading
+from barca.server.reads import open_reader
 from barca.server.runs import Runs
 from barca.server.scheduler import Scheduler, scheduled_jobs
 from barca.server.state import StateCache
@@ -45,8 +46,7 @@ def serve(options: ServeOptions) -> int:
         pipeline.project.ensure_state_dir()
     jobs = scheduled_jobs(pipeline.graph) if options.scheduler_on else []
     served = Served(options, pipeline)
-    served.state = StateCache(pipeline.project.root, pipeline.files, options.env,
-                              lambda fn: _read_db(served, fn))
+    served.state = StateCache(pipeline.project.root, pipeline.files, options.env, served.read)
     served.pages = PartitionPages(
         lambda: open_reader(pipeline.project.db_path, options.read_only))
     sock = _bind(options.host, options.port)
@@ -138,11 +138,6 @@ async def _reload(served: Served) -> None:
         _say(f"warning: {error['file']} not loaded: {error['error']}")
     if served.scheduler is not None:
         await served.scheduler.reload(scheduled_jobs(pipeline.graph))
-
-
-def _read_db(served: Served, fn):
-    with reading(served.pipeline.project.db_path, served.options.read_only) as conn:
-        return fn(conn)
 
 
 def _scheduler_ended(task: asyncio.Task) -> None:

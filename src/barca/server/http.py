@@ -1,0 +1,116 @@
+"""What every route shares: the served state, JSON answers, the error envelope, parameters."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from barca.errors import BarcaError, UsageError
+from barca.server import reads
+from barca.server.runs import Runs
+from barca.server.scheduler import Scheduler
+from barca.server.state import StateCache
+from barca.store.partition_pages import PartitionPages
+
+
+@dataclass
+class Served:
+    """What the routes read: the options, the pipeline (replaced when --watch reloads), the
+    runs, the scheduler and the read caches."""
+
+    options: Any  # ServeOptions
+    pipeline: Any  # barca.engine.request.Pipeline
+    runs: Runs | None = None
+    scheduler: Scheduler | None = None
+    state: StateCache | None = None
+    pages: PartitionPages | None = None
+
+    def read(self, fn, *args):
+        """`fn(conn, *args)` on a connection of its own (read-only in read-only mode)."""
+        with reads.reading(self.pipeline.project.db_path, self.options.read_only) as conn:
+            return fn(conn, *args)
+
+    def node_id(self, text: str) -> str:
+        """A node named by id, name or `:name` suffix; 404 unknown, 409 ambiguous."""
+        graph = self.pipeline.graph
+        if text in graph.nodes:
+            return text
+        matches = sorted(i for i, d in graph.nodes.items() if d.name == text
+                         or i.endswith(":" + text))
+        if not matches:
+            raise ApiError(404, f"unknown node '{text}'",
+                           f"nodes: {', '.join(sorted(graph.nodes)) or 'none'}")
+        if len(matches) > 1:
+            raise ApiError(409, f"'{text}' is ambiguous: {', '.join(matches)}",
+                           "name it by its full id")
+        return matches[0]
+
+    def writable(self) -> None:
+        if self.options.read_only:
+            raise ApiError(403, "this server is read-only (--read-only): it starts and "
+                           "cancels no runs", "run `barca serve` without --read-only")
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, error: str, remediation: str = "",
+                 kind: str = "usage") -> None:
+        super().__init__(error)
+        self.status, self.error, self.remediation, self.kind = status, error, remediation, kind
+
+
+def json(body: Any, status: int = 200, headers: dict | None = None) -> Response:
+    return Response(orjson.dumps(body), status, headers, media_type="application/json")
+
+
+def int_param(query, name: str, default: int, low: int, high: int) -> int:
+    text = query.get(name)
+    if text is None:
+        return default
+    if not text.isdigit():
+        raise ApiError(400, f"{name}={text!r} is not a whole number",
+                       f"pass ?{name}={low}..{high}")
+    return min(max(int(text), low), high)
+
+
+def merge_methods(routes: list[Route]) -> list[Route]:
+    """One route per path, dispatching on the verb, so that a wrong verb is a 405 naming
+    every allowed one (Starlette stops at the first route whose path matches)."""
+    by_path: dict[str, dict[str, Any]] = {}
+    for route in routes:
+        for method in route.methods or ():
+            by_path.setdefault(route.path, {})[method] = route.endpoint
+    merged = []
+    for path, endpoints in by_path.items():
+        async def dispatch(request: Request, endpoints=endpoints) -> Response:
+            return await endpoints[request.method](request)
+        merged.append(Route(path, dispatch, methods=list(endpoints)))
+    return merged
+
+
+async def http_error(request: Request, exc: HTTPException) -> Response:
+    text = {404: f"no route {request.url.path}", 405: f"{request.method} is not allowed on "
+            f"{request.url.path}"}.get(exc.status_code, exc.detail)
+    return json({"error": text, "kind": "usage", "remediation": "see /openapi.json"},
+                exc.status_code, exc.headers)
+
+
+async def api_error(request: Request, exc: ApiError) -> Response:
+    return json({"error": exc.error, "kind": exc.kind, "remediation": exc.remediation},
+                exc.status)
+
+
+async def barca_error(request: Request, exc: BarcaError) -> Response:
+    return json({"error": exc.message, "kind": exc.kind, "remediation": exc.remediation},
+                400 if isinstance(exc, UsageError) else 500)
+
+
+async def crash(request: Request, exc: Exception) -> Response:
+    return json({"error": f"{type(exc).__name__}: {exc}", "kind": "infra",
+                 "remediation": "this is a bug in barca serve: the server's stderr has the "
+                                "traceback"}, 500)

@@ -1,0 +1,93 @@
+"""The routes that describe the pipeline: health, nodes, their state and keys, schedules,
+the API document, and the read-only commands `--server` clients run."""
+
+from __future__ import annotations
+
+import asyncio
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from barca import __version__
+from barca.server import reads
+from barca.server.http import ApiError, Served, int_param, json
+from barca.server.openapi import document
+from barca.server.runs import run_captured
+from barca.server.state import with_timings
+
+VIEW_COMMANDS = ("status", "list", "history", "logs", "stats")
+
+
+def inspect_routes(s: Served) -> list[Route]:
+    def asset(node: str) -> dict:
+        graph = s.pipeline.graph
+        d = graph.nodes[node]
+        freshness = {"type": d.freshness.capitalize()}
+        if d.schedule:
+            freshness["value"] = d.schedule
+        return {"id": node, "name": d.name, "kind": d.kind, "freshness": freshness,
+                "inputs": list(graph.upstream[node]), "env": list(d.env),
+                "partitioned": bool(d.dimensions), "batch": d.batch}
+
+    async def health(request: Request) -> Response:
+        return json({"status": "ok", "version": __version__, "read_only": s.options.read_only,
+                     "scheduler": s.options.scheduler_on,
+                     "load_errors": list(s.pipeline.load_errors)})
+
+    async def assets(request: Request) -> Response:
+        return json([asset(n) for n in s.pipeline.graph.order])
+
+    async def asset_detail(request: Request) -> Response:
+        node = s.node_id(request.path_params["name"])
+        stats = await asyncio.to_thread(s.read, reads.node_stats, node)
+        return json({"asset": asset(node), "stats": stats})
+
+    async def state(request: Request) -> Response:
+        if not s.pipeline.files:
+            return json([])  # nothing loaded (the load errors are in /health)
+        nodes = await asyncio.to_thread(s.state.nodes_now)
+        next_runs = {j["id"]: j["next_fire"] for j in
+                     (s.scheduler.describe() if s.scheduler else [])}
+        return json(await asyncio.to_thread(s.read, with_timings, nodes, next_runs))
+
+    async def partitions(request: Request) -> Response:
+        node = s.node_id(request.path_params["name"])
+        if not s.pipeline.graph.nodes[node].dimensions:
+            raise ApiError(400, f"'{node}' is not partitioned", f"see GET /assets/{node}")
+        query = request.query_params
+        status = query.get("status")
+        if status not in (None, "", "success", "failed"):
+            raise ApiError(400, f"status={status!r} is not success or failed",
+                           "pass ?status=failed or ?status=success")
+        offset, limit = int_param(query, "offset", 0, 0, 10**9), int_param(query, "limit", 100, 1, 500)
+        page = await asyncio.to_thread(s.pages.page, node, status or None,
+                                       query.get("q") or None, offset, limit)
+        return json(page)
+
+    async def schedule(request: Request) -> Response:
+        return json(s.scheduler.describe() if s.scheduler else [])
+
+    async def cli_view(request: Request) -> Response:
+        """A read-only command as `--server` clients type it, run as typed (its output is
+        then exactly the local command's)."""
+        command = request.path_params["command"]
+        args = request.query_params.getlist("arg")
+        if command not in VIEW_COMMANDS and not (command in ("get", "run")
+                                                 and "--dry-run" in args):
+            raise ApiError(404, f"`barca {command}` does not run here",
+                           f"commands: {', '.join(VIEW_COMMANDS)}, and get/run --dry-run")
+        if any(a == "--server" or a.startswith("--server=") for a in args):
+            raise ApiError(400, "--server cannot be passed on to the server")
+        argv = [command, *args, *(["--env", s.options.env] if s.options.env else [])]
+        return json(await asyncio.to_thread(run_captured, s.pipeline.project.root, argv))
+
+    async def openapi(request: Request) -> Response:
+        return json(document(__version__))
+
+    return [
+        Route("/health", health), Route("/assets", assets), Route("/state", state),
+        Route("/assets/{name:path}/partitions", partitions),
+        Route("/assets/{name:path}", asset_detail), Route("/schedule", schedule),
+        Route("/openapi.json", openapi), Route("/cli/{command}", cli_view),
+    ]

@@ -1,0 +1,221 @@
+"""The routes of runs: start one (the CLI's options as JSON), follow its events, cancel it,
+read what it recorded and left; and the older trigger routes existing clients use."""
+
+from __future__ import annotations
+
+import asyncio
+
+import orjson
+from starlette.requests import Request
+from starlette.responses import FileResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from barca.errors import UsageError
+from barca.server import reads
+from barca.server.events import sse
+from barca.server.http import ApiError, Served, json
+from barca.server.runs import Busy, RunRequest, parse_request
+
+ACCEPT_WAIT_SECONDS = 60.0  # how long a POST waits for the run to check its request
+SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+MEDIA_TYPES = {"json": "application/json", "keyed-json": "application/json",
+               "parquet": "application/vnd.apache.parquet", "csv": "text/csv",
+               "pickle": "application/octet-stream"}
+
+
+def run_routes(s: Served) -> list[Route]:
+    async def list_runs(request: Request) -> Response:
+        text = request.query_params.get("limit", "100")
+        if not text.isdigit():
+            raise ApiError(400, f"limit={text!r} is not a whole number", "pass ?limit=1..1000")
+        limit = min(max(int(text), 1), 1000)
+        rows, total = await asyncio.to_thread(s.read, reads.list_runs, limit)
+        recorded = {r["id"] for r in rows}
+        pending = [_live_summary(r) for r in (s.runs.live_runs() if s.runs else [])
+                   if r.run_id not in recorded]
+        runs = (pending + rows)[:limit]
+        return json({"runs": runs, "total": total + len(pending),
+                     "truncated": total + len(pending) > len(runs)})
+
+    async def run_detail(request: Request) -> Response:
+        run_id = request.path_params["run_id"]
+        detail = await asyncio.to_thread(s.read, reads.run_detail, run_id)
+        live = s.runs.get(run_id) if s.runs else None
+        if detail is None and live is None:
+            raise ApiError(404, f"no run '{run_id}'", "list runs with GET /runs")
+        if detail is None:
+            detail = {"run": _live_summary(live), "steps": [], "nodes": [], "logs": []}
+        detail["result"] = live.outcome() if live and not live.live else None
+        if live is not None and detail["run"]["status"] == "running":
+            # recorded as running: what this server knows is newer (it ended, or not yet
+            # begun); once the row says how it ended, the row is the truth
+            detail["run"]["status"] = _durable_status(live.status)
+        return json(detail)
+
+    async def logs(request: Request) -> Response:
+        run_id = request.path_params["run_id"]
+        return json({"logs": await asyncio.to_thread(s.read, reads.run_logs, run_id)})
+
+    async def events(request: Request) -> Response:
+        run_id = request.path_params["run_id"]
+        live = s.runs.get(run_id) if s.runs else None
+        after = _last_event_id(request)
+        if live is None:
+            detail = await asyncio.to_thread(s.read, reads.run_detail, run_id)
+            if detail is None:
+                raise ApiError(404, f"no run '{run_id}'", "list runs with GET /runs")
+            if after >= 1:
+                return Response(status_code=204)
+            run = detail["run"]
+            if run["status"] == "running":
+                raise ApiError(409, f"run '{run_id}' was not started by this server: its "
+                               "progress is not streamed", f"poll GET /runs/{run_id}")
+            # a run this server no longer follows: its end, from the database
+            body = sse(1, {"type": "run_finished", "run_id": run_id, "status": run["status"],
+                           "ok": run["status"] == "success", "outcome": None})
+            return Response(body, media_type="text/event-stream", headers=SSE_HEADERS)
+        if live.events.closed and after >= live.events.last_id:
+            return Response(status_code=204)  # tells EventSource to stop reconnecting
+
+        async def stream():
+            async for item in live.events.follow(after):
+                yield b": keep-alive\n\n" if item is None else sse(*item)
+        return StreamingResponse(stream(), media_type="text/event-stream", headers=SSE_HEADERS)
+
+    async def output(request: Request) -> Response:
+        """The bytes of a run's result: its target's (or `?node=`'s), `?key=` when
+        partitioned; the file as stored, typed by its format."""
+        run_id = request.path_params["run_id"]
+        detail = await asyncio.to_thread(s.read, reads.run_detail, run_id)
+        if detail is None:
+            raise ApiError(404, f"no run '{run_id}'", "list runs with GET /runs")
+        targets = (detail["run"]["target"] or "").split(",")
+        text = request.query_params.get("node") or (targets[0] if len(targets) == 1 else "")
+        if not text:
+            raise ApiError(400, f"run '{run_id}' has {len(targets)} targets",
+                           f"pass ?node= one of {', '.join(targets)}")
+        node = s.node_id(text)
+        key = request.query_params.get("key", "")
+        dims = s.pipeline.graph.nodes[node].dimensions
+        if len(dims) == 1 and key.startswith(dims[0].name + "="):
+            key = key.split("=", 1)[1]  # as the CLI names keys: DIM=VALUE
+        found = await asyncio.to_thread(s.read, reads.result_of_run, run_id, node, key)
+        if found is None:
+            raise ApiError(404, f"run '{run_id}' left no result for {node}"
+                           + (f" key {key!r}" if key else ""),
+                           "pass ?key=DIM=VALUE for a partitioned node" if not key else "")
+        path, fmt = found
+        root = s.pipeline.project.root
+        full = (root / path).resolve()
+        if not full.is_relative_to((root / ".barca").resolve()) or not full.is_file():
+            raise ApiError(404, f"the result file {path} is not there",
+                           "it was removed (barca gc?): get the node again")
+        return FileResponse(full, media_type=MEDIA_TYPES.get(fmt, "application/octet-stream"))
+
+    async def stdout(request: Request) -> Response:
+        """What the run's command printed on stdout, whole (kept as long as the run is)."""
+        run_id = request.path_params["run_id"]
+        live = s.runs.get(run_id) if s.runs else None
+        if live is None or live.live or live.stdout_path is None or \
+                not live.stdout_path.exists():
+            raise ApiError(404, f"no finished run '{run_id}' on this server",
+                           "a run's output is kept an hour after it ends")
+        return FileResponse(live.stdout_path, media_type="text/plain; charset=utf-8")
+
+    async def start_run(request: Request) -> Response:
+        s.writable()
+        try:
+            body = orjson.loads(await request.body() or b"{}")
+        except orjson.JSONDecodeError as exc:
+            raise ApiError(400, f"the request body is not JSON: {exc}",
+                           'send e.g. {"command": "get", "targets": ["summary"]}')
+        run_request = parse_request(body, s.pipeline.files)
+        return await _start(run_request, durable=True)
+
+    async def legacy_trigger(request: Request) -> Response:
+        s.writable()
+        target = request.path_params["target"]
+        if not target:
+            raise ApiError(404, "a target is needed: POST /get/<asset> or /run/<task>")
+        command = request.url.path.rsplit("/" + target, 1)[0].rsplit("/", 1)[-1]
+        run_request = RunRequest(command, (target,), refresh_all=command == "run")
+        return await _start(run_request, durable=False)
+
+    def target(text: str) -> str:
+        """A run's target, resolved as the CLI resolves it (and refused with its words)."""
+        try:
+            return s.pipeline.graph.resolve_target(text)
+        except UsageError as exc:
+            raise ApiError(409 if "ambiguous" in exc.message else 404, exc.message,
+                           exc.remediation or "") from None
+
+    async def _start(run_request: RunRequest, durable: bool) -> Response:
+        for text in run_request.targets:  # checked here, passed on as typed (and recorded so)
+            target(text)
+        assert s.runs is not None
+        try:
+            run = s.runs.start(run_request, "api")
+        except Busy as exc:
+            raise ApiError(503, str(exc), "retry later", kind="busy")
+        if run_request.dry_run:
+            await asyncio.to_thread(run.ended.wait)
+        else:
+            await asyncio.to_thread(run.settled.wait, ACCEPT_WAIT_SECONDS)
+        if run.ended.is_set() and run.exit_code != 0 and (
+                run_request.dry_run or not run.accepted):  # refused, or the dry run failed
+            error = run.error or {"error": f"the run ended with exit code {run.exit_code}",
+                                  "kind": "infra"}
+            return json(error, 400 if run.exit_code == 2 else 500)
+        if run_request.dry_run:
+            return json(run.outcome(limit=None))  # a plan lists at most 20 keys a node
+        return json({"run_id": run.run_id}, 202 if durable else 200)
+
+    async def cancel(request: Request) -> Response:
+        s.writable()
+        run_id = request.path_params["run_id"]
+        live = s.runs.get(run_id) if s.runs else None
+        if live is None:
+            raise ApiError(404, f"no run '{run_id}' in flight on this server")
+        if not live.live:
+            raise ApiError(409, f"run '{run_id}' already ended ({live.status})")
+        s.runs.cancel(live)
+        return json({"run_id": run_id, "status": "cancelling"})
+
+    async def status(request: Request) -> Response:
+        live = s.runs.get(request.path_params["run_id"]) if s.runs else None
+        if live is None:
+            raise ApiError(404, f"no run '{request.path_params['run_id']}' on this server",
+                           "finished runs are kept an hour; see GET /runs/{id}")
+        error = (live.error or {}).get("error") if live.status in ("failed", "cancelled") \
+            else None
+        return json({"handle": live.run_id, "status": live.status,
+                     "result": live.outcome() if not live.live else None, "error": error,
+                     "started_at": live.started_at, "finished_at": live.finished_at})
+
+    return [
+        Route("/runs", list_runs), Route("/runs", start_run, methods=["POST"]),
+        Route("/runs/{run_id}", run_detail), Route("/runs/{run_id}", cancel, methods=["DELETE"]),
+        Route("/runs/{run_id}/events", events), Route("/logs/{run_id}", logs),
+        Route("/runs/{run_id}/output", output), Route("/runs/{run_id}/stdout", stdout),
+        Route("/get/{target:path}", legacy_trigger, methods=["POST"]),
+        Route("/run/{target:path}", legacy_trigger, methods=["POST"]),
+        Route("/status/{run_id}", status),
+    ]
+
+
+def _live_summary(run) -> dict:
+    return {"id": run.run_id, "run_id": run.run_id, "command": run.request.command,
+            "files": [], "target": ",".join(run.request.targets) or None,
+            "status": _durable_status(run.status), "triggered_by": run.triggered_by,
+            "started_at": reads.rfc3339(run.started_at),
+            "finished_at": reads.rfc3339(run.finished_at), "elapsed_seconds": None,
+            "steps_total": None, "steps_executed": 0, "steps_cached": 0, "error": None}
+
+
+def _durable_status(status: str) -> str:
+    return "success" if status == "complete" else status
+
+
+def _last_event_id(request: Request) -> int:
+    text = request.headers.get("last-event-id") or request.query_params.get("after") or "0"
+    return int(text) if text.isdigit() else 0
