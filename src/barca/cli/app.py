@@ -101,10 +101,12 @@ def report_error(error: BarcaError, json_mode: bool) -> None:
 def main(argv: list[str]) -> None:
     json_mode = _json_mode(argv)
     try:
-        from barca.cli.remote import run_remote, take_server
+        from barca.cli.server_option import take_server
 
         url, argv = take_server(argv)
         if url is not None:
+            from barca.cli.remote import run_remote
+
             sys.exit(run_remote(url, argv, json_mode))
         cli.main(args=argv, prog_name="barca", standalone_mode=False)
     except click.exceptions.Exit as done:

@@ -11,7 +11,7 @@ from barca.cli import render
 from barca.cli.load import split_positionals
 from barca.cli.output import choose_mode, emit, emit_json, note
 from barca.cli.progress import CliReporter, EventReporter
-from barca.cli.remote import server_options
+from barca.cli.server_option import server_options
 from barca.errors import StepFailed
 from barca.engine.result import RunResult
 from barca.engine.driver import run

@@ -17,7 +17,7 @@ import click
 from barca.cli import render
 from barca.cli.output import (choose_listing_mode, emit, emit_json, listing, note,
                               note_truncated, parse_fields, pick_fields, table)
-from barca.cli.remote import server_options
+from barca.cli.server_option import server_options
 from barca.errors import UsageError
 from barca.project import Project, open_project
 from barca.store import history as store

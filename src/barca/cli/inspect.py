@@ -10,7 +10,7 @@ import click
 from barca.cli import render
 from barca.cli.load import split_positionals
 from barca.cli.output import choose_mode, emit, emit_json, table
-from barca.cli.remote import server_options
+from barca.cli.server_option import server_options
 from barca.engine.driver import open_pipeline, run
 from barca.engine.local import pool_size
 from barca.schedules import next_fire_text

@@ -16,7 +16,7 @@ import click
 from barca.cli import render
 from barca.cli.history import find_run, open_history
 from barca.cli.output import emit, emit_json, note
-from barca.cli.remote import server_options
+from barca.cli.server_option import server_options
 from barca.errors import UsageError
 from barca.store import history as store
 

@@ -17,7 +17,7 @@ from barca.cli.history import partition_key
 from barca.cli.load import is_path_arg
 from barca.cli.output import (choose_listing_mode, emit, emit_json, parse_fields, pick_fields,
                               table)
-from barca.cli.remote import server_options
+from barca.cli.server_option import server_options
 from barca.errors import UsageError
 from barca.engine.driver import open_pipeline
 from barca.store import history as store
