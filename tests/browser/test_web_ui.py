@@ -16,21 +16,17 @@ playwright package the tests skip, unless BARCA_REQUIRE_BROWSER=1 (then they fai
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
-import signal
-import subprocess
 import threading
 import time
-import urllib.request
 from pathlib import Path
 from urllib.parse import quote, urlsplit
 
 import pytest
 
-from conftest import CLI, barca, barca_env, write
+from conftest import ServeProcess, barca, write
 
 ARTIFACTS = Path(__file__).parent / "artifacts"
 KEYS = int(os.environ.get("BARCA_UI_TEST_KEYS", "200000"))
@@ -142,54 +138,6 @@ def chromium():
         browser.close()
 
 
-class Server:
-    """`barca serve FILES` in a project, on a free port; stop() is SIGTERM, which must end it
-    with exit 0 within 10 seconds."""
-
-    def __init__(self, root: Path, *args: str) -> None:
-        self.proc = subprocess.Popen([*CLI, "serve", *args, "--port", "0"], cwd=root,
-                                     env=barca_env({"BARCA_WARM_SECONDS": "0"}),
-                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE, text=True)
-        self.stderr: list[str] = []
-        deadline = time.monotonic() + 120
-        self.url = None
-        while time.monotonic() < deadline:
-            line = self.proc.stderr.readline()
-            if not line:
-                break
-            self.stderr.append(line)
-            found = re.search(r"serving on (http://127\.0\.0\.1:\d+)", line)
-            if found:
-                self.url = found.group(1)
-                break
-        if self.url is None:
-            self.proc.kill()
-            raise AssertionError("barca serve did not start:\n" + "".join(self.stderr)
-                                 + self.proc.stderr.read())
-        self.drain = threading.Thread(target=self._drain, daemon=True)
-        self.drain.start()
-
-    def _drain(self) -> None:
-        for line in self.proc.stderr:
-            self.stderr.append(line)
-
-    def get(self, path: str):
-        with urllib.request.urlopen(f"{self.url}/{path}", timeout=60) as res:
-            return json.loads(res.read())
-
-    def stop(self) -> None:
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            code = self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-            raise AssertionError("barca serve still running 10 s after SIGTERM:\n"
-                                 + "".join(self.stderr))
-        assert code == 0, f"barca serve exited {code}:\n" + "".join(self.stderr)
-
-
 @pytest.fixture(scope="session")
 def big(tmp_path_factory, chromium):
     """The 200,000-key project, built once, and a server over it."""
@@ -199,7 +147,7 @@ def big(tmp_path_factory, chromium):
     result = barca(root, "get", "orders,ranked", "pipeline.py", timeout=1800)
     assert result.code == 1, result.stderr[-2000:]  # the failed keys fail the run
     built = time.monotonic() - started
-    server = Server(root, "pipeline.py")
+    server = ServeProcess(root, ("pipeline.py",))
     server.built_seconds = built
     yield server
     server.stop()
@@ -230,7 +178,7 @@ def read_only(tmp_path_factory, chromium):
                 return 1
         """,
     })
-    server = Server(root, "--read-only")
+    server = ServeProcess(root, ("--read-only",))
     yield server
     server.stop()
 
@@ -255,7 +203,7 @@ def page(chromium, request):
     assert not errors, f"script errors in the page: {errors}"
 
 
-def node_url(server: Server, node: str, tab: str = "") -> str:
+def node_url(server: ServeProcess, node: str, tab: str = "") -> str:
     return f"{server.url}/ui/#/assets/{quote(node, safe='')}" + (f"/{tab}" if tab else "")
 
 
@@ -268,7 +216,7 @@ def key_rows(pg) -> list[str]:
 
 
 def test_graph_shows_every_asset(big, page):
-    assets = big.get("assets")
+    assets = big.get("assets").json()
     page.goto(f"{big.url}/")  # the root redirects to the UI
     page.wait_for_function(f"document.querySelectorAll('.graph-svg .node').length === {len(assets)}")
     assert page.url.endswith("/ui/")
@@ -304,8 +252,10 @@ def test_partition_keys_are_paged(big, page):
     first = key_rows(page)
     assert 0 < len(first) <= PAGE
     assert first[0] == "r000000"
-    # one page of rows in the whole document, never a row per key
-    assert page.locator("tr").count() <= PAGE + 2
+    # one page of key rows, never a row per key: the only other rows in the document are
+    # table headers and the history tab's last 10 executions
+    assert page.locator("tr.key-row").count() <= PAGE
+    assert page.locator("tr").count() <= PAGE + 2 + 11
     assert page.evaluate("document.getElementsByTagName('*').length") < 5000
     assert page.locator(".pager .range").text_content().startswith(f"1–{PAGE} of {KEYS:,}")
 
@@ -380,7 +330,7 @@ def test_run_button_runs_the_target_and_shows_it_finish(big, page):
     page.wait_for_selector(".log-line:has-text('hello from the browser test')", timeout=30_000)
     assert "hello" in page.locator(".run-meta").text_content()
     # recorded, and the runs list says so
-    assert big.get(f"runs/{run_id}")["run"]["status"] == "success"
+    assert big.get(f"runs/{run_id}").json()["run"]["status"] == "success"
     page.click(".crumbs a")
     row = page.locator(f"tr[data-run='{run_id}']")
     row.wait_for()

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import barca, start_barca, start_server, write
+from conftest import ServeProcess, barca, start_barca, write
 
 PIPELINE = """
     import time
@@ -81,9 +81,9 @@ def pair(tmp_path: Path):
     local, served = tmp_path / "local", tmp_path / "served"
     for root in (local, served):
         write(root, {"barca.toml": "", "p.py": PIPELINE})
-    server = start_server(served, "p.py", "--no-schedule")
+    server = ServeProcess(served, ("p.py", "--no-schedule"))
     yield local, served, server
-    assert server.stop() == 0
+    server.stop()  # SIGTERM: exit 0 within 10 s
 
 
 def both(pair, *args, code: int):

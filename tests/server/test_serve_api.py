@@ -3,7 +3,6 @@ run started over HTTP followed through /status, /runs, /logs, /state and /assets
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
