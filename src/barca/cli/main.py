@@ -18,8 +18,8 @@ def main(argv: list[str] | None = None) -> None:
     if argv and argv[0].endswith(".py"):
         argv = ["get", *argv]  # `barca pipeline.py` is `barca get pipeline.py`
     idle = _warm_seconds()
-    remote = "--server" in argv or any(a.startswith("--server=") for a in argv) or \
-        os.environ.get("BARCA_SERVER")
+    remote = "--local" not in argv and ("--server" in argv or os.environ.get("BARCA_SERVER")
+                                        or any(a.startswith("--server=") for a in argv))
     if argv and argv[0] in DELEGATED and idle and not remote:
         from barca.cli.warm_launcher import run_in_warm_pool
 
