@@ -141,6 +141,28 @@ def test_two_scheduled_assets_on_the_same_cron_share_one_run(project: Path, serv
     assert set(jobs) == {"p.py:alpha", "p.py:beta"}
 
 
+def test_an_asset_and_a_task_due_together_share_one_run_of_command_serve(
+        project: Path, serve) -> None:
+    write(project, {"p.py": f"""
+        from barca import Schedule, asset, task
+
+        @asset(freshness=Schedule("{EVERY_SECOND}"))
+        def alpha() -> int:
+            return 1
+
+        @task(freshness=Schedule("{EVERY_SECOND}"))
+        def notify() -> None:
+            print("notified")
+    """})
+    server = serve(project, "p.py")
+    run = server.wait_run(lambda r: r["triggered_by"] == "schedule" and r["status"] == "success",
+                          "a scheduled run to succeed")
+    assert run["command"] == "serve", run
+    assert set(run["target"].split(",")) == {"p.py:alpha", "p.py:notify"}, run
+    logs = server.get(f"/logs/{run['run_id']}").json()["logs"]
+    assert any(line["line"] == "notified" for line in logs), logs  # the task ran in it
+
+
 def test_a_job_never_overlaps_itself_a_fire_in_flight_is_skipped(project: Path, serve) -> None:
     write(project, {"p.py": f"""
         import time

@@ -47,6 +47,7 @@ def _run_options(fn):
         click.option("--run-id", hidden=True),
         click.option("--triggered-by", hidden=True, default="cli",
                      type=click.Choice(["cli", "api", "schedule", "catch_up"])),
+        click.option("--shared", is_flag=True, hidden=True),  # targets of any kind: "serve"
     ]
     for option in reversed(options):
         fn = option(fn)
@@ -88,8 +89,10 @@ def run_command(**options) -> None:
 
 
 def _execute(command, args, refresh, no_cascade, refresh_all, dry_run, json_flag, pretty,
-             partition, batch, agent, env_name, events, run_id, triggered_by) -> None:
+             partition, batch, agent, env_name, events, run_id, triggered_by,
+             shared) -> None:
     mode = choose_mode(json_flag, pretty)
+    command = "serve" if shared else command  # recorded so: a server's shared run
     target, paths = split_positionals(args, takes_target=True)
     result = run(command, target, paths, refresh=refresh, refresh_all=refresh_all,
                  partition=partition, cascade=not no_cascade, dry_run=dry_run, env=env_name,

@@ -136,6 +136,10 @@ def check_target_kinds(graph: Graph, command: str, targets: Sequence[str],
                        text: str | None) -> None:
     if command == "run" and not targets:
         raise UsageError("barca run needs a task to run", "barca run TASK pipeline.py")
+    if command == "serve":  # a server's shared run: jobs of every kind due together
+        if not targets:
+            raise UsageError("a shared run needs its targets", "name the nodes to run")
+        return
     for node_id in targets:
         kind = graph.nodes[node_id].kind
         if command == "get" and kind == "task":

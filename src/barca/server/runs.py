@@ -38,7 +38,7 @@ STATUS_BY_CODE = {0: "complete", 1: "failed", 130: "cancelled"}
 class RunRequest:
     """What a client asks for (the body of `POST /runs`), checked by `parse_request`."""
 
-    command: str = "get"
+    command: str = "get"  # get | run (| serve, from the scheduler only)
     targets: tuple[str, ...] = ()
     refresh: tuple[str, ...] = ()
     refresh_all: bool = False
@@ -50,13 +50,15 @@ class RunRequest:
 
     def argv(self, files: Sequence[str], run_id: str, triggered_by: str,
              env: str | None) -> list[str]:
-        argv = [self.command, *([",".join(self.targets)] if self.targets else []), *files,
+        # "serve": the scheduler's run of assets and tasks due together (`run --shared`)
+        command = "run" if self.command == "serve" else self.command
+        argv = [command, *([",".join(self.targets)] if self.targets else []), *files,
                 f"--{self.output}", "--events", "--run-id", run_id,
                 "--triggered-by", triggered_by]
         if self.refresh:
             argv += ["--refresh", ",".join(self.refresh)]
         argv += ["--refresh-all"] * self.refresh_all + ["--no-cascade"] * (not self.cascade)
-        argv += ["--dry-run"] * self.dry_run
+        argv += ["--dry-run"] * self.dry_run + ["--shared"] * (self.command == "serve")
         for text in self.batch:
             argv += ["--batch", text]
         for text in self.partition:

@@ -5,8 +5,8 @@
   assets only: a `Manual` or scheduled reader waits for its own refresh or tick). With keyed
   partitions that runs the sensor and the keys whose version changed, nothing else.
 - A job never overlaps itself: a fire while its last run is in flight is skipped (and said).
-- Jobs due at the same instant share one run (one per `Schedule(batch=)` setting and per
-  command: get for assets and sensors, run for tasks).
+- Jobs due at the same instant share one run (one per `Schedule(batch=)` setting): `get` for
+  assets and sensors, `run` for tasks, and a run of command `serve` when both are due.
 - Each fire is kept in `schedule_state`. At start, a job whose next fire after its last one
   has passed fires once (a catch-up), however many it missed; a job never seen is anchored
   at now and does not fire.
@@ -177,10 +177,12 @@ class Scheduler:
                 _say(f"scheduled run {job.id} skipped — previous run {previous.run_id} "
                      "still in flight")
                 continue
-            groups.setdefault((job.command, job.batch), []).append(job)
+            groups.setdefault(job.batch, []).append(job)
         fired = []
-        for (command, batch), group in groups.items():
+        for batch, group in groups.items():
             targets = tuple(dict.fromkeys(t for job in group for t in job.targets))
+            commands = {job.command for job in group}
+            command = commands.pop() if len(commands) == 1 else "serve"
             try:
                 run = self.runs.start(RunRequest(command, targets, batch=batch), why)
             except (Busy, OSError) as exc:
