@@ -24,7 +24,7 @@ Examples:
 
 
 @click.command("serve", help=HELP)
-@click.argument("args", nargs=-1)
+@click.argument("args", nargs=-1, metavar="[FILES]...")
 @click.option("-p", "--port", type=int, default=8274, show_default=True,
               help="TCP port (0: any free port, printed at start).")
 @click.option("--host", default="127.0.0.1", show_default=True,
