@@ -66,10 +66,7 @@ def _died(root: Path, pid: int) -> int:
     how, and say so."""
     from barca.engine.local import warm_pool
 
-    pool = warm_pool.WarmPool.connect(root)
-    how = pool.exit_status(pid) if pool is not None else ""
-    if pool is not None:
-        pool.close()
+    how = warm_pool.child_exit(root, pid)
     sys.stderr.write(f"error: the process running this command (pid {pid}) ended "
                      f"{'by ' + how if how.startswith('SIG') else how or 'without an exit status'}"
                      "\n  finished steps are kept; run the command again (BARCA_WARM_SECONDS=0 "

@@ -12,7 +12,6 @@ import contextlib
 import os
 import signal
 import socket
-import sys
 import threading
 import time
 from datetime import datetime
@@ -20,6 +19,7 @@ from datetime import datetime
 import uvicorn
 
 from barca.engine.driver import keep_warm, open_pipeline
+from barca.cli.output import note
 from barca.server.app import build_app
 from barca.server.http import Served
 from barca.server.options import ServeOptions, check, zone
@@ -54,7 +54,7 @@ def serve(options: ServeOptions) -> int:
     shown = f"[{host}]" if ":" in host else host
     files = len(pipeline.files)
     watching = " · watch" if options.watch else ""
-    _say(f"serving on http://{shown}:{port}  ({files} file{'s' * (files != 1)}{watching})")
+    note(f"[barca] serving on http://{shown}:{port}  ({files} file{'s' * (files != 1)}{watching})")
     _describe(options, pipeline, jobs, tz)
 
     @contextlib.asynccontextmanager
@@ -107,7 +107,7 @@ class _Server(uvicorn.Server):
             self.should_exit = self.force_exit = True
             return
         self.stopping = True
-        _say(f"{signal.Signals(sig).name} received: stopping runs and shutting down")
+        note(f"[barca] {signal.Signals(sig).name} received: stopping runs and shutting down")
         threading.Thread(target=self._stop, daemon=True).start()
 
     def _stop(self) -> None:
@@ -130,12 +130,11 @@ async def _reload(served: Served) -> None:
         pipeline = await asyncio.to_thread(open_pipeline, options.paths, options.env,
                                            lenient=True)
     except Exception as exc:  # noqa: BLE001 - the served pipeline stays as it was
-        _say(f"warning: reload failed, still serving the previous pipeline: {exc}")
+        note(f"[barca] warning: reload failed, still serving the previous pipeline: {exc}")
         return
     served.pipeline = pipeline
     served.runs.files = served.state.files = pipeline.files
-    for error in pipeline.load_errors:
-        _say(f"warning: {error['file']} not loaded: {error['error']}")
+    _note_load_errors(pipeline)
     if served.scheduler is not None:
         await served.scheduler.reload(scheduled_jobs(pipeline.graph))
 
@@ -143,7 +142,7 @@ async def _reload(served: Served) -> None:
 def _scheduler_ended(task: asyncio.Task) -> None:
     if not task.cancelled() and task.exception() is not None:
         error = task.exception()
-        _say(f"error: the scheduler stopped: {type(error).__name__}: {error}; no schedule "
+        note(f"[barca] error: the scheduler stopped: {type(error).__name__}: {error}; no schedule "
              "fires until the server restarts")
 
 
@@ -189,26 +188,25 @@ def _bind(host: str, port: int) -> socket.socket:
 
 def _describe(options: ServeOptions, pipeline, jobs, tz) -> None:
     if not options.loopback:
-        _say(f"warning: listening on {options.host}:{options.port} with no authentication: "
+        note(f"[barca] warning: listening on {options.host}:{options.port} with no authentication: "
              "anyone who can reach it can start runs; put an authenticating proxy in front")
     if options.read_only:
-        _say("read-only: no runs are started or cancelled, nothing fires, the database is "
+        note("[barca] read-only: no runs are started or cancelled, nothing fires, the database is "
              "only read")
-    for error in pipeline.load_errors:
-        _say(f"warning: {error['file']} not loaded: {error['error']}")
+    _note_load_errors(pipeline)
     if not options.scheduler_on:
         return
     if not jobs:
-        _say("no scheduled nodes — scheduler idle")
+        note("[barca] no scheduled nodes — scheduler idle")
         return
     from barca.schedules import next_fire_text
 
     now = datetime.now(tz) if tz else datetime.now().astimezone()
-    _say(f"scheduling {len(jobs)} node{'s' * (len(jobs) != 1)}:")
+    note(f"[barca] scheduling {len(jobs)} node{'s' * (len(jobs) != 1)}:")
     for job in jobs:
-        sys.stderr.write(f"  {job.id} — {job.cron} (next {next_fire_text(job.cron, now)})\n")
+        note(f"  {job.id} — {job.cron} (next {next_fire_text(job.cron, now)})")
 
 
-def _say(text: str) -> None:
-    sys.stderr.write(f"[barca] {text}\n")
-    sys.stderr.flush()
+def _note_load_errors(pipeline) -> None:
+    for error in pipeline.load_errors:
+        note(f"[barca] warning: {error['file']} not loaded: {error['error']}")

@@ -9,11 +9,11 @@ import copy
 import sqlite3
 import threading
 from contextlib import contextmanager
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator
 
 import barca.store.history as history
+from barca.cli.render import iso_time
 from barca.store.db import connect, connect_readonly
 
 
@@ -31,18 +31,11 @@ def reading(db_path: Path, read_only: bool) -> Iterator[sqlite3.Connection | Non
             conn.close()
 
 
-def rfc3339(epoch: float | None) -> str | None:
-    if epoch is None:
-        return None
-    return datetime.fromtimestamp(epoch, timezone.utc).isoformat(timespec="milliseconds") \
-        .replace("+00:00", "Z")
-
-
 def run_summary(row: history.RunRow) -> dict[str, Any]:
     return {"id": row.run_id, "run_id": row.run_id, "command": row.command,
             "files": list(row.files), "target": row.target, "status": row.status,
-            "triggered_by": row.triggered_by, "started_at": rfc3339(row.started_at),
-            "finished_at": rfc3339(row.finished_at), "elapsed_seconds": row.elapsed_seconds,
+            "triggered_by": row.triggered_by, "started_at": iso_time(row.started_at),
+            "finished_at": iso_time(row.finished_at), "elapsed_seconds": row.elapsed_seconds,
             "steps_total": row.steps_total, "steps_executed": row.steps_executed or 0,
             "steps_cached": row.steps_cached or 0, "error": row.error}
 

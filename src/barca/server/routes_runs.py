@@ -10,6 +10,7 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from barca.cli.render import iso_time
 from barca.errors import UsageError
 from barca.server import reads
 from barca.server.events import sse
@@ -207,8 +208,8 @@ def _live_summary(run) -> dict:
     return {"id": run.run_id, "run_id": run.run_id, "command": run.request.command,
             "files": [], "target": ",".join(run.request.targets) or None,
             "status": _durable_status(run.status), "triggered_by": run.triggered_by,
-            "started_at": reads.rfc3339(run.started_at),
-            "finished_at": reads.rfc3339(run.finished_at), "elapsed_seconds": None,
+            "started_at": iso_time(run.started_at),
+            "finished_at": iso_time(run.finished_at), "elapsed_seconds": None,
             "steps_total": None, "steps_executed": 0, "steps_cached": 0, "error": None}
 
 

@@ -114,7 +114,7 @@ class LiveRun:
     exit_code: int | None = None
     stdout_path: Path | None = None  # what the command printed on stdout (spooled)
     error: dict | None = None  # the CLI's error envelope, when it printed one
-    pid: int | None = None
+    process: Any = None  # its CommandProcess, once started
     accepted: bool = False  # the child checked the request: the run is going ahead
     settled: threading.Event = field(default_factory=threading.Event)  # accepted or ended
     ended: threading.Event = field(default_factory=threading.Event)
@@ -122,6 +122,10 @@ class LiveRun:
     @property
     def live(self) -> bool:
         return self.status in ("pending", "running")
+
+    def signal(self, signum: int) -> None:
+        if self.process is not None:
+            self.process.signal(signum)
 
     def stdout_size(self) -> int:
         try:
@@ -188,7 +192,7 @@ class Runs:
         finally:
             for fd in (devnull, out, err_w):
                 os.close(fd)
-        run.pid = process.pid
+        run.process = process
         threading.Thread(target=self._follow, args=(run, process, err_r), daemon=True,
                          name=f"barca-run-{run.run_id}").start()
         return run
@@ -236,16 +240,16 @@ class Runs:
     def cancel(self, run: LiveRun) -> None:
         """Ask the run to stop (it records itself cancelled); killed if it has not within
         CANCEL_GRACE_SECONDS."""
-        if run.pid is None or not run.live:
+        if not run.live:
             return
-        _signal(run.pid, signal.SIGTERM)
+        run.signal(signal.SIGTERM)
         timer = threading.Timer(CANCEL_GRACE_SECONDS, self._kill_if_live, args=(run,))
         timer.daemon = True  # shutdown does not wait for it: it stops every run itself
         timer.start()
 
     def _kill_if_live(self, run: LiveRun) -> None:
-        if run.live and run.pid is not None:
-            _signal(run.pid, signal.SIGKILL)
+        if run.live:
+            run.signal(signal.SIGKILL)
 
     def live_runs(self) -> list[LiveRun]:
         return [r for r in self.runs.values() if r.live]
@@ -258,12 +262,12 @@ class Runs:
             self.closing = True
             live = self.live_runs()
         for run in live:
-            _signal(run.pid, signal.SIGTERM)
+            run.signal(signal.SIGTERM)
         for run in live:
             run.ended.wait(max(0.0, deadline - time.monotonic()))
         killed = [r for r in live if r.live]
         for run in killed:
-            _signal(run.pid, signal.SIGKILL)
+            run.signal(signal.SIGKILL)
         return killed
 
     def _forget_old(self) -> None:
@@ -305,12 +309,3 @@ def run_captured(root: Path, argv: Sequence[str]) -> dict:
 
 class Busy(Exception):
     """No run can start now (503)."""
-
-
-def _signal(pid: int | None, signum: int) -> None:
-    if pid is None:
-        return
-    try:
-        os.kill(pid, signum)
-    except ProcessLookupError:
-        pass

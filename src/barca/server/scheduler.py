@@ -15,13 +15,13 @@
 from __future__ import annotations
 
 import asyncio
-import sys
 import time
 from dataclasses import dataclass
 from datetime import datetime, tzinfo
 from typing import Any
 
 from barca.schedules import next_fire
+from barca.cli.output import note
 from barca.server.runs import Busy, RunRequest, Runs
 from barca.store.db import connect
 from barca.store.schedule_state import Fired, load, record
@@ -114,7 +114,7 @@ class Scheduler:
             self.anchor[job_id] = now
         self.jobs = jobs
         self.wake.set()
-        _say(f"schedule reloaded: {len(jobs)} job{'s' * (len(jobs) != 1)}")
+        note(f"[barca] schedule reloaded: {len(jobs)} job{'s' * (len(jobs) != 1)}")
         if fresh:
             await asyncio.to_thread(self._record, fresh)
 
@@ -174,7 +174,7 @@ class Scheduler:
         for job in jobs:
             previous = self.runs.get(self.last_run.get(job.id, ""))
             if previous is not None and previous.live:
-                _say(f"scheduled run {job.id} skipped — previous run {previous.run_id} "
+                note(f"[barca] scheduled run {job.id} skipped — previous run {previous.run_id} "
                      "still in flight")
                 continue
             groups.setdefault(job.batch, []).append(job)
@@ -186,10 +186,10 @@ class Scheduler:
             try:
                 run = self.runs.start(RunRequest(command, targets, batch=batch), why)
             except (Busy, OSError) as exc:
-                _say(f"scheduled run {', '.join(j.id for j in group)} not started: {exc}")
+                note(f"[barca] scheduled run {', '.join(j.id for j in group)} not started: {exc}")
                 continue
             word = "catch-up run" if why == "catch_up" else "scheduled run"
-            _say(f"{word} {', '.join(j.id for j in group)} → {run.run_id}")
+            note(f"[barca] {word} {', '.join(j.id for j in group)} → {run.run_id}")
             for job in group:
                 self.last_run[job.id] = run.run_id
                 fired.append((job.id, Fired(job.cron, self.zone_name, at, run.run_id)))
@@ -202,8 +202,3 @@ class Scheduler:
             record(conn, fired)
         finally:
             conn.close()
-
-
-def _say(text: str) -> None:
-    sys.stderr.write(f"[barca] {text}\n")
-    sys.stderr.flush()

@@ -53,10 +53,7 @@ class CommandProcess:
 
     def _died(self) -> int:
         """The forked command ended without reporting (killed): its status, from the pool."""
-        pool = warm_pool.WarmPool.connect(self.root)
-        how = pool.exit_status(self.pid) if pool is not None else ""
-        if pool is not None:
-            pool.close()
+        how = warm_pool.child_exit(self.root, self.pid)
         if how.startswith("code "):
             return int(how.split()[1])
         name = how.split()[0] if how.startswith("SIG") else ""

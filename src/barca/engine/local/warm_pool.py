@@ -153,6 +153,18 @@ class WarmPool:
         self.sock.close()
 
 
+def child_exit(root: Path, pid: int) -> str:
+    """How a process the project's fork server forked ended ("code 3", "SIGKILL ..."), asked
+    of the fork server after the client lost it; "" when nobody can say."""
+    pool = WarmPool.connect(root)
+    if pool is None:
+        return ""
+    try:
+        return pool.exit_status(pid)
+    finally:
+        pool.close()
+
+
 _unresponsive: list[int] = []  # the pid of a pool that did not answer, once found
 
 
