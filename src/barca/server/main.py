@@ -61,7 +61,7 @@ def serve(options: ServeOptions) -> int:
     async def lifespan(app):
         loop = asyncio.get_running_loop()
         served.runs = Runs(pipeline.project.root, pipeline.files, options.env, loop,
-                           limit=4 * (os.cpu_count() or 1))
+                           slots=os.cpu_count() or 4, time_limit=options.run_timeout)
         tasks, stop = [], asyncio.Event()
         if options.scheduler_on:
             served.scheduler = Scheduler(jobs, served.runs, pipeline.project.db_path, tz,
