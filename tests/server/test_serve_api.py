@@ -59,7 +59,9 @@ def test_health_names_version_mode_scheduler_and_load_errors(server) -> None:
     assert got.status_code == 200
     assert got.headers["content-type"].startswith("application/json")
     body = got.json()
-    assert set(body) == {"status", "version", "read_only", "scheduler", "load_errors"}
+    assert set(body) == {"status", "version", "read_only", "scheduler", "load_errors",
+                         "generation"}
+    assert body["generation"] == 0  # no reload yet
     assert body["status"] == "ok"
     assert isinstance(body["version"], str) and body["version"]
     assert body["read_only"] is False and body["scheduler"] is True

@@ -30,6 +30,7 @@ class Served:
     scheduler: Scheduler | None = None
     state: StateCache | None = None
     pages: PartitionPages | None = None
+    generation: int = 0  # pipeline loads: a client seeing it change reloads the graph
 
     def read(self, fn, *args):
         """`fn(conn, *args)` on a connection of its own (read-only in read-only mode)."""

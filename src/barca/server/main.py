@@ -133,6 +133,7 @@ async def _reload(served: Served) -> None:
         note(f"[barca] warning: reload failed, still serving the previous pipeline: {exc}")
         return
     served.pipeline = pipeline
+    served.generation += 1
     served.runs.files = served.state.files = pipeline.files
     _note_load_errors(pipeline)
     if served.scheduler is not None:
