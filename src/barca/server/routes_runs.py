@@ -11,7 +11,6 @@ from starlette.responses import FileResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from barca.cli.render import iso_time
-from barca.errors import UsageError
 from barca.server import reads
 from barca.server.events import sse
 from barca.server.http import ApiError, Served, int_param, json
@@ -140,17 +139,9 @@ def run_routes(s: Served) -> list[Route]:
         run_request = RunRequest(command, (target,), refresh_all=command == "run")
         return await _start(run_request, durable=False)
 
-    def target(text: str) -> str:
-        """A run's target, resolved as the CLI resolves it (and refused with its words)."""
-        try:
-            return s.pipeline.graph.resolve_target(text)
-        except UsageError as exc:
-            raise ApiError(409 if "ambiguous" in exc.message else 404, exc.message,
-                           exc.remediation or "") from None
-
     async def _start(run_request: RunRequest, durable: bool) -> Response:
         for text in run_request.targets:  # checked here, passed on as typed (and recorded so)
-            target(text)
+            s.node_id(text)
         assert s.runs is not None
         try:
             run = s.runs.start(run_request, "api")
