@@ -122,17 +122,42 @@ def narrow_keys(d: Definition, keys: JsonColumn, key_values: JsonColumn | None,
 def _skipped_by_selection(d: Definition, graph: Graph, plans: Mapping[str, NodePlan],
                           options: PlanOptions) -> tuple[str, str] | None:
     """A node reading every key of a narrowed node cannot run on part of them."""
-    if not options.partition:
+    up_id = _reads_every_narrowed_key(d, graph, options.partition)
+    return None if up_id is None else ("partition_selection", up_id)
+
+
+def _reads_every_narrowed_key(d: Definition, graph: Graph,
+                              selection: Mapping[str, frozenset[str]]) -> str | None:
+    """The upstream whose keys `selection` narrows while `d` reads all of them, if any."""
+    if not selection:
         return None
     own = {dim.name for dim in d.dimensions}
     for up_id in graph.upstream[d.node_id]:
         up = graph.nodes[up_id]
         up_dims = {dim.name for dim in up.dimensions}
-        narrowed = bool(up_dims & set(options.partition))
+        narrowed = bool(up_dims & set(selection))
         if narrowed and (own != up_dims or any(
                 s.source == up_id and s.mode == "collect" for s in d.inputs)):
-            return "partition_selection", up_id
+            return up_id
     return None
+
+
+def skipped_by_selection(graph: Graph, cone: frozenset[str],
+                         selection: Mapping[str, frozenset[str]]) -> dict[str, str]:
+    """The nodes of `cone` that `--partition` skips, each with the narrowed node it reads every
+    key of (directly or through a skipped upstream): known from the graph alone, so that a
+    request naming one is refused before anything runs."""
+    skipped: dict[str, str] = {}
+    if not selection:
+        return skipped
+    for node_id in graph.order:
+        if node_id not in cone:
+            continue
+        through = next((skipped[u] for u in graph.upstream[node_id] if u in skipped), None)
+        through = through or _reads_every_narrowed_key(graph.nodes[node_id], graph, selection)
+        if through is not None:
+            skipped[node_id] = through
+    return skipped
 
 
 def _node_keys(d: Definition, graph: Graph, plans: Mapping[str, NodePlan],

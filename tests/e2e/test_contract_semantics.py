@@ -1,0 +1,188 @@
+"""Contract semantics (issue 16): inputs named by their id as text, `--partition` refusing a
+target it would skip, and `final_output` of partitioned targets (after failed keys, and past a
+thousand keys).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import barca, take_executed, write
+
+
+def test_an_input_given_as_its_id_in_text_reads_like_asset_ref(project: Path) -> None:
+    write(project, {
+        "other.py": """
+            from barca import asset
+
+            @asset()
+            def cleaned() -> list:
+                return [1, 2, 3]
+        """,
+        "pipeline.py": """
+            from barca import asset, asset_ref, collect, partitions, partitions_from
+
+            @asset(inputs={"x": "other.py:cleaned"})
+            def total(x: list) -> int:
+                return sum(x)
+
+            @asset(inputs={"x": asset_ref("other.py:cleaned")})
+            def count(x: list) -> int:
+                return len(x)
+
+            @asset(partitions={"k": partitions(["a", "b"])})
+            def per(k: str) -> str:
+                return k * 2
+
+            @asset(inputs={"all": collect("pipeline.py:per")})
+            def joined(all: list) -> str:
+                return "".join(all)
+
+            @asset(partitions={"k": partitions_from("pipeline.py:per")})
+            def upper(k: str, per: str) -> str:
+                return per.upper()
+        """})
+    got = barca(project, "get", "total,count,joined,upper", "pipeline.py", "other.py").expect(0)
+    targets = got.json["targets"]
+    assert targets["total"]["final_output"] == 6
+    assert targets["count"]["final_output"] == 3
+    assert targets["joined"]["final_output"] == "aabb"
+    assert targets["upper"]["final_output"] == {"k=a": "AA", "k=b": "BB"}
+    listed = barca(project, "list", "--json", "pipeline.py", "other.py").expect(0).json
+    node = next(n for n in listed["nodes"] if n["id"] == "pipeline.py:total")
+    assert node["inputs"] == ["other.py:cleaned"]
+
+    # the id must name a node, as asset_ref's must
+    write(project, {"pipeline.py": """
+        from barca import asset
+
+        @asset(inputs={"x": "other.py:missing"})
+        def total(x: list) -> int:
+            return sum(x)
+    """})
+    bad = barca(project, "get", "total", "pipeline.py", "other.py").expect(2)
+    assert "other.py:missing" in bad.envelope["error"]
+
+
+SELECTION = """
+    from barca import asset, collect, partitions, partitions_from, task
+
+    def _ran(name):
+        with open("executed.log", "a") as fh:
+            fh.write(name + "\\n")
+
+    @asset(partitions={"k": partitions(["a", "b", "c"])})
+    def load(k: str) -> str:
+        _ran("load " + k)
+        return "v-" + k
+
+    @asset(inputs={"all": collect(load)})
+    def total(all: list) -> int:
+        _ran("total")
+        return len(all)
+
+    @asset(inputs={"total": total})
+    def report(total: int) -> str:
+        _ran("report")
+        return f"{total} keys"
+
+    @task(inputs={"all": collect(load)})
+    def publish(all: list) -> int:
+        _ran("publish")
+        return len(all)
+"""
+
+
+@pytest.mark.parametrize("args", [
+    ("get", "total"),
+    ("get", "report"),                       # skipped through the fan-in it reads
+    ("get", "load,total"),
+    ("run", "publish"),
+    ("get", "report", "--refresh", "total"),
+    ("get", "total", "--dry-run"),
+], ids=["target", "below-a-fan-in", "one-of-targets", "run-task", "refresh", "dry-run"])
+def test_naming_a_node_the_partition_selection_would_skip_is_exit_2(
+        project: Path, args: tuple[str, ...]) -> None:
+    write(project, {"pipeline.py": SELECTION})
+    command, target, *rest = args
+    bad = barca(project, command, target, "pipeline.py", *rest, "--partition", "k=a").expect(2)
+    assert "--partition k=a would skip" in bad.envelope["error"]
+    assert "reads every key of 'pipeline.py:load'" in bad.envelope["error"]
+    assert "without --partition" in bad.envelope["remediation"]
+    assert take_executed(project) == []
+    assert not (project / ".barca" / "artifacts").exists()
+
+
+def test_the_selection_still_skips_a_fan_in_it_was_not_asked_for(project: Path) -> None:
+    write(project, {"pipeline.py": SELECTION})
+    got = barca(project, "get", "pipeline.py", "--partition", "k=b").expect(0)
+    assert got.statuses() == {"load": "ran", "total": "skipped", "report": "skipped"}
+    assert take_executed(project) == ["load b"]
+    # refreshing a node the selection narrows (not skips) is fine
+    barca(project, "get", "load", "pipeline.py", "--partition", "k=b",
+          "--refresh", "load").expect(0)
+    assert take_executed(project) == ["load b"]
+
+
+FAILING = """
+    from pathlib import Path
+    from barca import asset, partitions, partitions_from
+
+    @asset(partitions={"k": partitions(["a", "b", "c", "d"])})
+    def load(k: str) -> str:
+        if Path("fail_" + k).exists():
+            raise ValueError("boom on " + k)
+        return "v-" + k
+
+    @asset(partitions={"k": partitions_from(load)})
+    def score(k: str, load: str) -> str:
+        return load + "!"
+
+    @asset()
+    def other() -> int:
+        return 1
+"""
+
+
+def test_a_run_with_failed_keys_gives_the_good_keys_of_the_target(project: Path) -> None:
+    write(project, {"pipeline.py": FAILING})
+    full = barca(project, "get", "score", "pipeline.py").expect(0).json["final_output"]
+    assert full == {"k=a": "v-a!", "k=b": "v-b!", "k=c": "v-c!", "k=d": "v-d!"}
+
+    # b and d fail upstream under new code: score's a and c are new, b and d are not current
+    write(project, {"pipeline.py": FAILING.replace('"v-" + k', '"w-" + k'),
+                    "fail_b": "", "fail_d": ""})
+    got = barca(project, "get", "score", "pipeline.py").expect(1)
+    assert got.json["final_output"] == {"k=a": "w-a!", "k=c": "w-c!"}
+    assert got.json["failed_node"] in ("pipeline.py:load[k=b]", "pipeline.py:load[k=d]")
+
+    # several targets: each gives what it has; the failed one names its failure too
+    both = barca(project, "get", "score,other", "pipeline.py").expect(1).json["targets"]
+    assert both["other"] == {"status": "success", "final_output": 1}
+    assert both["score"]["status"] == "failed"
+    assert both["score"]["final_output"] == {"k=a": "w-a!", "k=c": "w-c!"}
+
+    # an unpartitioned target that failed has no value to give
+    write(project, {"pipeline.py": FAILING.replace("return 1", "raise ValueError('no')")})
+    one = barca(project, "get", "other", "pipeline.py").expect(1)
+    assert "final_output" not in one.json
+
+
+def test_get_json_gives_every_key_past_a_thousand(project: Path) -> None:
+    write(project, {"pipeline.py": """
+        from barca import asset, partitions
+
+        KEYS = [f"k{i:04d}" for i in range(1500)]
+        BUMP = 0
+
+        @asset(partitions={"k": partitions(KEYS)})
+        def per(k: str) -> int:
+            return int(k[1:]) + BUMP
+    """})
+    first = barca(project, "get", "per", "pipeline.py", timeout=300).expect(0).json
+    assert first["final_output"] == {f"k=k{i:04d}": i for i in range(1500)}
+    again = barca(project, "get", "per", "pipeline.py").expect(0).json
+    assert again["steps_executed"] == 0
+    assert again["final_output"] == first["final_output"]
