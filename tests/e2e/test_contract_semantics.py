@@ -186,3 +186,52 @@ def test_get_json_gives_every_key_past_a_thousand(project: Path) -> None:
     again = barca(project, "get", "per", "pipeline.py").expect(0).json
     assert again["steps_executed"] == 0
     assert again["final_output"] == first["final_output"]
+
+
+FLAGGED = """
+    import json
+    from pathlib import Path
+    from barca import asset, sensor
+
+    def _ran(name):
+        with open("executed.log", "a") as fh:
+            fh.write(name + "\\n")
+
+    @sensor()
+    def feed():
+        flag, value = json.loads(Path("feed.json").read_text())
+        return value if flag is None else (flag, value)
+
+    @asset(inputs={"feed": feed})
+    def reader(feed: int) -> int:
+        _ran("reader")
+        return feed * 10
+"""
+
+
+def test_a_sensors_update_flag_keeps_or_forces_its_readers(project: Path) -> None:
+    write(project, {"pipeline.py": FLAGGED, "feed.json": "[null, 1]"})
+    assert barca(project, "get", "reader", "pipeline.py").expect(0).json["final_output"] == 10
+    assert take_executed(project) == ["reader"]
+
+    def tick(flag, value) -> dict:
+        (project / "feed.json").write_text(f"[{flag}, {value}]")
+        return barca(project, "get", "reader", "pipeline.py").expect(0).json
+
+    # (False, value): no update, the last observation stands and no reader reruns
+    kept = tick("false", 2)
+    assert kept["final_output"] == 10 and take_executed(project) == []
+    assert barca(project, "get", "feed", "pipeline.py").json["final_output"] == 1
+    # (True, value): an update, even of the same bytes: readers rerun
+    forced = tick("true", 1)
+    assert forced["final_output"] == 10 and take_executed(project) == ["reader"]
+    assert {s["id"]: s.get("changed") for s in forced["steps"]}["pipeline.py:reader"] == [
+        "sensor pipeline.py:feed"]
+    # no update after a forced one: still nothing reruns
+    assert tick("false", 5)["final_output"] == 10 and take_executed(project) == []
+    # a plain value is an observation: readers rerun when its bytes change
+    assert tick("null", 3)["final_output"] == 30 and take_executed(project) == ["reader"]
+    assert tick("null", 3)["final_output"] == 30 and take_executed(project) == []
+    # the first observation is taken, whatever the flag
+    (project / ".barca").rename(project / "old-barca")
+    assert tick("false", 4)["final_output"] == 40 and take_executed(project) == ["reader"]

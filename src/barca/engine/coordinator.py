@@ -250,9 +250,13 @@ class _Run:
         for node_id, plan, keys in steps:
             if node_id not in calls:
                 known = self.source_columns.known(node_id)
+                sensor = self.graph.nodes[node_id].kind == "sensor"
                 for i in keys:
+                    previous = self.planning.last_observation(node_id, plan.keys[i], root) \
+                        if sensor else None
                     yield step_spec(self.graph, self.run.plans, node_id, plan, i,
-                                    self.step_dirs, self.planning.artifact, root, known)
+                                    self.step_dirs, self.planning.artifact, root, known,
+                                    previous)
                 continue
             for indices in calls[node_id]:
                 yield call_spec(self.graph, self.run.plans, node_id, plan, indices,
