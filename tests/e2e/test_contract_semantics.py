@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import barca, take_executed, write
+from conftest import barca, edit, take_executed, write
 
 
 def test_an_input_given_as_its_id_in_text_reads_like_asset_ref(project: Path) -> None:
@@ -235,3 +235,98 @@ def test_a_sensors_update_flag_keeps_or_forces_its_readers(project: Path) -> Non
     # the first observation is taken, whatever the flag
     (project / ".barca").rename(project / "old-barca")
     assert tick("false", 4)["final_output"] == 40 and take_executed(project) == ["reader"]
+
+
+CASCADE = """
+    from pathlib import Path
+    from barca import asset, partitions, partitions_from
+
+    def _ran(name):
+        with open("executed.log", "a") as fh:
+            fh.write(name + "\\n")
+
+    @asset()
+    def raw() -> str:
+        _ran("raw")
+        return Path("raw.txt").read_text()
+
+    @asset(inputs={"raw": raw}, cutoff=True)
+    def rate(raw: str) -> int:
+        _ran("rate")
+        return int(raw.split()[0])
+
+    @asset(partitions={"region": partitions(["emea", "amer"])}, inputs={"rate": rate})
+    def priced(region: str, rate: int) -> str:
+        _ran("priced " + region)
+        return f"{region}:{rate}"
+
+    @asset(partitions={"region": partitions_from(priced)})
+    def report(region: str, priced: str) -> str:
+        _ran("report " + region)
+        return priced.upper()
+"""
+
+
+@pytest.mark.parametrize("refreshed", ["rate", "raw"])
+def test_a_refresh_cascade_stops_at_a_cutoff_asset_with_the_same_bytes(
+        project: Path, refreshed: str) -> None:
+    write(project, {"pipeline.py": CASCADE, "raw.txt": "5 first"})
+    barca(project, "get", "report", "pipeline.py").expect(0)
+    take_executed(project)
+
+    got = barca(project, "get", "report", "pipeline.py", "--refresh", refreshed).expect(0)
+    ran = ["rate"] if refreshed == "rate" else ["rate", "raw"]
+    assert take_executed(project) == ran
+    assert got.statuses() == {"raw": "ran" if refreshed == "raw" else "cached", "rate": "ran",
+                              "priced": "cached", "report": "cached"}
+
+    # different bytes: the readers rerun, for that reason
+    (project / "raw.txt").write_text("6 second")
+    got = barca(project, "get", "report", "pipeline.py", "--refresh", "raw").expect(0)
+    assert take_executed(project) == ["priced amer", "priced emea", "rate", "raw",
+                                      "report amer", "report emea"]
+    assert got.steps["priced"]["changed"] == ["input pipeline.py:rate"]
+    assert got.json["final_output"] == {"region=amer": "AMER:6", "region=emea": "EMEA:6"}
+
+
+def test_a_new_element_of_a_list_asset_runs_only_its_key(project: Path) -> None:
+    write(project, {"pipeline.py": """
+        import json
+        from pathlib import Path
+        from barca import asset, collect, partitions_from
+
+        def _ran(name):
+            with open("executed.log", "a") as fh:
+                fh.write(name + "\\n")
+
+        @asset()
+        def ids() -> list:
+            _ran("ids")
+            return ["a", "b"]
+
+        @asset(partitions={"id": partitions_from(ids)})
+        def per(id: str) -> str:
+            _ran("per " + id)
+            return id * 2
+
+        @asset(partitions={"id": partitions_from(ids)}, inputs={"all": ids})
+        def whole(id: str, all: list) -> str:
+            _ran("whole " + id)
+            return f"{id} of {len(all)}"
+    """})
+    barca(project, "get", "per,whole", "pipeline.py").expect(0)
+    take_executed(project)
+
+    edit(project / "pipeline.py", 'return ["a", "b"]', 'return ["a", "b", "c"]')
+    got = barca(project, "get", "per", "pipeline.py").expect(0)
+    assert take_executed(project) == ["ids", "per c"]
+    assert got.steps["per"]["partitions"]["will_run_keys"] == ["id=c"]
+    assert got.json["final_output"] == {"id=a": "aa", "id=b": "bb", "id=c": "cc"}
+    # a reader of the whole list depends on all of it: each of its keys reruns
+    both = barca(project, "get", "whole", "pipeline.py").expect(0)
+    assert take_executed(project) == ["whole a", "whole b", "whole c"]
+    assert both.json["final_output"]["id=a"] == "a of 3"
+    # an element removed: the other keys stay cached
+    edit(project / "pipeline.py", 'return ["a", "b", "c"]', 'return ["a", "c"]')
+    assert barca(project, "get", "per", "pipeline.py").expect(0).json["steps_executed"] == 1
+    assert take_executed(project) == ["ids"]

@@ -31,10 +31,25 @@ def refreshed_nodes(graph: Graph, cone: frozenset[str], options: PlanOptions) ->
     out = {n: Reason("refresh") for n in options.refresh}
     if options.cascade:
         for name in sorted(options.refresh):
-            for n in sorted(graph.descendants([name]) & cone):
+            for n in sorted(_cascade(graph, name) & cone):
                 if n not in out and graph.nodes[n].kind == "asset":
                     out[n] = Reason("refresh_cascade", origin=name)
     return out
+
+
+def _cascade(graph: Graph, name: str) -> set[str]:
+    """What a refresh of `name` forces to run: its readers, and theirs, but not past an asset
+    whose readers hash its bytes (cutoff=True): they rerun only if those bytes change."""
+    seen: set[str] = set()
+    stack = [] if graph.nodes[name].cutoff else list(graph.downstream[name])
+    while stack:
+        node = stack.pop()
+        if node in seen:
+            continue
+        seen.add(node)
+        if not graph.nodes[node].cutoff:
+            stack.extend(graph.downstream[node])
+    return seen
 
 
 def plan_nodes(graph: Graph, order: Sequence[str], states: Mapping[str, NodeState],
@@ -188,7 +203,7 @@ def _unkeyed_parts(d: Definition, graph: Graph, plans: Mapping[str, NodePlan],
             hashes = known[up_id].output_hashes if up.cutoff else up_plan.run_hashes
             parts[f"input {up_id}"] = column_digest(up_plan.keys, hashes)
         elif up_id == source:
-            if up.kind == "sensor" or not up.cutoff:
+            if up.kind == "sensor" or not up.cutoff and not _only_keys_from(d, up_id, known):
                 parts[f"{'sensor' if up.kind == 'sensor' else 'input'} {up_id}"] = \
                     up_plan.run_hashes[0]
         elif up.kind == "sensor":
@@ -201,6 +216,14 @@ def _unkeyed_parts(d: Definition, graph: Graph, plans: Mapping[str, NodePlan],
     for name in d.env:
         parts[f"env {name}"] = digest(("env", options.env.get(name)))
     return parts
+
+
+def _only_keys_from(d: Definition, source: str, known: Mapping[str, KnownOutput]) -> bool:
+    """An asset returning a list gives this node its keys and nothing else (no parameter
+    reads the list): a key's result depends on the key alone, so a new element runs only its
+    key, not every key again."""
+    return known[source].values is None and not any(
+        s.source == source and s.mode != "order" for s in d.inputs)
 
 
 def _mirrored_inputs(d: Definition, graph: Graph) -> list[str]:
