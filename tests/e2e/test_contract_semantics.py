@@ -330,3 +330,96 @@ def test_a_new_element_of_a_list_asset_runs_only_its_key(project: Path) -> None:
     edit(project / "pipeline.py", 'return ["a", "b", "c"]', 'return ["a", "c"]')
     assert barca(project, "get", "per", "pipeline.py").expect(0).json["steps_executed"] == 1
     assert take_executed(project) == ["ids"]
+
+
+MANUAL = """
+    from pathlib import Path
+    from barca import Manual, asset, partitions
+
+    def _ran(name):
+        with open("executed.log", "a") as fh:
+            fh.write(name + "\\n")
+
+    @asset()
+    def base() -> str:
+        _ran("base")
+        return "base"
+
+    @asset(freshness=Manual, inputs={"base": base})
+    def snapshot(base: str) -> str:
+        _ran("snapshot")
+        return Path("source.txt").read_text()
+
+    @asset(inputs={"snapshot": snapshot})
+    def reader(snapshot: str) -> str:
+        _ran("reader")
+        return snapshot.upper()
+
+    @asset(partitions={"k": partitions(["a", "b"])}, inputs={"snapshot": snapshot})
+    def per(k: str, snapshot: str) -> str:
+        _ran("per " + k)
+        return k + snapshot
+"""
+
+
+def test_a_manual_asset_is_computed_once_then_kept_until_refreshed(project: Path) -> None:
+    write(project, {"pipeline.py": MANUAL, "source.txt": "one"})
+    never = barca(project, "get", "reader", "pipeline.py").expect(2)
+    assert "freshness=Manual" in never.envelope["error"]
+    assert "never been computed" in never.envelope["error"]
+    assert "--refresh snapshot" in never.envelope["remediation"]
+    assert take_executed(project) == []
+    barca(project, "get", "reader", "pipeline.py", "--dry-run").expect(2)
+
+    first = barca(project, "get", "reader,per", "pipeline.py", "--refresh", "snapshot")
+    assert first.expect(0).json["targets"]["reader"]["final_output"] == "ONE"
+    assert take_executed(project) == ["base", "per a", "per b", "reader", "snapshot"]
+    assert barca(project, "get", "reader,per", "pipeline.py").expect(0).json[
+        "steps_executed"] == 0
+
+    # a code edit does not rerun it: status says stale, the run says why it did not run
+    edit(project / "pipeline.py", 'return Path("source.txt").read_text()',
+         'return Path("source.txt").read_text().strip()  # edited')
+    (project / "source.txt").write_text("two\n")
+    status = barca(project, "status", "pipeline.py", "--json").expect(0).json
+    node = next(n for n in status["nodes"] if n["name"] == "snapshot")
+    assert node["cache"]["state"] == "stale" and node["cache"]["reason"] == "manual"
+    assert node["cache"]["changed"] == ["code"]
+    assert "--refresh snapshot" in node["cache"]["detail"]
+    assert next(n for n in status["nodes"] if n["name"] == "reader")["cache"]["state"] == "cached"
+    dry = barca(project, "get", "reader", "pipeline.py", "--dry-run").expect(0)
+    assert dry.steps["snapshot"]["action"] == "cached"
+    assert dry.steps["snapshot"]["reason"] == "manual"
+    assert "kept (freshness=Manual) though changed: code" in dry.steps["snapshot"]["detail"]
+    got = barca(project, "get", "reader", "pipeline.py").expect(0)
+    assert got.steps["snapshot"]["status"] == "cached"
+    assert got.steps["snapshot"]["reason"] == "manual"
+    assert got.json["final_output"] == "ONE" and take_executed(project) == []
+
+    # a refresh of its upstream does not cascade to it; --refresh-all, as naming it, does
+    barca(project, "get", "reader", "pipeline.py", "--refresh", "base").expect(0)
+    assert take_executed(project) == ["base"]
+    barca(project, "get", "reader", "pipeline.py", "--refresh-all").expect(0)
+    assert take_executed(project) == ["base", "reader", "snapshot"]
+    assert barca(project, "get", "reader", "pipeline.py").json["final_output"] == "TWO"
+    take_executed(project)
+
+
+def test_readers_of_a_manual_asset_hash_its_bytes(project: Path) -> None:
+    write(project, {"pipeline.py": MANUAL, "source.txt": "one"})
+    barca(project, "get", "reader,per", "pipeline.py", "--refresh", "snapshot").expect(0)
+    assert take_executed(project) == ["base", "per a", "per b", "reader", "snapshot"]
+    # a refresh that produces the same bytes reruns no reader
+    same = barca(project, "get", "reader,per", "pipeline.py", "--refresh", "snapshot")
+    assert same.expect(0).json["steps_executed"] == 1
+    assert take_executed(project) == ["snapshot"]
+    # an edit that leaves the bytes alone, then a refresh: still no reader reruns
+    edit(project / "pipeline.py", '_ran("snapshot")', '_ran("snapshot")  # edited')
+    barca(project, "get", "reader,per", "pipeline.py", "--refresh", "snapshot").expect(0)
+    assert take_executed(project) == ["snapshot"]
+    # new bytes: every reader reruns, naming the Manual asset as what changed
+    (project / "source.txt").write_text("three")
+    new = barca(project, "get", "reader,per", "pipeline.py", "--refresh", "snapshot").expect(0)
+    assert take_executed(project) == ["per a", "per b", "reader", "snapshot"]
+    assert new.steps["reader"]["changed"] == ["input pipeline.py:snapshot"]
+    assert new.json["targets"]["per"]["final_output"] == {"k=a": "athree", "k=b": "bthree"}

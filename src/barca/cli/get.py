@@ -225,6 +225,8 @@ def _step_json(result: RunResult, node_id: str) -> dict[str, Any]:
         step["reason"] = render.reason_field(first)
         if first.changed:
             step["changed"] = list(first.changed)
+    elif step["status"] == "cached":
+        render.pinned_fields(plan, step)
     step["detail"] = render.why(plan)
     served = result.served.get(node_id)
     if served:

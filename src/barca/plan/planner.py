@@ -39,15 +39,16 @@ def refreshed_nodes(graph: Graph, cone: frozenset[str], options: PlanOptions) ->
 
 def _cascade(graph: Graph, name: str) -> set[str]:
     """What a refresh of `name` forces to run: its readers, and theirs, but not past an asset
-    whose readers hash its bytes (cutoff=True): they rerun only if those bytes change."""
+    whose readers hash its bytes (cutoff=True): they rerun only if those bytes change. A
+    Manual asset reruns only when named, and its readers hash its bytes too."""
     seen: set[str] = set()
-    stack = [] if graph.nodes[name].cutoff else list(graph.downstream[name])
+    stack = [] if graph.nodes[name].bytes_read else list(graph.downstream[name])
     while stack:
         node = stack.pop()
-        if node in seen:
+        if node in seen or graph.nodes[node].pinned:  # a Manual asset waits for its own
             continue
         seen.add(node)
-        if not graph.nodes[node].cutoff:
+        if not graph.nodes[node].bytes_read:
             stack.extend(graph.downstream[node])
     return seen
 
@@ -89,15 +90,35 @@ def plan_node(d: Definition, graph: Graph, plans: Mapping[str, NodePlan], state:
     parts = {**dict(d.hash_parts), **parts}
     hashes, run = _decide(keys, context, columns, value_slots, state)
     always = d.kind in ("sensor", "task")
+    pinned: dict[int, Reason] = {}
     if always or refresh is not None:
         reasons = dict.fromkeys(range(len(keys)), refresh or Reason(d.kind))
         run = list(range(len(keys)))
     else:
         reasons = _explain(run, keys, hashes, columns, labels, context, parts, state, d)
+        if d.pinned and run:
+            run, hashes, pinned = _pin(run, keys, hashes, reasons, state)
     return NodePlan(d.node_id, d.kind, keys, hashes, context, parts, columns, labels,
                     tuple(run), reasons, key_values, partitioned=bool(d.dimensions),
                     dims=tuple(sorted(dim.name for dim in d.dimensions)),
-                    selected_from=selected_from)
+                    selected_from=selected_from, pinned=pinned)
+
+
+def _pin(run: list[int], keys: JsonColumn, hashes: HashColumn, reasons: dict[int, Reason],
+         state: NodeState) -> tuple[list[int], HashColumn, dict[int, Reason]]:
+    """A Manual asset's stale keys that have a result keep it (at its old run hash) instead
+    of running; why each would have run is kept to be shown. Keys never computed still run."""
+    pinned: dict[int, Reason] = {}
+    old: dict[int, str] = {}
+    left = []
+    for i in run:
+        j = state.find(keys[i])
+        if j is None:
+            left.append(i)
+            continue
+        pinned[i] = reasons.pop(i)
+        old[i] = state.run_hash[j]
+    return left, hashes.replaced(old) if old else hashes, pinned
 
 
 def _unknown_upstream(d: Definition, graph: Graph, plans: Mapping[str, NodePlan],
@@ -108,10 +129,10 @@ def _unknown_upstream(d: Definition, graph: Graph, plans: Mapping[str, NodePlan]
             skipped = up_plan is not None and up_plan.unknown == "partition_selection"
             return ("partition_selection" if skipped else "upstream_unknown"), up_id
         up = graph.nodes[up_id]
-        needs_output = up.kind == "sensor" or up.cutoff or (
+        needs_output = up.kind == "sensor" or up.bytes_read or (
             graph.key_source(d.node_id) == up_id and not up.dimensions)
         if needs_output and up_id not in known:
-            reason = "cutoff_pending" if up.cutoff else (
+            reason = "cutoff_pending" if up.bytes_read else (
                 "sensor_output_unknown" if up.kind == "sensor" else "partitions_unknown")
             return reason, up_id
     return None
@@ -200,16 +221,16 @@ def _unkeyed_parts(d: Definition, graph: Graph, plans: Mapping[str, NodePlan],
             continue
         up, up_plan = graph.nodes[up_id], plans[up_id]
         if any(s.source == up_id and s.mode == "collect" for s in d.inputs):
-            hashes = known[up_id].output_hashes if up.cutoff else up_plan.run_hashes
+            hashes = known[up_id].output_hashes if up.bytes_read else up_plan.run_hashes
             parts[f"input {up_id}"] = column_digest(up_plan.keys, hashes)
         elif up_id == source:
-            if up.kind == "sensor" or not up.cutoff and not _only_keys_from(d, up_id, known):
+            if up.kind == "sensor" or not up.bytes_read and not _only_keys_from(d, up_id, known):
                 parts[f"{'sensor' if up.kind == 'sensor' else 'input'} {up_id}"] = \
                     up_plan.run_hashes[0]
         elif up.kind == "sensor":
             parts[f"sensor {up_id}"] = digest((up_plan.run_hashes[0],
                                                known[up_id].output_hashes[0]))
-        elif up.cutoff:
+        elif up.bytes_read:
             parts[f"input {up_id}"] = digest(("bytes", known[up_id].output_hashes[0]))
         else:
             parts[f"input {up_id}"] = up_plan.run_hashes[0]
@@ -250,7 +271,7 @@ def _keyed_columns(d: Definition, graph: Graph, plans: Mapping[str, NodePlan],
         up = graph.nodes[up_id]
         source = plans[up_id]
         labels.append(f"{'sensor' if up.kind == 'sensor' else 'input'} {up_id}")
-        column = known[up_id].output_hashes if up.kind == "sensor" or up.cutoff \
+        column = known[up_id].output_hashes if up.kind == "sensor" or up.bytes_read \
             else source.run_hashes
         if source.keys is keys or source.keys == keys:
             columns.append(column)
