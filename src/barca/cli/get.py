@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +14,9 @@ from barca.cli.output import choose_mode, emit, emit_json, note
 from barca.cli.progress import CliReporter, EventReporter
 from barca.cli.server_option import server_options
 from barca.errors import StepFailed
-from barca.engine.result import RunResult
+from barca.engine.result import RunResult, locate
 from barca.engine.driver import run
+from barca.state import EMPTY_STATE
 from barca.store.artifacts import read_value
 
 SHOWN_KEYS = 20  # keys of a partitioned value a terminal shows before a count
@@ -339,28 +341,32 @@ def final_output(result: RunResult, node_id: str | None) -> Any:
         return None
     plan = result.plans[node_id]
     if not plan.partitioned:
-        return _output_value(result, node_id, "")
+        found = result.artifact_of(node_id, "")
+        return None if found is None else _value_at(str(found[0]), found[1], result)
+    if plan.unknown:
+        return {}
     bad = _not_current(result, node_id) if result.failed else ()
+    d = result.graph.nodes[node_id]
+    ran = result.results.get(node_id, {})
+    state = result.states.get(node_id, EMPTY_STATE)
+    if len(plan.keys) > 16:
+        state.keys.indexed()  # one dict, not a scan per key
+    where = result.artifacts_dir
     out = {}
     for key in sorted(plan.keys, key=plan.label):  # every current key, however many
-        found = None if key in bad else result.artifact_of(node_id, key)
-        if found is not None:
-            out[plan.label(key)] = _value_at(found, result)
+        found = None if key in bad else locate(d, key, plan, ran, state, where, where)
+        if found is not None:  # plain strings: a Path per key costs more than its read
+            out[plan.label(key)] = _value_at(found[0], found[1], result)
     return out
 
 
-def _output_value(result: RunResult, node_id: str, key: str) -> Any:
-    found = result.artifact_of(node_id, key)
-    return None if found is None else _value_at(found, result)
-
-
-def _value_at(found: tuple[Path, str], result: RunResult) -> Any:
+def _value_at(path: str, fmt: str, result: RunResult) -> Any:
     """A JSON result as its value; any other as a pointer to its file."""
-    path, fmt = found
     if fmt in ("json", "keyed-json"):
         try:
             return read_value(path, fmt)
         except FileNotFoundError:
             pass
-    size = path.stat().st_size if path.exists() else None
-    return {"_barca_artifact": {"path": _rel(found, result), "format": fmt, "size_bytes": size}}
+    size = os.stat(path).st_size if os.path.exists(path) else None
+    return {"_barca_artifact": {"path": _rel((Path(path), fmt), result), "format": fmt,
+                                "size_bytes": size}}
