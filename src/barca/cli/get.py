@@ -24,7 +24,9 @@ SHOWN_KEYS = 20  # keys of a partitioned value a terminal shows before a count
 def _run_options(fn):
     options = [
         click.option("--refresh", metavar="A,B", help="Recompute these assets (one comma list) "
-                     "and what reads them inside the target's cone."),
+                     "and what reads them inside the target's cone (past a cutoff=True or "
+                     "Manual asset only if its bytes change). The one way a Manual asset "
+                     "is computed."),
         click.option("--no-cascade", is_flag=True, help="With --refresh: recompute only the "
                      "named assets, not what reads them."),
         click.option("--refresh-all", is_flag=True, help="Recompute every asset in the cone."),
@@ -35,7 +37,8 @@ def _run_options(fn):
         click.option("--pretty", is_flag=True, help="Human output (default in a terminal)."),
         click.option("--partition", multiple=True, metavar="DIM=V[,V]",
                      help="Run only these keys of every node with dimension DIM "
-                     "(repeatable; or a JSON object). Fan-ins over all keys are skipped."),
+                     "(repeatable; or a JSON object). Fan-ins over all keys are skipped; naming one "
+                     "as a target or in --refresh is exit 2."),
         click.option("--batch", multiple=True, metavar="none|all|N|NODE=V",
                      help="Group the stale keys of batched nodes (batch=) differently for this "
                      "run: none, all or N for every one, NODE=V for one (repeatable). "

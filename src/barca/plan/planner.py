@@ -111,6 +111,8 @@ def _pin(run: list[int], keys: JsonColumn, hashes: HashColumn, reasons: dict[int
     pinned: dict[int, Reason] = {}
     old: dict[int, str] = {}
     left = []
+    if len(run) > 16:
+        state.keys.indexed()
     for i in run:
         j = state.find(keys[i])
         if j is None:
