@@ -186,6 +186,10 @@ def test_get_json_gives_every_key_past_a_thousand(project: Path) -> None:
     again = barca(project, "get", "per", "pipeline.py").expect(0).json
     assert again["steps_executed"] == 0
     assert again["final_output"] == first["final_output"]
+    # a person's screen gets the first keys and a count
+    shown = barca(project, "get", "per", "pipeline.py", "--pretty").expect(0).stdout
+    assert '"k=k0019": 19' in shown and "k=k0020" not in shown
+    assert shown.rstrip().endswith("... and 1480 more keys (--json gives every key)")
 
 
 FLAGGED = """

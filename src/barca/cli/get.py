@@ -21,6 +21,7 @@ from barca.store.artifacts import read_value
 
 SHOWN_KEYS = 20  # keys of a partitioned value a terminal shows before a count
 
+
 def _run_options(fn):
     options = [
         click.option("--refresh", metavar="A,B", help="Recompute these assets (one comma list) "
