@@ -58,9 +58,9 @@ class Graph:
 
     def output_read(self, node_id: str) -> bool:
         """Readers depend on this node's output bytes, not only its run hash: a sensor, a
-        cutoff asset, a key source."""
+        cutoff or Manual asset, a key source."""
         d = self.nodes[node_id]
-        return d.kind == "sensor" or d.cutoff or self.is_key_source(node_id)
+        return d.kind == "sensor" or d.bytes_read or self.is_key_source(node_id)
 
     def resolve_target(self, text: str) -> str:
         """A target as typed (bare name, `name=` or full id) to its node id; exact match only."""

@@ -170,7 +170,10 @@ def state_after_run(plan: Any, old: NodeState, ran: dict[str, int], digests: dic
     plan: the node's NodePlan; ran: key -> ran_entry of the keys that succeeded in this run;
     digests: key -> output digest, for nodes whose readers need them.
     """
-    complete = whole and not failed and all(plan.keys[i] in ran for i in plan.run)
+    # a Manual asset's pinned keys keep what their results were computed from, so that the
+    # next run still sees them stale
+    complete = whole and not failed and not plan.pinned and \
+        all(plan.keys[i] in ran for i in plan.run)
     if not complete:
         records = []
         for key, entry in ran.items():

@@ -177,7 +177,7 @@ def test_status_and_dry_run_name_the_reason_from_stored_parts(cone: Path) -> Non
 
 def test_metadata_only_decorator_arguments_rerun_nothing(project: Path) -> None:
     write(project, {"p.py": """
-        from barca import asset, Manual
+        from barca import asset, Schedule
 
         @asset(retries=2, retry_backoff=0.5, description="d", tags={"team": "a"},
                timeout_seconds=60)
@@ -186,7 +186,8 @@ def test_metadata_only_decorator_arguments_rerun_nothing(project: Path) -> None:
     """})
     barca(project, "get", "a", "p.py").expect(0)
     edit(project / "p.py", 'retries=2, retry_backoff=0.5, description="d", tags={"team": "a"}',
-         'retries=3, retry_backoff=1.5, description="e", tags={"team": "b"}, freshness=Manual')
+         'retries=3, retry_backoff=1.5, description="e", tags={"team": "b"}, '
+         'freshness=Schedule("0 * * * *")')
     assert barca(project, "get", "a", "p.py").expect(0).json["steps_executed"] == 0
     edit(project / "p.py", "retries=3,", 'retries=3, serializer="pickle",')
     changed = barca(project, "get", "a", "p.py").expect(0)

@@ -48,7 +48,8 @@ def definition(name: str, kind: str = "asset", *, inputs: Iterable[InputSpec] = 
     return Definition(
         node_id=f"{FILE}:{name}", name=name, function=name, file=FILE, line=1, kind=kind,
         params=tuple(spec.param for spec in inputs), annotations=(), inputs=inputs,
-        dimensions=tuple(dimensions), freshness="manual", schedule=None, serializer=None,
+        dimensions=tuple(dimensions),
+        freshness="manual" if kind == "sensor" else "always", schedule=None, serializer=None,
         retries=0, retry_backoff=0.0, timeout_seconds=0.0, env=env, cutoff=cutoff, weight=1,
         batch=None, description=None, tags=(),
         definition_hash=digest(("definition", name, code)),

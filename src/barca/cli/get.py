@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -13,16 +14,20 @@ from barca.cli.output import choose_mode, emit, emit_json, note
 from barca.cli.progress import CliReporter, EventReporter
 from barca.cli.server_option import server_options
 from barca.errors import StepFailed
-from barca.engine.result import RunResult
+from barca.engine.result import RunResult, locate
 from barca.engine.driver import run
+from barca.state import EMPTY_STATE
+from barca.store.artifacts import read_value
 
-PARTITION_LIMIT = 1000
+SHOWN_KEYS = 20  # keys of a partitioned value a terminal shows before a count
 
 
 def _run_options(fn):
     options = [
         click.option("--refresh", metavar="A,B", help="Recompute these assets (one comma list) "
-                     "and what reads them inside the target's cone."),
+                     "and what reads them inside the target's cone (past a cutoff=True or "
+                     "Manual asset only if its bytes change). The one way a Manual asset "
+                     "is computed."),
         click.option("--no-cascade", is_flag=True, help="With --refresh: recompute only the "
                      "named assets, not what reads them."),
         click.option("--refresh-all", is_flag=True, help="Recompute every asset in the cone."),
@@ -33,7 +38,8 @@ def _run_options(fn):
         click.option("--pretty", is_flag=True, help="Human output (default in a terminal)."),
         click.option("--partition", multiple=True, metavar="DIM=V[,V]",
                      help="Run only these keys of every node with dimension DIM "
-                     "(repeatable; or a JSON object). Fan-ins over all keys are skipped."),
+                     "(repeatable; or a JSON object). Fan-ins over all keys are skipped; naming one "
+                     "as a target or in --refresh is exit 2."),
         click.option("--batch", multiple=True, metavar="none|all|N|NODE=V",
                      help="Group the stale keys of batched nodes (batch=) differently for this "
                      "run: none, all or N for every one, NODE=V for one (repeatable). "
@@ -143,7 +149,7 @@ def _print_run(command: str, target: str | None, result: RunResult, mode: str) -
     failure = result.failed[0] if result.failed else None
     if len(result.targets) > 1:
         body["targets"] = _targets_json(result, target)
-    elif failure is None or _keeps_good_keys(result):
+    elif failure is None or _has_value(result, result.final_node()):
         body["final_output"] = final_output(result, result.final_node())
     if failure is not None:
         body["failed_node"] = failure.step_id
@@ -171,9 +177,17 @@ def _print_human(command: str, target: str | None, result: RunResult, body: dict
     if "final_output" in body:
         import orjson
 
+        value, more = body["final_output"], 0
+        node_id = result.final_node()
+        if node_id is not None and result.plans[node_id].partitioned and \
+                len(value) > SHOWN_KEYS:  # a terminal shows the first keys and a count
+            more = len(value) - SHOWN_KEYS
+            value = dict(list(value.items())[:SHOWN_KEYS])
         emit("\nValue:")
-        emit(orjson.dumps(body["final_output"], option=orjson.OPT_INDENT_2 |
+        emit(orjson.dumps(value, option=orjson.OPT_INDENT_2 |
                           orjson.OPT_NON_STR_KEYS, default=str).decode())
+        if more:
+            emit(f"... and {more} more keys (--json gives every key)")
 
 
 def _raise_failure(result: RunResult, failure) -> None:
@@ -217,6 +231,8 @@ def _step_json(result: RunResult, node_id: str) -> dict[str, Any]:
         step["reason"] = render.reason_field(first)
         if first.changed:
             step["changed"] = list(first.changed)
+    elif step["status"] == "cached":
+        render.pinned_fields(plan, step)
     step["detail"] = render.why(plan)
     served = result.served.get(node_id)
     if served:
@@ -254,11 +270,22 @@ def _ignored_refresh(result: RunResult, node_id: str) -> str | None:
             f"'{graph.nodes[sources[0]].name}'; drop --no-cascade to recompute it")
 
 
-def _keeps_good_keys(result: RunResult) -> bool:
-    """A partitioned target whose failed keys are its own still returns its good keys."""
-    node_id = result.final_node()
-    return node_id is not None and result.plans[node_id].partitioned and all(
-        o.node_id == node_id for o in result.failed)
+def _has_value(result: RunResult, node_id: str | None) -> bool:
+    """After failures: a partitioned target still gives its good keys; an unpartitioned one
+    its value, if it neither failed nor was skipped."""
+    if node_id is None:
+        return False
+    if result.plans[node_id].partitioned:
+        return True
+    return node_id not in result.skipped and all(o.node_id != node_id for o in result.failed)
+
+
+def _not_current(result: RunResult, node_id: str) -> set[str]:
+    """Keys of the node that failed in this run or were skipped for a failed input: any file
+    they have is an older result, not what a successful run would give."""
+    out = set(result.skipped.get(node_id, ()))
+    out.update(o.key for o in result.failed if o.node_id == node_id)
+    return out
 
 
 def partition_selection(result: RunResult) -> dict[str, Any]:
@@ -306,6 +333,8 @@ def _targets_json(result: RunResult, text: str | None) -> dict[str, Any]:
         if failed:
             out[name] = {"status": "failed", "failed_node": failed[0].step_id,
                          "error": failed[0].error_message}
+            if _has_value(result, node_id):
+                out[name]["final_output"] = final_output(result, node_id)
         else:
             out[name] = {"status": "success", "final_output": final_output(result, node_id)}
     return out
@@ -316,27 +345,32 @@ def final_output(result: RunResult, node_id: str | None) -> Any:
         return None
     plan = result.plans[node_id]
     if not plan.partitioned:
-        return _output_value(result, node_id, "")
-    if len(plan.keys) > PARTITION_LIMIT:
-        computed = sorted(result.results.get(node_id, {}))
-        return {"_barca_partitions": {
-            "keys": len(plan.keys), "computed": len(computed),
-            "cached": len(plan.keys) - len(computed),
-            "outputs": {plan.label(k): _output_value(result, node_id, k)
-                        for k in computed[:PARTITION_LIMIT]},
-            "truncated": len(computed) > PARTITION_LIMIT,
-            "hint": "pass --partition DIM=VALUE to get chosen keys, or read them with barca sql"}}
-    return {plan.label(k): _output_value(result, node_id, k)
-            for k in sorted(plan.keys, key=plan.label)
-            if result.artifact_of(node_id, k) is not None}
+        found = result.artifact_of(node_id, "")
+        return None if found is None else _value_at(str(found[0]), found[1], result)
+    if plan.unknown:
+        return {}
+    bad = _not_current(result, node_id) if result.failed else ()
+    d = result.graph.nodes[node_id]
+    ran = result.results.get(node_id, {})
+    state = result.states.get(node_id, EMPTY_STATE)
+    if len(plan.keys) > 16:
+        state.keys.indexed()  # one dict, not a scan per key
+    where = result.artifacts_dir
+    out = {}
+    for key in sorted(plan.keys, key=plan.label):  # every current key, however many
+        found = None if key in bad else locate(d, key, plan, ran, state, where, where)
+        if found is not None:  # plain strings: a Path per key costs more than its read
+            out[plan.label(key)] = _value_at(found[0], found[1], result)
+    return out
 
 
-def _output_value(result: RunResult, node_id: str, key: str) -> Any:
-    found = result.artifact_of(node_id, key)
-    if found is None:
-        return None
-    path, fmt = found
-    if fmt in ("json", "keyed-json") and path.exists():
-        return result.value(node_id, key)
-    size = path.stat().st_size if path.exists() else None
-    return {"_barca_artifact": {"path": _rel(found, result), "format": fmt, "size_bytes": size}}
+def _value_at(path: str, fmt: str, result: RunResult) -> Any:
+    """A JSON result as its value; any other as a pointer to its file."""
+    if fmt in ("json", "keyed-json"):
+        try:
+            return read_value(path, fmt)
+        except FileNotFoundError:
+            pass
+    size = os.stat(path).st_size if os.path.exists(path) else None
+    return {"_barca_artifact": {"path": _rel((Path(path), fmt), result), "format": fmt,
+                                "size_bytes": size}}

@@ -107,7 +107,11 @@ def _status_node(plan, result) -> dict[str, Any]:
         state = "never_run" if first.code in ("never_run",) else "stale"
         reason = {"never_run": "no_record", "changed": "changed",
                   "failed": "failed"}.get(first.code, first.code)
+    elif plan.pinned:  # a Manual asset kept as it is: stale until it is refreshed
+        state = "stale"
     cache: dict[str, Any] = {"state": state, "reason": reason, "detail": render.why(plan)}
+    if plan.pinned and not plan.run:
+        render.pinned_fields(plan, cache)
     if not plan.unknown and not plan.partitioned:
         cache["run_hash"] = plan.run_hashes[0]
         if plan.run and plan.reasons[plan.run[0]].changed:

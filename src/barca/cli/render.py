@@ -101,6 +101,8 @@ def why(plan: NodePlan, batch: BatchPlan | None = None) -> str:
 def _why(plan: NodePlan) -> str:
     if plan.unknown:
         return _UNKNOWN_TEXT[plan.unknown].format(x=plan.unknown_detail)
+    if plan.pinned and not plan.run:
+        return pinned_text(plan)
     if not plan.partitioned:
         return reason_text(plan.reasons[0]) if plan.run else "cached"
     total = len(plan.keys)
@@ -113,6 +115,24 @@ def _why(plan: NodePlan) -> str:
                       for i in listed)
     more = f", +{len(plan.run) - len(listed)} more" if len(plan.run) > len(listed) else ""
     return f"{plan.cached_count} of {total} keys cached; will run: {items}{more}"
+
+
+def pinned_fields(plan: NodePlan, step: dict[str, Any]) -> None:
+    """A stale Manual asset kept as it is: reason `manual`, and what changed."""
+    if plan.pinned:
+        step["reason"] = "manual"
+        first = plan.reasons_pinned_first()
+        if first.changed:
+            step["changed"] = list(first.changed)
+
+
+def pinned_text(plan: NodePlan) -> str:
+    """Why a stale Manual asset did not run: its result is kept until it is refreshed."""
+    first = plan.reasons_pinned_first()
+    keys = f"{plural(len(plan.pinned), 'key')} " if plan.partitioned else ""
+    name = plan.node_id.rsplit(":", 1)[-1]
+    return (f"{keys}kept (freshness=Manual) though {reason_text(first)}; recompute with "
+            f"--refresh {name}")
 
 
 def served_text(served: dict[str, int], partitioned: bool) -> str:
@@ -154,6 +174,8 @@ def dry_run_step(plan: NodePlan, artifact: str | None,
         step["reason"] = reason_field(first)
         if first.changed:
             step["changed"] = list(first.changed)
+    else:
+        pinned_fields(plan, step)
     step["detail"] = why(plan, batch)
     if not plan.partitioned:
         step["run_hash"] = plan.run_hashes[0]

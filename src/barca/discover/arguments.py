@@ -106,7 +106,8 @@ def one_argument(call: ast.Call, helper: str, site: Site,
 
 
 def read_ref(expr: ast.expr, names: BarcaNames, site: Site, what: str) -> Ref:
-    """A node reference: `name`, `module.name` or `asset_ref("file.py:name")`."""
+    """A node reference: `name`, `module.name`, `asset_ref("file.py:name")` or that id as a
+    plain string (`"file.py:name"`), which reads as asset_ref does."""
     if isinstance(expr, ast.Name):
         return Ref("name", expr.id, expr.lineno)
     chain = _dotted(expr)
@@ -118,9 +119,12 @@ def read_ref(expr: ast.expr, names: BarcaNames, site: Site, what: str) -> Ref:
             return Ref("id", arg.value, expr.lineno)
         raise site.error(f"asset_ref() needs a literal 'file.py:function' string, not "
                          f"`{ast.unparse(arg)}`", _EXAMPLES["asset_ref"], expr)
+    if isinstance(expr, ast.Constant) and isinstance(expr.value, str) and ":" in expr.value:
+        return Ref("id", expr.value, expr.lineno)
     raise site.error(f"{what} must name a node, not `{ast.unparse(expr)}`",
-                     "Write the upstream function's name, module.name, collect(upstream) or "
-                     'asset_ref("file.py:function")', expr)
+                     "Write the upstream function's name, module.name, collect(upstream), "
+                     'asset_ref("file.py:function") or its id as text, "file.py:function"',
+                     expr)
 
 
 def _dotted(expr: ast.expr) -> str | None:

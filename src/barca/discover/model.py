@@ -66,6 +66,17 @@ class Definition:
     hash_parts: tuple[tuple[str, str], ...]  # (part label, digest), see discover.hashing
     schedule_batch: tuple[str, ...] = ()  # Schedule(cron, batch=...) as --batch texts (serve)
 
+    @property
+    def pinned(self) -> bool:
+        """A `freshness=Manual` asset: computed once, then kept until `--refresh` names it."""
+        return self.kind == "asset" and self.freshness == "manual"
+
+    @property
+    def bytes_read(self) -> bool:
+        """Readers hash this asset's output bytes, not its run hash: `cutoff=True`, or a
+        Manual asset (a pinned result is not what its current run hash describes)."""
+        return self.cutoff or self.pinned
+
     def annotation(self, param: str) -> str | None:
         for name, text in self.annotations:
             if name == param:

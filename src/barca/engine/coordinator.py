@@ -36,7 +36,7 @@ from barca.engine.result import RunResult
 from barca.engine.run_state import RunState
 from barca.engine.step_leases import Claim, StepLeases, Steps
 from barca.engine.step_specs import blocked_keys, call_spec, step_spec
-from barca.errors import Cancelled
+from barca.errors import Cancelled, UsageError
 from barca.graph import Graph
 from barca.plan.planner import refreshed_nodes
 from barca.project import Project
@@ -79,11 +79,13 @@ class _Run:
         order = tuple(n for n in self.graph.order if n in req.cone)
         if not req.dry_run:
             self.project.ensure_state_dir()
+        self.conn = connect(self.project.db_path, create=not req.dry_run)
+        if req.observe_sensors:  # a get or run, not an inspection predicting one
+            self._check_manual_computed(order)
         if req.observe_sensors and any(self.graph.nodes[n].kind == "sensor" for n in order):
             # a sensor always runs: start its worker now, so its imports overlap our planning
             self.executor = self.new_executor()
             self.executor.prestart()
-        self.conn = connect(self.project.db_path, create=not req.dry_run)
         artifacts_root = self.project.artifacts_dir
         if req.dry_run:
             import tempfile
@@ -126,6 +128,21 @@ class _Run:
                 signal.signal(sig, handler)
             self._finish(status, time.perf_counter() - started)
         return self._result(status, time.perf_counter() - started)
+
+    def _check_manual_computed(self, order: Sequence[str]) -> None:
+        """A Manual asset is computed only when `--refresh` names it: one that has no result
+        yet cannot be read, and nothing runs until it is refreshed once."""
+        refreshed = refreshed_nodes(self.graph, self.request.cone, self.request.options)
+        for node_id in order:
+            d = self.graph.nodes[node_id]
+            if d.pinned and node_id not in refreshed and \
+                    not metadata.has_success(self.conn, node_id):
+                words = ["barca", self.request.command, self.request.target_text or "",
+                         *self.request.files, "--refresh", d.name]
+                raise UsageError(
+                    f"'{node_id}' has freshness=Manual and has never been computed; barca "
+                    "computes it only when --refresh names it",
+                    "compute it once: " + " ".join(w for w in words if w))
 
     # -- sensors ----------------------------------------------------------------------------
 
@@ -254,9 +271,13 @@ class _Run:
         for node_id, plan, keys in steps:
             if node_id not in calls:
                 known = self.source_columns.known(node_id)
+                sensor = self.graph.nodes[node_id].kind == "sensor"
                 for i in keys:
+                    previous = self.planning.last_observation(node_id, plan.keys[i], root) \
+                        if sensor else None
                     yield step_spec(self.graph, self.run.plans, node_id, plan, i,
-                                    self.step_dirs, self.planning.artifact, root, known)
+                                    self.step_dirs, self.planning.artifact, root, known,
+                                    previous)
                 continue
             for indices in calls[node_id]:
                 yield call_spec(self.graph, self.run.plans, node_id, plan, indices,

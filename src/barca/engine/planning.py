@@ -15,7 +15,7 @@ from typing import Mapping, Sequence
 
 from barca.engine.events import Reporter
 from barca.engine.key_source_columns import SourceColumns
-from barca.engine.result import locate
+from barca.engine.result import locate, stored_artifact
 from barca.engine.run_state import RunState
 from barca.errors import InfraError
 from barca.graph import Graph
@@ -172,6 +172,22 @@ class Planning:
         return True
 
     # -- where results are ------------------------------------------------------------------
+
+    def last_observation(self, node_id: str, key: str,
+                         root: str) -> tuple[str, str, str | None] | None:
+        """A sensor key's last recorded value: its file (relative to `root` when under it),
+        format and output digest; None before its first observation."""
+        state = self.run.states.get(node_id, EMPTY_STATE)
+        if len(state) > 16:
+            state.keys.indexed()  # once: a partitioned sensor asks for every key
+        j = state.find(key)
+        if j is None:
+            return None
+        found = stored_artifact(self.run.stored_dir, self.graph.nodes[node_id], state, key)
+        if found is None:
+            return None
+        path = found[0][len(root):] if found[0].startswith(root) else found[0]
+        return path, found[1], state.output_hash_at(j)
 
     def artifact(self, node_id: str, key: str) -> tuple[str, str]:
         run = self.run

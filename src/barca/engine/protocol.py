@@ -64,6 +64,8 @@ class StepSpec(NamedTuple):
     timeout_seconds: float
     key_source: bool  # the value must be a list or a {key: value} dict of JSON values
     known_chunks: Known = ((), ())  # a key source's: what the coordinator has stored
+    # a sensor key's last observation: (path, format, output digest or None)
+    previous: tuple[str, str, str | None] | None = None
 
 
 class CallSpec(NamedTuple):

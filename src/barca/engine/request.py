@@ -48,6 +48,7 @@ def build_request(pipeline: Pipeline, command: str, target_text: str | None, *,
     expr_keys = evaluate_key_expressions(pipeline, cone)
     selection = parse_partition(partition)
     check_selection(graph, cone, selection, expr_keys)
+    check_not_skipped(graph, cone, selection, targets, refresh_ids)
     batching = batch_settings(graph, pipeline.project.root, cone, batch)
     options = PlanOptions(refresh_ids, refresh_all, cascade, _env_values(graph, cone), selection,
                           batching)
@@ -114,6 +115,25 @@ def check_selection(graph: Graph, cone: frozenset[str], selection: dict[str, fro
         if missing:
             raise UsageError(f"--partition {dim}={','.join(missing)} matches no key",
                              f"valid values include: {', '.join(sorted(known)[:10])}")
+
+
+def check_not_skipped(graph: Graph, cone: frozenset[str], selection: dict[str, frozenset[str]],
+                      targets: Sequence[str], refresh_ids: frozenset[str]) -> None:
+    """A node the selection skips (it reads every key of a narrowed node) cannot be what the
+    command is asked to compute or refresh: refused before anything runs."""
+    from barca.plan.planner import skipped_by_selection
+
+    skipped = skipped_by_selection(graph, cone, selection)
+    for node_id in (*targets, *sorted(refresh_ids)):
+        if node_id in skipped:
+            asked = "refreshes" if node_id in refresh_ids and node_id not in targets \
+                else "targets"
+            chosen = " ".join(f"{dim}={','.join(sorted(values))}"
+                              for dim, values in sorted(selection.items()))
+            raise UsageError(f"--partition {chosen} would skip '{node_id}', which this command "
+                             f"{asked}: it reads every key of '{skipped[node_id]}'",
+                             "run it without --partition, or target the partitioned nodes "
+                             "it reads")
 
 
 def _values_known_in_advance(graph: Graph, node_id: str, dim: str,

@@ -22,11 +22,13 @@ Artifact = Callable[[str, str], tuple[Any, str]]  # (node id, key) -> (path, for
 
 def step_spec(graph: Graph, plans: Mapping[str, NodePlan], node_id: str, plan: NodePlan,
               i: int, step_dirs: Any, artifact: Artifact, root: str,
-              known_chunks: Known = ((), ())) -> StepSpec:
+              known_chunks: Known = ((), ()),
+              previous: tuple[str, str, str | None] | None = None) -> StepSpec:
     """The step for key `i` of the node's plan; its artifact under `step_dirs`; the files
     it reads relative to `root` (the project root, ending in "/") when under it, so that
     whoever runs the step resolves them against its own copy of the project;
-    `known_chunks` for a key source (barca.store.key_source_chunks)."""
+    `known_chunks` for a key source (barca.store.key_source_chunks); `previous`, a sensor
+    key's last observation, which a `(False, value)` return keeps."""
     d = graph.nodes[node_id]
     key = plan.keys[i]
     step_id = f"{node_id}[{plan.label(key)}]" if plan.partitioned else node_id
@@ -37,7 +39,8 @@ def step_spec(graph: Graph, plans: Mapping[str, NodePlan], node_id: str, plan: N
     return StepSpec(step_id, node_id, key, i, d.kind, d.file, d.function,
                     tuple(key_args(d, key).items()), inputs, stem, plan.run_hashes[i],
                     d.serializer, max(1, d.retries), d.retry_backoff, d.timeout_seconds,
-                    graph.is_key_source(node_id), known_chunks)
+                    graph.is_key_source(node_id), known_chunks, previous)
+
 
 
 def call_spec(graph: Graph, plans: Mapping[str, NodePlan], node_id: str, plan: NodePlan,

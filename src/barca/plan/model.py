@@ -84,12 +84,19 @@ class NodePlan:
     partitioned: bool = False
     dims: tuple[str, ...] = ()  # dimension names, sorted
     selected_from: int | None = None  # how many keys there were before --partition narrowed them
+    # a Manual asset's keys that are stale but keep their last result (index -> why they
+    # would run); their run_hashes are those of the kept results
+    pinned: Mapping[int, Reason] = field(default_factory=dict)
 
     def label(self, key: str) -> str:
         """`retailer=r1`: the key as users see it (see barca.plan.keys)."""
         if len(self.dims) == 1:
             return f"{self.dims[0]}={key}"
         return label_of(self.dims, key)
+
+    def reasons_pinned_first(self) -> Reason:
+        """Why the first pinned key (in key order) would run."""
+        return self.pinned[min(self.pinned)]
 
     @property
     def cached_count(self) -> int:

@@ -31,10 +31,26 @@ def refreshed_nodes(graph: Graph, cone: frozenset[str], options: PlanOptions) ->
     out = {n: Reason("refresh") for n in options.refresh}
     if options.cascade:
         for name in sorted(options.refresh):
-            for n in sorted(graph.descendants([name]) & cone):
+            for n in sorted(_cascade(graph, name) & cone):
                 if n not in out and graph.nodes[n].kind == "asset":
                     out[n] = Reason("refresh_cascade", origin=name)
     return out
+
+
+def _cascade(graph: Graph, name: str) -> set[str]:
+    """What a refresh of `name` forces to run: its readers, and theirs, but not past an asset
+    whose readers hash its bytes (cutoff=True): they rerun only if those bytes change. A
+    Manual asset reruns only when named, and its readers hash its bytes too."""
+    seen: set[str] = set()
+    stack = [] if graph.nodes[name].bytes_read else list(graph.downstream[name])
+    while stack:
+        node = stack.pop()
+        if node in seen or graph.nodes[node].pinned:  # a Manual asset waits for its own
+            continue
+        seen.add(node)
+        if not graph.nodes[node].bytes_read:
+            stack.extend(graph.downstream[node])
+    return seen
 
 
 def plan_nodes(graph: Graph, order: Sequence[str], states: Mapping[str, NodeState],
@@ -74,15 +90,37 @@ def plan_node(d: Definition, graph: Graph, plans: Mapping[str, NodePlan], state:
     parts = {**dict(d.hash_parts), **parts}
     hashes, run = _decide(keys, context, columns, value_slots, state)
     always = d.kind in ("sensor", "task")
+    pinned: dict[int, Reason] = {}
     if always or refresh is not None:
         reasons = dict.fromkeys(range(len(keys)), refresh or Reason(d.kind))
         run = list(range(len(keys)))
     else:
         reasons = _explain(run, keys, hashes, columns, labels, context, parts, state, d)
+        if d.pinned and run:
+            run, hashes, pinned = _pin(run, keys, hashes, reasons, state)
     return NodePlan(d.node_id, d.kind, keys, hashes, context, parts, columns, labels,
                     tuple(run), reasons, key_values, partitioned=bool(d.dimensions),
                     dims=tuple(sorted(dim.name for dim in d.dimensions)),
-                    selected_from=selected_from)
+                    selected_from=selected_from, pinned=pinned)
+
+
+def _pin(run: list[int], keys: JsonColumn, hashes: HashColumn, reasons: dict[int, Reason],
+         state: NodeState) -> tuple[list[int], HashColumn, dict[int, Reason]]:
+    """A Manual asset's stale keys that have a result keep it (at its old run hash) instead
+    of running; why each would have run is kept to be shown. Keys never computed still run."""
+    pinned: dict[int, Reason] = {}
+    old: dict[int, str] = {}
+    left = []
+    if len(run) > 16:
+        state.keys.indexed()
+    for i in run:
+        j = state.find(keys[i])
+        if j is None:
+            left.append(i)
+            continue
+        pinned[i] = reasons.pop(i)
+        old[i] = state.run_hash[j]
+    return left, hashes.replaced(old) if old else hashes, pinned
 
 
 def _unknown_upstream(d: Definition, graph: Graph, plans: Mapping[str, NodePlan],
@@ -93,10 +131,10 @@ def _unknown_upstream(d: Definition, graph: Graph, plans: Mapping[str, NodePlan]
             skipped = up_plan is not None and up_plan.unknown == "partition_selection"
             return ("partition_selection" if skipped else "upstream_unknown"), up_id
         up = graph.nodes[up_id]
-        needs_output = up.kind == "sensor" or up.cutoff or (
+        needs_output = up.kind == "sensor" or up.bytes_read or (
             graph.key_source(d.node_id) == up_id and not up.dimensions)
         if needs_output and up_id not in known:
-            reason = "cutoff_pending" if up.cutoff else (
+            reason = "cutoff_pending" if up.bytes_read else (
                 "sensor_output_unknown" if up.kind == "sensor" else "partitions_unknown")
             return reason, up_id
     return None
@@ -122,17 +160,42 @@ def narrow_keys(d: Definition, keys: JsonColumn, key_values: JsonColumn | None,
 def _skipped_by_selection(d: Definition, graph: Graph, plans: Mapping[str, NodePlan],
                           options: PlanOptions) -> tuple[str, str] | None:
     """A node reading every key of a narrowed node cannot run on part of them."""
-    if not options.partition:
+    up_id = _reads_every_narrowed_key(d, graph, options.partition)
+    return None if up_id is None else ("partition_selection", up_id)
+
+
+def _reads_every_narrowed_key(d: Definition, graph: Graph,
+                              selection: Mapping[str, frozenset[str]]) -> str | None:
+    """The upstream whose keys `selection` narrows while `d` reads all of them, if any."""
+    if not selection:
         return None
     own = {dim.name for dim in d.dimensions}
     for up_id in graph.upstream[d.node_id]:
         up = graph.nodes[up_id]
         up_dims = {dim.name for dim in up.dimensions}
-        narrowed = bool(up_dims & set(options.partition))
+        narrowed = bool(up_dims & set(selection))
         if narrowed and (own != up_dims or any(
                 s.source == up_id and s.mode == "collect" for s in d.inputs)):
-            return "partition_selection", up_id
+            return up_id
     return None
+
+
+def skipped_by_selection(graph: Graph, cone: frozenset[str],
+                         selection: Mapping[str, frozenset[str]]) -> dict[str, str]:
+    """The nodes of `cone` that `--partition` skips, each with the narrowed node it reads every
+    key of (directly or through a skipped upstream): known from the graph alone, so that a
+    request naming one is refused before anything runs."""
+    skipped: dict[str, str] = {}
+    if not selection:
+        return skipped
+    for node_id in graph.order:
+        if node_id not in cone:
+            continue
+        through = next((skipped[u] for u in graph.upstream[node_id] if u in skipped), None)
+        through = through or _reads_every_narrowed_key(graph.nodes[node_id], graph, selection)
+        if through is not None:
+            skipped[node_id] = through
+    return skipped
 
 
 def _node_keys(d: Definition, graph: Graph, plans: Mapping[str, NodePlan],
@@ -160,22 +223,30 @@ def _unkeyed_parts(d: Definition, graph: Graph, plans: Mapping[str, NodePlan],
             continue
         up, up_plan = graph.nodes[up_id], plans[up_id]
         if any(s.source == up_id and s.mode == "collect" for s in d.inputs):
-            hashes = known[up_id].output_hashes if up.cutoff else up_plan.run_hashes
+            hashes = known[up_id].output_hashes if up.bytes_read else up_plan.run_hashes
             parts[f"input {up_id}"] = column_digest(up_plan.keys, hashes)
         elif up_id == source:
-            if up.kind == "sensor" or not up.cutoff:
+            if up.kind == "sensor" or not up.bytes_read and not _only_keys_from(d, up_id, known):
                 parts[f"{'sensor' if up.kind == 'sensor' else 'input'} {up_id}"] = \
                     up_plan.run_hashes[0]
         elif up.kind == "sensor":
             parts[f"sensor {up_id}"] = digest((up_plan.run_hashes[0],
                                                known[up_id].output_hashes[0]))
-        elif up.cutoff:
+        elif up.bytes_read:
             parts[f"input {up_id}"] = digest(("bytes", known[up_id].output_hashes[0]))
         else:
             parts[f"input {up_id}"] = up_plan.run_hashes[0]
     for name in d.env:
         parts[f"env {name}"] = digest(("env", options.env.get(name)))
     return parts
+
+
+def _only_keys_from(d: Definition, source: str, known: Mapping[str, KnownOutput]) -> bool:
+    """An asset returning a list gives this node its keys and nothing else (no parameter
+    reads the list): a key's result depends on the key alone, so a new element runs only its
+    key, not every key again."""
+    return known[source].values is None and not any(
+        s.source == source and s.mode != "order" for s in d.inputs)
 
 
 def _mirrored_inputs(d: Definition, graph: Graph) -> list[str]:
@@ -202,7 +273,7 @@ def _keyed_columns(d: Definition, graph: Graph, plans: Mapping[str, NodePlan],
         up = graph.nodes[up_id]
         source = plans[up_id]
         labels.append(f"{'sensor' if up.kind == 'sensor' else 'input'} {up_id}")
-        column = known[up_id].output_hashes if up.kind == "sensor" or up.cutoff \
+        column = known[up_id].output_hashes if up.kind == "sensor" or up.bytes_read \
             else source.run_hashes
         if source.keys is keys or source.keys == keys:
             columns.append(column)
