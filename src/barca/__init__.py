@@ -1,7 +1,7 @@
 """barca: cached Python functions as a dependency graph, recomputed only where they changed."""
 
 from barca.api import (Always, Failed, Manual, Schedule, asset, asset_ref, batches, batches_by,
-                       collect, partitions, partitions_from, sensor, task)
+                       collect, partitions, partitions_from, sensor, sink, task)
 from barca.errors import BarcaError, Cancelled, InfraError, StepFailed, UsageError
 # `barca.plan` is also a subpackage (the planner). Loading it before the function of the same
 # name is bound keeps the function: the import system sets a package's attribute for a
@@ -14,5 +14,5 @@ __version__ = "0.1.0"
 __all__ = [
     "Always", "BarcaError", "Cancelled", "Failed", "InfraError", "Manual", "Schedule",
     "StepFailed", "UsageError", "asset", "asset_ref", "batches", "batches_by", "collect", "get",
-    "history", "partitions", "partitions_from", "plan", "run", "sensor", "stats", "task",
+    "history", "partitions", "partitions_from", "plan", "run", "sensor", "sink", "stats", "task",
 ]

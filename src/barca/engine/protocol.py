@@ -64,6 +64,7 @@ class StepSpec(NamedTuple):
     timeout_seconds: float
     key_source: bool  # the value must be a list or a {key: value} dict of JSON values
     known_chunks: Known = ((), ())  # a key source's: what the coordinator has stored
+    sinks: tuple[tuple[str, str | None], ...] = ()  # (destination, serializer) per @sink
 
 
 class CallSpec(NamedTuple):
@@ -88,6 +89,7 @@ class CallSpec(NamedTuple):
     retries: int
     retry_backoff: float
     timeout_seconds: float
+    sinks: tuple[tuple[tuple[str, str | None], ...], ...] = ()  # per key, as StepSpec.sinks
 
 
 class StepOutcome(NamedTuple):
@@ -110,6 +112,7 @@ class StepOutcome(NamedTuple):
     key_columns: PackedColumns | None = None
     worker_exit: str | None = None  # how the worker process ended, when it died in the step
     batch: str | None = None  # the call's id, for a key run in a batch call
+    sink_errors: tuple[str, ...] = ()  # each @sink that could not be written (store.sinks)
 
 
 class CallFinished(NamedTuple):

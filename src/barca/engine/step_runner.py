@@ -24,6 +24,7 @@ from barca.engine.protocol import (CallFinished, CallSpec, LogLine, StepOutcome,
                                   StepStarted)
 from barca.store.artifacts import SerializeError, choose_format, read_value, write_value
 from barca.store.paths import EXTENSIONS
+from barca.store.sinks import write_sinks
 
 Emit = Callable[[Any], None]  # takes a LogLine or a StepStarted
 
@@ -136,9 +137,12 @@ class StepRunner:
                                                           step.known_chunks)
         else:
             size, digest = write_value(value, self.root / path, fmt)
+        sink_errors = write_sinks(str(self.root), step.sinks, str(self.root / path), fmt,
+                                  lambda: value) if step.sinks else ()
         return StepOutcome(step.step_id, step.node_id, step.key, step.index, step.run_hash,
                            "success", attempt, time.perf_counter() - started, str(path), fmt,
-                           size, digest, peak_rss(), key_columns=columns)
+                           size, digest, peak_rss(), key_columns=columns,
+                           sink_errors=sink_errors)
 
     def load_input(self, ref: Any) -> Any:
         return _load_input(self.root, ref)
