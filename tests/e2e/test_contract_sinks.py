@@ -189,7 +189,7 @@ def summary() -> dict:
     assert len(failures) == 2, result.stderr
     assert failures[0].startswith("[barca] SINK FAILED: pipeline.py:summary: "
                                   "exports/not_a_table.parquet: SerializeError: ")
-    assert "needs a table" in failures[0]
+    assert "a parquet sink needs a table" in failures[0]
     assert "exports/taken.json: IsADirectoryError" in failures[1]
     assert (exports / "taken.json" / "keep.txt").read_text() == "mine"  # left as it was
     assert not (exports / "not_a_table.parquet").exists()

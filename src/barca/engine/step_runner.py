@@ -222,7 +222,7 @@ def _element_annotation(annotation: str | None) -> str | None:
 
 
 _OWN_FRAMES = ("/barca/engine/step_runner.py", "/barca/engine/key_source.py",
-               "/barca/engine/call_runner.py")
+               "/barca/engine/call_runner.py", "/barca/fanout.py")
 # What the step returned could not be stored or cannot define keys: the user's code did not
 # raise, so there is no traceback of theirs to show, and the message names the fix.
 _VALUE_ERRORS = (SerializeError, KeySourceError)

@@ -23,7 +23,7 @@ import re
 import shutil
 from typing import Any, Callable, Sequence
 
-from barca.store.artifacts import SerializeError, table_kind, write_value
+from barca.store.artifacts import SerializeError, encode_json, table_kind, write_value
 from barca.store.paths import EXTENSIONS, escape, key_stem
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
@@ -135,10 +135,15 @@ def _copy(artifact: str, local: str) -> None:
 
 
 def _write_value(value: Any, local: str, fmt: str) -> None:
+    kind = type(value).__name__
     if fmt in ("parquet", "csv") and table_kind(value) is None:
-        raise SerializeError(f"a .{EXTENSIONS[fmt]} sink needs a table (pandas, polars, "
-                             f"Arrow or DuckDB), and the result is a {type(value).__name__}; "
-                             "use a .json or .pkl path, or serializer=")
+        raise SerializeError(f"a {fmt} sink needs a table (pandas, polars, Arrow or DuckDB), "
+                             f"and the result is a {kind}; use a .json or .pkl path, or "
+                             "serializer=")
+    if fmt == "json" and (table_kind(value) is not None or encode_json(value) is None):
+        raise SerializeError(f"a json sink needs a value JSON gives back as it is (dicts with "
+                             f"str keys, lists, str, finite numbers, bool, None), and the "
+                             f"result is a {kind}; use a .parquet, .csv or .pkl path")
     write_value(value, local, fmt)
 
 
