@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import functools
 import os
-import pickle
-import select
 from typing import Any, Callable, Iterable, NamedTuple, Sequence
 
 _workers = 0  # set in a worker process (set_workers): how many branches may run at once
@@ -104,10 +102,12 @@ def _failure(index: int, call: Callable[[], Any], exc: BaseException) -> BranchF
                          text)
 
 
-# -- in a worker: forked branches -----------------------------------------------------------
+# -- in a worker: forked branches (their imports are here: `import barca` stays light) --
 
 def _forked(calls: Sequence[Callable[[], Any]], limit: int) -> list[Any]:
     """Run each call in a child process, `limit` at a time; outcomes in argument order."""
+    import select
+
     outcomes: list[Any] = [None] * len(calls)
     waiting = list(range(len(calls)))
     running: dict[int, tuple[int, int, list[bytes]]] = {}  # read fd -> (index, pid, chunks)
@@ -155,6 +155,7 @@ def _start(call: Callable[[], Any]) -> tuple[int, int]:
 def _branch(call: Callable[[], Any], write_fd: int) -> None:
     """In the child: run the call, send (ok, value) or (error, parts) back, exit at once
     (no atexit handlers, no flushing of what the parent had buffered)."""
+    import pickle
     import sys
 
     status = 0
@@ -186,11 +187,15 @@ def _branch(call: Callable[[], Any], write_fd: int) -> None:
 
 
 def _error_payload(call: Callable[[], Any], exc: BaseException) -> bytes:
+    import pickle
+
     failure = _failure(0, call, exc)
     return pickle.dumps(("error", (failure.error_type, failure.message, failure.traceback)))
 
 
 def _received(index: int, call: Callable[[], Any], data: bytes, status: int) -> Any:
+    import pickle
+
     try:
         kind, value = pickle.loads(data)
     except Exception as exc:  # noqa: BLE001 - no (or a broken) result came back
