@@ -14,8 +14,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Always", "BarcaError", "Cancelled", "Failed", "InfraError", "Manual", "ParallelError",
-    "Schedule",
-    "StepFailed", "UsageError", "asset", "asset_ref", "batches", "batches_by", "collect", "get",
-    "history", "parallel", "parallel_map", "partitions", "partitions_from", "plan", "run",
-    "sensor", "sink", "stats", "task",
+    "Schedule", "StepFailed", "UsageError", "asset", "asset_ref", "batches", "batches_by",
+    "collect", "get", "history", "parallel", "parallel_map", "partitions", "partitions_from",
+    "plan", "run", "sensor", "sink", "stats", "task",
 ]
