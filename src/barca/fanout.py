@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 import os
-from typing import Any, Callable, Iterable, NamedTuple, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 _workers = 0  # set in a worker process (set_workers): how many branches may run at once
 
@@ -23,14 +23,19 @@ def set_workers(limit: int) -> None:
     _workers = max(1, limit)
 
 
-class BranchFailure(NamedTuple):
-    """What one branch raised (or why its result could not come back)."""
+class BranchFailure:
+    """What one branch raised (or why its result could not come back). A plain class, not a
+    NamedTuple or dataclass: `import barca` loads this module, and those cost more to make."""
 
-    index: int
-    function: str
-    error_type: str
-    message: str
-    traceback: str
+    __slots__ = ("index", "function", "error_type", "message", "traceback")
+
+    def __init__(self, index: int, function: str, error_type: str, message: str,
+                 traceback: str) -> None:
+        self.index, self.function, self.error_type = index, function, error_type
+        self.message, self.traceback = message, traceback
+
+    def __repr__(self) -> str:
+        return f"BranchFailure({self.line()!r})"
 
     def line(self) -> str:
         return f"[{self.index}] {self.function}: {self.error_type}: {self.message}"

@@ -9,9 +9,10 @@ Paths are relative to the current directory, as on the command line.
 
 from __future__ import annotations
 
-from typing import Any, Sequence, overload
+from typing import TYPE_CHECKING, Any, Sequence, overload
 
-from barca.python_types import NodeStats, Plan, RunDetail, RunList
+if TYPE_CHECKING:  # for editors and type checkers; `import barca` does not pay for them
+    from barca.python_types import NodeStats, Plan, RunDetail, RunList
 
 Files = str | Sequence[str]
 Partition = str | Sequence[str] | dict[str, Any] | None

@@ -77,7 +77,8 @@ def collected() -> dict:
                 "failures": [[f.index, f.function, f.error_type, f.message]
                              for f in exc.failures],
                 "traceback": exc.failures[0].traceback,
-                "results": [r if not isinstance(r, tuple) else "failed" for r in exc.results]}
+                "results": [r if i not in {f.index for f in exc.failures} else repr(r)
+                            for i, r in enumerate(exc.results)]}
     return {}
 
 @task()
@@ -142,7 +143,8 @@ def test_failures_are_collected_into_one_parallel_error_after_every_branch_ended
                               "ValueError: no data for bad1; [2] fetch('bad2'): ValueError: "
                               "no data for bad2")
     assert out["results"][1]["region"] == "ok1" and out["results"][3] == 6
-    assert out["results"][0] == out["results"][2] == "failed"
+    assert out["results"][0] == "BranchFailure(\"[0] fetch('bad1'): ValueError: no data for bad1\")"
+    assert out["results"][2].startswith("BranchFailure(\"[2] fetch('bad2')")
     assert 'raise ValueError(f"no data for {region}")' in out["traceback"]
     assert sorted(p.name for p in (project / "done").iterdir()) == ["ok1"]
 
