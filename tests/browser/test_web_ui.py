@@ -301,6 +301,18 @@ def test_failed_keys_are_grouped_by_error(big, page):
     assert tab == f"{schema + http:,}"
     page.screenshot(path=str(ARTIFACTS / "failures_tab.png"))
 
+    # one group's keys: every listed key failed with that error
+    schema_group.locator("button.list-group").click()
+    page.wait_for_selector(".keys-note .error-filter")
+    page.wait_for_function("document.querySelectorAll('.key-row').length > 0")
+    note = page.locator(".keys-note").text_content()
+    assert f"{schema:,} of" in note and "schema mismatch" in note, note
+    assert page.locator(".key-row").count() == min(PAGE, schema)
+    page.locator(".keys-note .error-filter").click()  # and back to every key
+    page.wait_for_function("!document.querySelector('.keys-note .error-filter')")
+    page.goto(node_url(big, "pipeline.py:orders", "failures"))
+    page.wait_for_selector("[data-pane=failures] .fail-group", timeout=120_000)
+
     # the failed keys themselves, with their whole error
     page.click("text=List failed keys")
     page.wait_for_function("document.querySelectorAll('.key-row').length > 0 && "
@@ -346,6 +358,8 @@ def test_live_progress_of_a_run(big, page):
     # the event stream drives the progress bar while the run is live
     page.wait_for_selector(".run-progress:has-text('of 12 steps')", timeout=120_000)
     assert page.locator("[data-action=cancel]").is_visible()
+    # keys handed to the workers show before they finish (a batched call says nothing else)
+    page.wait_for_selector(".run-main table:has-text('/ 12')", timeout=60_000)
     page.screenshot(path=str(ARTIFACTS / "live_progress.png"))
     page.wait_for_selector("[data-run-status=success]", timeout=180_000)
     assert page.locator(".run-progress").is_hidden()

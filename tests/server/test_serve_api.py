@@ -59,7 +59,9 @@ def test_health_names_version_mode_scheduler_and_load_errors(server) -> None:
     assert got.status_code == 200
     assert got.headers["content-type"].startswith("application/json")
     body = got.json()
-    assert set(body) == {"status", "version", "read_only", "scheduler", "load_errors"}
+    assert set(body) == {"status", "version", "read_only", "scheduler", "load_errors",
+                         "generation"}
+    assert body["generation"] == 0  # no reload yet
     assert body["status"] == "ok"
     assert isinstance(body["version"], str) and body["version"]
     assert body["read_only"] is False and body["scheduler"] is True
@@ -220,3 +222,35 @@ def test_a_run_started_over_http_is_followed_through_every_read_route(
 
     # the run in the database, as the CLI recorded it
     assert read_runs(project, "run_id, status, triggered_by") == [(run_id, "success", "api")]
+
+
+def test_a_node_is_named_as_the_cli_names_it_and_an_ambiguous_name_is_a_409(
+        project: Path, serve) -> None:
+    write(project, {
+        "a.py": """
+            from barca import asset
+
+            @asset()
+            def shared() -> int:
+                return 1
+
+            @asset(name="label")
+            def labelled() -> int:
+                return 2
+        """,
+        "b.py": """
+            from barca import asset
+
+            @asset()
+            def shared() -> int:
+                return 3
+        """})
+    server = serve(project, "a.py", "b.py")
+    ambiguous = server.get("/assets/shared")
+    assert ambiguous.status_code == 409, ambiguous.text
+    assert "a.py:shared" in ambiguous.json()["error"] and "b.py:shared" in ambiguous.json()["error"]
+    assert server.get("/assets/b.py:shared").json()["asset"]["id"] == "b.py:shared"
+    # by its declared name, as the CLI
+    assert server.get("/assets/label").json()["asset"]["id"] == "a.py:label"
+    refused = server.post("/runs", json={"targets": ["shared"]})
+    assert refused.status_code == 409, refused.text

@@ -97,6 +97,19 @@ def test_failures_are_grouped_by_their_errors_first_line(server) -> None:
         assert 1 <= len(group["sample_keys"]) <= 5
         assert set(group["sample_keys"]) <= keys
         assert len(set(group["sample_keys"])) == len(group["sample_keys"])
+        # one group's keys, paged like any filter
+        page = _page(server, error=group["error"], limit="500")
+        assert {k["key"] for k in page["keys"]} == keys and page["matched"] == len(keys)
+    assert _page(server, error="no such error")["keys"] == []
+
+
+def test_runs_page_by_offset_newest_first(server) -> None:
+    first = server.get("/runs", params={"limit": "1"}).json()
+    second = server.get("/runs", params={"limit": "1", "offset": "1"}).json()
+    assert first["total"] == second["total"] == 2, (first, second)
+    assert first["truncated"] and not second["truncated"]
+    assert [first["runs"][0]["target"], second["runs"][0]["target"]] == ["plain", "wide"]
+    assert server.get("/runs", params={"offset": "2"}).json()["runs"] == []
 
 
 def test_limits_are_clamped_and_a_plain_node_is_a_400(server) -> None:

@@ -125,6 +125,9 @@ def test_progress_streams_as_server_sent_events_and_resumes_after_last_event_id(
     assert outcome["final_output"] == "talked"
     assert [s["id"] for s in outcome["steps"]] == ["p.py:talk"]
     assert any("talk says bye" in json.dumps(e) for _, e in events)
+    submitted = [e for _, e in events if e["type"] == "steps_submitted"]
+    assert [(e["node_id"], e["keys"], e["calls"]) for e in submitted] == [("p.py:talk", 1, None)]
+    assert types.index("steps_submitted") < types.index("step_finished"), types
 
     # a client that reconnects gets only what followed the last event it saw
     k = ids[len(ids) // 2]
@@ -139,6 +142,26 @@ def test_progress_streams_as_server_sent_events_and_resumes_after_last_event_id(
     last = server.get(f"/runs/{run_id}/events", headers={"Last-Event-ID": str(ids[-1])})
     assert last.status_code == 204, last.text
     assert server.get("/runs/nope/events").status_code == 404
+
+
+def test_a_batched_node_says_how_many_keys_and_calls_went_to_the_workers(
+        project: Path, serve) -> None:
+    write(project, {"b.py": """
+        from barca import asset, partitions
+
+        @asset(partitions={"k": partitions(["a", "b", "c", "d", "e"])}, batch=2)
+        def doubled(k: list[str]) -> dict:
+            return {key: key * 2 for key in k}
+    """})
+    server = serve(project, "b.py")
+    run_id = server.start_run({"targets": ["doubled"]})
+    with server.client.stream("GET", f"/runs/{run_id}/events") as response:
+        events = [e for _, e in _events(response)]
+    types = [e["type"] for e in events]
+    submitted = [e for e in events if e["type"] == "steps_submitted"]
+    assert [(e["node_id"], e["keys"], e["calls"]) for e in submitted] == [("b.py:doubled", 5, 3)]
+    assert types.index("steps_submitted") < types.index("step_finished"), types
+    assert events[-1]["status"] == "complete", events[-1]
 
 
 @pytest.mark.parametrize("warm", ["0", "30"], ids=["fresh", "warm-pool"])

@@ -117,17 +117,21 @@ def test_a_scheduled_keyed_tick_runs_the_sensor_and_only_the_changed_key(
     assert sorted(log.read_text().splitlines()) == ["cleaned k17", "scored k17"]
 
 
-def test_two_scheduled_assets_on_the_same_cron_share_one_run(project: Path, serve) -> None:
+def test_two_scheduled_readers_of_one_upstream_share_one_run(project: Path, serve) -> None:
     write(project, {"p.py": f"""
         from barca import Schedule, asset
 
-        @asset(freshness=Schedule("{EVERY_SECOND}"))
-        def alpha() -> int:
+        @asset()
+        def base() -> int:
             return 1
 
-        @asset(freshness=Schedule("{EVERY_SECOND}"))
-        def beta() -> int:
-            return 2
+        @asset(inputs={{"base": base}}, freshness=Schedule("{EVERY_SECOND}"))
+        def alpha(base: int) -> int:
+            return base
+
+        @asset(inputs={{"base": base}}, freshness=Schedule("{EVERY_SECOND}"))
+        def beta(base: int) -> int:
+            return base + 1
     """})
     server = serve(project, "p.py")
     run = server.wait_run(lambda r: r["triggered_by"] == "schedule" and r["status"] == "success",
@@ -150,9 +154,9 @@ def test_an_asset_and_a_task_due_together_share_one_run_of_command_serve(
         def alpha() -> int:
             return 1
 
-        @task(freshness=Schedule("{EVERY_SECOND}"))
-        def notify() -> None:
-            print("notified")
+        @task(inputs={{"alpha": alpha}}, freshness=Schedule("{EVERY_SECOND}"))
+        def notify(alpha: int) -> None:
+            print("notified", alpha)
     """})
     server = serve(project, "p.py")
     run = server.wait_run(lambda r: r["triggered_by"] == "schedule" and r["status"] == "success",
@@ -160,7 +164,44 @@ def test_an_asset_and_a_task_due_together_share_one_run_of_command_serve(
     assert run["command"] == "serve", run
     assert set(run["target"].split(",")) == {"p.py:alpha", "p.py:notify"}, run
     logs = server.get(f"/logs/{run['run_id']}").json()["logs"]
-    assert any(line["line"] == "notified" for line in logs), logs  # the task ran in it
+    assert any(line["line"] == "notified 1" for line in logs), logs  # the task ran in it
+
+
+def test_jobs_due_together_run_apart_when_sharing_would_delay_one(project: Path, serve) -> None:
+    write(project, {"p.py": f"""
+        from barca import Schedule, asset
+
+        @asset()
+        def base() -> int:
+            return 1
+
+        @asset(inputs={{"base": base}})
+        def middle(base: int) -> int:
+            return base
+
+        @asset(inputs={{"base": base}}, freshness=Schedule("{EVERY_SECOND}"))
+        def near(base: int) -> int:
+            return base
+
+        @asset(inputs={{"middle": middle}}, freshness=Schedule("{EVERY_SECOND}"))
+        def far(middle: int) -> int:
+            return middle
+
+        @asset(freshness=Schedule("{EVERY_SECOND}"))
+        def alone() -> int:
+            return 3
+    """})
+    server = serve(project, "p.py")
+    poll(lambda: {r["target"] for r in server.runs() if r["status"] == "success"}
+         >= {"p.py:near", "p.py:far", "p.py:alone"}, "a run of each job on its own")
+    assert all("," not in r["target"] for r in server.runs()), server.runs()
+    # far, two levels below base, would wait behind near's level: said once
+    poll(lambda: server.stderr.count("scheduled run p.py:far →") >= 2, "far to fire twice")
+    said = [line for line in server.lines if "runs apart" in line]
+    assert len(said) == 1, server.stderr
+    assert said[0].endswith("from the jobs due with it: in one run p.py:far would wait for "
+                            "p.py:near, which it does not read"), said
+    assert "p.py:alone runs apart" not in server.stderr  # nothing in common: nothing to say
 
 
 def test_a_job_never_overlaps_itself_a_fire_in_flight_is_skipped(project: Path, serve) -> None:

@@ -34,6 +34,9 @@ class CliReporter(Reporter):
         else:
             self.bar.update(self.task, total=total_steps, completed=0)
 
+    def steps_submitted(self, node_id: str, keys: int, calls: int | None) -> None:
+        self._say("steps_submitted", None, node_id=node_id, keys=keys, calls=calls)
+
     def step_finished(self, outcome: StepOutcome, done: int, total: int) -> None:
         if self.bar is not None:
             self.bar.update(self.task, completed=done)

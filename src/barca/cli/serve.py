@@ -38,10 +38,14 @@ Examples:
               help="Zone schedules fire in: local, utc or an IANA name (Europe/Paris).")
 @click.option("--env", "env_name", metavar="NAME", help="Serve the cache and history under "
               ".barca/envs/NAME (or set BARCA_ENV).")
-def serve_command(args, port, host, read_only, watch, no_schedule, timezone, env_name) -> None:
+@click.option("--run-timeout", type=float, default=600.0, show_default=True, metavar="SECONDS",
+              help="Cancel a run (reported failed: timed out) after this many seconds per "
+              "target; 0: no limit.")
+def serve_command(args, port, host, read_only, watch, no_schedule, timezone, env_name,
+                  run_timeout) -> None:
     from barca.server.main import serve
     from barca.server.options import ServeOptions
 
     _, paths = split_positionals(args, takes_target=False)
     serve(ServeOptions(tuple(paths), host, port, read_only, not no_schedule, watch, timezone,
-                       env_name))
+                       env_name, run_timeout))

@@ -241,6 +241,10 @@ class _Run:
         root = f"{self.project.root}/"
         calls = {node_id: self.batches.group(node_id, plan, keys)
                  for node_id, plan, keys in steps if node_id in self.request.options.batch}
+        for node_id, _, keys in steps:
+            if keys:
+                self.reporter.steps_submitted(node_id, len(keys), len(calls[node_id])
+                                              if node_id in calls else None)
         count = sum(len(calls[n]) if n in calls else len(keys) for n, _, keys in steps)
         self.executor.submit(self._specs(steps, calls, root), count)
         self.source_columns.load(self.conn, sources)  # while their steps run

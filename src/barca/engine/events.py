@@ -17,6 +17,10 @@ class Reporter:
     def run_started(self, total_steps: int) -> None:
         """The plan is known: `total_steps` keys will execute (sensors first)."""
 
+    def steps_submitted(self, node_id: str, keys: int, calls: int | None) -> None:
+        """`keys` keys of a node went to the executor (in `calls` batched calls, or one step
+        each when `calls` is None): a batched call reports nothing else until it ends."""
+
     def step_finished(self, outcome: StepOutcome, done: int, total: int) -> None:
         """One key finished, successfully or not."""
 

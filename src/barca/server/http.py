@@ -30,6 +30,7 @@ class Served:
     scheduler: Scheduler | None = None
     state: StateCache | None = None
     pages: PartitionPages | None = None
+    generation: int = 0  # pipeline loads: a client seeing it change reloads the graph
 
     def read(self, fn, *args):
         """`fn(conn, *args)` on a connection of its own (read-only in read-only mode)."""
@@ -37,19 +38,13 @@ class Served:
             return fn(conn, *args)
 
     def node_id(self, text: str) -> str:
-        """A node named by id, name or `:name` suffix; 404 unknown, 409 ambiguous."""
-        graph = self.pipeline.graph
-        if text in graph.nodes:
-            return text
-        matches = sorted(i for i, d in graph.nodes.items() if d.name == text
-                         or i.endswith(":" + text))
-        if not matches:
-            raise ApiError(404, f"unknown node '{text}'",
-                           f"nodes: {', '.join(sorted(graph.nodes)) or 'none'}")
-        if len(matches) > 1:
-            raise ApiError(409, f"'{text}' is ambiguous: {', '.join(matches)}",
-                           "name it by its full id")
-        return matches[0]
+        """A node named as the CLI names a target (id or declared name); 404 unknown, 409
+        ambiguous, in the CLI resolver's words."""
+        try:
+            return self.pipeline.graph.resolve_target(text)
+        except UsageError as exc:
+            raise ApiError(409 if "ambiguous" in exc.message else 404, exc.message,
+                           exc.remediation or "") from None
 
     def writable(self) -> None:
         if self.options.read_only:

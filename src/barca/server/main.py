@@ -61,7 +61,7 @@ def serve(options: ServeOptions) -> int:
     async def lifespan(app):
         loop = asyncio.get_running_loop()
         served.runs = Runs(pipeline.project.root, pipeline.files, options.env, loop,
-                           limit=4 * (os.cpu_count() or 1))
+                           slots=os.cpu_count() or 4, time_limit=options.run_timeout)
         tasks, stop = [], asyncio.Event()
         if options.scheduler_on:
             served.scheduler = Scheduler(jobs, served.runs, pipeline.project.db_path, tz,
@@ -133,6 +133,7 @@ async def _reload(served: Served) -> None:
         note(f"[barca] warning: reload failed, still serving the previous pipeline: {exc}")
         return
     served.pipeline = pipeline
+    served.generation += 1
     served.runs.files = served.state.files = pipeline.files
     _note_load_errors(pipeline)
     if served.scheduler is not None:

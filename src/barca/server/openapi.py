@@ -37,7 +37,8 @@ SCHEMAS = {
     "LoadError": _object({"file": STR, "error": STR, "affected_nodes": STRS}),
     "Health": _object({"status": {"const": "ok"}, "version": STR, "read_only": BOOL,
                        "scheduler": BOOL, "load_errors": {"type": "array",
-                                                          "items": _ref("LoadError")}}),
+                                                          "items": _ref("LoadError")},
+                       "generation": INT}),
     "Asset": _object({"id": STR, "name": STR, "kind": {"enum": ["asset", "task", "sensor"]},
                       "freshness": _object({"type": {"enum": ["Always", "Manual", "Schedule"]},
                                             "value": STR}, ["type"]),
@@ -144,6 +145,7 @@ def document(version: str) -> dict[str, Any]:
                 {"name": "status", "in": "query", "required": False,
                  "schema": {"enum": ["success", "failed"]}},
                 {"name": "q", "in": "query", "required": False, "schema": STR},
+                {"name": "error", "in": "query", "required": False, "schema": STR},
                 {"name": "offset", "in": "query", "required": False,
                  "schema": {"type": "integer", "minimum": 0}},
                 {"name": "limit", "in": "query", "required": False,
@@ -153,6 +155,8 @@ def document(version: str) -> dict[str, Any]:
         "/runs": {
             "get": _get("Recent runs, newest first (recorded and in flight)", _json(_ref("Runs")),
                         400, params=[{"name": "limit", "in": "query", "required": False,
+                                      "schema": {"type": "integer", "minimum": 0}},
+                                     {"name": "offset", "in": "query", "required": False,
                                       "schema": {"type": "integer", "minimum": 0}}]),
             "post": {"summary": "Start a run (barca get/run with the CLI's options)",
                      "requestBody": {"required": False, "content": {"application/json": {

@@ -19,6 +19,7 @@ class ServeOptions:
     watch: bool = False
     timezone: str = "local"
     env: str | None = None
+    run_timeout: float = 600.0  # seconds per target of a run; 0: no limit
 
     @property
     def loopback(self) -> bool:
@@ -37,6 +38,9 @@ def check(options: ServeOptions) -> ServeOptions:
                          "pass an IPv4 or IPv6 address: 127.0.0.1 (default), 0.0.0.0 or ::")
     if not 0 <= options.port <= 65535:
         raise UsageError(f"--port {options.port} is out of range", "pass 0..65535 (0: any free port)")
+    if options.run_timeout < 0:
+        raise UsageError(f"--run-timeout {options.run_timeout:g} is negative",
+                         "pass seconds per target (default 600), or 0 for no limit")
     zone(options.timezone)
     return options
 

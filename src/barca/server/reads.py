@@ -40,10 +40,17 @@ def run_summary(row: history.RunRow) -> dict[str, Any]:
             "steps_cached": row.steps_cached or 0, "error": row.error}
 
 
-def list_runs(conn: sqlite3.Connection | None, limit: int) -> tuple[list[dict], int]:
+def list_runs(conn: sqlite3.Connection | None, limit: int, offset: int,
+              live: list[str]) -> tuple[list[dict], int, list[str]]:
+    """A page of recorded runs, newest first, after the `live` runs not recorded yet (which
+    come first); the total of both; those unrecorded ids."""
     if conn is None:
-        return [], 0
-    return [run_summary(r) for r in history.list_runs(conn, limit)], history.count_runs(conn)
+        return [], len(live), live
+    recorded = history.recorded_runs(conn, live)
+    unrecorded = [i for i in live if i not in recorded]
+    rows = history.list_runs(conn, limit, max(0, offset - len(unrecorded)))
+    return ([run_summary(r) for r in rows], history.count_runs(conn) + len(unrecorded),
+            unrecorded)
 
 
 FINISHED_KEPT = 64  # details of ended runs kept (they no longer change)

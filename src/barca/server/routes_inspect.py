@@ -33,7 +33,7 @@ def inspect_routes(s: Served) -> list[Route]:
     async def health(request: Request) -> Response:
         return json({"status": "ok", "version": __version__, "read_only": s.options.read_only,
                      "scheduler": s.options.scheduler_on,
-                     "load_errors": list(s.pipeline.load_errors)})
+                     "load_errors": list(s.pipeline.load_errors), "generation": s.generation})
 
     async def assets(request: Request) -> Response:
         return json([asset(n) for n in s.pipeline.graph.order])
@@ -62,7 +62,7 @@ def inspect_routes(s: Served) -> list[Route]:
                            "pass ?status=failed or ?status=success")
         offset, limit = int_param(query, "offset", 0, 0, 10**9), int_param(query, "limit", 100, 1, 500)
         page = await asyncio.to_thread(s.pages.page, node, status or None,
-                                       query.get("q") or None, offset, limit)
+                                       query.get("q") or None, offset, limit, query.get("error"))
         return json(page)
 
     async def schedule(request: Request) -> Response:

@@ -11,10 +11,9 @@ from starlette.responses import FileResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from barca.cli.render import iso_time
-from barca.errors import UsageError
 from barca.server import reads
 from barca.server.events import sse
-from barca.server.http import ApiError, Served, json
+from barca.server.http import ApiError, Served, int_param, json
 from barca.server.runs import Busy, RunRequest, parse_request
 
 ACCEPT_WAIT_SECONDS = 60.0  # how long a POST waits for the run to check its request
@@ -26,17 +25,15 @@ MEDIA_TYPES = {"json": "application/json", "keyed-json": "application/json",
 
 def run_routes(s: Served) -> list[Route]:
     async def list_runs(request: Request) -> Response:
-        text = request.query_params.get("limit", "100")
-        if not text.isdigit():
-            raise ApiError(400, f"limit={text!r} is not a whole number", "pass ?limit=1..1000")
-        limit = min(max(int(text), 1), 1000)
-        rows, total = await asyncio.to_thread(s.read, reads.list_runs, limit)
-        recorded = {r["id"] for r in rows}
-        pending = [_live_summary(r) for r in (s.runs.live_runs() if s.runs else [])
-                   if r.run_id not in recorded]
-        runs = (pending + rows)[:limit]
-        return json({"runs": runs, "total": total + len(pending),
-                     "truncated": total + len(pending) > len(runs)})
+        query = request.query_params
+        limit = int_param(query, "limit", 100, 1, 1000)
+        offset = int_param(query, "offset", 0, 0, 10**9)
+        live = {r.run_id: r for r in (s.runs.live_runs() if s.runs else [])}
+        rows, total, unrecorded = await asyncio.to_thread(s.read, reads.list_runs, limit,
+                                                          offset, list(live)[::-1])
+        # runs not recorded yet (waiting for a slot, or starting) are the newest
+        runs = ([_live_summary(live[i]) for i in unrecorded[offset:]] + rows)[:limit]
+        return json({"runs": runs, "total": total, "truncated": offset + len(runs) < total})
 
     async def run_detail(request: Request) -> Response:
         run_id = request.path_params["run_id"]
@@ -142,17 +139,9 @@ def run_routes(s: Served) -> list[Route]:
         run_request = RunRequest(command, (target,), refresh_all=command == "run")
         return await _start(run_request, durable=False)
 
-    def target(text: str) -> str:
-        """A run's target, resolved as the CLI resolves it (and refused with its words)."""
-        try:
-            return s.pipeline.graph.resolve_target(text)
-        except UsageError as exc:
-            raise ApiError(409 if "ambiguous" in exc.message else 404, exc.message,
-                           exc.remediation or "") from None
-
     async def _start(run_request: RunRequest, durable: bool) -> Response:
         for text in run_request.targets:  # checked here, passed on as typed (and recorded so)
-            target(text)
+            s.node_id(text)
         assert s.runs is not None
         try:
             run = s.runs.start(run_request, "api")

@@ -4,13 +4,16 @@ the JSON the CLI prints (all 200,000 values of a partitioned target: megabytes),
 file in the server's spool directory, read only when a client asks for it.
 
 A run id is chosen here and passed to the child, so a client has it before the run starts. A
-run is `pending` until the child has checked the request against the graph (`run_accepted`),
-`running` until it exits, then `complete`, `failed` or `cancelled` by its exit code.
+run is `pending` while it waits for a slot (one per core: more runs at once would only share
+the cores) and until the child has checked the request against the graph (`run_accepted`),
+`running` until it exits, then `complete`, `failed` or `cancelled` by its exit code. A run
+that outlives its time limit is cancelled and reported `failed` ("run timed out").
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import os
 import shutil
 import signal
@@ -23,6 +26,7 @@ from typing import Any, Sequence
 
 import orjson
 
+from barca.cli.output import note
 from barca.cli.progress import EVENT_MARK
 from barca.engine.driver import start_command
 from barca.errors import UsageError
@@ -30,6 +34,7 @@ from barca.server.events import EventLog
 
 CANCEL_GRACE_SECONDS = 5.0
 KEEP_FINISHED_SECONDS = 3600.0
+MAX_WAITING = 100  # runs queued for a slot; past this a request is refused (503)
 INLINE_BYTES = 256 * 1024  # an output up to this size travels in the run's last event
 STATUS_BY_CODE = {0: "complete", 1: "failed", 130: "cancelled"}
 
@@ -102,7 +107,7 @@ def parse_request(body: Any, served_files: Sequence[str]) -> RunRequest:
                       body.get("output", "json"))
 
 
-@dataclass
+@dataclass(eq=False)
 class LiveRun:
     run_id: str
     request: RunRequest
@@ -116,8 +121,10 @@ class LiveRun:
     error: dict | None = None  # the CLI's error envelope, when it printed one
     process: Any = None  # its CommandProcess, once started
     accepted: bool = False  # the child checked the request: the run is going ahead
+    timed_out: float | None = None  # the time limit it was cancelled at
     settled: threading.Event = field(default_factory=threading.Event)  # accepted or ended
     ended: threading.Event = field(default_factory=threading.Event)
+    timer: threading.Timer | None = None  # its time limit
 
     @property
     def live(self) -> bool:
@@ -153,27 +160,62 @@ class LiveRun:
 
 
 class Runs:
-    """Start, follow, cancel and forget runs; at most `limit` live at once."""
+    """Start, follow, cancel and forget runs: at most `slots` running at once (dry runs,
+    which execute nothing, aside), the rest waiting in order; each stopped after
+    `time_limit` seconds per target (0: never)."""
 
     def __init__(self, root: Path, files: Sequence[str], env: str | None,
-                 loop: asyncio.AbstractEventLoop, limit: int) -> None:
-        self.root, self.files, self.env, self.loop, self.limit = root, files, env, loop, limit
+                 loop: asyncio.AbstractEventLoop, slots: int, time_limit: float) -> None:
+        self.root, self.files, self.env, self.loop = root, files, env, loop
+        self.slots, self.time_limit = slots, time_limit
         self.runs: dict[str, LiveRun] = {}
+        self.waiting: collections.deque[LiveRun] = collections.deque()
         self.spool = Path(tempfile.mkdtemp(prefix="barca-serve-"))  # runs' stdout files
         self.closing = False
         self.lock = threading.Lock()  # a run starts before shutdown sees it, or not at all
 
     def start(self, request: RunRequest, triggered_by: str = "api") -> LiveRun:
-        """Start a run now (call from the event loop's thread)."""
+        """Start a run now, or queue it for the next free slot (call from the event loop's
+        thread: its EventLog belongs to the loop)."""
         self._forget_old()
         with self.lock:
             if self.closing:
                 raise Busy("the server is shutting down")
-            if sum(r.live for r in self.runs.values()) >= self.limit:
-                raise Busy(f"{self.limit} runs are already in flight")
+            if len(self.waiting) >= MAX_WAITING:
+                raise Busy(f"{MAX_WAITING} runs are already waiting for a slot")
             run = LiveRun(os.urandom(6).hex(), request, triggered_by, EventLog(self.loop))
             self.runs[run.run_id] = run
-            return self._launch(run)
+            if request.dry_run or self._running() < self.slots:
+                return self._launch(run)
+            self.waiting.append(run)
+            run.settled.set()  # queued: the request is taken, its checks come when it starts
+            return run
+
+    def _running(self) -> int:
+        return sum(r.live and r.process is not None for r in self.runs.values()
+                   if not r.request.dry_run)
+
+    def _start_waiting(self) -> None:
+        """Launch queued runs while slots are free (a run just ended)."""
+        with self.lock:
+            while self.waiting and not self.closing and self._running() < self.slots:
+                run = self.waiting.popleft()
+                try:
+                    self._launch(run)
+                except OSError as exc:
+                    self._end_unstarted(run, "failed", f"the run could not start: {exc}")
+
+    def _end_unstarted(self, run: LiveRun, status: str, error: str) -> None:
+        """A queued run ends without having started (cancelled, or it could not start)."""
+        run.status, run.finished_at = status, time.time()
+        run.exit_code = 130 if status == "cancelled" else 3
+        run.error = {"error": error, "kind": status}
+        run.events.append({"type": "run_finished", "run_id": run.run_id, "ok": False,
+                           "status": status, "exit_code": run.exit_code, "outcome": None,
+                           "error": run.error, "stdout": "", "stdout_bytes": 0})
+        run.events.close()
+        run.ended.set()
+        run.settled.set()
 
     def _launch(self, run: LiveRun) -> LiveRun:
         request, triggered_by = run.request, run.triggered_by
@@ -193,6 +235,11 @@ class Runs:
             for fd in (devnull, out, err_w):
                 os.close(fd)
         run.process = process
+        if self.time_limit and not run.request.dry_run:
+            limit = self.time_limit * max(1, len(run.request.targets))
+            run.timer = threading.Timer(limit, self._time_out, args=(run, limit))
+            run.timer.daemon = True
+            run.timer.start()
         threading.Thread(target=self._follow, args=(run, process, err_r), daemon=True,
                          name=f"barca-run-{run.run_id}").start()
         return run
@@ -203,7 +250,10 @@ class Runs:
                 self._on_line(run, text.rstrip("\n"))
         code = process.wait()
         run.exit_code = code
-        run.status = STATUS_BY_CODE.get(code, "failed")
+        run.status = "failed" if run.timed_out else STATUS_BY_CODE.get(code, "failed")
+        if run.timed_out:
+            run.error = {"error": f"run timed out after {run.timed_out:g}s", "kind": "timeout",
+                         "remediation": "barca serve --run-timeout SECONDS allows longer runs"}
         run.finished_at = time.time()
         run.events.append({"type": "run_finished", "run_id": run.run_id,
                            "ok": code == 0, "status": run.status, "exit_code": code,
@@ -213,6 +263,15 @@ class Runs:
         run.events.close()
         run.ended.set()
         run.settled.set()
+        if run.timer is not None:
+            run.timer.cancel()
+        self._start_waiting()
+
+    def _time_out(self, run: LiveRun, limit: float) -> None:
+        if run.live:
+            note(f"[barca] run {run.run_id} timed out after {limit:g}s: cancelling it")
+            run.timed_out = limit
+            self.cancel(run)
 
     def _on_line(self, run: LiveRun, text: str) -> None:
         if text.startswith(EVENT_MARK):
@@ -242,6 +301,11 @@ class Runs:
         CANCEL_GRACE_SECONDS."""
         if not run.live:
             return
+        with self.lock:
+            if run in self.waiting:
+                self.waiting.remove(run)
+                self._end_unstarted(run, "cancelled", "cancelled before it started")
+                return
         run.signal(signal.SIGTERM)
         timer = threading.Timer(CANCEL_GRACE_SECONDS, self._kill_if_live, args=(run,))
         timer.daemon = True  # shutdown does not wait for it: it stops every run itself
@@ -260,6 +324,9 @@ class Runs:
         running)."""
         with self.lock:
             self.closing = True
+            while self.waiting:
+                self._end_unstarted(self.waiting.popleft(), "cancelled",
+                                    "the server stopped before it started")
             live = self.live_runs()
         for run in live:
             run.signal(signal.SIGTERM)

@@ -5,8 +5,9 @@
   assets only: a `Manual` or scheduled reader waits for its own refresh or tick). With keyed
   partitions that runs the sensor and the keys whose version changed, nothing else.
 - A job never overlaps itself: a fire while its last run is in flight is skipped (and said).
-- Jobs due at the same instant share one run (one per `Schedule(batch=)` setting): `get` for
-  assets and sensors, `run` for tasks, and a run of command `serve` when both are due.
+- Jobs due at the same instant that have a step in common share one run where that delays
+  none of them (`sharing.py`; one run per `Schedule(batch=)` setting): `get` for assets and
+  sensors, `run` for tasks, and a run of command `serve` when both are due.
 - Each fire is kept in `schedule_state`. At start, a job whose next fire after its last one
   has passed fires once (a catch-up), however many it missed; a job never seen is anchored
   at now and does not fire.
@@ -18,11 +19,13 @@ import asyncio
 import time
 from dataclasses import dataclass
 from datetime import datetime, tzinfo
-from typing import Any
+from types import MappingProxyType
+from typing import Any, Mapping
 
 from barca.schedules import next_fire
 from barca.cli.output import note
 from barca.server.runs import Busy, RunRequest, Runs
+from barca.server.sharing import depths, share
 from barca.store.db import connect
 from barca.store.schedule_state import Fired, load, record
 
@@ -36,6 +39,7 @@ class Job:
     kind: str  # asset | task | sensor
     batch: tuple[str, ...]  # Schedule(cron, batch=...) as --batch texts
     targets: tuple[str, ...]  # what a tick gets (or runs)
+    cone: Mapping[str, int]  # what a tick runs or reads, with each node's depth
 
     @property
     def command(self) -> str:
@@ -43,7 +47,7 @@ class Job:
 
 
 def scheduled_jobs(graph: Any) -> list[Job]:
-    jobs = []
+    jobs, depth = [], depths(graph.order, graph.upstream)
     for node_id in graph.order:
         d = graph.nodes[node_id]
         if d.freshness != "schedule" or not d.schedule:
@@ -51,7 +55,9 @@ def scheduled_jobs(graph: Any) -> list[Job]:
         targets = [node_id]
         if d.kind == "sensor":
             targets += _always_readers(graph, node_id)
-        jobs.append(Job(node_id, d.schedule, d.kind, tuple(d.schedule_batch), tuple(targets)))
+        cone = MappingProxyType({n: depth[n] for n in graph.cone(targets)})
+        jobs.append(Job(node_id, d.schedule, d.kind, tuple(d.schedule_batch), tuple(targets),
+                        cone))
     return jobs
 
 
@@ -76,6 +82,7 @@ class Scheduler:
         self.zone, self.zone_name = zone, zone_name
         self.anchor: dict[str, float] = {}  # the instant each job last fired (or was seen)
         self.last_run: dict[str, str] = {}  # job -> run id of its last fire
+        self.kept_out_said: set[str] = set()  # jobs told once why they run apart
         self.wake = asyncio.Event()
         self.stopped = False
 
@@ -179,22 +186,34 @@ class Scheduler:
                 continue
             groups.setdefault(job.batch, []).append(job)
         fired = []
-        for batch, group in groups.items():
-            targets = tuple(dict.fromkeys(t for job in group for t in job.targets))
-            commands = {job.command for job in group}
-            command = commands.pop() if len(commands) == 1 else "serve"
-            try:
-                run = self.runs.start(RunRequest(command, targets, batch=batch), why)
-            except (Busy, OSError) as exc:
-                note(f"[barca] scheduled run {', '.join(j.id for j in group)} not started: {exc}")
-                continue
-            word = "catch-up run" if why == "catch_up" else "scheduled run"
-            note(f"[barca] {word} {', '.join(j.id for j in group)} → {run.run_id}")
-            for job in group:
-                self.last_run[job.id] = run.run_id
-                fired.append((job.id, Fired(job.cron, self.zone_name, at, run.run_id)))
+        for batch, due in groups.items():
+            shared, kept_out = share(due)
+            for job_id, (waiting, node) in kept_out.items():
+                if job_id not in self.kept_out_said:
+                    self.kept_out_said.add(job_id)
+                    note(f"[barca] {job_id} runs apart from the jobs due with it: in one run "
+                         f"{waiting} would wait for {node}, which it does not read")
+            for group in shared:
+                fired += self._start(group, batch, at, why)
         if fired:
             await asyncio.to_thread(self._record, fired)
+
+    def _start(self, group: list[Job], batch: tuple[str, ...], at: float, why: str) -> list:
+        """Start one run for `group`; the fires to record."""
+        targets = tuple(dict.fromkeys(t for job in group for t in job.targets))
+        commands = {job.command for job in group}
+        command = commands.pop() if len(commands) == 1 else "serve"
+        names = ", ".join(j.id for j in group)
+        try:
+            run = self.runs.start(RunRequest(command, targets, batch=batch), why)
+        except (Busy, OSError) as exc:
+            note(f"[barca] scheduled run {names} not started: {exc}")
+            return []
+        note(f"[barca] {'catch-up' if why == 'catch_up' else 'scheduled'} run {names} → "
+             f"{run.run_id}")
+        for job in group:
+            self.last_run[job.id] = run.run_id
+        return [(job.id, Fired(job.cron, self.zone_name, at, run.run_id)) for job in group]
 
     def _record(self, fired: list) -> None:
         conn = connect(self.db_path, create=True)

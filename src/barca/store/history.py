@@ -160,12 +160,18 @@ def count_runs(conn: sqlite3.Connection) -> int:
     return conn.execute("SELECT count(*) FROM runs").fetchone()[0]
 
 
-def list_runs(conn: sqlite3.Connection, limit: int | None) -> list[RunRow]:
-    """Newest first; `limit` None = every run."""
+def list_runs(conn: sqlite3.Connection, limit: int | None, offset: int = 0) -> list[RunRow]:
+    """Newest first, past the first `offset`; `limit` None = every run."""
     sql = f"SELECT {_RUN_COLUMNS} FROM runs ORDER BY started_at DESC, rowid DESC"
-    rows = conn.execute(sql + (" LIMIT ?" if limit else ""),
-                        (limit,) if limit else ()).fetchall()
+    rows = conn.execute(sql + " LIMIT ? OFFSET ?", (limit or -1, offset)).fetchall()
     return [_run_row(conn, row) for row in rows]
+
+
+def recorded_runs(conn: sqlite3.Connection, run_ids: list[str]) -> set[str]:
+    """Which of `run_ids` have a row."""
+    marks = ",".join("?" * len(run_ids))
+    return {r[0] for r in conn.execute(
+        f"SELECT run_id FROM runs WHERE run_id IN ({marks})", run_ids)} if run_ids else set()
 
 
 def match_runs(conn: sqlite3.Connection, text: str) -> list[str]:

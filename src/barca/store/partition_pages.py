@@ -37,7 +37,9 @@ class PartitionPages:
         self.built: dict[str, tuple[int, dict]] = {}  # node -> (its newest row id, summary)
 
     def page(self, node_id: str, status: str | None = None, q: str | None = None,
-             offset: int = 0, limit: int = 100) -> dict:
+             offset: int = 0, limit: int = 100, error: str | None = None) -> dict:
+        """A page of keys by key order; `error` keeps the failed keys of one failure group
+        (its `error`, the first line of their error)."""
         with self.lock:
             if self.conn is None:
                 self.conn = self.connect()
@@ -52,13 +54,16 @@ class PartitionPages:
             if q:
                 where.append("instr(key, ?) > 0")
                 params.append(q)
+            if error is not None:
+                where.append("status = 'failed' AND error_line = ?")
+                params.append(error)
             filtered = " AND ".join(where)
             rows = self.conn.execute(
                 "SELECT key, status, run_hash, error_type, error_message, created_at FROM "
                 f"latest WHERE {filtered} ORDER BY key LIMIT ? OFFSET ?",
                 (*params, limit, offset)).fetchall()
-            matched = summary["total"] if not status and not q else \
-                summary["failed"] if status == "failed" and not q else \
+            matched = summary["total"] if not status and not q and error is None else \
+                summary["failed"] if status == "failed" and not q and error is None else \
                 self.conn.execute(f"SELECT count(*) FROM latest WHERE {filtered}",
                                   params).fetchone()[0]
         keys = [{"key": key, "status": st, "run_hash": run_hash, "error_type": error_type,

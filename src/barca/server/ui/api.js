@@ -53,10 +53,11 @@ export const api = {
   run: (id, o) => call("GET", `runs/${encodeURIComponent(id)}`, o),
   logs: (id, o) => call("GET", `logs/${encodeURIComponent(id)}`, o),
   asset: (id, o) => call("GET", `assets/${nodePath(id)}`, o),
-  partitions(id, { status = "", q = "", offset = 0, limit = 100 } = {}, o) {
+  partitions(id, { status = "", q = "", error = null, offset = 0, limit = 100 } = {}, o) {
     const p = new URLSearchParams({ offset: String(offset), limit: String(limit) });
     if (status) p.set("status", status);
     if (q) p.set("q", q);
+    if (error != null) p.set("error", error);
     return call("GET", `assets/${nodePath(id)}/partitions?${p}`, o);
   },
   start: (request) => call("POST", "runs", { body: request }),

@@ -239,7 +239,7 @@ class NodePanel {
     this.root = root;
     this.id = id;
     this.tab = "overview";
-    this.keysState = { status: "", q: "", offset: 0 };
+    this.keysState = { status: "", q: "", offset: 0, error: null };
     this.page = null;          // the last page of keys
     this.failures = null;      // the failures of the last unfiltered answer
     this.pageSeq = 0;
@@ -441,7 +441,7 @@ class NodePanel {
   buildKeys() {
     this.filterSeg = h("div", { class: "segmented sm", role: "tablist", "aria-label": "Key status" },
       [["", "All"], ["failed", "Failed"], ["success", "Succeeded"]].map(([v, label]) =>
-        h("button", { type: "button", "data-status": v, onclick: () => this.setKeys({ status: v, offset: 0 }) }, label)));
+        h("button", { type: "button", "data-status": v, onclick: () => this.setKeys({ status: v, offset: 0, error: null }) }, label)));
     this.keySearch = h("input", {
       type: "search", class: "search-input", placeholder: "Find keys containing…", "aria-label": "Find keys",
       oninput: debounce((e) => this.setKeys({ q: e.target.value.trim(), offset: 0 }), 250),
@@ -476,7 +476,7 @@ class NodePanel {
     if (!this.page && !quiet) replace(this.keysTable, skeletonRows(10));
     if (!this.statsLoaded) replace(this.historyBox, h("div", { class: "skeleton-block" }));
     try {
-      const page = await api.partitions(this.id, { status: st.status, q: st.q, offset: st.offset, limit: PAGE }, { signal: this.abort.signal });
+      const page = await api.partitions(this.id, { status: st.status, q: st.q, error: st.error, offset: st.offset, limit: PAGE }, { signal: this.abort.signal });
       if (seq !== this.pageSeq) return;
       const moved = this.page && (this.page.offset !== page.offset || this.page.matched !== page.matched);
       this.page = page;
@@ -527,9 +527,10 @@ class NodePanel {
     const pages = Math.max(1, Math.ceil(page.matched / PAGE));
     const current = Math.floor(page.offset / PAGE) + 1;
     const e = this.entry, total = e && e.partitions ? e.partitions.total : null;
-    this.keysNote.textContent = st.q || st.status
+    replace(this.keysNote, st.q || st.status || st.error != null
       ? `${fmtInt(page.matched)} of ${fmtInt(page.total)} keys match`
-      : `${fmtInt(page.total)} keys with an attempt${total != null && total > page.total ? ` · ${fmtInt(total - page.total)} never run` : ""} · last attempt of each`;
+      : `${fmtInt(page.total)} keys with an attempt${total != null && total > page.total ? ` · ${fmtInt(total - page.total)} never run` : ""} · last attempt of each`,
+    st.error != null ? h("button", { type: "button", class: "chip chip-btn error-filter", title: "Show every key again", onclick: () => this.setKeys({ error: null, offset: 0 }) }, `failed with: ${st.error || "(no message)"}`, " ✕") : null);
     const pageInput = h("input", {
       class: "page-input num", type: "number", min: 1, max: pages, value: String(current), "aria-label": "Page",
       onchange: (ev) => {
@@ -563,14 +564,16 @@ class NodePanel {
           g.error_type ? h("span", { class: "tag" }, g.error_type) : null,
           g.sample_keys.slice(0, 5).map((k) => h("button", {
             type: "button", class: "chip mono chip-btn", title: "Show this key",
-            onclick: () => this.setKeys({ status: "failed", q: k, offset: 0 }),
+            onclick: () => this.setKeys({ status: "failed", q: k, error: null, offset: 0 }),
           }, k)),
-          g.count > Math.min(5, g.sample_keys.length) ? h("span", { class: "small subtle" }, `+${fmtInt(g.count - Math.min(5, g.sample_keys.length))} more`) : null)));
+          g.count > Math.min(5, g.sample_keys.length) ? h("span", { class: "small subtle" }, `+${fmtInt(g.count - Math.min(5, g.sample_keys.length))} more`) : null,
+          // a group merged over keys that each name themselves has no one error to filter by
+          g.generic ? null : h("button", { type: "button", class: "btn sm list-group", onclick: () => this.setKeys({ status: "failed", q: "", error: g.error, offset: 0 }) }, "List these keys"))));
     replace(this.failBox,
       h("div", { class: "section-head" },
         h("span", { class: "subtle small" }, `${fmtInt(failed)} failed key${failed === 1 ? "" : "s"}, grouped by the first line of their error`),
         h("div", { class: "spacer" }),
-        h("button", { type: "button", class: "btn sm", onclick: () => this.setKeys({ status: "failed", q: "", offset: 0 }) }, "List failed keys")),
+        h("button", { type: "button", class: "btn sm", onclick: () => this.setKeys({ status: "failed", q: "", error: null, offset: 0 }) }, "List failed keys")),
       h("div", { class: "fail-groups" }, groups.map(card)),
       rest > 0 ? h("p", { class: "small subtle" }, `${fmtInt(rest)} more failed key${rest === 1 ? "" : "s"} with less common errors: see them under Keys › Failed.`) : null);
     this.topFailBox.hidden = false;

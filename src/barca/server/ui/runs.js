@@ -278,12 +278,20 @@ export class RunPage {
     const nodes = new Map((this.detail.nodes || []).map((n) => [n.node_id, { ...n }]));
     const live = this.live && !this.live.closed ? this.live : null;
     if (live) {
+      const blank = (id) => ({ node_id: id, keys: 0, failed: 0, elapsed_seconds: 0, calls: null });
       for (const [id, n] of live.perNode) {
-        const cur = nodes.get(id) || { node_id: id, keys: 0, failed: 0, elapsed_seconds: 0, calls: null };
+        const cur = nodes.get(id) || blank(id);
         cur.keys = Math.max(cur.keys, n.ok + n.failed);
         cur.failed = Math.max(cur.failed, n.failed);
         cur.elapsed_seconds = Math.max(cur.elapsed_seconds, n.elapsed);
         cur.active = Date.now() - n.last < 3000;
+        nodes.set(id, cur);
+      }
+      // keys handed to the workers and not finished yet: a batched call says nothing else
+      for (const [id, sub] of live.submitted) {
+        const cur = nodes.get(id) || blank(id);
+        if (sub.calls != null) cur.calls = Math.max(cur.calls || 0, sub.calls);
+        if (cur.keys < sub.keys) { cur.of = sub.keys; cur.active = true; }
         nodes.set(id, cur);
       }
     }
@@ -295,7 +303,7 @@ export class RunPage {
       const tone = n.active ? "running" : n.failed ? "failed" : "ok";
       return h("tr", null,
         h("td", null, h("a", { href: `#/assets/${encodeURIComponent(n.node_id)}`, class: "node-link" }, h("i", { class: `dot tone-${tone}` }), name), h("div", { class: "small subtle" }, file)),
-        h("td", { class: "num" }, fmtInt(n.keys)),
+        h("td", { class: "num" }, n.of ? `${fmtInt(n.keys)} / ${fmtInt(n.of)}` : fmtInt(n.keys)),
         h("td", { class: `num${n.failed ? " text-failed" : ""}` }, n.failed ? fmtInt(n.failed) : "—"),
         h("td", { class: "num" }, n.calls == null ? "—" : fmtInt(n.calls)),
         h("td", null, h("div", { class: "timing" }, h("div", { class: "timing-bar" }, h("span", { class: `tone-${tone}`, style: { width: `${Math.max(1, (100 * (n.elapsed_seconds || 0)) / max)}%` } })), h("span", { class: "num small" }, fmtDur(n.elapsed_seconds)))));

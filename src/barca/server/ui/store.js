@@ -42,9 +42,12 @@ export const readOnly = () => !!(store.health && store.health.read_only);
 
 export async function loadHealth() {
   lastHealth = Date.now();
+  const before = store.health ? store.health.generation : null;
   try {
     store.health = await early("health", api.health);
     store.healthError = null;
+    // `barca serve --watch` reloaded the pipeline: its nodes may have changed
+    if (before != null && store.health.generation !== before) loadAssets().catch(() => {});
   } catch (err) {
     store.healthError = err;
   }
@@ -137,6 +140,7 @@ export class LiveRun {
     this.stepsFailed = 0;
     this.cachedNodes = new Map(); // node id -> keys cached
     this.perNode = new Map();     // node id -> {ok, failed, elapsed, last}
+    this.submitted = new Map();   // node id -> {keys, calls} handed to the workers
     this.failures = new Map();    // first line of the error -> {error, count, samples[]}
     this.lines = [];              // {kind, text, stream, step}
     this.dropped = 0;
@@ -215,6 +219,13 @@ export class LiveRun {
           this.line("error", ev.line || `${ev.step_id} failed: ${ev.error}`);
         }
         this.perNode.set(ev.node_id, n);
+        break;
+      }
+      case "steps_submitted": {
+        const n = this.submitted.get(ev.node_id) || { keys: 0, calls: null };
+        n.keys += ev.keys || 0;
+        if (ev.calls != null) n.calls = (n.calls || 0) + ev.calls;
+        this.submitted.set(ev.node_id, n);
         break;
       }
       case "step_cached":
@@ -326,7 +337,6 @@ function tick(force = false) {
   if (store.assets && (force || now - lastState > stateEvery)) loadState();
   if (force || now - lastHealth > 20000) {
     loadHealth();
-    loadAssets().catch(() => {}); // `barca serve --watch` reloads the pipeline on an edit
   }
   if (store.view === "schedule" && (force || now - lastSchedule > 15000)) { lastSchedule = now; loadSchedule(); }
 }

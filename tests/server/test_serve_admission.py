@@ -1,0 +1,82 @@
+"""Run admission under `barca serve`: one running run per core, the rest wait as `pending`
+in order (cancelling one that waits ends it at once), and a run past `--run-timeout` is
+cancelled and reported failed, while its history row says cancelled."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from conftest import db_rows, poll, write
+
+PIPELINE = """
+    import os
+    import time
+    from pathlib import Path
+    from barca import task
+
+    @task()
+    def hold() -> None:
+        Path(f"started.{os.getpid()}").touch()
+        deadline = time.monotonic() + 60
+        while not Path("go").exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+
+    @task()
+    def nap() -> None:
+        time.sleep(60)
+"""
+
+
+def _status(server, run_id: str) -> str:
+    got = server.get(f"/status/{run_id}")
+    assert got.status_code == 200, got.text
+    return got.json()["status"]
+
+
+def test_runs_past_one_per_core_wait_pending_and_start_in_order(project: Path, serve) -> None:
+    write(project, {"p.py": PIPELINE})
+    server = serve(project, "p.py")
+    slots = os.cpu_count() or 4
+    first = [server.start_run({"command": "run", "targets": ["hold"]}) for _ in range(slots)]
+    poll(lambda: len(list(project.glob("started.*"))) == slots, "one run per core to start")
+    waiting = [server.start_run({"command": "run", "targets": ["hold"]}) for _ in range(2)]
+    assert [_status(server, r) for r in first] == ["running"] * slots
+    assert [_status(server, r) for r in waiting] == ["pending", "pending"]
+    listed = {r["run_id"]: r["status"] for r in server.runs()}
+    assert [listed[r] for r in waiting] == ["pending", "pending"], listed
+    # waiting runs have not started: no row in history, no step
+    assert not db_rows(project, "SELECT run_id FROM runs WHERE run_id IN (?, ?)", tuple(waiting))
+
+    gone = server.delete(f"/runs/{waiting[0]}")
+    assert gone.status_code == 200, gone.text
+    assert _status(server, waiting[0]) == "cancelled"
+    assert server.get(f"/runs/{waiting[0]}").json()["run"]["status"] == "cancelled"
+
+    (project / "go").touch()
+    for run_id in first + waiting[1:]:
+        assert server.wait_ended(run_id)["run"]["status"] == "success"
+    assert len(list(project.glob("started.*"))) == slots + 1  # the cancelled one never ran
+    rows = dict(db_rows(project, "SELECT run_id, status FROM runs"))
+    assert waiting[0] not in rows and rows[waiting[1]] == "success", rows
+
+
+def test_a_run_past_its_time_limit_is_cancelled_and_reported_failed(project: Path,
+                                                                    serve) -> None:
+    write(project, {"p.py": PIPELINE})
+    server = serve(project, "p.py", "--run-timeout", "1")
+    run_id = server.start_run({"command": "run", "targets": ["nap"]})
+    poll(lambda: _status(server, run_id) not in ("pending", "running"), "the run to end", 20)
+    status = server.get(f"/status/{run_id}").json()
+    assert status["status"] == "failed" and status["error"] == "run timed out after 1s", status
+    detail = server.wait_ended(run_id)
+    assert detail["run"]["status"] == "cancelled", detail["run"]  # history: cancelled
+    assert f"[barca] run {run_id} timed out after 1s: cancelling it" in server.stderr
+
+
+def test_a_negative_run_timeout_is_a_usage_error(project: Path) -> None:
+    from conftest import barca
+
+    write(project, {"p.py": PIPELINE})
+    got = barca(project, "serve", "p.py", "--run-timeout", "-1").expect(2)
+    assert "--run-timeout -1 is negative" in got.stderr
