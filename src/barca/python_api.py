@@ -73,7 +73,8 @@ def history(run_id: str | None = None, *, limit: int | None = None, all: bool = 
     if run_id is not None:
         return cli.run_detail_json(conn, cli.find_run(conn, run_id, env),  # type: ignore
                                    limit)
-    return cli.runs_json(conn, None if all else (limit or cli.DEFAULT_RUNS))  # type: ignore
+    runs, total = cli.select_runs(conn, None if all else (limit or cli.DEFAULT_RUNS))
+    return cli.runs_json(runs, total)  # type: ignore[return-value]
 
 
 def stats(target: str, files: Files = (), *, env: str | None = None) -> NodeStats:

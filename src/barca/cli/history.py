@@ -109,25 +109,29 @@ def history_command(run_id, limit, show_all, json_flag, pretty, fields, env_name
     if run_id is not None:
         _show_run(conn, find_run(conn, run_id, env_name), limit, show_all, mode, project.root)
         return
-    _show_runs(conn, None if show_all else (limit or DEFAULT_RUNS), chosen, mode)
+    runs, total = select_runs(conn, None if show_all else (limit or DEFAULT_RUNS))
+    _show_runs(runs, total, chosen, mode)
 
 
-def runs_json(conn: sqlite3.Connection | None, limit: int | None,
+def select_runs(conn: sqlite3.Connection | None, limit: int | None
+                ) -> tuple[list[store.RunRow], int]:
+    """The newest `limit` runs (None: all), and how many there are in all."""
+    if conn is None:
+        return [], 0
+    return store.list_runs(conn, limit), store.count_runs(conn)
+
+
+def runs_json(runs: list[store.RunRow], total: int,
               fields: list[str] | None = None) -> dict[str, Any]:
-    """`history --json` without a run id: the newest `limit` runs (None: all)."""
-    runs = store.list_runs(conn, limit) if conn is not None else []
-    total = store.count_runs(conn) if conn is not None else 0
-    items = pick_fields([run_json(r) for r in runs], fields)
-    return listing({}, "runs", items, total, "runs")
+    """`history --json` without a run id (and `barca.history()`)."""
+    return listing({}, "runs", pick_fields([run_json(r) for r in runs], fields), total, "runs")
 
 
-def _show_runs(conn: sqlite3.Connection | None, limit: int | None, fields: list[str] | None,
+def _show_runs(runs: list[store.RunRow], total: int, fields: list[str] | None,
                mode: str) -> None:
     if mode == "json":
-        emit_json(runs_json(conn, limit, fields), indent=True)
+        emit_json(runs_json(runs, total, fields), indent=True)
         return
-    runs = store.list_runs(conn, limit) if conn is not None else []
-    total = store.count_runs(conn) if conn is not None else 0
     if not runs:
         emit(NO_HISTORY)
         return
