@@ -66,7 +66,7 @@ def parallel(*calls: Callable[[], Any]) -> list[Any]:
         if not callable(call):
             raise TypeError(f"parallel() takes callables such as functools.partial(fn, ...); "
                             f"argument {i} is a {type(call).__name__}")
-    if _workers and len(calls) > 1:
+    if _workers and calls:  # even one: a branch never changes its caller's process
         outcomes = _forked(calls, _workers)
     else:
         outcomes = [_call(i, call) for i, call in enumerate(calls)]
