@@ -100,6 +100,16 @@ def cannot_return() -> str:
         return exc.failures[0].error_type + ": " + exc.failures[0].message
     return "no error"
 
+COUNTER = {"n": 0}
+
+def bump() -> int:
+    COUNTER["n"] += 1
+    return COUNTER["n"]
+
+@task()
+def isolated() -> list:
+    return [parallel(bump, bump), COUNTER["n"]]
+
 @asset()
 def squares() -> list:
     return parallel_map(scale, [1, 2, 3], factor=3)
@@ -171,6 +181,9 @@ def test_nested_fan_out_mixed_callables_and_unpicklable_results(project: Path) -
                               "cannot be passed back")
     assert barca(project, "get", "squares", "pipeline.py").expect(0).json[
         "final_output"] == [3, 6, 9]
+    # each branch works on its own copy of the process: the caller's globals stay as they were
+    assert barca(project, "run", "isolated", "pipeline.py").expect(0).json[
+        "final_output"] == [[1, 1], 0]
 
 
 def test_outside_a_worker_branches_run_one_after_the_other(project: Path) -> None:
@@ -181,12 +194,14 @@ from barca import ParallelError, parallel
 
 collected = pipeline.collected()
 mixed = pipeline.mixed()
+isolated = pipeline.isolated()
 try:
     parallel(1)
     bad_argument = None
 except TypeError as exc:
     bad_argument = str(exc)
 print(json.dumps({"collected": collected, "mixed": mixed, "bad_argument": bad_argument,
+                  "isolated": isolated,
                   "pid": os.getpid(), "fetched": pipeline.fetch("x")["pid"]}))
 """)
     assert out["fetched"] == out["pid"]  # in this process, one after the other
@@ -194,3 +209,4 @@ print(json.dumps({"collected": collected, "mixed": mixed, "bad_argument": bad_ar
     assert out["collected"]["results"][1]["pid"] == out["pid"]
     assert out["mixed"] == {"mixed": [10, [2, 4, 6], "plain"], "empty": [], "one": [7]}
     assert out["bad_argument"].startswith("parallel() takes callables")
+    assert out["isolated"] == [[1, 2], 2]  # one after the other, in this very process
