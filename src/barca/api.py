@@ -155,6 +155,15 @@ class NodeSpec(_Marker):
     __slots__ = ("kind", "options")
 
 
+def sink(path: str, /, *, serializer: str | None = None) -> Callable[[F], F]:
+    """Export an asset's result to `path` too, whenever the asset runs (stacked under
+    @asset). A local path, `file://...`, or an fsspec URL; ending in `/`, a directory."""
+    def attach(f: F) -> F:
+        return f
+
+    return attach
+
+
 def _decorator(kind: str) -> Callable[..., Any]:
     def decorator(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
         def attach(f: F) -> F:

@@ -1,43 +1,101 @@
-"""`barca.get` and `barca.run` for Python callers: the CLI's engine, in process, values loaded.
+"""barca from Python: `get`, `run`, `plan`, `history` and `stats`, in this process.
 
-Errors raise the same classes the CLI maps to exit codes (`UsageError`, `StepFailed`, ...).
+`get` and `run` go through the CLI's engine (`engine.driver.run`) and return loaded values;
+`plan`, `history` and `stats` return the dicts the CLI prints with `--json`, built by the
+CLI's own functions so that the two cannot drift apart (shapes in `barca.python_types`).
+Errors raise the classes the CLI maps to exit codes (`UsageError`, `StepFailed`, ...).
+Paths are relative to the current directory, as on the command line.
 """
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence, overload
+
+if TYPE_CHECKING:  # for editors and type checkers; `import barca` does not pay for them
+    from barca.python_types import NodeStats, Plan, RunDetail, RunList
+
+Files = str | Sequence[str]
+Partition = str | Sequence[str] | dict[str, Any] | None
 
 
-def get(target: str | None = None, files: str | Sequence[str] = (), *,
+def get(target: str | None = None, files: Files = (), *,
         refresh: str | Sequence[str] | None = None, refresh_all: bool = False,
-        cascade: bool = True, env: str | None = None,
+        cascade: bool = True, partition: Partition = None, env: str | None = None,
         batch: str | int | dict[str, Any] | None = None) -> Any:
     """Compute `target` (an asset or sensor) and return its value.
 
     A partitioned target returns {key: value}. Without a target, every asset and sensor is
-    brought up to date and the last asset's value is returned. `batch` regroups the stale
-    keys of batched nodes for this run: "all", "none", 20, or {"scored": 20}.
+    brought up to date and the last asset's value is returned. `partition` narrows the keys
+    as `--partition` does: "region=emea,amer", a list of such, or {"region": ["emea"]}.
+    `batch` regroups the stale keys of batched nodes for this run: "all", "none", 20, or
+    {"scored": 20}.
     """
-    return _call("get", target, files, refresh, refresh_all, cascade, env, batch)
+    return _call("get", target, files, refresh, refresh_all, cascade, partition, env, batch)
 
 
-def run(target: str, files: str | Sequence[str] = (), *,
+def run(target: str, files: Files = (), *,
         refresh: str | Sequence[str] | None = None, refresh_all: bool = False,
-        cascade: bool = True, env: str | None = None,
+        cascade: bool = True, partition: Partition = None, env: str | None = None,
         batch: str | int | dict[str, Any] | None = None) -> Any:
     """Run the task `target` (its asset inputs come from cache) and return its value."""
-    return _call("run", target, files, refresh, refresh_all, cascade, env, batch)
+    return _call("run", target, files, refresh, refresh_all, cascade, partition, env, batch)
 
 
-def _call(command: str, target: str | None, files: str | Sequence[str], refresh: Any,
-          refresh_all: bool, cascade: bool, env: str | None, batch: Any) -> Any:
+def plan(files: Files = ()) -> Plan:
+    """The execution phases of every node in `files`: what `barca plan FILES` prints."""
+    from barca.cli.inspect import plan_json
+
+    return plan_json(_paths(files))  # type: ignore[return-value]
+
+
+@overload
+def history(run_id: None = None, *, limit: int | None = None, all: bool = False,
+            env: str | None = None) -> RunList: ...
+
+
+@overload
+def history(run_id: str, *, limit: int | None = None, all: bool = False,
+            env: str | None = None) -> RunDetail: ...
+
+
+def history(run_id: str | None = None, *, limit: int | None = None, all: bool = False,
+            env: str | None = None) -> RunList | RunDetail:
+    """Recent runs, newest first (`barca history --json`: the newest 10 unless `limit` or
+    `all`); with `run_id` (or a unique prefix), that run and its executed steps
+    (`barca history RUN_ID --json`: every step unless `limit`)."""
+    from barca.cli import history as cli
+    from barca.errors import UsageError
+
+    if limit is not None and limit < 1:
+        raise UsageError(f"limit={limit} is not a positive number",
+                         "pass limit=N with N >= 1, or all=True for every run")
+    _, conn = cli.open_history(env)
+    if run_id is not None:
+        return cli.run_detail_json(conn, cli.find_run(conn, run_id, env),  # type: ignore
+                                   limit)
+    runs, total = cli.select_runs(conn, None if all else (limit or cli.DEFAULT_RUNS))
+    return cli.runs_json(runs, total)  # type: ignore[return-value]
+
+
+def stats(target: str, files: Files = (), *, env: str | None = None) -> NodeStats:
+    """Timings, failures and repeated work of one node: `barca stats TARGET FILES --json`."""
+    from barca.cli.stats import node_stats_json
+
+    return node_stats_json(target, _paths(files), env)  # type: ignore[return-value]
+
+
+def _paths(files: Files) -> list[str]:
+    return [files] if isinstance(files, str) else list(files)
+
+
+def _call(command: str, target: str | None, files: Files, refresh: Any, refresh_all: bool,
+          cascade: bool, partition: Partition, env: str | None, batch: Any) -> Any:
     from barca.engine.driver import run as run_pipeline
     from barca.errors import StepFailed
 
-    paths = [files] if isinstance(files, str) else list(files)
-    result = run_pipeline(command, target, paths, refresh=refresh, refresh_all=refresh_all,
-                          cascade=cascade, env=env, batch=batch,
-                          triggered_by="python")
+    result = run_pipeline(command, target, _paths(files), refresh=refresh,
+                          refresh_all=refresh_all, partition=partition, cascade=cascade,
+                          env=env, batch=batch, triggered_by="python")
     if result.failed:
         failure = result.failed[0]
         raise StepFailed(f"step '{failure.step_id}' failed: {failure.error_type}: "

@@ -261,3 +261,13 @@ def test_cli_runs_no_sql_and_deletes_no_files():
 
 def test_the_storage_check_sees_storage_calls():
     assert storage_calls("barca.store") != []
+
+
+def test_the_planner_package_is_imported_with_from_never_as_an_alias():
+    """`barca.plan` is the public function once `barca` is imported (the subpackage is loaded
+    first, see barca/__init__.py), so `import barca.plan.x as y`, which walks attributes,
+    would find the function; `from barca.plan.x import y` reads sys.modules and is safe."""
+    found = [f"{m.rel}:{node.lineno}" for m in modules() for node in ast.walk(m.tree)
+             if isinstance(node, ast.Import)
+             and any(matches(alias.name, "barca.plan") for alias in node.names)]
+    assert found == []

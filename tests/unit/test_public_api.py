@@ -13,9 +13,10 @@ import sys
 
 
 PUBLIC = [
-    "Always", "BarcaError", "Cancelled", "Failed", "InfraError", "Manual", "Schedule",
-    "StepFailed", "UsageError", "asset", "asset_ref", "batches", "batches_by", "collect", "get",
-    "partitions", "partitions_from", "run", "sensor", "task",
+    "Always", "BarcaError", "Cancelled", "Failed", "InfraError", "Manual", "ParallelError",
+    "Schedule", "StepFailed", "UsageError", "asset", "asset_ref", "batches", "batches_by",
+    "collect", "get", "history", "parallel", "parallel_map", "partitions", "partitions_from",
+    "plan", "run", "sensor", "sink", "stats", "task",
 ]
 
 
@@ -72,4 +73,15 @@ def test_barca_run_stays_the_function_after_a_first_call_loaded_the_engine():
         "before = callable(barca.run)\n"
         "import barca.engine.driver  # what barca.get() and barca.run() import on first use\n"
         "print(json.dumps([before, callable(barca.run)]))")
+    assert kinds == [True, True]
+
+
+def test_barca_plan_stays_the_function_after_the_planner_package_loaded():
+    """`barca.plan` is also the name of the planner subpackage (see barca/__init__.py)."""
+    kinds = fresh(
+        "import barca, json, types\n"
+        "before = callable(barca.plan)\n"
+        "import barca.plan.planner\n"
+        "from barca.plan.model import NodePlan\n"
+        "print(json.dumps([before, callable(barca.plan)]))")
     assert kinds == [True, True]

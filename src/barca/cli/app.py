@@ -70,7 +70,8 @@ def cli() -> None:
     """barca: cached Python functions as a dependency graph.
 
     Decorate functions with @asset, @sensor and @task; barca runs only what changed, down to
-    the single partition key, and keeps every result under .barca/.
+    the single partition key, and keeps every result under .barca/. From Python:
+    barca.get, barca.run, barca.plan, barca.history and barca.stats (barca docs python).
     """
 
 

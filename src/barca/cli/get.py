@@ -63,7 +63,8 @@ def _run_options(fn):
 GET_HELP = """Compute TARGET (an asset or sensor, or a,b) and what it needs; print its value.
 
 \b
-Without a target, every asset and sensor in FILES is brought up to date.
+Without a target, every asset and sensor in FILES is brought up to date. An asset that
+runs also writes its @sink copies (barca docs assets).
 \b
 Examples:
   barca get summary pipeline.py

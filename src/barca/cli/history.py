@@ -109,16 +109,28 @@ def history_command(run_id, limit, show_all, json_flag, pretty, fields, env_name
     if run_id is not None:
         _show_run(conn, find_run(conn, run_id, env_name), limit, show_all, mode, project.root)
         return
-    _show_runs(conn, None if show_all else (limit or DEFAULT_RUNS), chosen, mode)
+    runs, total = select_runs(conn, None if show_all else (limit or DEFAULT_RUNS))
+    _show_runs(runs, total, chosen, mode)
 
 
-def _show_runs(conn: sqlite3.Connection | None, limit: int | None, fields: list[str] | None,
+def select_runs(conn: sqlite3.Connection | None, limit: int | None
+                ) -> tuple[list[store.RunRow], int]:
+    """The newest `limit` runs (None: all), and how many there are in all."""
+    if conn is None:
+        return [], 0
+    return store.list_runs(conn, limit), store.count_runs(conn)
+
+
+def runs_json(runs: list[store.RunRow], total: int,
+              fields: list[str] | None = None) -> dict[str, Any]:
+    """`history --json` without a run id (and `barca.history()`)."""
+    return listing({}, "runs", pick_fields([run_json(r) for r in runs], fields), total, "runs")
+
+
+def _show_runs(runs: list[store.RunRow], total: int, fields: list[str] | None,
                mode: str) -> None:
-    runs = store.list_runs(conn, limit) if conn is not None else []
-    total = store.count_runs(conn) if conn is not None else 0
     if mode == "json":
-        items = pick_fields([run_json(r) for r in runs], fields)
-        emit_json(listing({}, "runs", items, total, "runs"), indent=True)
+        emit_json(runs_json(runs, total, fields), indent=True)
         return
     if not runs:
         emit(NO_HISTORY)
@@ -174,23 +186,30 @@ def step_json(conn: sqlite3.Connection, step: store.StepRow) -> dict[str, Any]:
     return out
 
 
-def _show_run(conn: sqlite3.Connection, run: store.RunRow, limit: int | None,
-              show_all: bool, mode: str, root: Path) -> None:
+def run_detail_json(conn: sqlite3.Connection, run: store.RunRow, limit: int | None
+                    ) -> dict[str, Any]:
+    """`history RUN_ID --json`: the run, its first `limit` steps (None: all), per-node totals."""
     total = store.count_steps(conn, run.run_id)
     summaries = store.node_summaries(conn, run.run_id)
+    steps = store.run_steps(conn, run.run_id, limit=limit)
+    page = {"total": total, "truncated": len(steps) < total,
+            "nodes": [{"node_id": s.node_id, "keys": s.keys, "failed": s.failed,
+                       "elapsed_seconds": s.elapsed_seconds, "calls": s.calls}
+                      for s in summaries]}
+    body: dict[str, Any] = {"run": run_json(run), "steps": [step_json(conn, s) for s in steps],
+                            "steps_page": page}
+    if page["truncated"]:
+        body["hint"] = f"pass --limit N for more, or omit --limit for all {total} steps"
+    return body
+
+
+def _show_run(conn: sqlite3.Connection, run: store.RunRow, limit: int | None,
+              show_all: bool, mode: str, root: Path) -> None:
     if mode == "json":
-        steps = store.run_steps(conn, run.run_id, limit=limit)
-        page = {"total": total, "truncated": len(steps) < total,
-                "nodes": [{"node_id": s.node_id, "keys": s.keys, "failed": s.failed,
-                           "elapsed_seconds": s.elapsed_seconds, "calls": s.calls}
-                          for s in summaries]}
-        body: dict[str, Any] = {"run": run_json(run),
-                                "steps": [step_json(conn, s) for s in steps],
-                                "steps_page": page}
-        if page["truncated"]:
-            body["hint"] = f"pass --limit N for more, or omit --limit for all {total} steps"
-        emit_json(body, indent=True)
+        emit_json(run_detail_json(conn, run, limit), indent=True)
         return
+    total = store.count_steps(conn, run.run_id)
+    summaries = store.node_summaries(conn, run.run_id)
     per_node = None if show_all else KEYS_PER_NODE
     steps = store.run_steps(conn, run.run_id, per_node=per_node, limit=limit)
     emit(_run_header(run))

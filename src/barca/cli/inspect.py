@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Sequence
 
 import click
 
@@ -159,6 +159,11 @@ def plan_command(files) -> None:
       barca plan pipeline.py
     """
     _, paths = split_positionals(files, takes_target=False)
+    emit_json(plan_json(paths), indent=True)
+
+
+def plan_json(paths: Sequence[str]) -> dict[str, Any]:
+    """What `barca plan` prints (and `barca.plan` returns): each node's phase by depth."""
     graph = open_pipeline(paths).graph
     depth: dict[str, int] = {}
     for node_id in graph.order:
@@ -170,6 +175,5 @@ def plan_command(files) -> None:
         phases.append({"reason": {"type": "initial"} if level == 0 else
                        {"type": "fan_in", "node_id": ids[0]},
                        "streams": [{"stream_id": i, "steps": [n]} for i, n in enumerate(ids)]})
-    emit_json({"plan_version": 1, "total_steps": len(graph.order), "pool_size": pool_size(),
-               "phases": phases, "warnings": []}, indent=True)
-
+    return {"plan_version": 1, "total_steps": len(graph.order), "pool_size": pool_size(),
+            "phases": phases, "warnings": []}

@@ -65,6 +65,10 @@ class CliReporter(Reporter):
     def step_output(self, step_id: str, stream: str, text: str) -> None:
         self._say("log", f"[{step_id}] {text}", step_id=step_id, stream=stream, text=text)
 
+    def sink_failed(self, step_id: str, message: str) -> None:
+        self._say("sink_failed", f"[barca] SINK FAILED: {step_id}: {message}",
+                  step_id=step_id, error=message)
+
     def warning(self, text: str) -> None:
         self._say("warning", f"[barca] warning: {text}", text=text)
 

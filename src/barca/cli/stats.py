@@ -8,7 +8,7 @@ nothing.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 import click
 
@@ -59,17 +59,23 @@ def stats_command(target, files, json_flag, pretty, fields, env_name) -> None:
     if "," in target:
         raise UsageError(f"barca stats takes one target, not '{target}'",
                          f"barca stats {target.split(',')[0]} {' '.join(files)}".rstrip())
-    loaded = open_pipeline(list(files), env_name)
-    node_id = loaded.graph.resolve_target(target)
-    conn = connect(loaded.project.db_path, create=False)
-    stats = store.node_stats(conn, node_id) if conn is not None else store.NodeStats(
-        node_id, 0, 0, 0, (), (), ())
-    body = stats_json(stats, loaded.graph.nodes[node_id].kind)
+    body = node_stats_json(target, files, env_name)
     body["recent_runs"] = pick_fields(body["recent_runs"], chosen)
     if mode == "json":
         emit_json(body, indent=True)
     else:
         emit(_report(body))
+
+
+def node_stats_json(target: str, files: Sequence[str], env_name: str | None
+                    ) -> dict[str, Any]:
+    """`barca stats TARGET FILES --json`: the target's executions in environment `env_name`."""
+    loaded = open_pipeline(list(files), env_name)
+    node_id = loaded.graph.resolve_target(target)
+    conn = connect(loaded.project.db_path, create=False)
+    stats = store.node_stats(conn, node_id) if conn is not None else store.NodeStats(
+        node_id, 0, 0, 0, (), (), ())
+    return stats_json(stats, loaded.graph.nodes[node_id].kind)
 
 
 def stats_json(stats: store.NodeStats, kind: str) -> dict[str, Any]:

@@ -248,7 +248,7 @@ def read_options(keywords: dict[str, ast.keyword], kind: str, names: BarcaNames,
         elif arg == "serializer":
             values["serializer"] = _serializer(expr, site, module)
         elif arg == "batch":
-            values["batch"] = _batch(_module_constant(expr, module), site, names)
+            values["batch"] = _batch(module_constant(expr, module), site, names)
         elif arg in _READERS:
             values[arg] = _READERS[arg](expr, site)
     return Options(**values)
@@ -314,7 +314,7 @@ def _valid_cron(text: str, seconds_first: bool) -> bool:
     return croniter.is_valid(text, second_at_beginning=seconds_first)
 
 
-def _module_constant(expr: ast.expr, module: ModuleInfo) -> ast.expr:
+def module_constant(expr: ast.expr, module: ModuleInfo) -> ast.expr:
     """What a module-level name bound once is bound to; any other expression as written."""
     if isinstance(expr, ast.Name):
         stmts = module.index.defs.get(expr.id, [])
@@ -327,7 +327,7 @@ def _module_constant(expr: ast.expr, module: ModuleInfo) -> ast.expr:
 def _serializer(expr: ast.expr, site: Site, module: ModuleInfo) -> str | None:
     """A literal, or a module-level name bound once to one; None only when written so (an
     expression barca cannot read is refused, never taken for the default)."""
-    source = _module_constant(expr, module)
+    source = module_constant(expr, module)
     value = _literal(source)
     if value in SERIALIZERS or isinstance(source, ast.Constant) and source.value is None:
         return value

@@ -20,7 +20,8 @@ BARCA_MODULES = ("barca", "barca.api")
 DECORATORS = ("asset", "sensor", "task")
 HELPERS = ("partitions", "partitions_from", "collect", "asset_ref", "Schedule", "Always",
            "Manual", "batches", "batches_by", "Failed")
-EXPORTS = frozenset(DECORATORS + HELPERS)
+SINK = "sink"  # stacked under @asset; read by discover.sinks
+EXPORTS = frozenset(DECORATORS + HELPERS + (SINK,))
 
 
 class BarcaNames(NamedTuple):

@@ -75,7 +75,7 @@ def _definition(node: RawNode, resolver: Resolver, hasher: _Hasher) -> Definitio
         retry_backoff=o.retry_backoff, timeout_seconds=o.timeout_seconds, env=o.env,
         cutoff=o.cutoff, weight=o.weight, batch=o.batch, description=o.description,
         tags=o.tags, definition_hash=hashing.definition_hash(parts), hash_parts=parts,
-        schedule_batch=o.schedule_batch)
+        schedule_batch=o.schedule_batch, sinks=node.sinks)
 
 
 class _Hasher:
@@ -115,6 +115,8 @@ class _Hasher:
                  else where[i.source]) for i in inputs]))
         if node.options.serializer is not None:
             out.append(hashing.serializer_part(node.options.serializer))
+        if node.sinks:
+            out.append(hashing.sinks_part([(s.path, s.serializer) for s in node.sinks]))
         if dimensions:
             out.append(hashing.partitions_part([
                 (d.name, d.kind, where[d.source] if d.source else None) for d in dimensions]))

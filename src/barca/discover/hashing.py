@@ -10,6 +10,8 @@ The parts, kept on the Definition so that a stale reason can name what changed:
     decorator argument inputs         {param: upstream id | collect(id)}, sorted by param
     decorator argument serializer     the serializer name
     decorator argument partitions     the shape: dimension names, kinds, partitions_from ids
+    decorator sink                    each @sink's path and serializer, in written order (a
+                                      cached step writes no sink: a new one must rerun it)
     decorator <source>                each non-barca decorator, with its position
     helper <file>:<name>              a project definition the function reaches (cone.py)
     helper <file>                     a whole project module used as a value
@@ -109,6 +111,12 @@ def partitions_part(shape: Sequence[tuple[str, str, str | None]]) -> tuple[str, 
     """`shape`: (dimension name, kind, partitions_from source id or None)."""
     label = "decorator argument partitions"
     return label, digest((label, tuple(sorted(shape, key=lambda d: (d[0], d[1], d[2] or "")))))
+
+
+def sinks_part(sinks: Sequence[tuple[str, str | None]]) -> tuple[str, str]:
+    """`sinks`: (path, serializer or None) of each @sink, top to bottom."""
+    label = "decorator sink"
+    return label, digest((label, tuple(sinks)))
 
 
 def decorator_parts(decorators: Sequence[ast.expr]) -> list[tuple[str, str]]:

@@ -39,6 +39,19 @@ class DimensionSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class SinkSpec:
+    """One `@sink(path, serializer=...)` stacked on an asset: an extra copy of its result.
+
+    path: as written; a local path (relative to the project root), `file://...`, or an
+          fsspec URL (`s3://...`); ending in `/` it is a dataset sink: a directory, with one
+          directory per key of a partitioned asset
+    """
+
+    path: str
+    serializer: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Definition:
     node_id: str  # "<root-relative file>:<name>"
     name: str  # name= or the function name
@@ -65,6 +78,7 @@ class Definition:
     definition_hash: str  # hex digest over code + counted decorator parts + helper cone
     hash_parts: tuple[tuple[str, str], ...]  # (part label, digest), see discover.hashing
     schedule_batch: tuple[str, ...] = ()  # Schedule(cron, batch=...) as --batch texts (serve)
+    sinks: tuple[SinkSpec, ...] = ()  # @sink decorators, top to bottom
 
     @property
     def pinned(self) -> bool:

@@ -19,6 +19,8 @@ from barca.discover.arguments import (Options, RawDimension, RawInput, Site, rea
                                       read_name, read_options, read_partitions)
 from barca.discover.bindings import DECORATORS, BarcaNames, barca_names
 from barca.discover.modules import ModuleInfo
+from barca.discover.model import SinkSpec
+from barca.discover.sinks import read_sinks, refuse_lone_sink, sink_decorators
 
 FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
 
@@ -38,6 +40,7 @@ class RawNode(NamedTuple):
     options: Options
     decorators: tuple[ast.expr, ...]  # the function's other (non-barca) decorators, in order
     counted: tuple[ast.expr, ...]  # counted argument expressions whose names the cone follows
+    sinks: tuple[SinkSpec, ...] = ()  # @sink decorators, top to bottom
 
     @property
     def node_id(self) -> str:
@@ -94,6 +97,7 @@ def _node(fn: FunctionNode, names: BarcaNames, module: ModuleInfo) -> RawNode | 
     site = Site(module.file, fn.name, fn.lineno)
     found = _barca_decorator(fn, names, site)
     if found is None:
+        refuse_lone_sink(fn, names, site)
         return None
     decorator, kind = found
     if isinstance(fn, ast.AsyncFunctionDef):
@@ -141,9 +145,11 @@ def _read_node(fn: FunctionNode, decorator: ast.expr, kind: str,
     if options.batch is not None:
         _check_batch_form(fn, dimensions, dict(annotations), site)
     counted = tuple(keywords[k].value for k in ("serializer",) if k in keywords)
-    others = tuple(d for d in fn.decorator_list if d is not decorator)
+    sink_list = sink_decorators(fn, names)
+    sinks = read_sinks(sink_list, kind, site, module)
+    others = tuple(d for d in fn.decorator_list if d is not decorator and d not in sink_list)
     return RawNode(module.file, name, kind, site, fn, params, annotations, inputs,
-                   dimensions, options, others, counted)
+                   dimensions, options, others, counted, sinks)
 
 
 _SCALARS = {"str", "int", "float", "bool", "bytes", "builtins.str", "builtins.int"}

@@ -22,8 +22,10 @@ import orjson
 
 from barca.engine.protocol import CallFinished, CallSpec, InputRef, StepOutcome, StepStarted
 from barca.plan.keys import label_of
-from barca.store.artifacts import SerializeError, choose_format, table_kind, write_value
+from barca.store.artifacts import (SerializeError, choose_format, read_value, table_kind,
+                                   write_value)
 from barca.store.paths import EXTENSIONS
+from barca.store.sinks import write_sinks
 
 _LAZY = ("DuckDBPyRelation", "LazyFrame", "Dataset")  # annotations that ask for one table
 
@@ -148,7 +150,6 @@ def _call_input(runner: Runner, ref: InputRef, dims: Sequence[str], positions: l
 
         key_values = [k if isinstance(k, tuple) else (k,) for k in call_keys]
         return lazy_table(text, dims, key_values, paths, formats)
-    from barca.store.artifacts import read_value
 
     element = _dict_value_annotation(text)
     return {k: read_value(path, fmt, element)
@@ -188,8 +189,11 @@ def _split_and_write(root: Path, call: CallSpec, positions: list[int], call_keys
         mark = _lap(times, "split", mark)
         share = (mark - shared_began) / len(positions)
         for p, (size, digest) in zip(positions, written):
-            out[p] = _success(call, p, attempt, share, _target(call, p, "parquet"), "parquet",
-                              size, digest)
+            path = _target(call, p, "parquet")
+            errors = _sinks(root, call, p, path, "parquet", lambda path=path: read_value(
+                root / path, "parquet"))
+            out[p] = _success(call, p, attempt, share, path, "parquet", size, digest, errors)
+        times.write += time.perf_counter() - mark
         return out
     if not isinstance(value, dict):
         raise _CallFailed(
@@ -230,8 +234,9 @@ def _split_and_write(root: Path, call: CallSpec, positions: list[int], call_keys
         except SerializeError as exc:
             out[p] = _key_failed(call, p, attempt, share, "SerializeError", str(exc))
             continue
+        errors = _sinks(root, call, p, path, fmt, lambda item=item: item)
         out[p] = _success(call, p, attempt, share + time.perf_counter() - key_began, path, fmt,
-                          size, digest)
+                          size, digest, errors)
     times.write += time.perf_counter() - began
     return out
 
@@ -241,11 +246,19 @@ def _target(call: CallSpec, p: int, fmt: str) -> str:
     return f"{call.artifact_stems[p]}.{EXTENSIONS[fmt]}"
 
 
+def _sinks(root: Path, call: CallSpec, p: int, path: str, fmt: str,
+           value: Callable[[], Any]) -> tuple[str, ...]:
+    """Write key `p`'s sinks (store.sinks); what failed."""
+    if not call.sinks:
+        return ()
+    return write_sinks(str(root), call.sinks[p], f"{root}/{path}", fmt, value)
+
+
 def _success(call: CallSpec, p: int, attempt: int, elapsed: float, path: str, fmt: str,
-             size: int, digest: str) -> StepOutcome:
+             size: int, digest: str, sink_errors: tuple[str, ...] = ()) -> StepOutcome:
     return StepOutcome(call.key_step_ids[p], call.node_id, call.keys[p], call.indices[p],
                        call.run_hashes[p], "success", attempt, elapsed, path, fmt, size,
-                       digest, batch=call.batch)
+                       digest, batch=call.batch, sink_errors=sink_errors)
 
 
 def _key_failed(call: CallSpec, p: int, attempt: int, elapsed: float, error_type: str,

@@ -321,6 +321,8 @@ class _Run:
                 done += 1
                 completed |= self._on_outcome(event)
                 self.reporter.step_finished(event, done, max(total, done))
+                for message in event.sink_errors:
+                    self._sink_failed(event.step_id, message)
             if self.leases.poll_in() == 0:
                 completed |= self._take(self.leases.poll())
             if completed and advance:
@@ -329,6 +331,13 @@ class _Run:
                 self._flush()
                 last_flush = time.monotonic()
         self._flush()
+
+    def _sink_failed(self, step_id: str, message: str) -> None:
+        """A sink that could not be written: said now, and kept with the step's output."""
+        self.reporter.sink_failed(step_id, message)
+        self.log_count += 1
+        self.logs.append((self.log_count, step_id, "stderr", time.time(),
+                          f"[barca] SINK FAILED: {message}"))
 
     def _events(self) -> list:
         """What the executor reports, waiting at most until the next flush or the next look at

@@ -34,6 +34,10 @@ class Reporter:
     def step_output(self, step_id: str, stream: str, text: str) -> None:
         """A line a step printed."""
 
+    def sink_failed(self, step_id: str, message: str) -> None:
+        """A step succeeded but one of its @sink copies could not be written; the run goes
+        on and its exit code is unchanged."""
+
     def warning(self, text: str) -> None:
         """Something the user should know that does not stop the run."""
 

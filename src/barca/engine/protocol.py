@@ -66,6 +66,7 @@ class StepSpec(NamedTuple):
     known_chunks: Known = ((), ())  # a key source's: what the coordinator has stored
     # a sensor key's last observation: (path, format, output digest or None)
     previous: tuple[str, str, str | None] | None = None
+    sinks: tuple[tuple[str, str | None], ...] = ()  # (destination, serializer) per @sink
 
 
 class CallSpec(NamedTuple):
@@ -90,6 +91,7 @@ class CallSpec(NamedTuple):
     retries: int
     retry_backoff: float
     timeout_seconds: float
+    sinks: tuple[tuple[tuple[str, str | None], ...], ...] = ()  # per key, as StepSpec.sinks
 
 
 class StepOutcome(NamedTuple):
@@ -112,6 +114,7 @@ class StepOutcome(NamedTuple):
     key_columns: PackedColumns | None = None
     worker_exit: str | None = None  # how the worker process ended, when it died in the step
     batch: str | None = None  # the call's id, for a key run in a batch call
+    sink_errors: tuple[str, ...] = ()  # each @sink that could not be written (store.sinks)
 
 
 class CallFinished(NamedTuple):

@@ -45,6 +45,8 @@ def build_request(pipeline: Pipeline, command: str, target_text: str | None, *,
     refresh_ids = _refresh_ids(graph, targets, refresh, cascade)
     cone = graph.cone(targets) if targets else graph.cone(
         [n for n, d in graph.nodes.items() if d.kind != "task" or include_tasks])
+    if not dry_run:
+        check_sink_backends(graph, cone)
     expr_keys = evaluate_key_expressions(pipeline, cone)
     selection = parse_partition(partition)
     check_selection(graph, cone, selection, expr_keys)
@@ -54,6 +56,20 @@ def build_request(pipeline: Pipeline, command: str, target_text: str | None, *,
                           batching)
     return RunRequest(command, targets, cone, pipeline.files, target_text, options, dry_run,
                       observe_sensors, expr_keys)
+
+
+def check_sink_backends(graph: Graph, cone: frozenset[str]) -> None:
+    """A sink to an fsspec URL needs fsspec (and the scheme's package) here, where the
+    workers run: found out before anything runs, not after the asset computed."""
+    from barca.store.sinks import missing_backend
+
+    for node_id in sorted(cone):
+        for sink in graph.nodes[node_id].sinks:
+            why = missing_backend(sink.path)
+            if why is not None:
+                raise UsageError(f"{why} (@sink of {node_id})",
+                                 "pip install fsspec (and the package for the URL's scheme, "
+                                 "e.g. s3fs for s3://), or write to a local path")
 
 
 def resolve_targets(graph: Graph, text: str | None) -> tuple[str, ...]:

@@ -27,6 +27,7 @@ from barca.engine.protocol import (CallFinished, CallSpec, LogLine, StepOutcome,
 from barca.store.artifacts import (SerializeError, choose_format, read_value, write_bytes,
                                    write_value)
 from barca.store.paths import EXTENSIONS
+from barca.store.sinks import write_sinks
 
 Emit = Callable[[Any], None]  # takes a LogLine or a StepStarted
 
@@ -147,9 +148,12 @@ class StepRunner:
             size, digest = write_value(value, self.root / path, fmt)
         if update is True:  # an update however alike the bytes: every reader reruns
             digest = forced_digest(digest)
+        sink_errors = write_sinks(str(self.root), step.sinks, str(self.root / path), fmt,
+                                  lambda: value) if step.sinks else ()
         return StepOutcome(step.step_id, step.node_id, step.key, step.index, step.run_hash,
                            "success", attempt, time.perf_counter() - started, str(path), fmt,
-                           size, digest, peak_rss(), key_columns=columns)
+                           size, digest, peak_rss(), key_columns=columns,
+                           sink_errors=sink_errors)
 
     def _keep(self, step: StepSpec, attempt: int, started: float) -> StepOutcome:
         """A sensor's `(False, value)`: no update, so its last observation stands, byte for
@@ -243,7 +247,7 @@ def _element_annotation(annotation: str | None) -> str | None:
 
 
 _OWN_FRAMES = ("/barca/engine/step_runner.py", "/barca/engine/key_source.py",
-               "/barca/engine/call_runner.py")
+               "/barca/engine/call_runner.py", "/barca/fanout.py")
 # What the step returned could not be stored or cannot define keys: the user's code did not
 # raise, so there is no traceback of theirs to show, and the message names the fix.
 _VALUE_ERRORS = (SerializeError, KeySourceError)

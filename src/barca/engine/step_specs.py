@@ -16,6 +16,7 @@ from barca.plan.keys import key_args, key_pairs
 from barca.plan.missing import reads_inline
 from barca.plan.model import NodePlan
 from barca.store.paths import artifact_stem
+from barca.store.sinks import destination
 
 Artifact = Callable[[str, str], tuple[Any, str]]  # (node id, key) -> (path, format)
 
@@ -39,8 +40,8 @@ def step_spec(graph: Graph, plans: Mapping[str, NodePlan], node_id: str, plan: N
     return StepSpec(step_id, node_id, key, i, d.kind, d.file, d.function,
                     tuple(key_args(d, key).items()), inputs, stem, plan.run_hashes[i],
                     d.serializer, max(1, d.retries), d.retry_backoff, d.timeout_seconds,
-                    graph.is_key_source(node_id), known_chunks, previous)
-
+                    graph.is_key_source(node_id), known_chunks, previous,
+                    sink_targets(d, key))
 
 
 def call_spec(graph: Graph, plans: Mapping[str, NodePlan], node_id: str, plan: NodePlan,
@@ -71,7 +72,16 @@ def call_spec(graph: Graph, plans: Mapping[str, NodePlan], node_id: str, plan: N
                     tuple(artifact_stem(step_dirs, d.file, d.name, key_pairs(d, plan.keys[i]),
                                         plan.run_hashes[i]) for i in indices),
                     tuple(inputs), d.serializer, max(1, d.retries), d.retry_backoff,
-                    d.timeout_seconds)
+                    d.timeout_seconds,
+                    tuple(sink_targets(d, k) for k in keys) if d.sinks else ())
+
+
+def sink_targets(d: Definition, key: str) -> tuple[tuple[str, str | None], ...]:
+    """Where each @sink of the node writes this key, with its serializer."""
+    if not d.sinks:
+        return ()
+    pairs = key_pairs(d, key)
+    return tuple((destination(s.path, pairs), s.serializer) for s in d.sinks)
 
 
 def _relative_to(artifact: Artifact, root: str) -> Artifact:

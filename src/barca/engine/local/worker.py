@@ -187,9 +187,11 @@ class Worker:
 
 def run(in_fd: int, out_fd: int, root: Path) -> None:
     """Serve leases until told to stop; shared by a fresh worker and one forked warm."""
-    from barca.engine.local import project_code
+    from barca import fanout
+    from barca.engine.local import project_code, settings
 
     project_code.install(str(root))
+    fanout.set_workers(settings.pool_size())  # parallel() in a step forks its branches
     try:
         Worker(in_fd, out_fd, root).serve()
     except (KeyboardInterrupt, BrokenPipeError):
