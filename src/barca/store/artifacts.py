@@ -296,14 +296,26 @@ def _write_csv(value: Any, path: Path) -> None:
         raise SerializeError(f"value of type {type(value).__name__} is not a table")
 
 
+def read_bytes(path: Path | str) -> bytes:
+    """A file's bytes through plain `os` calls: a batch call or `get --json` reads one small
+    result per key, and `open()`'s file object costs twice the read (~35 us against ~12 us
+    a small file)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
 def read_value(path: Path, fmt: str, annotation: str | None = None) -> Any:
     """Load an artifact as the consumer's annotation asks (tables only; JSON and pickle as is)."""
     if fmt == "json":
-        with open(path, "rb") as fh:
-            return orjson.loads(fh.read())
+        return orjson.loads(read_bytes(path))
     if fmt == "keyed-json":
-        with open(path, "rb") as fh:
-            columns = orjson.loads(fh.read())
+        columns = orjson.loads(read_bytes(path))
         return dict(zip(columns["keys"], columns["values"]))
     if fmt == "pickle":
         with open(path, "rb") as fh:
