@@ -93,9 +93,8 @@ def report_error(error: BarcaError, json_mode: bool) -> None:
 
         note(orjson.dumps(error.envelope(), default=str).decode())
         return
-    note(f"error: {error.message}")
-    if error.remediation:
-        note(f"  {error.remediation}")
+    for line in error.human_lines():
+        note(line)
 
 
 def main(argv: list[str]) -> None:

@@ -163,11 +163,18 @@ def _print_run(command: str, target: str | None, result: RunResult, mode: str) -
 
 
 def _print_human(command: str, target: str | None, result: RunResult, body: dict) -> None:
-    verb = "ran" if command == "run" else "got"
     what = f"'{target}'" if target else "all assets"
-    plural = lambda n, w: f"{n} {w}" + ("" if n == 1 else "s")  # noqa: E731
-    emit(f"Run {result.run_id} | {verb} {what} in {result.elapsed:.3f}s "
-         f"({plural(result.executed, 'step')}, {plural(result.phases, 'phase')})")
+    if result.failed:
+        count = {s: sum(1 for step in body["steps"] if step["status"] == s)
+                 for s in ("ran", "partial", "failed", "cached", "skipped")}
+        emit(f"Run {result.run_id} | {command} {what} failed after {result.elapsed:.3f}s "
+             f"({count['ran']} ran, {count['failed'] + count['partial']} failed, "
+             f"{count['cached']} cached, {count['skipped']} skipped)")
+    else:
+        verb = "ran" if command == "run" else "got"
+        emit(f"Run {result.run_id} | {verb} {what} in {result.elapsed:.3f}s "
+             f"({render.plural(result.executed, 'step')}, "
+             f"{render.plural(result.phases, 'phase')})")
     if "final_output" in body:
         import orjson
 
@@ -177,18 +184,19 @@ def _print_human(command: str, target: str | None, result: RunResult, body: dict
 
 
 def _raise_failure(result: RunResult, failure) -> None:
-    skipped = sum(max(1, len(k)) for k in result.skipped.values())
-    note(f"[barca] run failed: step '{failure.step_id}' failed: "
-         f"{render.first_line(failure.error_message)}; {skipped} downstream steps skipped "
-         f"(exit 1)")
-    if failure.traceback:
-        note(failure.traceback.rstrip())
+    """The contract line, then the error (with its traceback) once, as the error report."""
+    note(f"[barca] run failed: step '{failure.step_id}' failed (exit 1)")
     d = result.graph.nodes[failure.node_id]
     from barca.store.paths import node_dir_name
 
+    headline = f"step '{failure.step_id}' failed"
+    fix = "fix the step and rerun the same command; finished steps are kept"
+    if (failure.error_message or "").startswith("importing "):  # the file, not the step
+        headline += f": {failure.error_message.partition(': ')[0]}"
+        fix = (f"fix the top-level code of {d.file} (it runs when the file is imported) and "
+               "rerun; `barca doctor` finds names used there that are never defined")
     raise StepFailed(f"step '{failure.step_id}' failed: {failure.error_type}: "
-                     f"{render.first_line(failure.error_message)}",
-                     "fix the step and rerun the same command; finished steps are kept",
+                     f"{render.first_line(failure.error_message)}", fix, headline=headline,
                      node=failure.step_id, traceback=failure.traceback,
                      artifact_dir=f".barca/artifacts/{node_dir_name(d.file, d.name)}")
 
