@@ -49,12 +49,21 @@ def list_command(files, json_flag, pretty) -> None:
                    "truncated": False}, indent=True)
         return
     scheduled = any("schedule" in n for n in nodes)
-    rows = [[n["id"], n["kind"],
-             f"cron: {n['schedule']}" if "schedule" in n else n["freshness"],
+    rows = [[n["id"], n["kind"], freshness_cell(n),
              *([n.get("next_fire", "-")] if scheduled else []),
              ", ".join(n["inputs"]) or "-"] for n in nodes]
     emit(table(["NAME", "KIND", "FRESHNESS", *(["NEXT FIRE"] if scheduled else []), "DEPS"],
                rows))
+
+
+def freshness_cell(node: dict[str, Any]) -> str:
+    """FRESHNESS in words that agree with `barca status`: tasks and sensors are
+    `always-runs` there and here; an `Always` asset reruns only when stale."""
+    if "schedule" in node:
+        return f"cron: {node['schedule']}"
+    if node["kind"] in ("task", "sensor"):
+        return "always-runs"
+    return "when-stale" if node["freshness"] == "always" else node["freshness"]
 
 
 @click.command("status")
@@ -147,13 +156,19 @@ def _blocked_keys(plan, result) -> list[str]:
 
 @click.command("plan")
 @click.argument("files", nargs=-1)
-def plan_command(files) -> None:
+@click.option("--json", "json_flag", is_flag=True, help="JSON output (plan always prints "
+              "JSON; accepted as every command accepts it).")
+@click.option("--pretty", is_flag=True, help="Indented JSON (plan's only output; accepted as "
+              "every command accepts it).")
+def plan_command(files, json_flag, pretty) -> None:
     """The execution phases of every node, as JSON (reads no stored state).
 
     \b
     Example:
       barca plan pipeline.py
     """
+    if json_flag and pretty:
+        choose_mode(json_flag, pretty)  # the usage error every command gives
     _, paths = split_positionals(files, takes_target=False)
     graph = open_pipeline(paths).graph
     depth: dict[str, int] = {}

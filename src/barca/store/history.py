@@ -120,7 +120,9 @@ class NodeStats:
     recent: tuple[StepRow, ...]  # newest first
 
     @property
-    def cache_hit_rate(self) -> float | None:
+    def rerun_rate(self) -> float | None:
+        """Share of executions that repeated an earlier run hash: work a cache could have
+        served. Not a cache hit rate: cache hits execute nothing, so they are not rows here."""
         return None if not self.total_runs else round(self.repeated / self.total_runs, 4)
 
 
