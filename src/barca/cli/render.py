@@ -40,8 +40,8 @@ def reason_text(reason: Reason) -> str:
         return "tasks always re-run"
     if code == "never_run":
         return "no cached result for this code and these inputs"
-    if code == "new_key":
-        return "new key"
+    if code == "new_key":  # a key added since, or one a cancelled or failed run never reached
+        return "never computed"
     if code == "changed":
         return changed_text(reason.changed)
     if code == "failed":
