@@ -95,7 +95,9 @@ def status_command(args, json_flag, pretty, env_name) -> None:
         emit_json({"target": target, "nodes": nodes, "summary": summary,
                    "total": len(nodes), "truncated": False}, indent=True)
         return
-    rows = [[n["id"], n["kind"], n["cache"]["state"].replace("_", "-"), n["cache"]["detail"]]
+    short = {n: render.why(result.plans[n], width=render.WHY_WIDTH) for n in result.order}
+    rows = [[n["id"], n["kind"], n["cache"]["state"].replace("_", "-"),
+             n["cache"]["detail"] if n["cache"]["state"] == "blocked" else short[n["id"]]]
             for n in nodes]
     emit(table(["NAME", "KIND", "STATE", "WHY"], rows))
     emit("\n" + ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in summary.items()))
