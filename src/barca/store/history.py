@@ -355,6 +355,18 @@ def node_summary(conn: sqlite3.Connection, node_id: str, recent: int = 10
     return total, failed, [StepRow(*r) for r in rows]
 
 
+def last_materializations(conn: sqlite3.Connection, node_ids: Sequence[str]
+                           ) -> dict[str, StepRow]:
+    """Each node's newest execution (any key), by the (node_id, id) index: one lookup a node."""
+    out = {}
+    for node_id in node_ids:
+        row = conn.execute(f"SELECT {_STEP_COLUMNS} FROM materializations WHERE node_id = ? "
+                           "ORDER BY id DESC LIMIT 1", (node_id,)).fetchone()
+        if row is not None:
+            out[node_id] = StepRow(*row)
+    return out
+
+
 def recent_durations(conn: sqlite3.Connection, node_id: str, n: int = 20) -> list[float]:
     """The times of a node's last `n` successful executions (keys count one each), newest
     first: an index scan from the end, however long the history."""
