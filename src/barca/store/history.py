@@ -162,12 +162,33 @@ def count_runs(conn: sqlite3.Connection) -> int:
     return conn.execute("SELECT count(*) FROM runs").fetchone()[0]
 
 
-def list_runs(conn: sqlite3.Connection, limit: int | None) -> list[RunRow]:
-    """Newest first; `limit` None = every run."""
-    sql = f"SELECT {_RUN_COLUMNS} FROM runs ORDER BY started_at DESC, rowid DESC"
-    rows = conn.execute(sql + (" LIMIT ?" if limit else ""),
-                        (limit,) if limit else ()).fetchall()
-    return [_run_row(conn, row) for row in rows]
+def list_runs(conn: sqlite3.Connection, limit: int | None,
+              statuses: Sequence[str] | None = None, since: float | None = None
+              ) -> list[RunRow]:
+    """Newest first; `limit` None = every run; only these statuses, started at or after
+    `since` (epoch seconds) when given. `interrupted` rows are stored as such once seen."""
+    where, args = _run_filter(statuses, since)
+    sql = f"SELECT {_RUN_COLUMNS} FROM runs{where} ORDER BY started_at DESC, rowid DESC"
+    if limit:
+        sql, args = sql + " LIMIT ?", [*args, limit]
+    return [_run_row(conn, row) for row in conn.execute(sql, args).fetchall()]
+
+
+def count_matching_runs(conn: sqlite3.Connection, statuses: Sequence[str] | None,
+                        since: float | None) -> int:
+    where, args = _run_filter(statuses, since)
+    return conn.execute(f"SELECT count(*) FROM runs{where}", args).fetchone()[0]
+
+
+def _run_filter(statuses: Sequence[str] | None, since: float | None) -> tuple[str, list]:
+    clauses, args = [], []
+    if statuses:
+        clauses.append(f"status IN ({','.join('?' * len(statuses))})")
+        args += list(statuses)
+    if since is not None:
+        clauses.append("started_at >= ?")
+        args.append(since)
+    return (" WHERE " + " AND ".join(clauses) if clauses else ""), args
 
 
 def match_runs(conn: sqlite3.Connection, text: str) -> list[str]:
