@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from barca.errors import BarcaError, InfraError
+from barca.errors import BarcaError, InfraError, UsageError
 
 TIMEOUT_SECONDS = 30.0
 
@@ -63,6 +63,12 @@ def _run(client, argv: list[str], json_mode: bool) -> int:
     mode = "json" if json_mode else "pretty"
     if params["json_flag"] or params["pretty"]:
         mode = "json" if params["json_flag"] else "pretty"
+    if params["output"] in ("json", "pretty"):
+        mode = params["output"]
+    elif params["output"] or params["fields"]:  # the server's run prints the whole result
+        raise UsageError(f"{'--fields' if params['fields'] else '-o ' + params['output']} "
+                         "is not available with --server yet",
+                         "run here with --local, or drop it and read the JSON result")
     request = {"command": argv[0], "targets": target.split(",") if target else [],
                "files": args, "refresh": params["refresh"].split(",") if params["refresh"]
                else [], "refresh_all": params["refresh_all"],
