@@ -318,10 +318,11 @@ def step_ids(conn: sqlite3.Connection, run_id: str) -> list[str]:
 # -- logs -----------------------------------------------------------------------------------
 
 def run_logs(conn: sqlite3.Connection, run_id: str, steps: Sequence[str] | None = None,
-             stream: str | None = None) -> list[LogRow]:
-    """Captured lines in arrival order, optionally of some steps and one stream."""
-    sql = "SELECT seq, step_id, stream, ts, line FROM logs WHERE run_id = ?"
-    params: list = [run_id]
+             stream: str | None = None, after: int = 0) -> list[LogRow]:
+    """Captured lines in arrival order, optionally of some steps and one stream, and only
+    those after line `after` (what a follower has not printed yet)."""
+    sql = "SELECT seq, step_id, stream, ts, line FROM logs WHERE run_id = ? AND seq > ?"
+    params: list = [run_id, after]
     if stream:
         sql += " AND stream = ?"
         params.append(stream)
