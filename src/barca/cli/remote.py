@@ -39,6 +39,10 @@ def run_remote(url: str, argv: list[str], json_mode: bool) -> int:
 
 
 def _view(client, argv: list[str], json_mode: bool) -> int:
+    if argv[0] == "logs" and {"-f", "--follow"} & set(argv):
+        raise UsageError("barca logs --follow is not available with --server yet",
+                         "follow the run with `barca get ... --server URL` itself, or run "
+                         "`barca logs -f` on the server's machine")
     # the server's command prints to a pipe: tell it when this one prints to a terminal
     args = argv[1:] + (["--pretty"] if not json_mode and not {"--json", "--pretty"} & set(argv)
                        else [])
