@@ -4,11 +4,14 @@ reached)."""
 
 from __future__ import annotations
 
+import os
+import pty
 import re
 import signal
+import subprocess
 from pathlib import Path
 
-from conftest import barca, start_barca, wait_for, write
+from conftest import CLI, barca, barca_env, start_barca, wait_for, write
 
 SENSOR_KEYS = """
 from barca import asset, collect, partitions_from, sensor
@@ -55,6 +58,34 @@ def test_step_counts_continue_from_the_sensor_to_the_run_summary(project: Path) 
     assert {int(t) for _, t in counts[1:]} == {7}
     assert re.search(r"^\[barca\] 7/7 steps \| done in", result.stderr, re.M)
     assert result.json["steps_executed"] == 7
+
+
+def test_progress_bar_counts_to_the_same_total_as_the_summary(project: Path) -> None:
+    """stderr on a terminal draws the bar: after the sensor it continues at 1 of 7 (the
+    sensor's key counted), never restarts at 0 of the remaining 6."""
+    write(project, {"pipeline.py": SENSOR_KEYS})
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([*CLI, "get", "total", "pipeline.py"], cwd=project,
+                            env=barca_env(), stdout=subprocess.PIPE, stderr=slave,
+                            stdin=subprocess.DEVNULL)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 65536)
+        except OSError:
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(master)
+    proc.communicate(timeout=60)
+    assert proc.returncode == 0
+    drawn = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", b"".join(chunks).decode(errors="replace"))
+    counts = re.findall(r"(\d+)/(\d+) steps", drawn)
+    assert ("7", "7") in counts  # the summary line
+    assert len(counts) > 1, drawn  # and the bar
+    assert {total for _, total in counts} == {"7"}, drawn
 
 
 def test_cancelled_run_counts_only_what_it_did(project: Path) -> None:
