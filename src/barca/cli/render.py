@@ -93,6 +93,7 @@ def will_run_keys(plan: NodePlan) -> list[str]:
 
 
 WHY_WIDTH = 120  # a table's WHY lists keys until about this width, then counts the rest
+KEYS_WIDTH = 60  # room for the keys themselves however long their shared cause is
 
 
 def why(plan: NodePlan, batch: BatchPlan | None = None, width: int | None = None) -> str:
@@ -128,7 +129,7 @@ def _fitted_keys(plan: NodePlan, listed: list[int], width: int) -> str:
     causes = [key_cause(plan.reasons[i]) for i in listed]
     if len(set(causes)) == 1:
         tail = f" ({causes[0]})"
-        return _fitted_keys_same(plan, listed, width - len(tail)) + tail
+        return _fitted_keys_same(plan, listed, max(width - len(tail), KEYS_WIDTH)) + tail
     items: list[str] = []
     used, last_cause = 0, None
     for n, i in enumerate(listed):

@@ -379,13 +379,22 @@ def node_summary(conn: sqlite3.Connection, node_id: str, recent: int = 10
 
 def last_materializations(conn: sqlite3.Connection, node_ids: Sequence[str]
                            ) -> dict[str, StepRow]:
-    """Each node's newest execution (any key), by the (node_id, id) index: one lookup a node."""
+    """Each node's newest execution. For a partitioned node, of the keys its newest run
+    executed: a failed one first, then the first by key, so that the answer does not depend on
+    which key a worker happened to finish last."""
     out = {}
     for node_id in node_ids:
         row = conn.execute(f"SELECT {_STEP_COLUMNS} FROM materializations WHERE node_id = ? "
                            "ORDER BY id DESC LIMIT 1", (node_id,)).fetchone()
-        if row is not None:
-            out[node_id] = StepRow(*row)
+        if row is None:
+            continue
+        step = StepRow(*row)
+        if step.step_id != step.node_id:
+            step = StepRow(*conn.execute(
+                f"SELECT {_STEP_COLUMNS} FROM materializations WHERE run_id = ? AND "
+                "node_id = ? ORDER BY status = 'failed' DESC, step_id LIMIT 1",
+                (step.run_id, node_id)).fetchone())
+        out[node_id] = step
     return out
 
 
