@@ -92,8 +92,8 @@ def will_run_keys(plan: NodePlan) -> list[str]:
     return [plan.label(plan.keys[i]) for i in first_run_keys(plan)]
 
 
-WHY_WIDTH = 120  # a table's WHY lists keys until about this width, then counts the rest
-KEYS_WIDTH = 60  # room for the keys themselves however long their shared cause is
+WHY_WIDTH = 250  # a table's WHY longer than this lists fewer keys and counts the rest
+KEYS_WIDTH = 60  # the keys listed then, their shared cause said once after the count
 
 
 def why(plan: NodePlan, batch: BatchPlan | None = None, width: int | None = None) -> str:
@@ -115,21 +115,22 @@ def _why(plan: NodePlan, width: int | None = None) -> str:
         return f"{plural(total, 'key')}; {reason_text(plan.reasons[plan.run[0]])}"
     listed = first_run_keys(plan)
     head = f"{plan.cached_count} of {total} keys cached; will run: "
-    if width is not None:
-        return head + _fitted_keys(plan, listed, width - len(head))
     items = ", ".join(f"{plan.label(plan.keys[i])} ({key_cause(plan.reasons[i])})"
                       for i in listed)
     more = f", +{len(plan.run) - len(listed)} more" if len(plan.run) > len(listed) else ""
-    return head + items + more
+    full = head + items + more
+    if width is None or len(full) <= width:
+        return full
+    return head + _fitted_keys(plan, listed, width - len(head))
 
 
 def _fitted_keys(plan: NodePlan, listed: list[int], width: int) -> str:
-    """`k=r1, k=r2, k=r3 and 57 more (cause)` in about `width` characters: keys that do not
-    fit are counted; one cause shared by the listed keys is said once, at the end."""
+    """`k=r1, k=r2, k=r3 and 57 more (cause)`: one cause shared by the listed keys is said
+    once, at the end, after KEYS_WIDTH characters of keys; mixed causes follow their keys
+    within `width`, a cause said again only when it changes. Keys left out are counted."""
     causes = [key_cause(plan.reasons[i]) for i in listed]
     if len(set(causes)) == 1:
-        tail = f" ({causes[0]})"
-        return _fitted_keys_same(plan, listed, max(width - len(tail), KEYS_WIDTH)) + tail
+        return _fitted_keys_same(plan, listed, KEYS_WIDTH) + f" ({causes[0]})"
     items: list[str] = []
     used, last_cause = 0, None
     for n, i in enumerate(listed):
