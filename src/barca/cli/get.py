@@ -189,7 +189,7 @@ def _print_run(command: str, target: str | None, result: RunResult, mode: str,
     if mode == "json":
         emit_json(body)
     elif mode == "value":
-        _print_value(result, target, body)
+        _print_value(body)
     elif mode == "path":
         _print_paths(result)
     else:
@@ -219,7 +219,7 @@ def _print_human(command: str, target: str | None, result: RunResult, body: dict
                           orjson.OPT_NON_STR_KEYS, default=str).decode())
 
 
-def _print_value(result: RunResult, target: str | None, body: dict) -> None:
+def _print_value(body: dict) -> None:
     """`-o value`: the target's value alone (several targets: {target: value or null})."""
     if "targets" in body:
         value = {name: t.get("final_output") for name, t in body["targets"].items()}
