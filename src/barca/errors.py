@@ -42,6 +42,10 @@ class BarcaError(Exception):
         out.update(self.context)
         return out
 
+    def human_lines(self) -> list[str]:
+        """The prose a terminal shows: the error, then the fix on the last line."""
+        return [f"error: {self.message}", *([f"  {self.remediation}"] if self.remediation else [])]
+
 
 class UsageError(BarcaError):
     """Bad flags, unknown targets, or a pipeline that cannot be built."""
@@ -57,9 +61,10 @@ class StepFailed(BarcaError):
     kind = "step_failed"
 
     def __init__(self, message: str, remediation: str | None = None, *, result: Any = None,
-                 **context: Any) -> None:
+                 headline: str | None = None, **context: Any) -> None:
         super().__init__(message, remediation, **context)
         self.result = result
+        self.headline = headline  # the human line above the traceback
 
     @property
     def node(self) -> str | None:
@@ -68,6 +73,14 @@ class StepFailed(BarcaError):
     @property
     def traceback(self) -> str | None:
         return self.context.get("traceback")
+
+    def human_lines(self) -> list[str]:
+        """The traceback's last line already states the error: print it once, there."""
+        if not self.traceback or not self.node:
+            return super().human_lines()
+        trace = [f"  {line}" for line in self.traceback.rstrip().splitlines()]
+        return [f"error: {self.headline or f'step {self.node!r} failed'}:", *trace,
+                *([f"  {self.remediation}"] if self.remediation else [])]
 
 
 class InfraError(BarcaError):

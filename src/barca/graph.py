@@ -74,10 +74,25 @@ class Graph:
                 f"target '{text}' is ambiguous: {', '.join(matches)}",
                 f"name it by its full id, e.g. barca get {matches[0]}",
             )
+        close = self.closest(text)
+        guess = f"; did you mean {' or '.join(close)}?" if close else ""
         raise UsageError(
-            f"unknown target '{text}'",
+            f"unknown target '{text}'{guess}",
             "Run `barca list <files>` to see available assets and tasks.",
         )
+
+    def closest(self, text: str, n: int = 3) -> list[str]:
+        """Node ids whose name (or id) is spelled most like `text`, best first."""
+        import difflib
+
+        by_name: dict[str, list[str]] = {}
+        for node_id, d in self.nodes.items():
+            by_name.setdefault(d.name, []).append(node_id)
+            by_name.setdefault(node_id, []).append(node_id)
+        out: list[str] = []
+        for word in difflib.get_close_matches(text, list(by_name), n=n, cutoff=0.6):
+            out += [i for i in sorted(by_name[word]) if i not in out]
+        return out[:n]
 
 
 def build_graph(definitions: Iterable[Definition]) -> Graph:

@@ -41,7 +41,7 @@ def test_stats_count_executions_time_them_and_list_recent_runs(pipeline: Path) -
     body = barca(pipeline, "stats", "data", "pipeline.py").expect(0).json
     assert body["id"] == "pipeline.py:data" and body["kind"] == "asset"
     assert body["total_runs"] == 3 and body["failures"] == 1
-    assert body["cache_hit_rate"] == 0.0  # every execution had a new run hash
+    assert body["rerun_rate"] == 0.0  # every execution had a new run hash
     for name in ("avg", "median", "p95", "max"):
         assert body[f"{name}_elapsed_seconds"] >= 0
     assert body["max_elapsed_seconds"] >= body["median_elapsed_seconds"]
@@ -60,11 +60,11 @@ def test_repeated_run_hashes_count_as_repeated_work(pipeline: Path) -> None:
         barca(pipeline, "run", "publish", "pipeline.py", env=env).expect(0)
     body = barca(pipeline, "stats", "publish", "pipeline.py").expect(0).json
     assert body["kind"] == "task" and body["total_runs"] == 3
-    assert body["cache_hit_rate"] == pytest.approx(2 / 3, abs=1e-3)
+    assert body["rerun_rate"] == pytest.approx(2 / 3, abs=1e-3)
     refreshed = barca(pipeline, "get", "data", "pipeline.py", "--refresh", "data", env=env)
     refreshed.expect(0)
     data = barca(pipeline, "stats", "data", "pipeline.py").expect(0).json
-    assert data["total_runs"] == 2 and data["cache_hit_rate"] == 0.5
+    assert data["total_runs"] == 2 and data["rerun_rate"] == 0.5
 
 
 def test_partitioned_node_counts_each_key_and_names_it(pipeline: Path) -> None:
@@ -90,7 +90,7 @@ def test_human_report_names_the_node_and_its_timing(pipeline: Path) -> None:
 def test_never_run_node_has_null_timings(pipeline: Path) -> None:
     body = barca(pipeline, "stats", "data", "pipeline.py").expect(0).json
     assert body["total_runs"] == 0 and body["recent_runs"] == []
-    assert body["median_elapsed_seconds"] is None and body["cache_hit_rate"] is None
+    assert body["median_elapsed_seconds"] is None and body["rerun_rate"] is None
     assert not (pipeline / ".barca").exists()
 
 

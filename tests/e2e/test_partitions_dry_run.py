@@ -86,17 +86,20 @@ def test_dry_run_json_counts_keys_lists_at_most_20_and_gives_each_ones_cause(
     assert len(lines(warm / "executed.log")) == 26
 
 
-def test_dry_run_table_line_names_at_most_20_keys_with_their_cause_then_a_count(
+def test_dry_run_table_line_names_the_keys_that_fit_then_a_count_and_the_cause(
         warm: Path) -> None:
     _versions(warm, changed=range(5, 29))                # 24 of 30
     dry = barca(warm, "get", "cleaned", "pipeline.py", "--dry-run", "--pretty").expect(0)
     row = next(line for line in dry.stdout.splitlines() if line.startswith("partial"))
-    m = re.fullmatch(r"partial\s+6 of 30 keys cached; will run: (?P<keys>.*), \+4 more"
+    m = re.fullmatch(r"partial\s+6 of 30 keys cached; will run: (?P<keys>.*) and (?P<more>\d+) "
+                     r"more \(value pipeline\.py:retailer_versions changed\)"
                      r"\s+pipeline\.py:cleaned", row)
     assert m, row
     listed = m["keys"].split(", ")
-    assert listed == [f"retailer=r{i:02d} (value pipeline.py:retailer_versions changed)"
-                      for i in range(5, 25)]
+    assert listed == [f"retailer=r{i:02d}" for i in range(5, 5 + len(listed))]
+    assert len(listed) + int(m["more"]) == 24 and len(listed) >= 3
+    detail = barca(warm, "get", "cleaned", "pipeline.py", "--dry-run").expect(0)
+    assert detail.steps["cleaned"]["detail"].endswith(", +4 more")  # JSON: 20 keys, causes
     assert "25 will run, 6 cached, 0 unknown" in dry.stdout
     assert not (warm / "executed.log").exists()
 

@@ -80,6 +80,9 @@ def _json_mode(argv: list[str]) -> bool:
         return True
     if "--pretty" in argv:
         return False
+    for i, arg in enumerate(argv[:-1]):  # `-o json` / `-o pretty` choose as the flags do
+        if arg in ("-o", "--output") and argv[i + 1] in ("json", "pretty"):
+            return argv[i + 1] == "json"
     env = os.environ.get("BARCA_OUTPUT")
     if env in ("json", "pretty"):
         return env == "json"
@@ -94,9 +97,8 @@ def report_error(error: BarcaError, json_mode: bool) -> None:
 
         note(orjson.dumps(error.envelope(), default=str).decode())
         return
-    note(f"error: {error.message}")
-    if error.remediation:
-        note(f"  {error.remediation}")
+    for line in error.human_lines():
+        note(line)
 
 
 def main(argv: list[str]) -> None:

@@ -1,7 +1,8 @@
 """`barca doctor [FILES]`: check that barca can run here, and say what to fix.
 
 Checks, in order: the Python running barca (and its workers), barca itself, the project root,
-the pipeline sources (parsed, never imported), the packages the pipeline's annotations and
+the pipeline sources (parsed, never imported), names their top-level code reads but never
+defines (a NameError on import), the packages the pipeline's annotations and
 top-level imports need (looked up, never imported), that `.barca/` can be written (probed,
 never created), and the metadata database's schema version (opened read-only, never
 migrated). Exit 0 when every check passes, 3 when one fails (the report still goes to stdout).
@@ -34,8 +35,8 @@ KNOWN_MODULES = ("pandas", "polars", "pyarrow", "duckdb", "numpy")
 HELP = """Check the prerequisites of this project and say what to fix.
 
 \b
-Python version, the pipeline sources, the packages their annotations and imports need, a
-writable .barca/ and the metadata schema version. Runs no step and imports no pipeline code.
+Python version, the pipeline sources, names their top-level code uses but never defines or
+imports, the packages their annotations and imports need, a writable .barca/ and the metadata schema version. Runs no step and imports no pipeline code.
 \b
 Examples:
   barca doctor
@@ -65,7 +66,8 @@ def doctor_command(files, json_flag, pretty, env_name) -> None:
     project = open_project(env_name)
     checks = [check_python(), check_barca(), check_project(project)]
     sources, definitions = check_sources(project, paths)
-    checks += [sources, check_packages(project, definitions), check_cache(project),
+    checks += [sources, check_top_level(project, definitions),
+               check_packages(project, definitions), check_cache(project),
                check_metadata(project), check_warm_pool(project)]
     ok = all(c.ok for c in checks)
     if mode == "json":
@@ -121,6 +123,30 @@ def check_sources(project: Project, paths: list[str]) -> tuple[Check, tuple]:
     return Check("sources", True, f"{nodes} in {len(files)} "
                  f"file{'s' if len(files) != 1 else ''}: {', '.join(files)}",
                  data={"files": files, "nodes": len(definitions)}), definitions
+
+
+def check_top_level(project: Project, definitions: tuple) -> Check:
+    """Names the files' top-level code reads that nothing defines: a NameError on import,
+    which would fail whichever step imports the file first."""
+    from barca.discover.undefined_names import undefined_names
+
+    problems = []
+    for file in sorted({d.file for d in definitions}):
+        try:
+            found = undefined_names((project.root / file).read_text(encoding="utf-8"))
+        except (OSError, SyntaxError, ValueError):
+            continue
+        problems += [{"file": file, "line": u.line, "name": u.name} for u in found]
+    data = {"undefined": problems}
+    if not problems:
+        return Check("top_level", True, "every name the files' top-level code reads is "
+                     "defined or imported", data=data)
+    listed = "; ".join(f"{p['file']} line {p['line']} uses '{p['name']}'" for p in problems[:5])
+    more = f" (+{len(problems) - 5} more)" if len(problems) > 5 else ""
+    first = problems[0]
+    return Check("top_level", False, f"{listed}{more}, never defined or imported: importing "
+                 "the file raises NameError", f"import or define '{first['name']}' in "
+                 f"{first['file']} (e.g. `import {first['name']}` at its top)", data)
 
 
 def check_packages(project: Project, definitions: tuple) -> Check:

@@ -10,16 +10,21 @@ import click
 
 from barca.cli import render
 from barca.cli.load import split_positionals
-from barca.cli.output import choose_mode, emit, emit_json, note
+from barca.cli.output import (choose_listing_mode, emit, emit_json, note, parse_fields,
+                              pick_fields)
 from barca.cli.progress import CliReporter, EventReporter
 from barca.cli.server_option import server_options
-from barca.errors import StepFailed
+from barca.errors import StepFailed, UsageError
 from barca.engine.result import RunResult, locate
 from barca.engine.driver import run
 from barca.state import EMPTY_STATE
 from barca.store.artifacts import read_value
 
 SHOWN_KEYS = 20  # keys of a partitioned value a terminal shows before a count
+OUTPUTS = ("json", "pretty", "value", "path")
+STEP_FIELDS = ["id", "kind", "action", "status", "reason", "detail", "changed", "run_hash",
+               "artifact", "warning", "partitions", "computed_by", "batch", "batch_execution",
+               "env"]
 
 
 def _run_options(fn):
@@ -36,6 +41,11 @@ def _run_options(fn):
         click.option("--json", "json_flag", is_flag=True, help="JSON output (default when "
                      "stdout is not a terminal)."),
         click.option("--pretty", is_flag=True, help="Human output (default in a terminal)."),
+        click.option("-o", "--output", type=click.Choice(OUTPUTS), help="What to print: "
+                     "json or pretty (as --json, --pretty), value (only the target's value), "
+                     "path (its result files, one line per key)."),
+        click.option("--fields", metavar="A,B", help="Keep only these keys of each step "
+                     "(implies JSON): " + ", ".join(STEP_FIELDS) + "."),
         click.option("--partition", multiple=True, metavar="DIM=V[,V]",
                      help="Run only these keys of every node with dimension DIM "
                      "(repeatable; or a JSON object). Fan-ins over all keys are skipped; naming one "
@@ -96,9 +106,10 @@ def run_command(**options) -> None:
 
 
 def _execute(command, args, refresh, no_cascade, refresh_all, dry_run, json_flag, pretty,
-             partition, batch, agent, env_name, events, run_id, triggered_by,
+             output, fields, partition, batch, agent, env_name, events, run_id, triggered_by,
              shared) -> None:
-    mode = choose_mode(json_flag, pretty)
+    mode = _output_mode(json_flag, pretty, output, fields, dry_run)
+    chosen = parse_fields(fields, STEP_FIELDS)
     command = "serve" if shared else command  # recorded so: a server's shared run
     target, paths = split_positionals(args, takes_target=True)
     result = run(command, target, paths, refresh=refresh, refresh_all=refresh_all,
@@ -111,12 +122,28 @@ def _execute(command, args, refresh, no_cascade, refresh_all, dry_run, json_flag
         note(f"[barca] note: --partition skips a fan-in that reads every key: {names}. "
              "Run without --partition to update it.")
     if dry_run:
-        _print_dry_run(command, target, result, mode)
+        _print_dry_run(command, target, result, mode, chosen)
         return
-    _print_run(command, target, result, mode)
+    _print_run(command, target, result, mode, chosen)
 
 
-def _print_dry_run(command: str, target: str | None, result: RunResult, mode: str) -> None:
+def _output_mode(json_flag: bool, pretty: bool, output: str | None, fields: str | None,
+                 dry_run: bool) -> str:
+    """--json / --pretty / -o / --fields: which one prints, refused when they disagree."""
+    if output is not None and (json_flag or pretty):
+        raise UsageError("-o cannot be combined with --json or --pretty",
+                         f"pass only -o {output}")
+    if fields is not None and output in ("pretty", "value", "path"):
+        raise UsageError(f"--fields selects JSON keys and cannot be used with -o {output}",
+                         "drop --fields, or use -o json")
+    if output == "path" and dry_run:
+        raise UsageError("-o path prints result files, which a dry run does not write",
+                         "drop --dry-run, or use -o value to print the planned steps")
+    return output or choose_listing_mode(json_flag, pretty, fields)
+
+
+def _print_dry_run(command: str, target: str | None, result: RunResult, mode: str,
+                   fields: list[str] | None = None) -> None:
     plans = [result.plans[n] for n in result.order]
     if mode == "pretty":
         emit(render.dry_run_table(command, target, plans, result.batch_plans))
@@ -124,6 +151,10 @@ def _print_dry_run(command: str, target: str | None, result: RunResult, mode: st
     steps = [render.dry_run_step(p, _rel(result.artifact_of(p.node_id, ""), result)
                                  if not p.partitioned or p.unknown else None,
                                  result.batch_plans.get(p.node_id)) for p in plans]
+    steps = pick_fields(steps, fields)
+    if mode == "value":
+        emit_json(steps, indent=True)
+        return
     body = {"dry_run": True, "command": command, "target": target, "steps": steps,
             "summary": render.summary_counts(plans), "warnings": []}
     if result.options.partition:
@@ -142,8 +173,9 @@ def _rel(found: tuple[Path, str] | None, result: RunResult) -> str | None:
         return str(path)
 
 
-def _print_run(command: str, target: str | None, result: RunResult, mode: str) -> None:
-    steps = [_step_json(result, n) for n in result.order]
+def _print_run(command: str, target: str | None, result: RunResult, mode: str,
+               fields: list[str] | None = None) -> None:
+    steps = pick_fields([_step_json(result, n) for n in result.order], fields)
     body: dict[str, Any] = {"status": result.status, "run_id": result.run_id,
                             "elapsed_seconds": round(result.elapsed, 4),
                             "steps_executed": result.executed, "phases": result.phases}
@@ -163,6 +195,10 @@ def _print_run(command: str, target: str | None, result: RunResult, mode: str) -
         body["partition_selection"] = partition_selection(result)
     if mode == "json":
         emit_json(body)
+    elif mode == "value":
+        _print_value(body)
+    elif mode == "path":
+        _print_paths(result)
     else:
         _print_human(command, target, result, body)
     if failure is not None:
@@ -170,11 +206,18 @@ def _print_run(command: str, target: str | None, result: RunResult, mode: str) -
 
 
 def _print_human(command: str, target: str | None, result: RunResult, body: dict) -> None:
-    verb = "ran" if command == "run" else "got"
     what = f"'{target}'" if target else "all assets"
-    plural = lambda n, w: f"{n} {w}" + ("" if n == 1 else "s")  # noqa: E731
-    emit(f"Run {result.run_id} | {verb} {what} in {result.elapsed:.3f}s "
-         f"({plural(result.executed, 'step')}, {plural(result.phases, 'phase')})")
+    if result.failed:
+        count = {s: sum(1 for step in body["steps"] if step["status"] == s)
+                 for s in ("ran", "partial", "failed", "cached", "skipped")}
+        emit(f"Run {result.run_id} | {command} {what} failed after {result.elapsed:.3f}s "
+             f"({count['ran']} ran, {count['failed'] + count['partial']} failed, "
+             f"{count['cached']} cached, {count['skipped']} skipped)")
+    else:
+        verb = "ran" if command == "run" else "got"
+        emit(f"Run {result.run_id} | {verb} {what} in {result.elapsed:.3f}s "
+             f"({render.plural(result.executed, 'step')}, "
+             f"{render.plural(result.phases, 'phase')})")
     if "final_output" in body:
         import orjson
 
@@ -191,19 +234,50 @@ def _print_human(command: str, target: str | None, result: RunResult, body: dict
             emit(f"... and {more} more keys (--json gives every key)")
 
 
+def _print_value(body: dict) -> None:
+    """`-o value`: the target's value alone (several targets: {target: value or null})."""
+    if "targets" in body:
+        value = {name: t.get("final_output") for name, t in body["targets"].items()}
+    elif "final_output" in body:
+        value = body["final_output"]
+    else:
+        return  # the target failed: the error follows on stderr
+    emit_json(value, indent=True)
+
+
+def _print_paths(result: RunResult) -> None:
+    """`-o path`: each target's result files, one line per key (absolute when the current
+    directory is not the project root, else as the JSON gives them)."""
+    root = result.root
+    here = Path.cwd().resolve() == Path(root).resolve()
+    lines = []
+    for node_id in result.targets or [result.final_node()]:
+        plan = result.plans.get(node_id) if node_id else None
+        if plan is None or plan.unknown:
+            continue
+        keys = sorted(plan.keys, key=plan.label) if plan.partitioned else [""]
+        for key in keys:
+            found = result.artifact_of(node_id, key)
+            if found is not None:
+                lines.append(_rel(found, result) if here else str(found[0]))
+    if lines:
+        emit("\n".join(lines))
+
+
 def _raise_failure(result: RunResult, failure) -> None:
-    skipped = sum(max(1, len(k)) for k in result.skipped.values())
-    note(f"[barca] run failed: step '{failure.step_id}' failed: "
-         f"{render.first_line(failure.error_message)}; {skipped} downstream steps skipped "
-         f"(exit 1)")
-    if failure.traceback:
-        note(failure.traceback.rstrip())
+    """The contract line, then the error (with its traceback) once, as the error report."""
+    note(f"[barca] run failed: step '{failure.step_id}' failed (exit 1)")
     d = result.graph.nodes[failure.node_id]
     from barca.store.paths import node_dir_name
 
+    headline = f"step '{failure.step_id}' failed"
+    fix = "fix the step and rerun the same command; finished steps are kept"
+    if (failure.error_message or "").startswith("importing "):  # the file, not the step
+        headline += f": {failure.error_message.partition(': ')[0]}"
+        fix = (f"fix the top-level code of {d.file} (it runs when the file is imported) and "
+               "rerun; `barca doctor` finds names used there that are never defined")
     raise StepFailed(f"step '{failure.step_id}' failed: {failure.error_type}: "
-                     f"{render.first_line(failure.error_message)}",
-                     "fix the step and rerun the same command; finished steps are kept",
+                     f"{render.first_line(failure.error_message)}", fix, headline=headline,
                      node=failure.step_id, traceback=failure.traceback,
                      artifact_dir=f".barca/artifacts/{node_dir_name(d.file, d.name)}")
 

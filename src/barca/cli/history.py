@@ -27,6 +27,7 @@ RUN_FIELDS = ["run_id", "command", "files", "target", "status", "steps_total",
               "steps_executed", "steps_cached", "started_at", "finished_at", "elapsed_seconds",
               "failed_node", "error", "failure"]
 DEFAULT_RUNS = 10
+RUN_STATUSES = ("running", "success", "failed", "cancelled", "interrupted")
 KEYS_PER_NODE = 10
 TRACEBACK_LINES = 15
 NO_HISTORY = "No run history found."
@@ -99,8 +100,20 @@ def _round(value: float | None) -> float | None:
               "JSON).")
 @click.option("--env", "env_name", metavar="NAME", help="Read the history of environment NAME "
               "(or set BARCA_ENV).")
-def history_command(run_id, limit, show_all, json_flag, pretty, fields, env_name) -> None:
+@click.option("--status", "statuses", metavar="S[,S]", help="Only runs with these statuses: "
+              + ", ".join(RUN_STATUSES) + ".")
+@click.option("--since", metavar="WHEN", help="Only runs started since WHEN: a duration ago "
+              "(30m, 2h, 7d) or a UTC time (2026-10-02, '2026-10-02 11:00').")
+@click.option("--target", "target_name", metavar="NAME", help="Only runs whose target list "
+              "names NAME (a function name or a node id).")
+def history_command(run_id, limit, show_all, json_flag, pretty, fields, env_name, statuses,
+                    since, target_name) -> None:
     mode = choose_listing_mode(json_flag, pretty, fields)
+    wanted = _parse_statuses(statuses)
+    since_ts = parse_since(since)
+    if run_id is not None and (wanted or since_ts is not None or target_name):
+        raise UsageError("--status, --since and --target choose among runs, not one run's steps",
+                         f"drop them, or run `barca history` without {run_id}")
     if run_id is not None and fields is not None:
         raise UsageError("--fields applies to the list of runs, not to one run",
                          f"drop --fields, or run `barca history --fields {fields}`")
@@ -109,22 +122,72 @@ def history_command(run_id, limit, show_all, json_flag, pretty, fields, env_name
     if run_id is not None:
         _show_run(conn, find_run(conn, run_id, env_name), limit, show_all, mode, project.root)
         return
-    runs, total = select_runs(conn, None if show_all else (limit or DEFAULT_RUNS))
+    runs, total = select_runs(conn, None if show_all else (limit or DEFAULT_RUNS), wanted,
+                              since_ts, target_name)
     _show_runs(runs, total, chosen, mode)
 
 
-def select_runs(conn: sqlite3.Connection | None, limit: int | None
-                ) -> tuple[list[store.RunRow], int]:
-    """The newest `limit` runs (None: all), and how many there are in all."""
+def select_runs(conn: sqlite3.Connection | None, limit: int | None,
+                statuses: list[str] | None = None, since: float | None = None,
+                target: str | None = None) -> tuple[list[store.RunRow], int]:
+    """The newest `limit` runs (None: all) of these statuses, started since `since`, naming
+    `target`; and how many match in all."""
     if conn is None:
         return [], 0
-    return store.list_runs(conn, limit), store.count_runs(conn)
+    if target:  # matched by the names in each run's target text: filtered here
+        runs = [r for r in store.list_runs(conn, None, statuses, since)
+                if _names_target(r.target, target)]
+        return (runs[:limit] if limit else runs), len(runs)
+    return (store.list_runs(conn, limit, statuses, since),
+            store.count_matching_runs(conn, statuses, since))
 
 
 def runs_json(runs: list[store.RunRow], total: int,
               fields: list[str] | None = None) -> dict[str, Any]:
     """`history --json` without a run id (and `barca.history()`)."""
     return listing({}, "runs", pick_fields([run_json(r) for r in runs], fields), total, "runs")
+
+
+def _parse_statuses(text: str | None) -> list[str] | None:
+    if text is None:
+        return None
+    names = [t.strip() for t in text.split(",") if t.strip()]
+    unknown = [n for n in names if n not in RUN_STATUSES]
+    if unknown or not names:
+        raise UsageError(f"unknown run status {', '.join(unknown) or repr(text)} for --status",
+                         f"valid statuses: {', '.join(RUN_STATUSES)}")
+    return names
+
+
+def parse_since(text: str | None) -> float | None:
+    """`30m`, `2h`, `7d`, `45s` ago, or a UTC date / date and time, as epoch seconds."""
+    if text is None:
+        return None
+    import datetime
+    import re
+    import time
+
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*", text)
+    if match:
+        unit = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}[match.group(2)]
+        return time.time() - float(match.group(1)) * unit
+    for form in ("%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d"):
+        try:
+            moment = datetime.datetime.strptime(text.strip().removesuffix(" UTC"), form)
+        except ValueError:
+            continue
+        return moment.replace(tzinfo=datetime.timezone.utc).timestamp()
+    raise UsageError(f"--since {text!r} is neither a duration nor a time",
+                     "pass a duration ago (30m, 2h, 7d) or a UTC time (2026-10-02 11:00)")
+
+
+def _names_target(target: str | None, name: str) -> bool:
+    """Whether a run's target text (`a,b`, names or ids as typed) names `name`."""
+    for item in (target or "").split(","):
+        if name in (item, item.rpartition(":")[2]) or item == name.rpartition(":")[2] \
+                and ":" not in item:
+            return True
+    return False
 
 
 def _show_runs(runs: list[store.RunRow], total: int, fields: list[str] | None,

@@ -9,11 +9,20 @@ import click
 
 from barca.cli import render
 from barca.cli.load import split_positionals
-from barca.cli.output import choose_mode, emit, emit_json, table
+from barca.cli.output import (choose_listing_mode, choose_mode, emit, emit_json, listing,
+                              note_truncated, parse_fields, pick_fields, table)
 from barca.cli.server_option import server_options
 from barca.engine.driver import open_pipeline, run
 from barca.engine.local import pool_size
+from barca.errors import UsageError
 from barca.schedules import next_fire_text
+from barca.store.shape import artifact_shape, shape_text
+
+DEFAULT_NODES = 100
+
+
+LIST_FIELDS = ["id", "kind", "freshness", "schedule", "inputs", "env", "partitions",
+               "next_fire"]
 
 
 @click.command("list")
@@ -21,7 +30,12 @@ from barca.schedules import next_fire_text
 @click.argument("files", nargs=-1)
 @click.option("--json", "json_flag", is_flag=True, help="JSON output.")
 @click.option("--pretty", is_flag=True, help="Human output.")
-def list_command(files, json_flag, pretty) -> None:
+@click.option("-l", "--limit", type=click.IntRange(min=1), metavar="N",
+              help="Show N nodes (default 100), in topological order.")
+@click.option("--all", "show_all", is_flag=True, help="Show every node.")
+@click.option("--fields", metavar="A,B", help="Keep only these keys of each node (implies "
+              "JSON): " + ", ".join(LIST_FIELDS) + ".")
+def list_command(files, json_flag, pretty, limit, show_all, fields) -> None:
     """Every node: kind, freshness, inputs and declared env; a scheduled node's cron and when
     it would next fire, in this machine's local time.
 
@@ -29,7 +43,8 @@ def list_command(files, json_flag, pretty) -> None:
     Example:
       barca list pipeline.py
     """
-    mode = choose_mode(json_flag, pretty)
+    mode = choose_listing_mode(json_flag, pretty, fields)
+    chosen = parse_fields(fields, LIST_FIELDS)
     _, paths = split_positionals(files, takes_target=False)
     loaded = open_pipeline(paths)
     graph = loaded.graph
@@ -44,17 +59,34 @@ def list_command(files, json_flag, pretty) -> None:
             item["schedule"] = d.schedule
             item["next_fire"] = next_fire_text(d.schedule, now)
         nodes.append(item)
+    total = len(nodes)
+    nodes = nodes if show_all else nodes[:limit or DEFAULT_NODES]
     if mode == "json":
-        emit_json({"nodes": nodes, "root": str(loaded.project.root), "total": len(nodes),
-                   "truncated": False}, indent=True)
+        emit_json(listing({"root": str(loaded.project.root)}, "nodes",
+                          pick_fields(nodes, chosen), total, "nodes"), indent=True)
         return
     scheduled = any("schedule" in n for n in nodes)
-    rows = [[n["id"], n["kind"],
-             f"cron: {n['schedule']}" if "schedule" in n else n["freshness"],
+    rows = [[n["id"], n["kind"], freshness_cell(n),
              *([n.get("next_fire", "-")] if scheduled else []),
              ", ".join(n["inputs"]) or "-"] for n in nodes]
     emit(table(["NAME", "KIND", "FRESHNESS", *(["NEXT FIRE"] if scheduled else []), "DEPS"],
                rows))
+    note_truncated(len(nodes), total, "nodes")
+
+
+def freshness_cell(node: dict[str, Any]) -> str:
+    """FRESHNESS in words that agree with `barca status`: tasks and sensors are
+    `always-runs` there and here; an `Always` asset reruns only when stale."""
+    if "schedule" in node:
+        return f"cron: {node['schedule']}"
+    if node["kind"] in ("task", "sensor"):
+        return "always-runs"
+    return "when-stale" if node["freshness"] == "always" else node["freshness"]
+
+
+STATES = ("cached", "stale", "never_run", "partial", "blocked", "unknown", "always_runs")
+STATUS_FIELDS = ["id", "name", "kind", "inputs", "partitioned", "cache", "partitions",
+                 "last_materialization", "shape", "env"]
 
 
 @click.command("status")
@@ -63,36 +95,133 @@ def list_command(files, json_flag, pretty) -> None:
 @click.option("--json", "json_flag", is_flag=True, help="JSON output.")
 @click.option("--pretty", is_flag=True, help="Human output.")
 @click.option("--env", "env_name", metavar="NAME", help="Environment to read.")
-def status_command(args, json_flag, pretty, env_name) -> None:
+@click.option("-l", "--limit", type=click.IntRange(min=1), metavar="N",
+              help=f"Show N nodes (default {DEFAULT_NODES}).")
+@click.option("--all", "show_all", is_flag=True, help="Show every node.")
+@click.option("--fields", metavar="A,B", help="Keep only these keys of each node (implies "
+              "JSON): " + ", ".join(STATUS_FIELDS) + ".")
+@click.option("--state", "states", metavar="S[,S]", help="Only nodes in these states: "
+              + ", ".join(STATES) + " (hyphens accepted).")
+@click.option("--problems", is_flag=True, help="Only nodes that need a look: last attempt "
+              "failed, failed or blocked keys, or a result file missing.")
+def status_command(args, json_flag, pretty, env_name, limit, show_all, fields, states,
+                   problems) -> None:
     """Cache state of every node (or of TARGET's cone), and why. Runs nothing, writes nothing.
 
-    Sensors are assumed to return what they returned last time.
+    Sensors are assumed to return what they returned last time. Each node also shows its
+    last execution (LAST RUN) and the shape of its stored result (SHAPE).
 
     \b
     Examples:
       barca status pipeline.py
       barca status summary pipeline.py --json
+      barca status --problems
+      barca status --state stale,never-run --fields id,cache
     """
-    mode = choose_mode(json_flag, pretty)
+    mode = choose_listing_mode(json_flag, pretty, fields)
+    chosen = parse_fields(fields, STATUS_FIELDS)
+    wanted = _parse_states(states)
     target, paths = split_positionals(args, takes_target=True)
     result = run("get", target, paths, dry_run=True, env=env_name, observe_sensors=False,
                  include_tasks=target is None)
-    nodes = [_status_node(result.plans[n], result) for n in result.order]
-    summary = {s: 0 for s in ("cached", "stale", "never_run", "partial", "blocked",
-                              "unknown", "always_runs")}
+    last = _last_runs(result, env_name)
+    nodes = [_status_node(result.plans[n], result, last.get(n)) for n in result.order]
+    summary = {s: 0 for s in STATES}
     for node in nodes:
         summary[node["cache"]["state"]] += 1
+    if wanted is not None:
+        nodes = [n for n in nodes if n["cache"]["state"] in wanted]
+    if problems:
+        nodes = [n for n in nodes if _is_problem(n)]
+    total = len(nodes)
+    shown = nodes if show_all else nodes[:limit or DEFAULT_NODES]
+    for node in shown:  # read from the files only for what is printed
+        node["shape"] = _shape(node, result.root)
     if mode == "json":
-        emit_json({"target": target, "nodes": nodes, "summary": summary,
-                   "total": len(nodes), "truncated": False}, indent=True)
+        body = {"target": target, "targets": target.split(",") if target else [],
+                "summary": summary, "root": str(result.root)}
+        emit_json(listing(body, "nodes", pick_fields(shown, chosen), total, "nodes"),
+                  indent=True)
         return
-    rows = [[n["id"], n["kind"], n["cache"]["state"].replace("_", "-"), n["cache"]["detail"]]
-            for n in nodes]
-    emit(table(["NAME", "KIND", "STATE", "WHY"], rows))
+    short = {n: render.why(result.plans[n], width=render.WHY_WIDTH) for n in result.order}
+    rows = [[n["id"], n["kind"], n["cache"]["state"].replace("_", "-"),
+             n["cache"]["detail"] if n["cache"]["state"] == "blocked" else short[n["id"]],
+             _last_run_cell(n["last_materialization"]), shape_text(n["shape"])]
+            for n in shown]
+    emit(table(["NAME", "KIND", "STATE", "WHY", "LAST RUN", "SHAPE"], rows))
     emit("\n" + ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in summary.items()))
+    note_truncated(len(shown), total, "nodes")
 
 
-def _status_node(plan, result) -> dict[str, Any]:
+def _parse_states(text: str | None) -> set[str] | None:
+    if text is None:
+        return None
+    names = {t.strip().replace("-", "_") for t in text.split(",") if t.strip()}
+    unknown = sorted(names - set(STATES))
+    if unknown or not names:
+        raise UsageError(f"unknown state {', '.join(unknown) or repr(text)} for --state",
+                         f"valid states: {', '.join(STATES)}")
+    return names
+
+
+def _is_problem(node: dict[str, Any]) -> bool:
+    cache = node["cache"]
+    parts = node.get("partitions") or {}
+    last = node.get("last_materialization") or {}
+    return (cache["state"] == "blocked" or cache["reason"] in ("failed", "artifact_missing")
+            or bool(parts.get("failed")) or last.get("status") == "failed")
+
+
+def _last_runs(result, env_name: str | None) -> dict[str, Any]:
+    """Each node's newest execution, from the metadata database (never created here)."""
+    from barca.project import open_project
+    from barca.store import history
+    from barca.store.db import connect
+
+    conn = connect(open_project(env_name).db_path, create=False)
+    if conn is None:
+        return {}
+    try:
+        return history.last_materializations(conn, list(result.order))
+    finally:
+        conn.close()
+
+
+def _materialization(row) -> dict[str, Any] | None:
+    if row is None:
+        return None
+    out: dict[str, Any] = {"status": row.status, "created_at": render.utc_time(row.created_at),
+                           "elapsed_seconds": None if row.elapsed_seconds is None else
+                           round(row.elapsed_seconds, 4), "run_id": row.run_id,
+                           "run_hash": row.run_hash, "artifact": row.artifact_path,
+                           "format": row.format, "size_bytes": row.size_bytes}
+    if row.step_id != row.node_id:
+        out["partition"] = row.step_id[len(row.node_id) + 1:-1]
+    if row.status == "failed":
+        out["error"] = row.error_message
+    return out
+
+
+def _shape(node: dict[str, Any], root) -> dict[str, Any] | None:
+    """The shape of the node's current result when it is one file (cached, unpartitioned)."""
+    cache = node["cache"]
+    artifact = cache.get("artifact")
+    if node["partitioned"] or not artifact:
+        return None
+    path = root / artifact
+    if not path.exists():
+        return {"note": "result file missing"}
+    return artifact_shape(path, cache.get("format"))
+
+
+def _last_run_cell(last: dict[str, Any] | None) -> str:
+    if not last:
+        return "-"
+    secs = "" if last["elapsed_seconds"] is None else f" {last['elapsed_seconds']:.2f}s"
+    return f"{last['status']} {last['created_at']}{secs}"
+
+
+def _status_node(plan, result, last=None) -> dict[str, Any]:
     graph = result.graph
     state = "cached"
     reason = "materialized"
@@ -116,10 +245,15 @@ def _status_node(plan, result) -> dict[str, Any]:
         cache["run_hash"] = plan.run_hashes[0]
         if plan.run and plan.reasons[plan.run[0]].changed:
             cache["changed"] = list(plan.reasons[plan.run[0]].changed)
+        found = result.artifact_of(plan.node_id, "") if not plan.run else None
+        if found is not None:
+            cache["artifact"] = _rel(found[0], result.root)
+            cache["format"] = found[1]
     node: dict[str, Any] = {"id": plan.node_id, "name": graph.nodes[plan.node_id].name,
                             "kind": plan.kind, "inputs": list(graph.upstream[plan.node_id]),
                             "partitioned": bool(graph.nodes[plan.node_id].dimensions),
-                            "cache": cache}
+                            "cache": cache, "last_materialization": _materialization(last),
+                            "shape": None, "env": list(graph.nodes[plan.node_id].env)}
     if node["partitioned"] and not plan.unknown:
         state = result.states.get(plan.node_id)
         failed = sorted(plan.label(k) for k in state.failed) if state else []
@@ -134,6 +268,13 @@ def _status_node(plan, result) -> dict[str, Any]:
                          detail=f"{len(blocked)} keys blocked by failed keys upstream: "
                                 f"{', '.join(blocked[:5])}")
     return node
+
+
+def _rel(path, root) -> str:
+    try:
+        return str(path.relative_to(root))
+    except ValueError:
+        return str(path)
 
 
 def _blocked_keys(plan, result) -> list[str]:
@@ -151,13 +292,19 @@ def _blocked_keys(plan, result) -> list[str]:
 
 @click.command("plan")
 @click.argument("files", nargs=-1)
-def plan_command(files) -> None:
+@click.option("--json", "json_flag", is_flag=True, help="JSON output (plan always prints "
+              "JSON; accepted as every command accepts it).")
+@click.option("--pretty", is_flag=True, help="Indented JSON (plan's only output; accepted as "
+              "every command accepts it).")
+def plan_command(files, json_flag, pretty) -> None:
     """The execution phases of every node, as JSON (reads no stored state).
 
     \b
     Example:
       barca plan pipeline.py
     """
+    if json_flag and pretty:
+        choose_mode(json_flag, pretty)  # the usage error every command gives
     _, paths = split_positionals(files, takes_target=False)
     emit_json(plan_json(paths), indent=True)
 

@@ -25,12 +25,14 @@ HELP = """Print what each step of a run wrote to stdout and stderr, in order.
 \b
 Without RUN_ID, the newest run. --step takes a function name (every key of it), a node id,
 or one key: 'scored[retailer=r7]'. Lines are printed as `[STEP] line`; with a --step that
-names one step, bare.
+names one step, bare. --follow (-f) keeps printing a running run's lines until it ends and
+exits as the run did (with --json, one object a line).
 \b
 Examples:
   barca logs 3bc29e9a2595
   barca logs 3bc29e9a2595 --step 'scored[retailer=r7]' --stream stderr
   barca logs --pretty
+  barca logs -f
 """
 
 
@@ -45,10 +47,19 @@ Examples:
 @click.option("--pretty", is_flag=True, help="Group the lines by step, with a heading each.")
 @click.option("--env", "env_name", metavar="NAME", help="Read the runs of environment NAME "
               "(or set BARCA_ENV).")
-def logs_command(run_id, step, stream, json_flag, pretty, env_name) -> None:
+@click.option("-f", "--follow", is_flag=True, help="Keep printing lines as a running run "
+              "writes them, until it ends; exit as the run did (0, 1 failed, 130 cancelled, "
+              "3 interrupted).")
+def logs_command(run_id, step, stream, json_flag, pretty, env_name, follow) -> None:
     mode = _mode(json_flag, pretty)
+    if follow and mode == "pretty":
+        raise UsageError("--follow prints lines as they come and cannot group them by step",
+                         "drop --pretty (plain lines), or use --json (one object a line)")
     _, conn = open_history(env_name)
     run = _the_run(conn, run_id, env_name)
+    if follow:
+        _follow(conn, run, step, stream, mode)
+        return
     chosen = None
     if step is not None:
         chosen = match_steps(store.step_ids(conn, run.run_id), step)
@@ -65,6 +76,52 @@ def logs_command(run_id, step, stream, json_flag, pretty, env_name) -> None:
         if lines:
             emit("\n".join(line.line if bare else f"[{line.step_id}] {line.line}"
                            for line in lines))
+
+
+POLL_SECONDS = 0.2  # how often a follower looks for new lines (the run writes them twice a second)
+
+
+def _follow(conn: sqlite3.Connection, run: store.RunRow, step: str | None,
+            stream: str | None, mode: str) -> None:
+    """Print the run's lines as they are recorded, then end as the run ended. The run's row
+    is read before its lines, so the lines read after it says `finished` are all of them."""
+    import time
+
+    last = 0
+    while True:
+        store.reconcile_interrupted(conn)  # a run whose process died ends the follow too
+        current = store.get_run(conn, run.run_id) or run
+        lines = store.run_logs(conn, run.run_id, None, stream, after=last)
+        if lines:
+            last = lines[-1].seq
+        if step is not None:
+            lines = [line for line in lines if match_steps([line.step_id], step)]
+        for line in lines:
+            if mode == "json":
+                emit_json(_line_json(line))
+            else:
+                bare = step is not None and ("[" in step or "[" not in line.step_id)
+                emit(line.line if bare else f"[{line.step_id}] {line.line}")
+        if current.status != "running":
+            break
+        time.sleep(POLL_SECONDS)
+    _end_as(current)
+
+
+def _end_as(run: store.RunRow) -> None:
+    """A followed run that did not succeed ends the command with the run's own exit code."""
+    from barca.errors import Cancelled, InfraError, StepFailed
+
+    note(f"barca: run {run.run_id} ended: {run.status}")
+    see = f"barca history {run.run_id}"
+    if run.status == "failed":
+        raise StepFailed(f"run {run.run_id} failed: step '{run.failed_node}' failed: "
+                         f"{render.first_line(run.error)}", f"see {see}", node=run.failed_node)
+    if run.status == "cancelled":
+        raise Cancelled(f"run {run.run_id} was cancelled", f"see {see}")
+    if run.status == "interrupted":
+        raise InfraError(f"run {run.run_id} was interrupted: its process ended without "
+                         "recording an outcome", f"see {see}; rerun its command")
 
 
 def _mode(json_flag: bool, pretty: bool) -> str:

@@ -18,10 +18,13 @@ class CliReporter(Reporter):
         self.bar = None
         self.task = None
         self.total = 0
+        self.finished = 0  # keys finished in this run, across its sensor and main phases
 
     def run_started(self, total_steps: int) -> None:
-        self.total = total_steps
-        if self.agent or not sys.stderr.isatty() or total_steps < 2:
+        """Called for the sensors, then again for the rest: counts continue from the sensors'
+        so that the bar and `--agent` lines end at the run's total, as its summary does."""
+        self.total = self.finished + total_steps
+        if self.agent or not sys.stderr.isatty() or self.total < 2:
             return
         if self.bar is None:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
@@ -30,17 +33,19 @@ class CliReporter(Reporter):
                                 TimeElapsedColumn(), transient=True,
                                 console=_stderr_console())
             self.bar.start()
-            self.task = self.bar.add_task("run", total=total_steps)
+            self.task = self.bar.add_task("run", total=self.total, completed=self.finished)
         else:
-            self.bar.update(self.task, total=total_steps, completed=0)
+            self.bar.update(self.task, total=self.total, completed=self.finished)
 
     def steps_submitted(self, node_id: str, keys: int, calls: int | None) -> None:
         self._say("steps_submitted", None, node_id=node_id, keys=keys, calls=calls)
 
     def step_finished(self, outcome: StepOutcome, done: int, total: int) -> None:
+        self.finished += 1
+        done = self.finished
         if self.bar is not None:
             self.bar.update(self.task, completed=done)
-        total = max(total, self.total)
+        total = max(done, self.total)
         fields = {"step_id": outcome.step_id, "node_id": outcome.node_id, "done": done,
                   "total": total, "ok": outcome.status == "success",
                   "elapsed_seconds": outcome.elapsed_seconds}
@@ -110,8 +115,8 @@ class EventReporter(CliReporter):
         self._say("run_accepted", None)
 
     def run_started(self, total_steps: int) -> None:
-        self.total = total_steps
-        self._say("run_started", None, total=total_steps)
+        self.total = self.finished + total_steps
+        self._say("run_started", None, total=self.total)
 
     def _say(self, kind: str, line: str | None, **fields) -> None:
         note(EVENT_MARK + orjson.dumps({"type": kind, **fields, "line": line}).decode())

@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from barca.errors import BarcaError, InfraError
+from barca.errors import BarcaError, InfraError, UsageError
 
 TIMEOUT_SECONDS = 30.0
 
@@ -39,6 +39,10 @@ def run_remote(url: str, argv: list[str], json_mode: bool) -> int:
 
 
 def _view(client, argv: list[str], json_mode: bool) -> int:
+    if argv[0] == "logs" and {"-f", "--follow"} & set(argv):
+        raise UsageError("barca logs --follow is not available with --server yet",
+                         "follow the run with `barca get ... --server URL` itself, or run "
+                         "`barca logs -f` on the server's machine")
     # the server's command prints to a pipe: tell it when this one prints to a terminal
     args = argv[1:] + (["--pretty"] if not json_mode and not {"--json", "--pretty"} & set(argv)
                        else [])
@@ -63,6 +67,12 @@ def _run(client, argv: list[str], json_mode: bool) -> int:
     mode = "json" if json_mode else "pretty"
     if params["json_flag"] or params["pretty"]:
         mode = "json" if params["json_flag"] else "pretty"
+    if params["output"] in ("json", "pretty"):
+        mode = params["output"]
+    elif params["output"] or params["fields"]:  # the server's run prints the whole result
+        raise UsageError(f"{'--fields' if params['fields'] else '-o ' + params['output']} "
+                         "is not available with --server yet",
+                         "run here with --local, or drop it and read the JSON result")
     request = {"command": argv[0], "targets": target.split(",") if target else [],
                "files": args, "refresh": params["refresh"].split(",") if params["refresh"]
                else [], "refresh_all": params["refresh_all"],

@@ -40,8 +40,8 @@ def reason_text(reason: Reason) -> str:
         return "tasks always re-run"
     if code == "never_run":
         return "no cached result for this code and these inputs"
-    if code == "new_key":
-        return "new key"
+    if code == "new_key":  # a key added since, or one a cancelled or failed run never reached
+        return "never computed"
     if code == "changed":
         return changed_text(reason.changed)
     if code == "failed":
@@ -92,13 +92,18 @@ def will_run_keys(plan: NodePlan) -> list[str]:
     return [plan.label(plan.keys[i]) for i in first_run_keys(plan)]
 
 
-def why(plan: NodePlan, batch: BatchPlan | None = None) -> str:
-    """The WHY column for one node of a dry run or status; a batched node's calls after it."""
-    text = _why(plan)
+WHY_WIDTH = 250  # a table's WHY longer than this lists fewer keys and counts the rest
+KEYS_WIDTH = 60  # the keys listed then, their shared cause said once after the count
+
+
+def why(plan: NodePlan, batch: BatchPlan | None = None, width: int | None = None) -> str:
+    """The WHY column for one node of a dry run or status; a batched node's calls after it.
+    With `width`, the keys listed stop near it and the rest are counted (`and 57 more`)."""
+    text = _why(plan, width)
     return f"{text}; {batch.summary()}" if batch is not None and plan.run else text
 
 
-def _why(plan: NodePlan) -> str:
+def _why(plan: NodePlan, width: int | None = None) -> str:
     if plan.unknown:
         return _UNKNOWN_TEXT[plan.unknown].format(x=plan.unknown_detail)
     if plan.pinned and not plan.run:
@@ -111,10 +116,46 @@ def _why(plan: NodePlan) -> str:
     if plan.kind in ("sensor", "task") or len(plan.run) == total and _same_reason(plan):
         return f"{plural(total, 'key')}; {reason_text(plan.reasons[plan.run[0]])}"
     listed = first_run_keys(plan)
+    head = f"{plan.cached_count} of {total} keys cached; will run: "
     items = ", ".join(f"{plan.label(plan.keys[i])} ({key_cause(plan.reasons[i])})"
                       for i in listed)
     more = f", +{len(plan.run) - len(listed)} more" if len(plan.run) > len(listed) else ""
-    return f"{plan.cached_count} of {total} keys cached; will run: {items}{more}"
+    full = head + items + more
+    if width is None or len(full) <= width:
+        return full
+    return head + _fitted_keys(plan, listed, width - len(head))
+
+
+def _fitted_keys(plan: NodePlan, listed: list[int], width: int) -> str:
+    """`k=r1, k=r2, k=r3 and 57 more (cause)`: one cause shared by the listed keys is said
+    once, at the end, after KEYS_WIDTH characters of keys; mixed causes follow their keys
+    within `width`, a cause said again only when it changes. Keys left out are counted."""
+    causes = [key_cause(plan.reasons[i]) for i in listed]
+    if len(set(causes)) == 1:
+        return _fitted_keys_same(plan, listed, KEYS_WIDTH) + f" ({causes[0]})"
+    items: list[str] = []
+    used, last_cause = 0, None
+    for n, i in enumerate(listed):
+        cause = causes[n]
+        item = plan.label(plan.keys[i]) + (f" ({cause})" if cause != last_cause else "")
+        rest = len(plan.run) - n
+        if items and used + len(item) + 2 + len(f" and {rest} more") > width:
+            return ", ".join(items) + f" and {rest} more"
+        items.append(item)
+        used += len(item) + 2
+        last_cause = cause
+    more = len(plan.run) - len(listed)
+    return ", ".join(items) + (f" and {more} more" if more else "")
+
+
+def _fitted_keys_same(plan: NodePlan, listed: list[int], width: int) -> str:
+    labels = [plan.label(plan.keys[i]) for i in listed]
+    for n in range(len(labels), 0, -1):
+        rest = len(plan.run) - n
+        text = ", ".join(labels[:n]) + (f" and {rest} more" if rest else "")
+        if len(text) <= width or n == 1:
+            return text
+    return ""
 
 
 def pinned_fields(plan: NodePlan, step: dict[str, Any]) -> None:
@@ -194,7 +235,8 @@ def dry_run_table(command: str, target: str | None, plans: list[NodePlan],
 
     label = {"run": "will run", "partial": "partial", "cached": "cached", "unknown": "unknown",
              "skipped": "skipped"}
-    rows = [[label[p.action], why(p, batches.get(p.node_id)), p.node_id] for p in plans]
+    rows = [[label[p.action], why(p, batches.get(p.node_id), WHY_WIDTH), p.node_id]
+            for p in plans]
     header = f"Dry run: barca {command} {target or ''}".rstrip()
     return f"{header} (nothing executed, nothing written)\n\n" + table(
         ["STATUS", "WHY", "STEP"], rows) + "\n\n" + summary_line(plans)

@@ -29,8 +29,9 @@ RECENT_FIELDS = ["run_id", "partition_key", "elapsed_seconds", "status", "create
 HELP = """Runs, median / p95 / max time, failures and repeated work of one node.
 
 \b
-cache_hit_rate is the share of executions whose run hash had been executed before: work a
+rerun_rate is the share of executions whose run hash had been executed before: work a
 cache could have served (refreshes, reruns after a failure, tasks, which always run).
+cache_hit_rate is null: cache hits execute nothing and are not recorded per node.
 \b
 Examples:
   barca stats summary pipeline.py
@@ -81,7 +82,8 @@ def node_stats_json(target: str, files: Sequence[str], env_name: str | None
 def stats_json(stats: store.NodeStats, kind: str) -> dict[str, Any]:
     elapsed = stats.elapsed
     return {"id": stats.node_id, "kind": kind, "total_runs": stats.total_runs,
-            "failures": stats.failures, "cache_hit_rate": stats.cache_hit_rate,
+            "failures": stats.failures, "rerun_rate": stats.rerun_rate,
+            "cache_hit_rate": None,
             "avg_elapsed_seconds": _r(sum(elapsed) / len(elapsed) if elapsed else None),
             "median_elapsed_seconds": _r(store.median(elapsed)),
             "p95_elapsed_seconds": _r(store.percentile(elapsed, 0.95)),
@@ -112,7 +114,7 @@ def _report(body: dict[str, Any]) -> str:
         value = body[f"{name}_elapsed_seconds"]
         return "-" if value is None else f"{value:.3f}s"
 
-    rate = body["cache_hit_rate"]
+    rate = body["rerun_rate"]
     failed = f" ({body['failures']} failed)" if body["failures"] else ""
     lines = [f"{body['kind'].capitalize()}: {body['id']}",
              f"Total materializations: {body['total_runs']}{failed}",
@@ -120,7 +122,7 @@ def _report(body: dict[str, Any]) -> str:
              f"max {secs('max')}",
              f"Peak memory:  median {render.human_size(body['median_max_rss_bytes'])}  "
              f"max {render.human_size(body['max_rss_bytes'])}",
-             "Re-executed with unchanged inputs (cache_hit_rate): "
+             "Re-executed with unchanged inputs (rerun_rate): "
              + ("-" if rate is None else f"{rate * 100:.1f}%")]
     recent = body["recent_runs"]
     if not recent:

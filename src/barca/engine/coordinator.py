@@ -421,7 +421,7 @@ class _Run:
         total_keys = sum(len(p.keys) for p in run.plans.values() if not p.unknown)
         failed = run.failures
         metadata.finish_run(self.conn, self.run_id, status, total_keys, run.executed,
-                            max(0, total_keys - run.executed), elapsed,
+                            self._cached_keys(), elapsed,
                             failed[0].step_id if failed else None,
                             failed[0].error_message if failed else None)
         defer_checkpoint(self.conn)
@@ -463,9 +463,13 @@ class _Run:
                 whole=not self.request.options.partition)
         metadata.save_states(self.conn, updates, run.loaded, run.stored, self.run_id)
 
+    def _cached_keys(self) -> int:
+        """Keys served from cache (or by a concurrent run): not every key this run did not
+        execute, since a failed or cancelled run leaves keys that never ran at all."""
+        return sum(p.cached_count for p in self.run.plans.values() if not p.unknown)
+
     def _result(self, status: str, elapsed: float) -> RunResult:
         run = self.run
-        total_keys = sum(len(p.keys) for p in run.plans.values() if not p.unknown)
         depth: dict[str, int] = {}  # sensors observe before the phases: they count in none
         executed = {n for n in run.order if (n in run.results or n in run.failed_keys)
                     and self.graph.nodes[n].kind != "sensor"}
@@ -482,7 +486,7 @@ class _Run:
         return RunResult(self.run_id, self.request.targets, self.request.options, status,
                          elapsed, self.graph, self.request.cone, run.order, run.plans,
                          run.states, run.results, run.failures, skipped, run.executed,
-                         max(0, total_keys - run.executed), phases,
+                         self._cached_keys(), phases,
                          self.project.artifacts_dir, self.project.root, run.served,
                          self.batches.execution, self.metadata_seconds,
                          self.batches.planned)

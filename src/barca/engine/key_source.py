@@ -12,6 +12,7 @@ chunks the coordinator does not have already are sent (see barca.store.key_sourc
 from __future__ import annotations
 
 import hashlib
+import math
 import operator
 from collections import Counter
 from pathlib import Path
@@ -139,6 +140,12 @@ def _text_keys(value: dict) -> dict[str, Any]:
             raise KeySourceError(f"key {text!r} appears twice (as str and int)")
         if encode_json(text) is None:
             raise _not_text(text)
+        if isinstance(item, float) and not math.isfinite(item):
+            word = "NaN" if item != item else "Infinity"
+            raise KeySourceError(f"the value for key {text!r} is {word}, which JSON cannot "
+                                 "hold and which never equals itself, so the key would rerun "
+                                 "on every tick; return a finite number, a version string, or "
+                                 "leave the key out until its value is known")
         if encode_json(item) is None:
             raise KeySourceError(f"the value for key {text!r} is not JSON-writable "
                                  f"({type(item).__name__}); return a version string, "

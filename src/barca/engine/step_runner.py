@@ -181,7 +181,10 @@ class StepRunner:
     def module(self, file: str) -> Any:
         module = self.modules.get(file)
         if module is None:
-            module = self.modules[file] = import_pipeline(self.root, file)
+            try:
+                module = self.modules[file] = import_pipeline(self.root, file)
+            except Exception as exc:  # the file's own top-level code: say so, not the step
+                raise PipelineImportError(file, _line_in(self.root / file, exc), exc) from exc
             if "duckdb" in sys.modules:
                 from barca.engine import duckdb_reuse
 
@@ -210,6 +213,24 @@ def import_pipeline(root: Path, file: str) -> Any:
         sys.path.insert(1 if sys.path and sys.path[0] != str(root) else 0, str(root))
     _check_importable(name, path)
     return importlib.import_module(name)
+
+
+class PipelineImportError(Exception):
+    """Importing a pipeline file raised: the file and line to fix are the file's top-level
+    code, whichever step happened to import it first."""
+
+    def __init__(self, file: str, line: int | None, cause: Exception) -> None:
+        where = f"{file} (line {line})" if line else file
+        super().__init__(f"importing {where} failed: {cause}")
+        self.file, self.line, self.cause = file, line, cause
+
+
+def _line_in(path: Path, exc: BaseException) -> int | None:
+    """The line of `path` that was running when `exc` was raised (its last frame there)."""
+    target = str(path.resolve())
+    lines = [f.lineno for f in traceback.extract_tb(exc.__traceback__)
+             if f.filename and Path(f.filename).resolve().as_posix() == target]
+    return lines[-1] if lines else None
 
 
 def _check_importable(name: str, path: Path) -> None:
@@ -247,7 +268,8 @@ def _element_annotation(annotation: str | None) -> str | None:
 
 
 _OWN_FRAMES = ("/barca/engine/step_runner.py", "/barca/engine/key_source.py",
-               "/barca/engine/call_runner.py", "/barca/fanout.py")
+               "/barca/engine/call_runner.py", "/barca/fanout.py", "<frozen importlib.",
+               "/importlib/__init__.py")
 # What the step returned could not be stored or cannot define keys: the user's code did not
 # raise, so there is no traceback of theirs to show, and the message names the fix.
 _VALUE_ERRORS = (SerializeError, KeySourceError)
@@ -255,6 +277,10 @@ _VALUE_ERRORS = (SerializeError, KeySourceError)
 
 def error_parts(exc: BaseException) -> tuple[str, str, str | None]:
     """A step's exception as data: its type name, message and the user's frames only."""
+    if isinstance(exc, PipelineImportError):
+        tb = traceback.format_exception(type(exc.cause), exc.cause, exc.cause.__traceback__)
+        user_frames = [line for line in tb if not any(own in line for own in _OWN_FRAMES)]
+        return type(exc.cause).__name__, str(exc), "".join(user_frames) or None
     tb = traceback.format_exception(type(exc), exc, exc.__traceback__)
     user_frames = [] if isinstance(exc, _VALUE_ERRORS) else \
         [line for line in tb if not any(own in line for own in _OWN_FRAMES)]

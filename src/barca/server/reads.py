@@ -48,7 +48,7 @@ def list_runs(conn: sqlite3.Connection | None, limit: int, offset: int,
         return [], len(live), live
     recorded = history.recorded_runs(conn, live)
     unrecorded = [i for i in live if i not in recorded]
-    rows = history.list_runs(conn, limit, max(0, offset - len(unrecorded)))
+    rows = history.list_runs(conn, limit, offset=max(0, offset - len(unrecorded)))
     return ([run_summary(r) for r in rows], history.count_runs(conn) + len(unrecorded),
             unrecorded)
 

@@ -120,7 +120,9 @@ class NodeStats:
     recent: tuple[StepRow, ...]  # newest first
 
     @property
-    def cache_hit_rate(self) -> float | None:
+    def rerun_rate(self) -> float | None:
+        """Share of executions that repeated an earlier run hash: work a cache could have
+        served. Not a cache hit rate: cache hits execute nothing, so they are not rows here."""
         return None if not self.total_runs else round(self.repeated / self.total_runs, 4)
 
 
@@ -160,11 +162,34 @@ def count_runs(conn: sqlite3.Connection) -> int:
     return conn.execute("SELECT count(*) FROM runs").fetchone()[0]
 
 
-def list_runs(conn: sqlite3.Connection, limit: int | None, offset: int = 0) -> list[RunRow]:
-    """Newest first, past the first `offset`; `limit` None = every run."""
-    sql = f"SELECT {_RUN_COLUMNS} FROM runs ORDER BY started_at DESC, rowid DESC"
-    rows = conn.execute(sql + " LIMIT ? OFFSET ?", (limit or -1, offset)).fetchall()
-    return [_run_row(conn, row) for row in rows]
+def list_runs(conn: sqlite3.Connection, limit: int | None,
+              statuses: Sequence[str] | None = None, since: float | None = None,
+              offset: int = 0) -> list[RunRow]:
+    """Newest first, past the first `offset`; `limit` None = every run; only these statuses,
+    started at or after `since` (epoch seconds) when given. `interrupted` rows are stored as
+    such once seen."""
+    where, args = _run_filter(statuses, since)
+    sql = f"SELECT {_RUN_COLUMNS} FROM runs{where} ORDER BY started_at DESC, rowid DESC"
+    args = [*args, limit or -1, offset]
+    return [_run_row(conn, row) for row in conn.execute(sql + " LIMIT ? OFFSET ?",
+                                                         args).fetchall()]
+
+
+def count_matching_runs(conn: sqlite3.Connection, statuses: Sequence[str] | None,
+                        since: float | None) -> int:
+    where, args = _run_filter(statuses, since)
+    return conn.execute(f"SELECT count(*) FROM runs{where}", args).fetchone()[0]
+
+
+def _run_filter(statuses: Sequence[str] | None, since: float | None) -> tuple[str, list]:
+    clauses, args = [], []
+    if statuses:
+        clauses.append(f"status IN ({','.join('?' * len(statuses))})")
+        args += list(statuses)
+    if since is not None:
+        clauses.append("started_at >= ?")
+        args.append(since)
+    return (" WHERE " + " AND ".join(clauses) if clauses else ""), args
 
 
 def recorded_runs(conn: sqlite3.Connection, run_ids: list[str]) -> set[str]:
@@ -301,10 +326,11 @@ def step_ids(conn: sqlite3.Connection, run_id: str) -> list[str]:
 # -- logs -----------------------------------------------------------------------------------
 
 def run_logs(conn: sqlite3.Connection, run_id: str, steps: Sequence[str] | None = None,
-             stream: str | None = None) -> list[LogRow]:
-    """Captured lines in arrival order, optionally of some steps and one stream."""
-    sql = "SELECT seq, step_id, stream, ts, line FROM logs WHERE run_id = ?"
-    params: list = [run_id]
+             stream: str | None = None, after: int = 0) -> list[LogRow]:
+    """Captured lines in arrival order, optionally of some steps and one stream, and only
+    those after line `after` (what a follower has not printed yet)."""
+    sql = "SELECT seq, step_id, stream, ts, line FROM logs WHERE run_id = ? AND seq > ?"
+    params: list = [run_id, after]
     if stream:
         sql += " AND stream = ?"
         params.append(stream)
@@ -357,6 +383,27 @@ def node_summary(conn: sqlite3.Connection, node_id: str, recent: int = 10
     rows = conn.execute(f"SELECT {_STEP_COLUMNS} FROM materializations WHERE node_id = ? "
                         "ORDER BY id DESC LIMIT ?", (node_id, recent)).fetchall()
     return total, failed, [StepRow(*r) for r in rows]
+
+
+def last_materializations(conn: sqlite3.Connection, node_ids: Sequence[str]
+                           ) -> dict[str, StepRow]:
+    """Each node's newest execution. For a partitioned node, of the keys its newest run
+    executed: a failed one first, then the first by key, so that the answer does not depend on
+    which key a worker happened to finish last."""
+    out = {}
+    for node_id in node_ids:
+        row = conn.execute(f"SELECT {_STEP_COLUMNS} FROM materializations WHERE node_id = ? "
+                           "ORDER BY id DESC LIMIT 1", (node_id,)).fetchone()
+        if row is None:
+            continue
+        step = StepRow(*row)
+        if step.step_id != step.node_id:
+            step = StepRow(*conn.execute(
+                f"SELECT {_STEP_COLUMNS} FROM materializations WHERE run_id = ? AND "
+                "node_id = ? ORDER BY status = 'failed' DESC, step_id LIMIT 1",
+                (step.run_id, node_id)).fetchone())
+        out[node_id] = step
+    return out
 
 
 def recent_durations(conn: sqlite3.Connection, node_id: str, n: int = 20) -> list[float]:
