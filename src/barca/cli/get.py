@@ -64,6 +64,8 @@ def _run_options(fn):
         click.option("--triggered-by", hidden=True, default="cli",
                      type=click.Choice(["cli", "api", "schedule", "catch_up"])),
         click.option("--shared", is_flag=True, hidden=True),  # targets of any kind: "serve"
+        # a scheduled tick: nobody reads its value, and 200,000 keys' values take seconds
+        click.option("--no-value", is_flag=True, hidden=True),
     ]
     for option in reversed(options):
         fn = option(fn)
@@ -107,7 +109,7 @@ def run_command(**options) -> None:
 
 def _execute(command, args, refresh, no_cascade, refresh_all, dry_run, json_flag, pretty,
              output, fields, partition, batch, agent, env_name, events, run_id, triggered_by,
-             shared) -> None:
+             shared, no_value) -> None:
     mode = _output_mode(json_flag, pretty, output, fields, dry_run)
     chosen = parse_fields(fields, STEP_FIELDS)
     command = "serve" if shared else command  # recorded so: a server's shared run
@@ -124,7 +126,7 @@ def _execute(command, args, refresh, no_cascade, refresh_all, dry_run, json_flag
     if dry_run:
         _print_dry_run(command, target, result, mode, chosen)
         return
-    _print_run(command, target, result, mode, chosen)
+    _print_run(command, target, result, mode, chosen, no_value)
 
 
 def _output_mode(json_flag: bool, pretty: bool, output: str | None, fields: str | None,
@@ -174,16 +176,19 @@ def _rel(found: tuple[Path, str] | None, result: RunResult) -> str | None:
 
 
 def _print_run(command: str, target: str | None, result: RunResult, mode: str,
-               fields: list[str] | None = None) -> None:
+               fields: list[str] | None = None, no_value: bool = False) -> None:
     steps = pick_fields([_step_json(result, n) for n in result.order], fields)
     body: dict[str, Any] = {"status": result.status, "run_id": result.run_id,
                             "elapsed_seconds": round(result.elapsed, 4),
                             "steps_executed": result.executed, "phases": result.phases}
     failure = result.failed[0] if result.failed else None
+    # values are read only to be printed: a terminal shows the first keys' alone
+    limit = SHOWN_KEYS if mode == "pretty" else None
     if len(result.targets) > 1:
-        body["targets"] = _targets_json(result, target)
-    elif failure is None or _has_value(result, result.final_node()):
-        body["final_output"] = final_output(result, result.final_node())
+        body["targets"] = _targets_json(result, target, limit, values=not no_value)
+    elif mode != "path" and not no_value and (
+            failure is None or _has_value(result, result.final_node())):
+        body["final_output"] = final_output(result, result.final_node(), limit)
     if failure is not None:
         body["failed_node"] = failure.step_id
         body["error"] = failure.error_message
@@ -221,12 +226,9 @@ def _print_human(command: str, target: str | None, result: RunResult, body: dict
     if "final_output" in body:
         import orjson
 
-        value, more = body["final_output"], 0
-        node_id = result.final_node()
-        if node_id is not None and result.plans[node_id].partitioned and \
-                len(value) > SHOWN_KEYS:  # a terminal shows the first keys and a count
-            more = len(value) - SHOWN_KEYS
-            value = dict(list(value.items())[:SHOWN_KEYS])
+        value = body["final_output"]
+        more = _keys_with_value(result, result.final_node()) - len(value) if \
+            isinstance(value, dict) and len(value) == SHOWN_KEYS else 0
         emit("\nValue:")
         emit(orjson.dumps(value, option=orjson.OPT_INDENT_2 |
                           orjson.OPT_NON_STR_KEYS, default=str).decode())
@@ -399,7 +401,8 @@ def selection_warnings(result: RunResult) -> list[dict[str, Any]]:
     return out
 
 
-def _targets_json(result: RunResult, text: str | None) -> dict[str, Any]:
+def _targets_json(result: RunResult, text: str | None, limit: int | None = None,
+                  values: bool = True) -> dict[str, Any]:
     """Each target as typed: its value, or the failure in its cone."""
     out = {}
     for name, node_id in zip((text or "").split(","), result.targets):
@@ -408,14 +411,25 @@ def _targets_json(result: RunResult, text: str | None) -> dict[str, Any]:
         if failed:
             out[name] = {"status": "failed", "failed_node": failed[0].step_id,
                          "error": failed[0].error_message}
-            if _has_value(result, node_id):
-                out[name]["final_output"] = final_output(result, node_id)
+            if values and _has_value(result, node_id):
+                out[name]["final_output"] = final_output(result, node_id, limit)
         else:
-            out[name] = {"status": "success", "final_output": final_output(result, node_id)}
+            out[name] = {"status": "success"}
+            if values:
+                out[name]["final_output"] = final_output(result, node_id, limit)
     return out
 
 
-def final_output(result: RunResult, node_id: str | None) -> Any:
+def _keys_with_value(result: RunResult, node_id: str) -> int:
+    """How many keys of a partitioned target have a current result, without looking for
+    their files: its cached keys and the keys this run computed."""
+    plan = result.plans[node_id]
+    return len(plan.keys) - len(plan.run) + len(result.results.get(node_id, {}))
+
+
+def final_output(result: RunResult, node_id: str | None, limit: int | None = None) -> Any:
+    """The target's value; for a partitioned one every current key's (the first `limit`
+    keys' when given)."""
     if node_id is None:
         return None
     plan = result.plans[node_id]
@@ -436,6 +450,8 @@ def final_output(result: RunResult, node_id: str | None) -> Any:
         found = None if key in bad else locate(d, key, plan, ran, state, where, where)
         if found is not None:  # plain strings: a Path per key costs more than its read
             out[plan.label(key)] = _value_at(found[0], found[1], result)
+            if len(out) == limit:
+                break
     return out
 
 

@@ -52,6 +52,7 @@ class RunRequest:
     batch: tuple[str, ...] = ()
     partition: tuple[str, ...] = ()
     output: str = "json"  # what the CLI prints on stdout: json, or pretty (a remote terminal)
+    value: bool = True  # False (a scheduled tick): the JSON leaves the target's value out
 
     def argv(self, files: Sequence[str], run_id: str, triggered_by: str,
              env: str | None) -> list[str]:
@@ -64,6 +65,7 @@ class RunRequest:
             argv += ["--refresh", ",".join(self.refresh)]
         argv += ["--refresh-all"] * self.refresh_all + ["--no-cascade"] * (not self.cascade)
         argv += ["--dry-run"] * self.dry_run + ["--shared"] * (self.command == "serve")
+        argv += ["--no-value"] * (not self.value)
         for text in self.batch:
             argv += ["--batch", text]
         for text in self.partition:

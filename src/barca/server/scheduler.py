@@ -205,7 +205,7 @@ class Scheduler:
         command = commands.pop() if len(commands) == 1 else "serve"
         names = ", ".join(j.id for j in group)
         try:
-            run = self.runs.start(RunRequest(command, targets, batch=batch), why)
+            run = self.runs.start(RunRequest(command, targets, batch=batch, value=False), why)
         except (Busy, OSError) as exc:
             note(f"[barca] scheduled run {names} not started: {exc}")
             return []
