@@ -80,6 +80,9 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 BARCA = [sys.executable, "-m", "barca.cli.main"]
+# a tick as the seed's user types it in a terminal: the run, and the first keys' values shown
+# (--json would read every key's value: a read per key, which is output, not the tick)
+TICK = [*BARCA, "get", "scored", "pipeline.py", "--pretty"]
 CHILD_ENV = dict(os.environ)
 POOL_RSS: dict[int, float] = {}  # N -> resident MB of the warm pool after the ticks
 KEPT: dict[int, tuple[Path, int, int]] = {}  # N -> project, pool pid, ticks taken so far
@@ -261,21 +264,28 @@ def run_isolated(args: list[str], cwd: Path, env: dict[str, str] | None = None,
     return wall, peak, stdout
 
 
-def steps_executed(stdout: str) -> int:
-    import json
-
-    return json.loads(stdout)["steps_executed"]
-
-
-def recorded(directory: Path, stdout: str) -> tuple[float, float]:
-    """From the run's records: the largest peak RSS a step recorded (covers workers forked by
-    the pool), and the seconds of the sensor step (the seed's query plus packing its keys)."""
-    import json
+def steps_executed(directory: Path) -> int:
+    """The newest run's executed steps, from its record."""
     import sqlite3
 
-    run_id = json.loads(stdout)["run_id"]
     conn = sqlite3.connect(f"file:{directory / '.barca' / 'metadata.db'}?mode=ro", uri=True)
     try:
+        return conn.execute("select steps_executed from runs order by started_at desc "
+                            "limit 1").fetchone()[0]
+    finally:
+        conn.close()
+
+
+def recorded(directory: Path) -> tuple[float, float]:
+    """From the newest run's records: the largest peak RSS a step recorded (covers workers
+    forked by the pool), and the seconds of the sensor step (the seed's query plus packing
+    its keys)."""
+    import sqlite3
+
+    conn = sqlite3.connect(f"file:{directory / '.barca' / 'metadata.db'}?mode=ro", uri=True)
+    try:
+        run_id = conn.execute("select run_id from runs order by started_at desc "
+                              "limit 1").fetchone()[0]
         peak, sensor = conn.execute(
             "select max(max_rss_bytes), sum(case when node_id = 'pipeline.py:retailer_versions'"
             " then elapsed_seconds end) from materializations where run_id = ?",
@@ -289,7 +299,7 @@ def timed_run(cmd: list[str], directory: Path, env: dict[str, str], pool: int | 
               ) -> tuple[float, float, str, float]:
     """Wall seconds, peak RSS in MB, stdout and the sensor step's seconds."""
     wall, peak, out = run_isolated(cmd, directory, env, pool)
-    worker_peak, sensor = recorded(directory, out)
+    worker_peak, sensor = recorded(directory)
     return wall, max(peak, worker_peak), out, sensor
 
 
@@ -326,30 +336,30 @@ def measure_keyed(n: int, ticks: int, variant: str, keep: bool = False) -> list[
     try:
         build_warehouse(directory, n)
         (directory / "pipeline.py").write_text(pipeline_source(variant))
-        cmd = [*BARCA, "get", "scored", "pipeline.py", "--json"]
+        cmd = TICK
         batched = variant.startswith("batch-")
         wall, peak, out, sensor = timed_run(cmd, directory, CHILD_ENV)
         pool = warm_pool_pid(directory)
         peak = max(peak, status_mb(pool))  # the pool this run started is one of its processes
-        rows.append((n, "first run", wall, peak, steps_executed(out), sensor))
+        rows.append((n, "first run", wall, peak, steps_executed(directory), sensor))
         fresh = dict(CHILD_ENV, BARCA_WARM_SECONDS="0")
         for label, env in (("", CHILD_ENV), (" (fresh workers)", fresh)):
             watch = None if label else pool
             for _ in range(ticks):
                 wall, peak, out, sensor = timed_run(cmd, directory, env, watch)
-                rows.append((n, "no-change tick" + label, wall, peak, steps_executed(out),
+                rows.append((n, "no-change tick" + label, wall, peak, steps_executed(directory),
                              sensor))
             for tick in range(ticks):
                 change_one_retailer(directory, n, tick + (ticks if label else 0))
                 wall, peak, out, sensor = timed_run(cmd, directory, env, watch)
-                rows.append((n, "one-key tick" + label, wall, peak, steps_executed(out),
+                rows.append((n, "one-key tick" + label, wall, peak, steps_executed(directory),
                              sensor))
                 if batched and not label:  # the same tick one key per call, taken in turn
                     change_one_retailer(directory, n, 2 * ticks + tick)
                     wall, peak, out, sensor = timed_run([*cmd, "--batch", "none"], directory,
                                                         env, watch)
                     rows.append((n, "one-key tick (--batch none)", wall, peak,
-                                 steps_executed(out), sensor))
+                                 steps_executed(directory), sensor))
         POOL_RSS[n] = status_mb(pool, "VmRSS")
         if keep:
             KEPT[n] = (directory, pool, 3 * ticks)
@@ -365,7 +375,7 @@ def measure_keyed(n: int, ticks: int, variant: str, keep: bool = False) -> list[
 def measure_paired(small: int, large: int, pairs: int) -> list[tuple[float, float]]:
     """One-key ticks of the smallest and largest N taken alternately, so that both sides of
     the ratio see the same minutes of this shared machine; (small, large) wall per pair."""
-    cmd = [*BARCA, "get", "scored", "pipeline.py", "--json"]
+    cmd = TICK
     out = []
     try:
         for i in range(pairs):
@@ -391,7 +401,7 @@ def measure_against(n: int, pairs: int, variant: str, no_io_n: int, other_src: s
     envs = {"this": CHILD_ENV, "other": dict(CHILD_ENV, PYTHONPATH=other_src)}
     walls: dict[str, dict[str, list[float]]] = {}
     projects: dict[str, tuple[Path, int]] = {}
-    cmd = [*BARCA, "get", "scored", "pipeline.py", "--json"]
+    cmd = TICK
 
     def take(scenario: str, side: str, wall: float) -> None:
         walls.setdefault(scenario, {"this": [], "other": []})[side].append(wall)
@@ -454,8 +464,10 @@ def measure_split(n: int, rows: int, runs: int) -> list[tuple]:
         try:
             (directory / "pipeline.py").write_text(SPLIT_PIPELINE.format(n=n, rows=rows))
             env = dict(CHILD_ENV, BARCA_WARM_SECONDS="0")
+            # --no-value (what a server's tick passes): the split is measured, not reading
+            # 10,000 pointers back for the printed value
             wall, peak, stdout, _ = timed_run([*BARCA, "get", "orders", "pipeline.py",
-                                               "--json"], directory, env)
+                                               "--json", "--no-value"], directory, env)
             import json
 
             steps = next(s for s in json.loads(stdout)["steps"] if s["id"].endswith("orders"))
@@ -479,9 +491,9 @@ def measure_no_io(n: int, env: dict[str, str] | None = None) -> tuple:
     directory = Path(tempfile.mkdtemp(prefix=f"barca-noio-{n}-"))
     try:
         (directory / "pipeline.py").write_text(NO_IO_PIPELINE.format(n=n))
-        wall, peak, out, _ = timed_run([*BARCA, "get", "second", "pipeline.py", "--json"],
+        wall, peak, out, _ = timed_run([*BARCA, "get", "second", "pipeline.py", "--pretty"],
                                        directory, env or CHILD_ENV)
-        steps = steps_executed(out)
+        steps = steps_executed(directory)
         return n, wall, peak, steps, steps / wall
     finally:
         discard(directory)

@@ -9,7 +9,7 @@
     one-key tick      the seed's keyed pipeline (examples/keyed_partitions, its sensor's cron
                       set to every 15 s) over N retailers: one retailer changes before each
                       fire; the time from the second the tick was due to the run recorded
-                      as finished, against `barca get scored pipeline.py` typed after the
+                      as finished, against `barca get scored pipeline.py --pretty` typed after the
                       same kind of change (the CLI tick, warm pool up in both cases), the two
                       taken alternately
 
@@ -149,8 +149,8 @@ def measure_ticks(n: int, ticks: int) -> tuple[list[float], list[float], list[in
         build_warehouse(root, n)
         (root / "pipeline.py").write_text(SEED_PIPELINE.replace('Schedule("*/5 * * * *")',
                                                                 f'Schedule("{TICK_CRON}")'))
-        first = subprocess.run([*BARCA, "get", "scored", "pipeline.py"], cwd=root, env=env(),
-                               capture_output=True, text=True)
+        first = subprocess.run([*BARCA, "get", "scored", "pipeline.py", "--pretty"], cwd=root,
+                               env=env(), capture_output=True, text=True)
         if first.returncode != 0:
             raise SystemExit(f"first run failed:\n{first.stderr[-2000:]}")
         _pool_pid(root)
@@ -171,8 +171,10 @@ def measure_ticks(n: int, ticks: int) -> tuple[list[float], list[float], list[in
                 executed.append(steps)
                 change_one_retailer(root, n, 2 * tick + 1)
                 t0 = time.perf_counter()
-                subprocess.run([*BARCA, "get", "scored", "pipeline.py"], cwd=root, env=env(),
-                               capture_output=True, check=True)
+                # as typed in a terminal (piped, the CLI would print, and so read, every
+                # key's value; a server's tick reads none)
+                subprocess.run([*BARCA, "get", "scored", "pipeline.py", "--pretty"], cwd=root,
+                               env=env(), capture_output=True, check=True)
                 cli.append(time.perf_counter() - t0)
         finally:
             server.stop()
