@@ -3,7 +3,8 @@
 For each N it builds a DuckDB warehouse of orders (three rows per retailer, sorted by
 retailer) and copies the seed's pipeline unchanged (a `retailer_versions` sensor, `cleaned`
 and `scored` with `partitions_from`), both from examples/keyed_partitions/, and times
-`barca get scored pipeline.py`:
+`barca get scored pipeline.py --pretty` (as typed in a terminal; piped, it would print every
+key's value, a file read per key):
 
     first run        cold, every key of both assets
     no-change tick   nothing changed: the sensor runs, every key is cached
