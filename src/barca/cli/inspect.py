@@ -12,7 +12,7 @@ from barca.cli.load import split_positionals
 from barca.cli.output import choose_mode, emit, emit_json, table
 from barca.cli.server_option import server_options
 from barca.engine.driver import open_pipeline, run
-from barca.engine.local import pool_size
+from barca.engine.local import capacity, pool_size
 from barca.schedules import next_fire_text
 
 
@@ -148,14 +148,17 @@ def _blocked_keys(plan, result) -> list[str]:
 @click.command("plan")
 @click.argument("files", nargs=-1)
 def plan_command(files) -> None:
-    """The execution phases of every node, as JSON (reads no stored state).
+    """The execution phases of every node, as JSON (reads no stored state), with the
+    run's capacity and each node's weight.
 
     \b
     Example:
       barca plan pipeline.py
     """
     _, paths = split_positionals(files, takes_target=False)
-    graph = open_pipeline(paths).graph
+    pipeline = open_pipeline(paths)
+    graph = pipeline.graph
+    units = capacity(pipeline.project.settings.capacity)
     depth: dict[str, int] = {}
     for node_id in graph.order:
         ups = graph.upstream[node_id]
@@ -166,6 +169,11 @@ def plan_command(files) -> None:
         phases.append({"reason": {"type": "initial"} if level == 0 else
                        {"type": "fan_in", "node_id": ids[0]},
                        "streams": [{"stream_id": i, "steps": [n]} for i, n in enumerate(ids)]})
+    weights = {n: graph.nodes[n].weight for n in graph.order}
+    warnings = [{"kind": "over_capacity", "node": n, "param": None,
+                 "message": f"weight {w} is more than the capacity {units}: each of its steps "
+                            "runs alone"} for n, w in weights.items() if w > units]
     emit_json({"plan_version": 1, "total_steps": len(graph.order), "pool_size": pool_size(),
-               "phases": phases, "warnings": []}, indent=True)
+               "capacity": units, "weights": weights, "phases": phases,
+               "warnings": warnings}, indent=True)
 

@@ -117,7 +117,8 @@ def run(command: str, target_text: str | None, paths: Sequence[str] = (), *,
     if new_executor is None:
         from barca.engine.local import local_executor
 
-        new_executor = local_executor(pipeline.project.root, _files_in(pipeline, request.cone))
+        new_executor = local_executor(pipeline.project.root, _files_in(pipeline, request.cone),
+                                      pipeline.project.settings.capacity)
     return execute(pipeline.project, pipeline.graph, request, reporter, new_executor,
                    run_id=run_id, triggered_by=triggered_by)
 

@@ -64,6 +64,7 @@ class StepSpec(NamedTuple):
     timeout_seconds: float
     key_source: bool  # the value must be a list or a {key: value} dict of JSON values
     known_chunks: Known = ((), ())  # a key source's: what the coordinator has stored
+    weight: int = 1  # units of the run's capacity it holds while it runs (weight=)
 
 
 class CallSpec(NamedTuple):
@@ -88,6 +89,7 @@ class CallSpec(NamedTuple):
     retries: int
     retry_backoff: float
     timeout_seconds: float
+    weight: int = 1  # units of the run's capacity the whole call holds (the node's weight=)
 
 
 class StepOutcome(NamedTuple):

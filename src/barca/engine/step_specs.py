@@ -37,7 +37,7 @@ def step_spec(graph: Graph, plans: Mapping[str, NodePlan], node_id: str, plan: N
     return StepSpec(step_id, node_id, key, i, d.kind, d.file, d.function,
                     tuple(key_args(d, key).items()), inputs, stem, plan.run_hashes[i],
                     d.serializer, max(1, d.retries), d.retry_backoff, d.timeout_seconds,
-                    graph.is_key_source(node_id), known_chunks)
+                    graph.is_key_source(node_id), known_chunks, d.weight)
 
 
 def call_spec(graph: Graph, plans: Mapping[str, NodePlan], node_id: str, plan: NodePlan,
@@ -68,7 +68,7 @@ def call_spec(graph: Graph, plans: Mapping[str, NodePlan], node_id: str, plan: N
                     tuple(artifact_stem(step_dirs, d.file, d.name, key_pairs(d, plan.keys[i]),
                                         plan.run_hashes[i]) for i in indices),
                     tuple(inputs), d.serializer, max(1, d.retries), d.retry_backoff,
-                    d.timeout_seconds)
+                    d.timeout_seconds, d.weight)
 
 
 def _relative_to(artifact: Artifact, root: str) -> Artifact:
