@@ -188,6 +188,10 @@ def test_plan_shows_the_capacity_and_each_weight(tmp_path: Path) -> None:
     write(tmp_path, {"barca.toml": "[run]\ncapacity = 3\n", "pipeline.py": """
         from barca import asset
 
+        @asset()
+        def plain() -> int:
+            return 0
+
         @asset(weight=2)
         def light() -> int:
             return 1
@@ -196,20 +200,28 @@ def test_plan_shows_the_capacity_and_each_weight(tmp_path: Path) -> None:
         def heavy(light: int) -> int:
             return light
     """})
-    plan = barca(tmp_path, "plan", "pipeline.py", env={"BARCA_POOL_SIZE": "2"}).expect(0).json
-    assert plan["pool_size"] == 2 and plan["capacity"] == 3
+    got = barca(tmp_path, "plan", "pipeline.py", env={"BARCA_POOL_SIZE": "2"}).expect(0)
+    plan = got.json
+    assert (plan["pool_size"], plan["capacity"], plan["capacity_source"]) == \
+        (2, 3, "[run] capacity")
     assert plan["weights"] == {"pipeline.py:light": 2, "pipeline.py:heavy": 4}
-    assert plan["warnings"] == [{
-        "kind": "over_capacity", "node": "pipeline.py:heavy", "param": None,
-        "message": "weight 4 is more than the capacity 3: each of its steps runs alone"}]
+    message = "'heavy' has weight=4, more than the capacity 3 ([run] capacity); it runs alone"
+    assert plan["warnings"] == [{"kind": "over_capacity", "node": "pipeline.py:heavy",
+                                 "param": None, "message": message}]
+    assert f"[barca] warning: {message}" in got.stderr.splitlines()
     # BARCA_CAPACITY wins over barca.toml; without either, the capacity is the pool size
     plan = barca(tmp_path, "plan", "pipeline.py",
                  env={"BARCA_POOL_SIZE": "2", "BARCA_CAPACITY": "4"}).expect(0).json
-    assert plan["capacity"] == 4 and plan["warnings"] == []
+    assert (plan["capacity"], plan["capacity_source"], plan["warnings"]) == \
+        (4, "BARCA_CAPACITY", [])
     (tmp_path / "barca.toml").write_text("")
     plan = barca(tmp_path, "plan", "pipeline.py", env={"BARCA_POOL_SIZE": "2"}).expect(0).json
-    assert plan["capacity"] == 2
+    assert (plan["capacity"], plan["capacity_source"]) == (2, "pool size")
     assert [w["node"] for w in plan["warnings"]] == ["pipeline.py:heavy"]
+    # a capacity below the pool size caps the workers: the plan's pool size says so
+    plan = barca(tmp_path, "plan", "pipeline.py",
+                 env={"BARCA_POOL_SIZE": "8", "BARCA_CAPACITY": "3"}).expect(0).json
+    assert (plan["pool_size"], plan["capacity"]) == (3, 3)
 
 
 def test_a_bad_capacity_is_exit_2_naming_it(tmp_path: Path) -> None:

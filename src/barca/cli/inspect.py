@@ -9,7 +9,7 @@ import click
 
 from barca.cli import render
 from barca.cli.load import split_positionals
-from barca.cli.output import choose_mode, emit, emit_json, table
+from barca.cli.output import choose_mode, emit, emit_json, note, table
 from barca.cli.server_option import server_options
 from barca.engine.driver import open_pipeline, run
 from barca.engine.local import capacity, pool_size
@@ -158,7 +158,7 @@ def plan_command(files) -> None:
     _, paths = split_positionals(files, takes_target=False)
     pipeline = open_pipeline(paths)
     graph = pipeline.graph
-    units = capacity(pipeline.project.settings.capacity)
+    units, source = capacity(pipeline.project.settings.capacity)
     depth: dict[str, int] = {}
     for node_id in graph.order:
         ups = graph.upstream[node_id]
@@ -169,11 +169,20 @@ def plan_command(files) -> None:
         phases.append({"reason": {"type": "initial"} if level == 0 else
                        {"type": "fan_in", "node_id": ids[0]},
                        "streams": [{"stream_id": i, "steps": [n]} for i, n in enumerate(ids)]})
-    weights = {n: graph.nodes[n].weight for n in graph.order}
-    warnings = [{"kind": "over_capacity", "node": n, "param": None,
-                 "message": f"weight {w} is more than the capacity {units}: each of its steps "
-                            "runs alone"} for n, w in weights.items() if w > units]
-    emit_json({"plan_version": 1, "total_steps": len(graph.order), "pool_size": pool_size(),
-               "capacity": units, "weights": weights, "phases": phases,
+    weights = {n: graph.nodes[n].weight for n in graph.order if graph.nodes[n].weight > 1}
+    warnings = capacity_warnings(graph, units, source)
+    for warning in warnings:
+        note(f"[barca] warning: {warning['message']}")
+    emit_json({"plan_version": 1, "total_steps": len(graph.order),
+               "pool_size": min(pool_size(), units), "capacity": units,
+               "capacity_source": source, "weights": weights, "phases": phases,
                "warnings": warnings}, indent=True)
+
+
+def capacity_warnings(graph, units: int, source: str) -> list[dict[str, Any]]:
+    """A node heavier than the capacity: its steps run alone (`warnings[]` of plan and get)."""
+    return [{"kind": "over_capacity", "node": n, "param": None,
+             "message": f"'{graph.nodes[n].name}' has weight={graph.nodes[n].weight}, more "
+                        f"than the capacity {units} ({source}); it runs alone"}
+            for n in graph.order if graph.nodes[n].weight > units]
 

@@ -19,7 +19,7 @@ def local_executor(root: Path, files: Sequence[str], capacity: int | None = None
     from barca.engine.local import settings
 
     size, warm = pool_size(), warm_seconds()
-    units = settings.capacity(capacity, size)
+    units, _ = settings.capacity(capacity, size)
     settings.max_pools()  # a bad BARCA_WARM_POOLS is reported before anything runs
 
     def new():
@@ -37,8 +37,8 @@ def pool_size() -> int:
     return settings.pool_size()
 
 
-def capacity(configured: int | None) -> int:
-    """BARCA_CAPACITY, else `[run] capacity` (`configured`), else the pool size."""
+def capacity(configured: int | None) -> tuple[int, str]:
+    """BARCA_CAPACITY, else `[run] capacity` (`configured`), else the pool size; and which."""
     from barca.engine.local import settings
 
     return settings.capacity(configured, pool_size())
