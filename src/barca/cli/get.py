@@ -118,7 +118,7 @@ def _print_dry_run(command: str, target: str | None, result: RunResult, mode: st
                                  if not p.partitioned or p.unknown else None,
                                  result.batch_plans.get(p.node_id)) for p in plans]
     body = {"dry_run": True, "command": command, "target": target, "steps": steps,
-            "summary": render.summary_counts(plans), "warnings": []}
+            "summary": render.summary_counts(plans), "warnings": list(result.warnings)}
     if result.options.partition:
         body["partition_selection"] = partition_selection(result)
     emit_json(body)
@@ -151,7 +151,7 @@ def _print_run(command: str, target: str | None, result: RunResult, mode: str) -
     if result.status == "success":
         body["metadata_seconds"] = round(result.metadata_seconds, 4)
     body["steps"] = steps
-    body["warnings"] = selection_warnings(result)
+    body["warnings"] = [*result.warnings, *selection_warnings(result)]
     if result.options.partition:
         body["partition_selection"] = partition_selection(result)
     if mode == "json":

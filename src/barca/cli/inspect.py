@@ -11,7 +11,7 @@ from barca.cli import render
 from barca.cli.load import split_positionals
 from barca.cli.output import choose_mode, emit, emit_json, note, table
 from barca.cli.server_option import server_options
-from barca.engine.driver import open_pipeline, run
+from barca.engine.driver import capacity_warnings, open_pipeline, run
 from barca.engine.local import capacity, pool_size
 from barca.schedules import next_fire_text
 
@@ -170,19 +170,11 @@ def plan_command(files) -> None:
                        {"type": "fan_in", "node_id": ids[0]},
                        "streams": [{"stream_id": i, "steps": [n]} for i, n in enumerate(ids)]})
     weights = {n: graph.nodes[n].weight for n in graph.order if graph.nodes[n].weight > 1}
-    warnings = capacity_warnings(graph, units, source)
+    warnings = capacity_warnings(graph, graph.order, units, source)
     for warning in warnings:
         note(f"[barca] warning: {warning['message']}")
     emit_json({"plan_version": 1, "total_steps": len(graph.order),
                "pool_size": min(pool_size(), units), "capacity": units,
                "capacity_source": source, "weights": weights, "phases": phases,
                "warnings": warnings}, indent=True)
-
-
-def capacity_warnings(graph, units: int, source: str) -> list[dict[str, Any]]:
-    """A node heavier than the capacity: its steps run alone (`warnings[]` of plan and get)."""
-    return [{"kind": "over_capacity", "node": n, "param": None,
-             "message": f"'{graph.nodes[n].name}' has weight={graph.nodes[n].weight}, more "
-                        f"than the capacity {units} ({source}); it runs alone"}
-            for n in graph.order if graph.nodes[n].weight > units]
 

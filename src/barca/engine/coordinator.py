@@ -40,18 +40,22 @@ from barca.errors import Cancelled
 from barca.graph import Graph
 from barca.plan.planner import refreshed_nodes
 from barca.project import Project
-from barca.state import EMPTY_STATE, ran_entry, state_after_run
+from barca.state import EMPTY_STATE, ran_entry, state_after_run, unpack_entry
 from barca.store import metadata
 from barca.store.db import checkpoint, connect, defer_checkpoint
 
 FLUSH_SECONDS = 0.5
+TABLE_FORMATS = ("parquet", "csv")  # a forced one falls back to pickle for other values
 
 
 def execute(project: Project, graph: Graph, request: RunRequest, reporter: Reporter,
             new_executor: NewExecutor, run_id: str | None = None,
-            triggered_by: str = "cli") -> RunResult:
-    """Run a checked request; `new_executor` is called when a step first must run."""
-    return _Run(project, graph, request, reporter, new_executor, run_id, triggered_by).go()
+            triggered_by: str = "cli", warnings: Sequence[dict] = ()) -> RunResult:
+    """Run a checked request; `new_executor` is called when a step first must run.
+    `warnings`: said already (the caller's), kept in the result with the run's own."""
+    run = _Run(project, graph, request, reporter, new_executor, run_id, triggered_by)
+    run.warnings.extend(warnings)
+    return run.go()
 
 
 class _Run:
@@ -72,6 +76,7 @@ class _Run:
         self.batches = BatchCalls(graph, project.root, request.options.batch)
         self.metadata_seconds = 0.0  # handling finished keys and writing the metadata DB
         self.source_columns = SourceColumns()
+        self.warnings: list[dict] = []  # {kind, node, param, message}, each said on stderr
 
     def go(self) -> RunResult:
         started = time.perf_counter()
@@ -351,6 +356,28 @@ class _Run:
     def _node_finished(self, node_id: str) -> None:
         self.run.complete.add(node_id)
         self.planning.learn_output(node_id)
+        forced = self.graph.nodes[node_id].serializer
+        if forced in TABLE_FORMATS and node_id in self.run.results:
+            self._check_table_format(node_id, forced)
+
+    def _check_table_format(self, node_id: str, forced: str) -> None:
+        """A forced table format on a value that is not a table was stored as pickle: say so
+        once for the node, with how many keys."""
+        ran = self.run.results[node_id]
+        other = [k for k, entry in ran.items() if unpack_entry(entry)[1] != forced]
+        if not other:
+            return
+        plan = self.run.plans[node_id]
+        which = f"{len(other)} of {len(ran)} keys ({plan.label(min(other))}, ...) " \
+            if plan.partitioned else ""
+        message = (f"{node_id}: serializer=\"{forced}\" needs a table (pandas, polars, Arrow or "
+                   f"DuckDB), but {which}returned another value; stored as pickle instead")
+        self._warn("serializer_fallback", node_id, None, message)
+
+    def _warn(self, kind: str, node_id: str, param: str | None, message: str) -> None:
+        self.warnings.append({"kind": kind, "node": node_id, "param": param,
+                              "message": message})
+        self.reporter.warning(message)
 
     def _flush(self) -> None:
         began = time.perf_counter()
@@ -451,7 +478,7 @@ class _Run:
                          max(0, total_keys - run.executed), phases,
                          self.project.artifacts_dir, self.project.root, run.served,
                          self.batches.execution, self.metadata_seconds,
-                         self.batches.planned)
+                         self.batches.planned, self.warnings)
 
 
 def _raise_interrupt(signum: int, frame: Any) -> None:

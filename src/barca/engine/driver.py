@@ -114,13 +114,29 @@ def run(command: str, target_text: str | None, paths: Sequence[str] = (), *,
                             include_tasks=include_tasks, batch=batch)
     reporter = reporter or Reporter()
     reporter.run_accepted()
+    warnings: list[dict[str, Any]] = []
     if new_executor is None:
-        from barca.engine.local import local_executor
+        from barca.engine.local import capacity, local_executor
 
+        configured = pipeline.project.settings.capacity
         new_executor = local_executor(pipeline.project.root, _files_in(pipeline, request.cone),
-                                      pipeline.project.settings.capacity)
+                                      configured)
+        order = [n for n in pipeline.graph.order if n in request.cone]
+        warnings = capacity_warnings(pipeline.graph, order, *capacity(configured))
+        for warning in warnings:
+            reporter.warning(warning["message"])
     return execute(pipeline.project, pipeline.graph, request, reporter, new_executor,
-                   run_id=run_id, triggered_by=triggered_by)
+                   run_id=run_id, triggered_by=triggered_by, warnings=warnings)
+
+
+def capacity_warnings(graph: Any, order: Sequence[str], units: int, source: str
+                      ) -> list[dict[str, Any]]:
+    """A node heavier than the capacity, whose steps run alone: said before anything runs
+    (`warnings[]` of `plan`, `get` and `run`)."""
+    return [{"kind": "over_capacity", "node": n, "param": None,
+             "message": f"'{graph.nodes[n].name}' has weight={graph.nodes[n].weight}, more "
+                        f"than the capacity {units} ({source}); it runs alone"}
+            for n in order if graph.nodes[n].weight > units]
 
 
 def _files_in(pipeline: Pipeline, cone: frozenset[str]) -> list[str]:
