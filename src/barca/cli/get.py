@@ -117,6 +117,8 @@ def _print_dry_run(command: str, target: str | None, result: RunResult, mode: st
     steps = [render.dry_run_step(p, _rel(result.artifact_of(p.node_id, ""), result)
                                  if not p.partitioned or p.unknown else None,
                                  result.batch_plans.get(p.node_id)) for p in plans]
+    for step in steps:
+        _add_env(step, result)
     body = {"dry_run": True, "command": command, "target": target, "steps": steps,
             "summary": render.summary_counts(plans), "warnings": list(result.warnings)}
     if result.options.partition:
@@ -193,7 +195,20 @@ def _raise_failure(result: RunResult, failure) -> None:
                      artifact_dir=f".barca/artifacts/{node_dir_name(d.file, d.name)}")
 
 
+def _add_env(step: dict[str, Any], result: RunResult) -> dict[str, Any]:
+    """`env {NAME: value|null}`: a node's declared env= values, as its run hash saw them."""
+    names = result.graph.nodes[step["id"]].env
+    if names:
+        step["env"] = render.env_json(names, result.options.env)
+    return step
+
+
 def _step_json(result: RunResult, node_id: str) -> dict[str, Any]:
+    step = _step_fields(result, node_id)
+    return _add_env(step, result)
+
+
+def _step_fields(result: RunResult, node_id: str) -> dict[str, Any]:
     plan = result.plans[node_id]
     step: dict[str, Any] = {"id": node_id, "kind": plan.kind}
     ran = result.results.get(node_id, {})

@@ -108,6 +108,10 @@ class _Run:
                                  self.source_columns, self.reporter)
         self.leases = StepLeases(self.conn, self.run_id, self.graph, run,
                                  active=not req.dry_run)
+        declared = {n: {name: req.options.env.get(name) for name in self.graph.nodes[n].env}
+                    for n in order if self.graph.nodes[n].env}
+        if declared:
+            self.reporter.declared_env(declared)
         previous = {sig: signal.signal(sig, _raise_interrupt)
                     for sig in (signal.SIGINT, signal.SIGTERM)}
         status = "failed"

@@ -17,6 +17,10 @@ class Reporter:
     def run_started(self, total_steps: int) -> None:
         """The plan is known: `total_steps` keys will execute (sensors first)."""
 
+    def declared_env(self, values: dict[str, dict[str, str | None]]) -> None:
+        """Before any step runs: node id -> its `env=` variables' values as the run hash saw
+        them (None: unset), for the nodes that declare some."""
+
     def step_finished(self, outcome: StepOutcome, done: int, total: int) -> None:
         """One key finished, successfully or not."""
 
