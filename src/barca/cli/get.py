@@ -154,6 +154,9 @@ def _print_run(command: str, target: str | None, result: RunResult, mode: str) -
         body["metadata_seconds"] = round(result.metadata_seconds, 4)
     body["steps"] = steps
     body["warnings"] = [*result.warnings, *selection_warnings(result)]
+    if result.cache is not None:
+        body["cache"] = result.cache
+        _say_trimmed(result)
     if result.options.partition:
         body["partition_selection"] = partition_selection(result)
     if mode == "json":
@@ -162,6 +165,19 @@ def _print_run(command: str, target: str | None, result: RunResult, mode: str) -
         _print_human(command, target, result, body)
     if failure is not None:
         _raise_failure(result, failure)
+
+
+def _say_trimmed(result: RunResult) -> None:
+    """`[cache] max_size` was exceeded: what the run's trim removed, on stderr."""
+    cache, size = result.cache, render.human_size
+    note(f"[barca] cache {size(cache['size_bytes'])} over its {size(cache['limit_bytes'])} "
+         f"limit ([cache] max_size); removed {render.plural(cache['evicted_files'], 'file')} "
+         f"({size(cache['evicted_bytes'])}), oldest first")
+    for warning in result.cache_warnings:
+        note(warning)
+    if cache["after_bytes"] > cache["limit_bytes"]:
+        note(f"[barca] warning: current results take {size(cache['after_bytes'])}, more than "
+             f"[cache] max_size {size(cache['limit_bytes'])}; gc never removes them")
 
 
 def _print_human(command: str, target: str | None, result: RunResult, body: dict) -> None:

@@ -125,8 +125,16 @@ def run(command: str, target_text: str | None, paths: Sequence[str] = (), *,
         warnings = capacity_warnings(pipeline.graph, order, *capacity(configured))
         for warning in warnings:
             reporter.warning(warning["message"])
-    return execute(pipeline.project, pipeline.graph, request, reporter, new_executor,
-                   run_id=run_id, triggered_by=triggered_by, warnings=warnings)
+    result = execute(pipeline.project, pipeline.graph, request, reporter, new_executor,
+                     run_id=run_id, triggered_by=triggered_by, warnings=warnings)
+    limit = pipeline.project.settings.cache_max_size
+    if limit is not None and not dry_run:
+        from barca.store.gc import trim
+
+        trimmed = trim(pipeline.project, limit)
+        if trimmed is not None:
+            result.cache, result.cache_warnings = trimmed
+    return result
 
 
 def capacity_warnings(graph: Any, order: Sequence[str], units: int, source: str
