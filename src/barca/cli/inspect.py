@@ -11,7 +11,7 @@ from barca.cli import render
 from barca.cli.load import split_positionals
 from barca.cli.output import choose_mode, emit, emit_json, note, table
 from barca.cli.server_option import server_options
-from barca.engine.driver import capacity_warnings, open_pipeline, run
+from barca.engine.driver import capacity_warnings, open_pipeline, run, unused_warnings
 from barca.engine.local import capacity, pool_size
 from barca.schedules import next_fire_text
 
@@ -170,7 +170,9 @@ def plan_command(files) -> None:
                        {"type": "fan_in", "node_id": ids[0]},
                        "streams": [{"stream_id": i, "steps": [n]} for i, n in enumerate(ids)]})
     weights = {n: graph.nodes[n].weight for n in graph.order if graph.nodes[n].weight > 1}
-    warnings = capacity_warnings(graph, graph.order, units, source)
+    warnings = sorted([*unused_warnings(graph, graph.order),
+                       *capacity_warnings(graph, graph.order, units, source)],
+                      key=lambda w: (w["node"], w["param"] or "", w["kind"]))
     for warning in warnings:
         note(f"[barca] warning: {warning['message']}")
     emit_json({"plan_version": 1, "total_steps": len(graph.order),

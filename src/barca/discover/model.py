@@ -65,6 +65,7 @@ class Definition:
     definition_hash: str  # hex digest over code + counted decorator parts + helper cone
     hash_parts: tuple[tuple[str, str], ...]  # (part label, digest), see discover.hashing
     schedule_batch: tuple[str, ...] = ()  # Schedule(cron, batch=...) as --batch texts (serve)
+    unused: tuple[str, ...] = ()  # input parameters the body never mentions (discover.unused)
 
     def annotation(self, param: str) -> str | None:
         for name, text in self.annotations:

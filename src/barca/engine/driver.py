@@ -114,17 +114,18 @@ def run(command: str, target_text: str | None, paths: Sequence[str] = (), *,
                             include_tasks=include_tasks, batch=batch)
     reporter = reporter or Reporter()
     reporter.run_accepted()
-    warnings: list[dict[str, Any]] = []
+    order = [n for n in pipeline.graph.order if n in request.cone]
+    warnings = unused_warnings(pipeline.graph, order)
     if new_executor is None:
         from barca.engine.local import capacity, local_executor
 
         configured = pipeline.project.settings.capacity
         new_executor = local_executor(pipeline.project.root, _files_in(pipeline, request.cone),
                                       configured)
-        order = [n for n in pipeline.graph.order if n in request.cone]
-        warnings = capacity_warnings(pipeline.graph, order, *capacity(configured))
-        for warning in warnings:
-            reporter.warning(warning["message"])
+        warnings += capacity_warnings(pipeline.graph, order, *capacity(configured))
+    warnings.sort(key=lambda w: (w["node"], w["param"] or "", w["kind"]))
+    for warning in warnings:
+        reporter.warning(warning["message"])
     result = execute(pipeline.project, pipeline.graph, request, reporter, new_executor,
                      run_id=run_id, triggered_by=triggered_by, warnings=warnings)
     limit = pipeline.project.settings.cache_max_size
@@ -135,6 +136,25 @@ def run(command: str, target_text: str | None, paths: Sequence[str] = (), *,
         if trimmed is not None:
             result.cache, result.cache_warnings = trimmed
     return result
+
+
+def unused_warnings(graph: Any, order: Sequence[str]) -> list[dict[str, Any]]:
+    """An input the function never uses (discover.unused), said before anything runs: it is
+    computed and loaded all the same. Not for a sensor's value (reading one is how a node asks
+    to rerun when it changes) nor a DuckDB relation (its SQL may name it as a view)."""
+    out = []
+    for node_id in order:
+        d = graph.nodes[node_id]
+        for param in d.unused:
+            source = next(i.source for i in d.inputs if i.param == param)
+            if graph.nodes[source].kind == "sensor" or \
+                    "DuckDBPyRelation" in (d.annotation(param) or ""):
+                continue
+            out.append({"kind": "unused_input", "node": node_id, "param": param,
+                        "message": f"{node_id} never uses its input `{param}`; it is still "
+                                   f"computed and loaded for every step (name it `_{param}` "
+                                   "to only wait for it, or remove it)"})
+    return out
 
 
 def capacity_warnings(graph: Any, order: Sequence[str], units: int, source: str
