@@ -265,6 +265,8 @@ def _step_fields(result: RunResult, node_id: str) -> dict[str, Any]:
         found = result.artifact_of(node_id, "")
         if found and step["status"] == "cached":
             step["artifact"] = _rel(found, result)
+    if node_id in result.bytes_changed:
+        step["bytes_changed"] = True
     if step["status"] == "cached":
         warning = _ignored_refresh(result, node_id)
         if warning:

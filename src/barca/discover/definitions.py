@@ -76,7 +76,7 @@ def _definition(node: RawNode, resolver: Resolver, hasher: _Hasher) -> Definitio
         retry_backoff=o.retry_backoff, timeout_seconds=o.timeout_seconds, env=o.env,
         cutoff=o.cutoff, weight=o.weight, batch=o.batch, description=o.description,
         tags=o.tags, definition_hash=hashing.definition_hash(parts), hash_parts=parts,
-        schedule_batch=o.schedule_batch,
+        schedule_batch=o.schedule_batch, deterministic=o.deterministic,
         unused=unused_params(node.fn, (i.param for i in inputs if i.mode != "order")))
 
 

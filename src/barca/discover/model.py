@@ -66,6 +66,7 @@ class Definition:
     hash_parts: tuple[tuple[str, str], ...]  # (part label, digest), see discover.hashing
     schedule_batch: tuple[str, ...] = ()  # Schedule(cron, batch=...) as --batch texts (serve)
     unused: tuple[str, ...] = ()  # input parameters the body never mentions (discover.unused)
+    deterministic: bool = True  # False: new bytes for the same run hash are expected
 
     def annotation(self, param: str) -> str | None:
         for name, text in self.annotations:

@@ -30,6 +30,7 @@ from barca.engine.executor import Executor, NewExecutor
 from barca.engine.key_source_columns import SourceColumns
 from barca.engine.planning import Planning
 from barca.engine.batch_calls import BatchCalls
+from barca.engine.byte_checks import changed_bytes
 from barca.engine.protocol import CallFinished, CallSpec, LogLine, StepOutcome, StepSpec
 from barca.engine.request import RunRequest
 from barca.engine.result import RunResult
@@ -77,6 +78,7 @@ class _Run:
         self.metadata_seconds = 0.0  # handling finished keys and writing the metadata DB
         self.source_columns = SourceColumns()
         self.warnings: list[dict] = []  # {kind, node, param, message}, each said on stderr
+        self.bytes_changed: dict[str, list[str]] = {}  # node id -> keys with new bytes
 
     def go(self) -> RunResult:
         started = time.perf_counter()
@@ -378,6 +380,21 @@ class _Run:
                    f"DuckDB), but {which}returned another value; stored as pickle instead")
         self._warn("serializer_fallback", node_id, None, message)
 
+    def _check_bytes(self) -> None:
+        """Recomputes at an unchanged run hash that wrote different bytes (engine.byte_checks)."""
+        self.bytes_changed = changed_bytes(self.conn, self.graph, self.run)
+        for node_id, keys in self.bytes_changed.items():
+            plan = self.run.plans[node_id]
+            which = ""
+            if plan.partitioned:
+                labels = [plan.label(k) for k in keys[:5]]
+                more = f", +{len(keys) - 5} more" if len(keys) > 5 else ""
+                which = f" (keys {', '.join(labels)}{more})"
+            self._warn("bytes_changed", node_id, None,
+                       f"{node_id} produced different bytes for the same code and inputs"
+                       f"{which}; the function is not deterministic (declare "
+                       "deterministic=False if that is expected)")
+
     def _warn(self, kind: str, node_id: str, param: str | None, message: str) -> None:
         self.warnings.append({"kind": kind, "node": node_id, "param": param,
                               "message": message})
@@ -412,6 +429,7 @@ class _Run:
         if self.request.dry_run or self.conn is None:
             return
         self._flush()
+        self._check_bytes()
         began = time.perf_counter()
         self.leases.release()  # what it did not finish, before its row says it ended
         run = self.run
@@ -482,7 +500,8 @@ class _Run:
                          max(0, total_keys - run.executed), phases,
                          self.project.artifacts_dir, self.project.root, run.served,
                          self.batches.execution, self.metadata_seconds,
-                         self.batches.planned, self.warnings)
+                         self.batches.planned, self.warnings,
+                         bytes_changed=self.bytes_changed)
 
 
 def _raise_interrupt(signum: int, frame: Any) -> None:

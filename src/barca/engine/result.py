@@ -89,6 +89,7 @@ class RunResult:
     # [cache] max_size: what the run's trim removed (store.gc.trim), when it was over
     cache: dict[str, int] | None = None
     cache_warnings: list[str] = field(default_factory=list)
+    bytes_changed: dict[str, list[str]] = field(default_factory=dict)  # engine.byte_checks
 
     def artifact_of(self, node_id: str, key: str) -> tuple[Path, str] | None:
         """Where a key's current result lives (run here, or cached), with its format."""
