@@ -15,7 +15,6 @@ from typing import Any
 
 from barca.graph import Graph
 from barca.state import unpack_entry
-from barca.store.history import output_hashes
 
 RECOMPUTED = frozenset({"refresh", "refresh_all", "refresh_cascade", "artifact_missing"})
 LIMIT = 1000
@@ -40,6 +39,8 @@ def changed_bytes(conn: sqlite3.Connection, graph: Graph, run: Any) -> dict[str,
             checked += 1
             if checked > LIMIT:
                 break
+            from barca.store.history import output_hashes  # only when a key is checked
+
             digests = output_hashes(conn, node_id, plan.run_hashes[i], key)
             if len(digests) == 2 and None not in digests and digests[0] != digests[1]:
                 changed.append(key)
