@@ -35,8 +35,9 @@ KNOWN_MODULES = ("pandas", "polars", "pyarrow", "duckdb", "numpy")
 HELP = """Check the prerequisites of this project and say what to fix.
 
 \b
-Python version, the pipeline sources, the packages their annotations and imports need, a
-writable .barca/ and the metadata schema version. Runs no step and imports no pipeline code.
+Python version, the barca.toml settings, the pipeline sources, the packages their annotations
+and imports need, a writable .barca/ and the metadata schema version. Runs no step and imports
+no pipeline code.
 \b
 Examples:
   barca doctor
