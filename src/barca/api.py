@@ -15,7 +15,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 # Accepted keyword arguments per decorator; discovery validates source against these lists.
 ASSET_ARGS = (
     "name", "inputs", "partitions", "serializer", "freshness", "timeout_seconds", "retries",
-    "retry_backoff", "description", "tags", "env", "batch", "cutoff", "weight",
+    "retry_backoff", "description", "tags", "env", "batch", "cutoff", "weight", "deterministic",
 )
 SENSOR_ARGS = (
     "name", "partitions", "serializer", "freshness", "timeout_seconds", "retries",
@@ -181,7 +181,7 @@ def asset(fn: F | None = None, /, *, name: str | None = None, inputs: dict | Non
           freshness: Any = Always, timeout_seconds: float = 300, retries: int = 1,
           retry_backoff: float = 0.0, description: str | None = None,
           tags: dict | None = None, env: list | None = None, batch: Any = None,
-          cutoff: bool = False, weight: int = 1) -> Any:
+          cutoff: bool = False, weight: int = 1, deterministic: bool = True) -> Any:
     """Declare a cached function: it reruns only when its run hash changes."""
     opts = {k: v for k, v in locals().items() if k != "fn"}
     return _decorator("asset")(fn, **opts) if fn is not None else _decorator("asset")(**opts)

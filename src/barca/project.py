@@ -1,4 +1,5 @@
-"""Where a project lives: its root (`barca.toml` or the cwd), its environment and `.barca/` paths.
+"""Where a project lives: its root (`barca.toml` or the cwd), its environment, its settings
+(`barca.config`) and `.barca/` paths.
 
 Only paths and configuration; nothing here reads the metadata database or user code.
 """
@@ -10,6 +11,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from barca.config import NO_SETTINGS, Settings, read_settings
 from barca.errors import UsageError
 from barca.project_root import find_root
 
@@ -20,6 +22,7 @@ ENV_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 class Project:
     root: Path
     env: str
+    settings: Settings = NO_SETTINGS  # what barca.toml sets
 
     @property
     def state_dir(self) -> Path:
@@ -57,5 +60,10 @@ def resolve_env(flag: str | None) -> str:
     return name
 
 
-def open_project(env_flag: str | None = None, cwd: Path | None = None) -> Project:
-    return Project(find_root(cwd or Path.cwd()), resolve_env(env_flag))
+def open_project(env_flag: str | None = None, cwd: Path | None = None,
+                 read_config: bool = True) -> Project:
+    """The project at or above `cwd`; its barca.toml is checked unless `read_config` is False
+    (`barca doctor` reports a bad one as a failed check instead)."""
+    root = find_root(cwd or Path.cwd())
+    env = resolve_env(env_flag)
+    return Project(root, env, read_settings(root) if read_config else NO_SETTINGS)

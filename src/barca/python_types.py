@@ -26,6 +26,9 @@ class Plan(TypedDict):
     plan_version: int
     total_steps: int
     pool_size: int
+    capacity: int
+    capacity_source: str
+    weights: dict[str, int]
     phases: list[PlanPhase]
     warnings: list[dict[str, Any]]
 

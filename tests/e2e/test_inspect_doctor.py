@@ -29,8 +29,8 @@ def test_healthy_project_passes_every_check_and_creates_nothing(project: Path) -
     result = barca(project, "doctor").expect(0)
     assert result.json["ok"] is True
     checks = _checks(result)
-    assert list(checks) == ["python", "barca", "project", "sources", "top_level", "packages",
-                            "cache", "metadata", "warm"]
+    assert list(checks) == ["python", "barca", "project", "config", "sources", "top_level",
+                            "packages", "cache", "metadata", "warm"]
     assert all(c["ok"] for c in checks.values())
     assert checks["python"]["data"]["executable"] == sys.executable
     assert checks["sources"]["data"] == {"files": ["pipeline.py"], "nodes": 1}
@@ -50,9 +50,9 @@ def test_after_a_run_the_cache_and_schema_are_checked(project: Path) -> None:
     assert "1 run recorded" in checks["metadata"]["detail"]
     out = barca(project, "doctor", "--pretty").expect(0).stdout.splitlines()
     assert [line.split(":")[0] for line in out] == ["[ok] python", "[ok] barca", "[ok] project",
-                                                    "[ok] sources", "[ok] top_level",
-                                                    "[ok] packages", "[ok] cache",
-                                                    "[ok] metadata",
+                                                    "[ok] config", "[ok] sources",
+                                                    "[ok] top_level", "[ok] packages",
+                                                    "[ok] cache", "[ok] metadata",
                                                     "[ok] warm"]
 
 

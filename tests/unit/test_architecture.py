@@ -191,7 +191,7 @@ def test_the_local_executor_is_private_to_the_engine():
     assert found == []
 
 
-LOCAL_PUBLIC = ("local_executor", "pool_size", "warm_seconds", "running_pool",
+LOCAL_PUBLIC = ("local_executor", "pool_size", "capacity", "warm_seconds", "running_pool",
                 "warm_pool_supported", "warm_pools", "stop_warm_pools", "start_command",
                 "start_warm_pool")
 

@@ -1,11 +1,12 @@
 """`barca doctor [FILES]`: check that barca can run here, and say what to fix.
 
 Checks, in order: the Python running barca (and its workers), barca itself, the project root,
-the pipeline sources (parsed, never imported), names their top-level code reads but never
-defines (a NameError on import), the packages the pipeline's annotations and
-top-level imports need (looked up, never imported), that `.barca/` can be written (probed,
-never created), and the metadata database's schema version (opened read-only, never
-migrated). Exit 0 when every check passes, 3 when one fails (the report still goes to stdout).
+its barca.toml settings (with the capacity they give), the pipeline sources (parsed, never
+imported), names their top-level code reads but never defines (a NameError on import), the
+packages the pipeline's annotations and top-level imports need (looked up, never imported),
+that `.barca/` can be written (probed, never created), and the metadata database's schema
+version (opened read-only, never migrated). Exit 0 when every check passes, 3 when one fails
+(the report still goes to stdout).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import click
 
 from barca import __version__
 from barca.cli.load import split_positionals
+from barca.cli.render import human_size
 from barca.cli.output import choose_mode, emit, emit_json
 from barca.errors import InfraError, UsageError
 from barca.project import Project, open_project
@@ -35,8 +37,9 @@ KNOWN_MODULES = ("pandas", "polars", "pyarrow", "duckdb", "numpy")
 HELP = """Check the prerequisites of this project and say what to fix.
 
 \b
-Python version, the pipeline sources, names their top-level code uses but never defines or
-imports, the packages their annotations and imports need, a writable .barca/ and the metadata schema version. Runs no step and imports no pipeline code.
+Python version, the barca.toml settings, the pipeline sources, names their top-level code
+uses but never defines or imports, the packages their annotations and imports need, a
+writable .barca/ and the metadata schema version. Runs no step and imports no pipeline code.
 \b
 Examples:
   barca doctor
@@ -63,8 +66,8 @@ class Check:
 def doctor_command(files, json_flag, pretty, env_name) -> None:
     mode = choose_mode(json_flag, pretty)
     _, paths = split_positionals(files, takes_target=False)
-    project = open_project(env_name)
-    checks = [check_python(), check_barca(), check_project(project)]
+    project = open_project(env_name, read_config=False)  # a bad barca.toml is a check here
+    checks = [check_python(), check_barca(), check_project(project), check_config(project)]
     sources, definitions = check_sources(project, paths)
     checks += [sources, check_top_level(project, definitions),
                check_packages(project, definitions), check_cache(project),
@@ -109,6 +112,26 @@ def check_project(project: Project) -> Check:
     return Check("project", True, f"root {project.root} ({marker}), environment {project.env}",
                  data={"root": str(project.root), "env": project.env,
                        "state_dir": str(project.state_dir)})
+
+
+def check_config(project: Project) -> Check:
+    """barca.toml's settings, checked as every other command checks them, and what they make
+    of the run's capacity and the cache's size limit."""
+    from barca.config import read_settings
+    from barca.engine.local import capacity, pool_size
+
+    try:
+        settings = read_settings(project.root)
+        units, source = capacity(settings.capacity)
+        size = pool_size()
+    except UsageError as exc:
+        return Check("config", False, exc.message, exc.remediation)
+    limit = settings.cache_max_size
+    data = {"capacity": units, "capacity_source": source, "pool_size": min(size, units),
+            "cache_max_size": limit}
+    cache = "no cache size limit" if limit is None else \
+        f"cache trimmed after each run above {human_size(limit)} ([cache] max_size)"
+    return Check("config", True, f"capacity {units} ({source}), {cache}", data=data)
 
 
 def check_sources(project: Project, paths: list[str]) -> tuple[Check, tuple]:

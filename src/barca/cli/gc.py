@@ -4,20 +4,17 @@ serve from cache (an older result the current code hashes to again), and report 
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
 import click
 
+from barca import config
 from barca.cli import render
 from barca.cli.output import choose_mode, emit, emit_json, note
 from barca.errors import BarcaError, UsageError
 from barca.project import open_project
 from barca.store.gc import collect
-
-_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
-          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
 
 HELP = """Remove stored results that no current state needs, oldest first.
 
@@ -55,16 +52,12 @@ def gc_command(dry_run, max_size, json_flag, pretty, env_name) -> None:
 
 
 def parse_size(text: str) -> int:
-    """`500MB` -> 500000000, `2GiB` -> 2147483648, `1024` -> 1024.
-
-    >>> parse_size("1.5KB")
-    1500
-    """
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B|B)?\s*", text, re.IGNORECASE)
-    if not match:
+    """`500MB` -> 500000000, `2GiB` -> 2147483648, `1024` -> 1024 (as `[cache] max_size`)."""
+    size = config.parse_size(text)
+    if size is None:
         raise UsageError(f"--max-size {text!r} is not a size",
                          "write a size such as 500MB, 2GiB or 1000000 (bytes)")
-    return int(float(match.group(1)) * _UNITS[(match.group(2) or "").lower()])
+    return size
 
 
 def _planned(env_name: str | None) -> set[Path]:

@@ -154,12 +154,14 @@ def _print_dry_run(command: str, target: str | None, result: RunResult, mode: st
     steps = [render.dry_run_step(p, _rel(result.artifact_of(p.node_id, ""), result)
                                  if not p.partitioned or p.unknown else None,
                                  result.batch_plans.get(p.node_id)) for p in plans]
+    for step in steps:
+        _add_env(step, result)
     steps = pick_fields(steps, fields)
     if mode == "value":
         emit_json(steps, indent=True)
         return
     body = {"dry_run": True, "command": command, "target": target, "steps": steps,
-            "summary": render.summary_counts(plans), "warnings": []}
+            "summary": render.summary_counts(plans), "warnings": list(result.warnings)}
     if result.options.partition:
         body["partition_selection"] = partition_selection(result)
     emit_json(body)
@@ -196,7 +198,10 @@ def _print_run(command: str, target: str | None, result: RunResult, mode: str,
     if result.status == "success":
         body["metadata_seconds"] = round(result.metadata_seconds, 4)
     body["steps"] = steps
-    body["warnings"] = selection_warnings(result)
+    body["warnings"] = [*result.warnings, *selection_warnings(result)]
+    if result.cache is not None:
+        body["cache"] = result.cache
+        _say_trimmed(result)
     if result.options.partition:
         body["partition_selection"] = partition_selection(result)
     if mode == "json":
@@ -209,6 +214,19 @@ def _print_run(command: str, target: str | None, result: RunResult, mode: str,
         _print_human(command, target, result, body)
     if failure is not None:
         _raise_failure(result, failure)
+
+
+def _say_trimmed(result: RunResult) -> None:
+    """`[cache] max_size` was exceeded: what the run's trim removed, on stderr."""
+    cache, size = result.cache, render.human_size
+    note(f"[barca] cache {size(cache['size_bytes'])} over its {size(cache['limit_bytes'])} "
+         f"limit ([cache] max_size); removed {render.plural(cache['evicted_files'], 'file')} "
+         f"({size(cache['evicted_bytes'])}), oldest first")
+    for warning in result.cache_warnings:
+        note(warning)
+    if cache["after_bytes"] > cache["limit_bytes"]:
+        note(f"[barca] warning: current results take {size(cache['after_bytes'])}, more than "
+             f"[cache] max_size {size(cache['limit_bytes'])}; gc never removes them")
 
 
 def _print_human(command: str, target: str | None, result: RunResult, body: dict) -> None:
@@ -285,7 +303,20 @@ def _raise_failure(result: RunResult, failure) -> None:
                      artifact_dir=f".barca/artifacts/{node_dir_name(d.file, d.name)}")
 
 
+def _add_env(step: dict[str, Any], result: RunResult) -> dict[str, Any]:
+    """`env {NAME: value|null}`: a node's declared env= values, as its run hash saw them."""
+    names = result.graph.nodes[step["id"]].env
+    if names:
+        step["env"] = render.env_json(names, result.options.env)
+    return step
+
+
 def _step_json(result: RunResult, node_id: str) -> dict[str, Any]:
+    step = _step_fields(result, node_id)
+    return _add_env(step, result)
+
+
+def _step_fields(result: RunResult, node_id: str) -> dict[str, Any]:
     plan = result.plans[node_id]
     step: dict[str, Any] = {"id": node_id, "kind": plan.kind}
     ran = result.results.get(node_id, {})
@@ -328,6 +359,8 @@ def _step_json(result: RunResult, node_id: str) -> dict[str, Any]:
         found = result.artifact_of(node_id, "")
         if found and step["status"] == "cached":
             step["artifact"] = _rel(found, result)
+    if node_id in result.bytes_changed:
+        step["bytes_changed"] = True
     if step["status"] == "cached":
         warning = _ignored_refresh(result, node_id)
         if warning:

@@ -10,10 +10,10 @@ import click
 from barca.cli import render
 from barca.cli.load import split_positionals
 from barca.cli.output import (choose_listing_mode, choose_mode, emit, emit_json, listing,
-                              note_truncated, parse_fields, pick_fields, table)
+                              note, note_truncated, parse_fields, pick_fields, table)
 from barca.cli.server_option import server_options
-from barca.engine.driver import open_pipeline, run
-from barca.engine.local import pool_size
+from barca.engine.driver import capacity_warnings, open_pipeline, run, unused_warnings
+from barca.engine.local import capacity, pool_size
 from barca.errors import UsageError
 from barca.schedules import next_fire_text
 from barca.store.shape import artifact_shape, shape_text
@@ -297,7 +297,8 @@ def _blocked_keys(plan, result) -> list[str]:
 @click.option("--pretty", is_flag=True, help="Indented JSON (plan's only output; accepted as "
               "every command accepts it).")
 def plan_command(files, json_flag, pretty) -> None:
-    """The execution phases of every node, as JSON (reads no stored state).
+    """The execution phases of every node, as JSON (reads no stored state), with the
+    run's capacity and each node's weight.
 
     \b
     Example:
@@ -306,12 +307,18 @@ def plan_command(files, json_flag, pretty) -> None:
     if json_flag and pretty:
         choose_mode(json_flag, pretty)  # the usage error every command gives
     _, paths = split_positionals(files, takes_target=False)
-    emit_json(plan_json(paths), indent=True)
+    body = plan_json(paths)
+    for warning in body["warnings"]:
+        note(f"[barca] warning: {warning['message']}")
+    emit_json(body, indent=True)
 
 
 def plan_json(paths: Sequence[str]) -> dict[str, Any]:
-    """What `barca plan` prints (and `barca.plan` returns): each node's phase by depth."""
-    graph = open_pipeline(paths).graph
+    """What `barca plan` prints (and `barca.plan` returns): each node's phase by depth, the
+    capacity and the weights."""
+    pipeline = open_pipeline(paths)
+    graph = pipeline.graph
+    units, source = capacity(pipeline.project.settings.capacity)
     depth: dict[str, int] = {}
     for node_id in graph.order:
         ups = graph.upstream[node_id]
@@ -322,5 +329,11 @@ def plan_json(paths: Sequence[str]) -> dict[str, Any]:
         phases.append({"reason": {"type": "initial"} if level == 0 else
                        {"type": "fan_in", "node_id": ids[0]},
                        "streams": [{"stream_id": i, "steps": [n]} for i, n in enumerate(ids)]})
-    return {"plan_version": 1, "total_steps": len(graph.order), "pool_size": pool_size(),
-            "phases": phases, "warnings": []}
+    weights = {n: graph.nodes[n].weight for n in graph.order if graph.nodes[n].weight > 1}
+    warnings = sorted([*unused_warnings(graph, graph.order),
+                       *capacity_warnings(graph, graph.order, units, source)],
+                      key=lambda w: (w["node"], w["param"] or "", w["kind"]))
+    return {"plan_version": 1, "total_steps": len(graph.order),
+            "pool_size": min(pool_size(), units), "capacity": units,
+            "capacity_source": source, "weights": weights, "phases": phases,
+            "warnings": warnings}

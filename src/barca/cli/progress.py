@@ -19,6 +19,7 @@ class CliReporter(Reporter):
         self.task = None
         self.total = 0
         self.finished = 0  # keys finished in this run, across its sensor and main phases
+        self.env: dict[str, str] = {}  # node id -> ` env NAME=VALUE ...` for its step lines
 
     def run_started(self, total_steps: int) -> None:
         """Called for the sensors, then again for the rest: counts continue from the sensors'
@@ -51,15 +52,22 @@ class CliReporter(Reporter):
                   "elapsed_seconds": outcome.elapsed_seconds}
         if outcome.status == "success":
             line = f"[barca] step:{outcome.step_id} completed {outcome.elapsed_seconds:.2f}s " \
-                   f"({done}/{total})"
+                   f"({done}/{total}){self.env.get(outcome.node_id, '')}"
         else:
             first = (outcome.error_message or "").strip().splitlines()
             fields["error"] = first[0] if first else ""
             line = f"[barca] step:{outcome.step_id} failed: {fields['error']}"
         self._say("step_finished", line if self.agent else None, **fields)
 
+    def declared_env(self, values: dict[str, dict[str, str | None]]) -> None:
+        from barca.cli.render import env_suffix, env_value
+
+        self.env = {node_id: env_suffix({name: env_value(name, v) for name, v in env.items()})
+                    for node_id, env in values.items()}
+
     def step_cached(self, node_id: str, keys: int) -> None:
-        line = f"[barca] step:{node_id} cached" + (f" ({keys} keys)" if keys else "")
+        line = f"[barca] step:{node_id} cached" + (f" ({keys} keys)" if keys else "") + \
+            self.env.get(node_id, "")
         self._say("step_cached", line if self.agent else None, node_id=node_id, keys=keys)
 
     def steps_waiting(self, node_id: str, keys: int, run_id: str, pid: int) -> None:

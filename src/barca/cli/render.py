@@ -254,6 +254,34 @@ def summary_line(plans: list[NodePlan]) -> str:
     return f"{c['will_run']} will run, {c['cached']} cached, {c['unknown']} unknown"
 
 
+_SECRET_WORDS = ("TOKEN", "SECRET", "KEY", "PASSWORD")
+
+
+def env_value(name: str, value: str | None) -> str | None:
+    """A declared env= variable's value as shown: `<redacted>` for a name that says it is a
+    secret (`API_TOKEN`, `db_password`, `KEY`), None when unset."""
+    upper = name.upper()
+    if value is not None and any(upper == w or upper.endswith(f"_{w}") for w in _SECRET_WORDS):
+        return "<redacted>"
+    return value
+
+
+def env_json(names: tuple[str, ...], values: Mapping[str, str | None]) -> dict[str, str | None]:
+    """`steps[].env`: each declared variable's value as the run hash saw it."""
+    return {name: env_value(name, values.get(name)) for name in names}
+
+
+def env_suffix(shown: Mapping[str, str | None]) -> str:
+    """` env A=1 B=<unset> C="two words"`, the tail of a node's `--agent` step lines."""
+    parts = []
+    for name, value in shown.items():
+        text = "<unset>" if value is None else value
+        if value is not None and (not value or any(c.isspace() for c in value)):
+            text = '"' + value.replace('"', '\\"') + '"'
+        parts.append(f"{name}={text}")
+    return " env " + " ".join(parts) if parts else ""
+
+
 def human_seconds(seconds: float | None) -> str:
     return "-" if seconds is None else f"{seconds:.1f}s"
 

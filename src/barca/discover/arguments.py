@@ -86,6 +86,7 @@ class Options(NamedTuple):
     timeout_seconds: float = 300.0
     env: tuple[str, ...] = ()
     cutoff: bool = False
+    deterministic: bool = True
     weight: int = 1
     batch: str | None = None
     description: str | None = None
@@ -371,12 +372,18 @@ def _env(expr: ast.expr, site: Site) -> tuple[str, ...]:
     return tuple(dict.fromkeys(value))
 
 
-def _cutoff(expr: ast.expr, site: Site) -> bool:
-    value = _literal(expr)
-    if isinstance(value, bool):
-        return value
-    raise site.error(f"cutoff= must be True or False, not `{ast.unparse(expr)}`",
-                     "Write cutoff=True", expr)
+def _flag(name: str, example: str) -> Callable[..., bool]:
+    """A reader of a True / False literal."""
+    def read(expr: ast.expr, site: Site) -> bool:
+        value = _literal(expr)
+        if isinstance(value, bool):
+            return value
+        raise site.error(f"{name}= must be True or False, not `{ast.unparse(expr)}`",
+                         f"Write {name}={example}", expr)
+    return read
+
+
+_cutoff = _flag("cutoff", "True")
 
 
 def _description(expr: ast.expr, site: Site) -> str | None:
@@ -453,6 +460,7 @@ def _groups(call: ast.Call, site: Site) -> None:
 
 _READERS: dict[str, Callable[..., Any]] = {
     "env": _env, "cutoff": _cutoff, "tags": _tags,
+    "deterministic": _flag("deterministic", "False"),
     "description": _description,
     "retries": _number("retries", 1, strict=False, integer=True, maximum=MAX_RETRIES),
     "weight": _number("weight", 1, strict=False, integer=True),

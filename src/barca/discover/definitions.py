@@ -19,6 +19,7 @@ from barca.discover.modules import ModuleCache, search_dirs
 from barca.discover.names import function_uses, uses_of
 from barca.discover.parse import RawNode, parse_module
 from barca.discover.resolve import NodeIndex, Resolver
+from barca.discover.unused import unused_params
 
 
 def discover(root: Path, files: Sequence[str],
@@ -75,7 +76,8 @@ def _definition(node: RawNode, resolver: Resolver, hasher: _Hasher) -> Definitio
         retry_backoff=o.retry_backoff, timeout_seconds=o.timeout_seconds, env=o.env,
         cutoff=o.cutoff, weight=o.weight, batch=o.batch, description=o.description,
         tags=o.tags, definition_hash=hashing.definition_hash(parts), hash_parts=parts,
-        schedule_batch=o.schedule_batch, sinks=node.sinks)
+        schedule_batch=o.schedule_batch, sinks=node.sinks, deterministic=o.deterministic,
+        unused=unused_params(node.fn, (i.param for i in inputs if i.mode != "order")))
 
 
 class _Hasher:

@@ -17,7 +17,8 @@ The parts, kept on the Definition so that a stale reason can name what changed:
     helper <file>                     a whole project module used as a value
 
 Never hashed: name, freshness, retries, retry_backoff, timeout_seconds, description, tags, env
-(its values enter the run hash), batch, cutoff, weight, and partition key values.
+(its values enter the run hash), batch, cutoff, weight, deterministic, and partition key
+values.
 """
 
 from __future__ import annotations

@@ -79,6 +79,8 @@ class Definition:
     hash_parts: tuple[tuple[str, str], ...]  # (part label, digest), see discover.hashing
     schedule_batch: tuple[str, ...] = ()  # Schedule(cron, batch=...) as --batch texts (serve)
     sinks: tuple[SinkSpec, ...] = ()  # @sink decorators, top to bottom
+    unused: tuple[str, ...] = ()  # input parameters the body never mentions (discover.unused)
+    deterministic: bool = True  # False: new bytes for the same run hash are expected
 
     @property
     def pinned(self) -> bool:

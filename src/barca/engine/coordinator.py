@@ -30,6 +30,7 @@ from barca.engine.executor import Executor, NewExecutor
 from barca.engine.key_source_columns import SourceColumns
 from barca.engine.planning import Planning
 from barca.engine.batch_calls import BatchCalls
+from barca.engine.byte_checks import changed_bytes
 from barca.engine.protocol import CallFinished, CallSpec, LogLine, StepOutcome, StepSpec
 from barca.engine.request import RunRequest
 from barca.engine.result import RunResult
@@ -40,18 +41,22 @@ from barca.errors import Cancelled, UsageError
 from barca.graph import Graph
 from barca.plan.planner import refreshed_nodes
 from barca.project import Project
-from barca.state import EMPTY_STATE, ran_entry, state_after_run
+from barca.state import EMPTY_STATE, ran_entry, state_after_run, unpack_entry
 from barca.store import metadata
 from barca.store.db import checkpoint, connect, defer_checkpoint
 
 FLUSH_SECONDS = 0.5
+TABLE_FORMATS = ("parquet", "csv")  # a forced one falls back to pickle for other values
 
 
 def execute(project: Project, graph: Graph, request: RunRequest, reporter: Reporter,
             new_executor: NewExecutor, run_id: str | None = None,
-            triggered_by: str = "cli") -> RunResult:
-    """Run a checked request; `new_executor` is called when a step first must run."""
-    return _Run(project, graph, request, reporter, new_executor, run_id, triggered_by).go()
+            triggered_by: str = "cli", warnings: Sequence[dict] = ()) -> RunResult:
+    """Run a checked request; `new_executor` is called when a step first must run.
+    `warnings`: said already (the caller's), kept in the result with the run's own."""
+    run = _Run(project, graph, request, reporter, new_executor, run_id, triggered_by)
+    run.warnings.extend(warnings)
+    return run.go()
 
 
 class _Run:
@@ -72,6 +77,8 @@ class _Run:
         self.batches = BatchCalls(graph, project.root, request.options.batch)
         self.metadata_seconds = 0.0  # handling finished keys and writing the metadata DB
         self.source_columns = SourceColumns()
+        self.warnings: list[dict] = []  # {kind, node, param, message}, each said on stderr
+        self.bytes_changed: dict[str, list[str]] = {}  # node id -> keys with new bytes
 
     def go(self) -> RunResult:
         started = time.perf_counter()
@@ -105,6 +112,10 @@ class _Run:
                                  self.source_columns, self.reporter)
         self.leases = StepLeases(self.conn, self.run_id, self.graph, run,
                                  active=not req.dry_run)
+        declared = {n: {name: req.options.env.get(name) for name in self.graph.nodes[n].env}
+                    for n in order if self.graph.nodes[n].env}
+        if declared:
+            self.reporter.declared_env(declared)
         previous = {sig: signal.signal(sig, _raise_interrupt)
                     for sig in (signal.SIGINT, signal.SIGTERM)}
         status = "failed"
@@ -385,6 +396,43 @@ class _Run:
     def _node_finished(self, node_id: str) -> None:
         self.run.complete.add(node_id)
         self.planning.learn_output(node_id)
+        forced = self.graph.nodes[node_id].serializer
+        if forced in TABLE_FORMATS and node_id in self.run.results:
+            self._check_table_format(node_id, forced)
+
+    def _check_table_format(self, node_id: str, forced: str) -> None:
+        """A forced table format on a value that is not a table was stored as pickle: say so
+        once for the node, with how many keys."""
+        ran = self.run.results[node_id]
+        other = [k for k, entry in ran.items() if unpack_entry(entry)[1] != forced]
+        if not other:
+            return
+        plan = self.run.plans[node_id]
+        which = f"{len(other)} of {len(ran)} keys ({plan.label(min(other))}, ...) " \
+            if plan.partitioned else ""
+        message = (f"{node_id}: serializer=\"{forced}\" needs a table (pandas, polars, Arrow or "
+                   f"DuckDB), but {which}returned another value; stored as pickle instead")
+        self._warn("serializer_fallback", node_id, None, message)
+
+    def _check_bytes(self) -> None:
+        """Recomputes at an unchanged run hash that wrote different bytes (engine.byte_checks)."""
+        self.bytes_changed = changed_bytes(self.conn, self.graph, self.run)
+        for node_id, keys in self.bytes_changed.items():
+            plan = self.run.plans[node_id]
+            which = ""
+            if plan.partitioned:
+                labels = [plan.label(k) for k in keys[:5]]
+                more = f", +{len(keys) - 5} more" if len(keys) > 5 else ""
+                which = f" (keys {', '.join(labels)}{more})"
+            self._warn("bytes_changed", node_id, None,
+                       f"{node_id} produced different bytes for the same code and inputs"
+                       f"{which}; the function is not deterministic (declare "
+                       "deterministic=False if that is expected)")
+
+    def _warn(self, kind: str, node_id: str, param: str | None, message: str) -> None:
+        self.warnings.append({"kind": kind, "node": node_id, "param": param,
+                              "message": message})
+        self.reporter.warning(message)
 
     def _flush(self) -> None:
         began = time.perf_counter()
@@ -415,6 +463,7 @@ class _Run:
         if self.request.dry_run or self.conn is None:
             return
         self._flush()
+        self._check_bytes()
         began = time.perf_counter()
         self.leases.release()  # what it did not finish, before its row says it ended
         run = self.run
@@ -489,7 +538,8 @@ class _Run:
                          self._cached_keys(), phases,
                          self.project.artifacts_dir, self.project.root, run.served,
                          self.batches.execution, self.metadata_seconds,
-                         self.batches.planned)
+                         self.batches.planned, self.warnings,
+                         bytes_changed=self.bytes_changed)
 
 
 def _raise_interrupt(signum: int, frame: Any) -> None:

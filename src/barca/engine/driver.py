@@ -114,12 +114,57 @@ def run(command: str, target_text: str | None, paths: Sequence[str] = (), *,
                             include_tasks=include_tasks, batch=batch)
     reporter = reporter or Reporter()
     reporter.run_accepted()
+    order = [n for n in pipeline.graph.order if n in request.cone]
+    warnings = unused_warnings(pipeline.graph, order)
     if new_executor is None:
-        from barca.engine.local import local_executor
+        from barca.engine.local import capacity, local_executor
 
-        new_executor = local_executor(pipeline.project.root, _files_in(pipeline, request.cone))
-    return execute(pipeline.project, pipeline.graph, request, reporter, new_executor,
-                   run_id=run_id, triggered_by=triggered_by)
+        configured = pipeline.project.settings.capacity
+        new_executor = local_executor(pipeline.project.root, _files_in(pipeline, request.cone),
+                                      configured)
+        warnings += capacity_warnings(pipeline.graph, order, *capacity(configured))
+    warnings.sort(key=lambda w: (w["node"], w["param"] or "", w["kind"]))
+    for warning in warnings:
+        reporter.warning(warning["message"])
+    result = execute(pipeline.project, pipeline.graph, request, reporter, new_executor,
+                     run_id=run_id, triggered_by=triggered_by, warnings=warnings)
+    limit = pipeline.project.settings.cache_max_size
+    if limit is not None and not dry_run:
+        from barca.store.gc import trim
+
+        trimmed = trim(pipeline.project, limit)
+        if trimmed is not None:
+            result.cache, result.cache_warnings = trimmed
+    return result
+
+
+def unused_warnings(graph: Any, order: Sequence[str]) -> list[dict[str, Any]]:
+    """An input the function never uses (discover.unused), said before anything runs: it is
+    computed and loaded all the same. Not for a sensor's value (reading one is how a node asks
+    to rerun when it changes) nor a DuckDB relation (its SQL may name it as a view)."""
+    out = []
+    for node_id in order:
+        d = graph.nodes[node_id]
+        for param in d.unused:
+            source = next(i.source for i in d.inputs if i.param == param)
+            if graph.nodes[source].kind == "sensor" or \
+                    "DuckDBPyRelation" in (d.annotation(param) or ""):
+                continue
+            out.append({"kind": "unused_input", "node": node_id, "param": param,
+                        "message": f"{node_id} never uses its input `{param}`; it is still "
+                                   f"computed and loaded for every step (name it `_{param}` "
+                                   "to only wait for it, or remove it)"})
+    return out
+
+
+def capacity_warnings(graph: Any, order: Sequence[str], units: int, source: str
+                      ) -> list[dict[str, Any]]:
+    """A node heavier than the capacity, whose steps run alone: said before anything runs
+    (`warnings[]` of `plan`, `get` and `run`)."""
+    return [{"kind": "over_capacity", "node": n, "param": None,
+             "message": f"'{graph.nodes[n].name}' has weight={graph.nodes[n].weight}, more "
+                        f"than the capacity {units} ({source}); it runs alone"}
+            for n in order if graph.nodes[n].weight > units]
 
 
 def _files_in(pipeline: Pipeline, cone: frozenset[str]) -> list[str]:

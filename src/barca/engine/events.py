@@ -21,6 +21,10 @@ class Reporter:
         """`keys` keys of a node went to the executor (in `calls` batched calls, or one step
         each when `calls` is None): a batched call reports nothing else until it ends."""
 
+    def declared_env(self, values: dict[str, dict[str, str | None]]) -> None:
+        """Before any step runs: node id -> its `env=` variables' values as the run hash saw
+        them (None: unset), for the nodes that declare some."""
+
     def step_finished(self, outcome: StepOutcome, done: int, total: int) -> None:
         """One key finished, successfully or not."""
 

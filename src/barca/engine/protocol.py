@@ -67,6 +67,7 @@ class StepSpec(NamedTuple):
     # a sensor key's last observation: (path, format, output digest or None)
     previous: tuple[str, str, str | None] | None = None
     sinks: tuple[tuple[str, str | None], ...] = ()  # (destination, serializer) per @sink
+    weight: int = 1  # units of the run's capacity it holds while it runs (weight=)
 
 
 class CallSpec(NamedTuple):
@@ -92,6 +93,7 @@ class CallSpec(NamedTuple):
     retry_backoff: float
     timeout_seconds: float
     sinks: tuple[tuple[tuple[str, str | None], ...], ...] = ()  # per key, as StepSpec.sinks
+    weight: int = 1  # units of the run's capacity the whole call holds (the node's weight=)
 
 
 class StepOutcome(NamedTuple):

@@ -85,6 +85,11 @@ class RunResult:
     batch_execution: dict[str, BatchExecution] = field(default_factory=dict)  # batched nodes
     metadata_seconds: float = 0.0  # handling finished keys and writing the metadata DB
     batch_plans: dict[str, BatchPlan] = field(default_factory=dict)  # a dry run's calls
+    warnings: list[dict[str, Any]] = field(default_factory=list)  # {kind, node, param, message}
+    # [cache] max_size: what the run's trim removed (store.gc.trim), when it was over
+    cache: dict[str, int] | None = None
+    cache_warnings: list[str] = field(default_factory=list)
+    bytes_changed: dict[str, list[str]] = field(default_factory=dict)  # engine.byte_checks
 
     def artifact_of(self, node_id: str, key: str) -> tuple[Path, str] | None:
         """Where a key's current result lives (run here, or cached), with its format."""

@@ -41,7 +41,7 @@ def step_spec(graph: Graph, plans: Mapping[str, NodePlan], node_id: str, plan: N
                     tuple(key_args(d, key).items()), inputs, stem, plan.run_hashes[i],
                     d.serializer, max(1, d.retries), d.retry_backoff, d.timeout_seconds,
                     graph.is_key_source(node_id), known_chunks, previous,
-                    sink_targets(d, key))
+                    sink_targets(d, key), d.weight)
 
 
 def call_spec(graph: Graph, plans: Mapping[str, NodePlan], node_id: str, plan: NodePlan,
@@ -73,7 +73,7 @@ def call_spec(graph: Graph, plans: Mapping[str, NodePlan], node_id: str, plan: N
                                         plan.run_hashes[i]) for i in indices),
                     tuple(inputs), d.serializer, max(1, d.retries), d.retry_backoff,
                     d.timeout_seconds,
-                    tuple(sink_targets(d, k) for k in keys) if d.sinks else ())
+                    tuple(sink_targets(d, k) for k in keys) if d.sinks else (), d.weight)
 
 
 def sink_targets(d: Definition, key: str) -> tuple[tuple[str, str | None], ...]:

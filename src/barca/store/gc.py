@@ -68,6 +68,25 @@ def collect(project: Project, planned: Callable[[], set[Path]], limit: int | Non
                        for f in failed]}, warnings
 
 
+TRIM_TO = 0.8  # after a run over [cache] max_size, down to this share of it: not every run
+
+
+def trim(project: Project, limit: int) -> tuple[dict[str, Any], list[str]] | None:
+    """After a run, with `[cache] max_size`: None while the artifacts fit in `limit`, else
+    remove what `barca gc` would, oldest first, down to TRIM_TO of the limit, and say so:
+    `{size_bytes, limit_bytes, evicted_files, evicted_bytes, after_bytes}` and warnings.
+    The run's own results are current, so they stay."""
+    artifacts = project.artifacts_dir
+    if not artifacts.is_dir():
+        return None
+    size = sum(s for _, s, _ in _walk(artifacts))
+    if size <= limit:
+        return None
+    body, warnings = collect(project, set, int(limit * TRIM_TO), dry_run=False)
+    return {"size_bytes": size, "limit_bytes": limit, "evicted_files": body["evicted_files"],
+            "evicted_bytes": body["evicted_bytes"], "after_bytes": body["after_bytes"]}, warnings
+
+
 def _walk(artifacts: Path) -> list[tuple[Path, int, float]]:
     out = []
     for folder, dirs, names in os.walk(artifacts):

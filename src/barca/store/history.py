@@ -518,3 +518,12 @@ def live_runs_started(conn: sqlite3.Connection) -> float | None:
     alive = [started for started, pid, host, start in rows
              if not owner_gone(pid, host, start)]
     return min(alive) if alive else None
+
+
+def output_hashes(conn: sqlite3.Connection, node_id: str, run_hash: str, key: str,
+                  n: int = 2) -> list[str | None]:
+    """The bytes' digests of the newest `n` successes of a key at one run hash, newest first
+    (a byte check compares a recompute with the result it replaced)."""
+    return [row[0] for row in conn.execute(
+        "SELECT output_hash FROM materializations WHERE node_id = ? AND run_hash = ? AND "
+        "key = ? AND status = 'success' ORDER BY id DESC LIMIT ?", (node_id, run_hash, key, n))]

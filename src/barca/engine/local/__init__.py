@@ -11,18 +11,21 @@ if TYPE_CHECKING:
     from barca.engine.executor import NewExecutor
 
 
-def local_executor(root: Path, files: Sequence[str]) -> NewExecutor:
+def local_executor(root: Path, files: Sequence[str], capacity: int | None = None
+                   ) -> NewExecutor:
     """A factory of local executors for a run over `files`; its settings are read (and a bad
-    one reported) now, its processes start only when the coordinator first needs one."""
+    one reported) now, its processes start only when the coordinator first needs one.
+    `capacity`: `[run] capacity` from barca.toml, if set (BARCA_CAPACITY wins over it)."""
     from barca.engine.local import settings
 
     size, warm = pool_size(), warm_seconds()
+    units, _ = settings.capacity(capacity, size)
     settings.max_pools()  # a bad BARCA_WARM_POOLS is reported before anything runs
 
     def new():
         from barca.engine.local.pool import LocalExecutor
 
-        return LocalExecutor(root, size, files, warm_seconds=warm)
+        return LocalExecutor(root, size, files, warm_seconds=warm, capacity=units)
 
     return new
 
@@ -32,6 +35,13 @@ def pool_size() -> int:
     from barca.engine.local import settings
 
     return settings.pool_size()
+
+
+def capacity(configured: int | None) -> tuple[int, str]:
+    """BARCA_CAPACITY, else `[run] capacity` (`configured`), else the pool size; and which."""
+    from barca.engine.local import settings
+
+    return settings.capacity(configured, pool_size())
 
 
 def warm_seconds() -> float:

@@ -6,6 +6,15 @@ round trip while long steps never hold back idle workers for long. A worker is s
 when there is work for it. A step that outlives its timeout has its worker killed; the other
 steps of that lease go back to the front of the queue and a fresh worker takes over.
 
+Capacity (`weight=`): a worker runs its lease one step at a time, so it holds the weight of
+the heaviest step leased to it until its lease is empty, and the workers' holdings never add
+up to more than the run's capacity. A lease takes steps from the head of the queue only while
+they weigh no more than what the worker holds or the capacity has room for, so a heavy step
+at the head waits for room (lighter steps behind it do not overtake it), and a step heavier
+than the whole capacity waits until nothing else runs, then runs alone. With every weight 1
+and the capacity at least the pool size this never holds anything back; its cost is one
+integer comparison per step.
+
 Workers are forked from the project's warm pool (with the pipeline's libraries already
 imported, see `warm_pool`); a run that finds none starts one first, preloading what the
 pipeline files import, and teaches it what its workers imported on top. Where no pool can run,
@@ -88,11 +97,13 @@ class _Worker:
     running: StepSpec | CallSpec | None = None
     deadline: float = 0.0
     attempt: int = 0
+    held: int = 0  # capacity units held: the weight of the heaviest leased step
 
 
 class LocalExecutor:
     def __init__(self, root: Path, pool_size: int, files: Sequence[str] = (),
-                 lease_size: int = 32, warm_seconds: float = 0.0) -> None:
+                 lease_size: int = 32, warm_seconds: float = 0.0,
+                 capacity: int | None = None) -> None:
         self.root = root
         self.files = tuple(files)  # the pipeline files, root-relative: what workers import
         self.warm_seconds = warm_seconds
@@ -100,6 +111,8 @@ class LocalExecutor:
         self.fresh_workers = 0
         self.imported: set[str] = set()
         self.pool_size = max(1, pool_size)
+        self.capacity = max(1, capacity or self.pool_size)  # units of weight= at once
+        self.used = 0  # units the workers hold
         self.lease_size = lease_size
         self.queue: collections.deque[StepSpec | CallSpec] = collections.deque()  # requeued steps first
         self.sources: collections.deque[Iterator[StepSpec | CallSpec]] = collections.deque()
@@ -156,7 +169,9 @@ class LocalExecutor:
     # -- internals ----------------------------------------------------------------------------
 
     def _start_workers(self) -> None:
-        while len(self.workers) < min(self.pool_size, self.waiting + self._busy()):
+        # every step weighs at least 1: no more than `capacity` of them ever run at once
+        wanted = min(self.pool_size, self.capacity, self.waiting + self._busy())
+        while len(self.workers) < wanted:
             self.workers.append(self._spawn())
 
     def _busy(self) -> int:
@@ -223,26 +238,51 @@ class LocalExecutor:
         share = max(1, min(self.lease_size, self.waiting // (4 * len(self.workers))))
         idle = [w for w in self.workers if len(w.leased) <= share // 2]
         for worker in idle:
-            lease = self._draw(share - len(worker.leased))
+            lease = self._draw(share - len(worker.leased), worker)
             if not lease:
-                break
+                if not self.waiting:
+                    break
+                continue  # the next step waits for capacity; a worker holding less may fit it
             if not worker.leased:  # an idle worker starts on the first step at once
                 self._mark_running(worker, lease[0], 1)
             worker.leased.extend(lease)
             self._send(worker, Lease(lease))
 
-    def _draw(self, n: int) -> tuple[StepSpec | CallSpec, ...]:
-        out = []
-        while len(out) < n and self.queue:
-            out.append(self.queue.popleft())
-        while len(out) < n and self.sources:
-            step = next(self.sources[0], None)
-            if step is None:
-                self.sources.popleft()
+    def _draw(self, n: int, worker: _Worker) -> tuple[StepSpec | CallSpec, ...]:
+        """Up to `n` steps from the head of the queue for `worker`, stopping at one that the
+        capacity has no room for (it stays at the head)."""
+        out: list[StepSpec | CallSpec] = []
+        while len(out) < n:
+            if self.queue:
+                step = self.queue.popleft()
+            elif self.sources:
+                step = next(self.sources[0], None)
+                if step is None:
+                    self.sources.popleft()
+                    continue
             else:
-                out.append(step)
+                break
+            if step.weight > worker.held and not self._hold(worker, step.weight):
+                self.queue.appendleft(step)
+                break
+            out.append(step)
         self.waiting -= len(out)
         return tuple(out)
+
+    def _hold(self, worker: _Worker, weight: int) -> bool:
+        """Raise what `worker` holds to `weight` if the capacity has room, or if nothing else
+        holds any (a step heavier than the capacity runs alone)."""
+        others = self.used - worker.held
+        if others + weight > self.capacity and others:
+            return False
+        self.used = others + weight
+        worker.held = weight
+        return True
+
+    def _release(self, worker: _Worker) -> None:
+        """The worker's lease is empty (or the worker is gone): it holds nothing now."""
+        self.used -= worker.held
+        worker.held = 0
 
     def _send(self, worker: _Worker, message: Any) -> None:
         try:
@@ -265,6 +305,7 @@ class LocalExecutor:
                 self._mark_running(worker, worker.leased[0], 1)
             else:
                 worker.running = None
+                self._release(worker)
             return list(message.items)
         if isinstance(message, Imported):
             self.imported.update(message.modules)
@@ -301,6 +342,7 @@ class LocalExecutor:
         running = worker.running
         self._stop(worker, kill=True)
         self.workers.remove(worker)
+        self._release(worker)
         rest = [s for s in worker.leased if running is None or s.step_id != running.step_id]
         self.queue.extendleft(reversed(rest))
         self.waiting += len(rest)

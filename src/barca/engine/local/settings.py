@@ -20,6 +20,19 @@ def pool_size() -> int:
     return int(text)
 
 
+def capacity(configured: int | None, pool: int) -> tuple[int, str]:
+    """BARCA_CAPACITY, else `[run] capacity` in barca.toml, else the pool size: how many units
+    of `weight=` the steps running at once may hold together, and which of the three it is."""
+    text = os.environ.get("BARCA_CAPACITY")
+    if not text:
+        return (configured, "[run] capacity") if configured else (pool, "pool size")
+    if not text.isdigit() or int(text) < 1:
+        raise UsageError(f"BARCA_CAPACITY={text!r} is not a positive integer",
+                         "set BARCA_CAPACITY to 1 or more, or unset it to use [run] capacity "
+                         "in barca.toml or the pool size")
+    return int(text), "BARCA_CAPACITY"
+
+
 def warm_seconds() -> float:
     """BARCA_WARM_SECONDS: how long a warm pool waits for the next run; 0 turns it off."""
     text = os.environ.get("BARCA_WARM_SECONDS")

@@ -1,0 +1,143 @@
+"""`barca.toml`: the project's settings, read and checked whole when a command opens the
+project, so that a misspelt setting, or one for something this barca does not have yet, stops
+the command (exit 2) instead of being silently ignored.
+
+Known settings:
+
+    [run]   capacity = 4        units of `weight=` the running steps may hold together
+    [cache] max_size = "10GB"   after each run, `barca gc` down to this size
+
+The published tool's other settings (`default_env`, `[discovery]`, `[remote]`, `[server]`)
+are named as not built yet, each with what to do instead.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from barca.errors import UsageError
+
+CONFIG_FILE = "barca.toml"
+
+_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+_SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B|B)?\s*", re.IGNORECASE)
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """What barca.toml sets; None where it is silent (the default applies)."""
+
+    capacity: int | None = None  # [run] capacity
+    cache_max_size: int | None = None  # [cache] max_size, in bytes
+
+
+NO_SETTINGS = Settings()
+
+
+def parse_size(text: str) -> int | None:
+    """`500MB` -> 500000000, `2GiB` -> 2147483648, `1024` -> 1024; None if not a size.
+
+    >>> parse_size("1.5KB")
+    1500
+    """
+    match = _SIZE.fullmatch(text)
+    if not match:
+        return None
+    return int(float(match.group(1)) * _UNITS[(match.group(2) or "").lower()])
+
+
+def _capacity(value: Any) -> int:
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+        return value
+    raise UsageError(f"{CONFIG_FILE}: [run] capacity must be a positive integer, not "
+                     f"{value!r}", "write it like `capacity = 4` (units of weight= that "
+                     "running steps hold together), or remove it to use the pool size")
+
+
+def _max_size(value: Any) -> int:
+    size = None
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        size = value
+    elif isinstance(value, str):
+        size = parse_size(value)
+    if size is None:
+        raise UsageError(f"{CONFIG_FILE}: [cache] max_size must be a size, not {value!r}",
+                         'write it like `max_size = "10GB"` (KB..TB, KiB..TiB, or bytes)')
+    return size
+
+
+# section -> key -> (Settings field, reader)
+_KNOWN: dict[str, dict[str, tuple[str, Callable[[Any], Any]]]] = {
+    "run": {"capacity": ("capacity", _capacity)},
+    "cache": {"max_size": ("cache_max_size", _max_size)},
+}
+
+# settings of the published tool that this barca does not have yet -> what to do instead
+_NOT_BUILT = {
+    "remote": "a remote store is not built in this barca yet; remove [remote] (results "
+              "stay in .barca/ on this machine)",
+    "server": "[server] url is not built in this barca yet; remove it and set BARCA_SERVER "
+              "or pass --server URL",
+    "discovery": "[discovery] include/exclude is not built in this barca yet; remove it and "
+                 "name the pipeline files on the command line",
+    "default_env": "default_env is not built in this barca yet; remove it and set BARCA_ENV "
+                   "or pass --env NAME",
+}
+
+
+def known_settings() -> str:
+    """The settings barca.toml may hold, as one line: `[run] capacity, [cache] max_size`."""
+    return ", ".join(f"[{section}] {key}" for section, keys in _KNOWN.items() for key in keys)
+
+
+def read_settings(root: Path) -> Settings:
+    """The settings of the project at `root` (none without a barca.toml); a bad, unknown or
+    not yet supported setting is a UsageError naming it and the known ones."""
+    path = root / CONFIG_FILE
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return NO_SETTINGS
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read {path}: {exc}", f"make {CONFIG_FILE} a readable UTF-8 "
+                         "text file") from None
+    if not text.strip():
+        return NO_SETTINGS
+    import tomllib
+
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"{CONFIG_FILE} is not valid TOML: {exc}",
+                         f"fix the syntax; the settings it may hold: {known_settings()}"
+                         ) from None
+    return _check(data)
+
+
+def _check(data: dict[str, Any]) -> Settings:
+    values: dict[str, Any] = {}
+    for section, body in data.items():
+        if section in _NOT_BUILT:
+            raise UsageError(f"{CONFIG_FILE}: {_name(section, body)} is not supported by this "
+                             "barca yet", _NOT_BUILT[section])
+        keys = _KNOWN.get(section)
+        if keys is None or not isinstance(body, dict):
+            what = f"section [{section}]" if isinstance(body, dict) else f"key {section!r}"
+            raise UsageError(f"{CONFIG_FILE}: unknown {what}",
+                             f"remove or rename it; the known settings: {known_settings()}")
+        for key, value in body.items():
+            if key not in keys:
+                raise UsageError(f"{CONFIG_FILE}: unknown key {key!r} in [{section}]",
+                                 f"[{section}] takes {', '.join(keys)}; the known settings: "
+                                 f"{known_settings()}")
+            field, read = keys[key]
+            values[field] = read(value)
+    return Settings(**values)
+
+
+def _name(section: str, body: Any) -> str:
+    return f"[{section}]" if isinstance(body, dict) else f"`{section}`"
