@@ -119,17 +119,22 @@ def in_terminal(cwd: Path, *args: Any, env: Mapping[str, str | None] | None = No
                             stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
     _, err = proc.communicate(timeout=60)
     os.close(slave)
+    return proc, read_pty(master).decode().replace("\r\n", "\n"), err
+
+
+def read_pty(master: int) -> bytes:
+    """Everything written to a pseudo-terminal until its last writer closed it (then closed)."""
     chunks = []
     while True:
         try:
             data = os.read(master, 65536)
-        except OSError:
+        except OSError:  # EIO: no writer left
             break
         if not data:
             break
         chunks.append(data)
     os.close(master)
-    return proc, b"".join(chunks).decode().replace("\r\n", "\n"), err
+    return b"".join(chunks)
 
 
 def write(root: Path, files: Mapping[str, str]) -> Path:

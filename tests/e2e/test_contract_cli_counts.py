@@ -11,7 +11,7 @@ import signal
 import subprocess
 from pathlib import Path
 
-from conftest import CLI, barca, barca_env, start_barca, wait_for, write
+from conftest import CLI, barca, barca_env, read_pty, start_barca, wait_for, write
 
 SENSOR_KEYS = """
 from barca import asset, collect, partitions_from, sensor
@@ -69,19 +69,10 @@ def test_progress_bar_counts_to_the_same_total_as_the_summary(project: Path) -> 
                             env=barca_env(), stdout=subprocess.PIPE, stderr=slave,
                             stdin=subprocess.DEVNULL)
     os.close(slave)
-    chunks = []
-    while True:
-        try:
-            data = os.read(master, 65536)
-        except OSError:
-            break
-        if not data:
-            break
-        chunks.append(data)
-    os.close(master)
+    printed = read_pty(master)
     proc.communicate(timeout=60)
     assert proc.returncode == 0
-    drawn = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", b"".join(chunks).decode(errors="replace"))
+    drawn = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", printed.decode(errors="replace"))
     counts = re.findall(r"(\d+)/(\d+) steps", drawn)
     assert ("7", "7") in counts  # the summary line
     assert len(counts) > 1, drawn  # and the bar

@@ -16,7 +16,7 @@ import click
 
 from barca.cli import render
 from barca.cli.output import (choose_listing_mode, emit, emit_json, listing, note,
-                              note_truncated, parse_fields, pick_fields, table)
+                              note_truncated, parse_fields, parse_names, pick_fields, table)
 from barca.cli.server_option import server_options
 from barca.errors import UsageError
 from barca.project import Project, open_project
@@ -109,7 +109,7 @@ def _round(value: float | None) -> float | None:
 def history_command(run_id, limit, show_all, json_flag, pretty, fields, env_name, statuses,
                     since, target_name) -> None:
     mode = choose_listing_mode(json_flag, pretty, fields)
-    wanted = _parse_statuses(statuses)
+    wanted = parse_names(statuses, RUN_STATUSES, "--status", "run status", "statuses")
     since_ts = parse_since(since)
     if run_id is not None and (wanted or since_ts is not None or target_name):
         raise UsageError("--status, --since and --target choose among runs, not one run's steps",
@@ -146,17 +146,6 @@ def runs_json(runs: list[store.RunRow], total: int,
               fields: list[str] | None = None) -> dict[str, Any]:
     """`history --json` without a run id (and `barca.history()`)."""
     return listing({}, "runs", pick_fields([run_json(r) for r in runs], fields), total, "runs")
-
-
-def _parse_statuses(text: str | None) -> list[str] | None:
-    if text is None:
-        return None
-    names = [t.strip() for t in text.split(",") if t.strip()]
-    unknown = [n for n in names if n not in RUN_STATUSES]
-    if unknown or not names:
-        raise UsageError(f"unknown run status {', '.join(unknown) or repr(text)} for --status",
-                         f"valid statuses: {', '.join(RUN_STATUSES)}")
-    return names
 
 
 def parse_since(text: str | None) -> float | None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any
+from typing import Any, Sequence
 
 import orjson
 
@@ -81,13 +81,19 @@ def choose_listing_mode(json_flag: bool, pretty_flag: bool, fields: str | None) 
 
 def parse_fields(text: str | None, valid: list[str]) -> list[str] | None:
     """`--fields a,b` checked against the keys an item can have; None when not given."""
+    return parse_names(text, valid, "--fields", "field", "fields")
+
+
+def parse_names(text: str | None, valid: Sequence[str], flag: str, what: str,
+                whats: str) -> list[str] | None:
+    """A comma list given to `flag`, each name one of `valid`; None when not given."""
     if text is None:
         return None
     names = [n.strip() for n in text.split(",") if n.strip()]
     unknown = [n for n in names if n not in valid]
     if unknown or not names:
-        raise UsageError(f"unknown field {', '.join(unknown) or repr(text)} for --fields",
-                         f"valid fields: {', '.join(valid)}")
+        raise UsageError(f"unknown {what} {', '.join(unknown) or repr(text)} for {flag}",
+                         f"valid {whats}: {', '.join(valid)}")
     return names
 
 
