@@ -307,3 +307,22 @@ def exported(base: int) -> int:
     barca(project, "status", "pipeline.py", env=env).expect(0)
     dry = barca(project, "get", "exported", "pipeline.py", "--dry-run", env=env).expect(0)
     assert dry.steps["exported"]["action"] == "run"
+
+
+def test_an_fsspec_url_is_written_through_fsspec_per_key(project: Path) -> None:
+    """`local://` is fsspec's own local file system: the upload path, run for real."""
+    remote = project / "remote"
+    write(project, {"pipeline.py": f"""
+        from barca import asset, partitions, sink
+
+        @asset(partitions={{"region": partitions(["emea", "amer"])}})
+        @sink("local://{remote}/totals.json")
+        @sink("local://{remote}/rows/")
+        def totals(region: str) -> dict:
+            return {{"region": region, "total": len(region)}}
+    """})
+    barca(project, "get", "totals", "pipeline.py").expect(0)
+    for region in ("emea", "amer"):
+        expected = {"region": region, "total": len(region)}
+        assert json.loads((remote / f"totals_region_{region}.json").read_text()) == expected
+        assert json.loads((remote / f"rows/region={region}/data.json").read_text()) == expected
