@@ -129,7 +129,8 @@ class NodeStats(TypedDict):
     kind: Literal["asset", "sensor", "task"]
     total_runs: int
     failures: int
-    cache_hit_rate: float | None
+    rerun_rate: float | None  # executions whose run hash had been executed before
+    cache_hit_rate: None  # kept for the published field; hits are not recorded per node
     avg_elapsed_seconds: float | None
     median_elapsed_seconds: float | None
     p95_elapsed_seconds: float | None

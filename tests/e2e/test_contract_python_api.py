@@ -111,7 +111,7 @@ print(json.dumps({"base": barca.stats("base", "pipeline.py"),
     assert out["base"] == barca(api, "stats", "base", "pipeline.py").expect(0).json
     assert out["broken"] == barca(api, "stats", "broken", "pipeline.py").expect(0).json
     assert out["never"] == barca(api, "stats", "publish", "pipeline.py").expect(0).json
-    assert out["base"]["total_runs"] == 2 and out["base"]["cache_hit_rate"] == 0.5
+    assert out["base"]["total_runs"] == 2 and out["base"]["rerun_rate"] == 0.5
     assert out["broken"]["failures"] == 1 and out["never"]["total_runs"] == 0
 
 
