@@ -492,8 +492,9 @@ def _values() -> Iterator[ValueCase]:
     yield source("list-of-dicts", "[{'r': 1}]", keys, "is a dict")
     yield source("surrogate-key", "{'\\ud800': 'v'}", "not valid Unicode text")
     yield source("surrogate-in-list", "['\\udfff']", "not valid Unicode text")
-    yield source("nan-value", "{'r1': float('nan')}", value, "'r1'")
-    yield source("infinite-value", "{'r1': float('inf')}", value)
+    # a NaN never equals itself: said as such (the key would rerun on every tick)
+    yield source("nan-value", "{'r1': float('nan')}", "is NaN", "never equals itself", "'r1'")
+    yield source("infinite-value", "{'r1': float('inf')}", "is Infinity", "finite number")
     yield source("object-value", "{'r1': object()}", value, "object")
     yield source("set-value", "{'r1': {1, 2}}", value, "set")
     yield source("bytes-value", "{'r1': b'v'}", value, "bytes")
@@ -543,8 +544,8 @@ def _values() -> Iterator[ValueCase]:
                  head="import pandas as pd")
     yield result("file-calls-sys-exit", "asset", "return 1", "sys.exit(4)",
                  head="import sys\nsys.exit(4)")
-    yield result("file-raises-at-import", "asset", "return 1", "ValueError: at import",
-                 head="raise ValueError('at import')")
+    yield result("file-raises-at-import", "asset", "return 1", "ValueError: importing",
+                 "failed: at import", head="raise ValueError('at import')")
     yield ValueCase("asset/file-named-like-a-loaded-module", "asset", "return 1",
                     ("would be imported as module 'json'", "rename json.py"), file="lib/json.py")
     yield ValueCase("asset/dot-in-the-file-name", "asset", "return 1",
