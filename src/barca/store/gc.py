@@ -20,6 +20,7 @@ from typing import Any, Callable
 from barca.project import Project
 from barca.store import history
 from barca.store.db import connect
+from barca.store.owners import pid_running
 
 _TMP = re.compile(r"^\..+\.(\d+)\.tmp$")
 
@@ -112,23 +113,13 @@ def _candidates(files: list[tuple[Path, int, float]], keep: set[Path], conn: Any
         if resolved in keep:
             continue
         tmp = _TMP.match(path.name)
-        if tmp and _alive(int(tmp.group(1))):
+        if tmp and pid_running(int(tmp.group(1))):
             continue
         if live_since is not None and mtime >= live_since - 1:
             continue  # may belong to a run that has not recorded it yet
         reason = "leftover" if tmp else ("superseded" if resolved in named else "unreferenced")
         out.append(Candidate(path, size, mtime, reason, named.get(resolved)))
     return sorted(out, key=lambda c: (c.mtime, str(c.path)))
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True
-    return True
 
 
 def _choose(candidates: list[Candidate], size: int, limit: int | None) -> list[Candidate]:

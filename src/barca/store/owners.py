@@ -25,19 +25,25 @@ def owner_gone(pid: int | None, host: str | None, proc_start: str | None) -> boo
     """True when the process a row names certainly no longer runs."""
     if pid is None or host != socket.gethostname():
         return False
+    if not pid_running(pid):
+        return True
+    return proc_start is not None and os.path.exists("/proc/self/stat") and \
+        process_start(pid) != proc_start
+
+
+def pid_running(pid: int) -> bool:
+    """Whether a process with this pid runs. An exited process its parent has not reaped yet
+    (a zombie: a killed run's orphaned worker, until init reaps it) does not."""
     if os.path.exists("/proc/self/stat"):
         try:
             with open(f"/proc/{pid}/stat") as fh:
-                state = fh.read().rsplit(")", 1)[1].split()[0]
+                return fh.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
         except OSError:
-            return True
-        if state in ("Z", "X"):
-            return True
-        return proc_start is not None and process_start(pid) != proc_start
+            return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
-        return True
-    except OSError:
         return False
-    return False
+    except OSError:
+        return True
+    return True
