@@ -276,7 +276,7 @@ def _print_paths(result: RunResult) -> None:
         plan = result.plans.get(node_id) if node_id else None
         if plan is None or plan.unknown:
             continue
-        keys = sorted(plan.keys, key=plan.label) if plan.partitioned else [""]
+        keys = _label_order(plan, None) if plan.partitioned else [""]
         for key in keys:
             found = result.artifact_of(node_id, key)
             if found is not None:
