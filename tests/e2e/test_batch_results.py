@@ -367,6 +367,63 @@ def test_a_call_that_raised_is_retried_with_all_its_keys_together(project: Path)
     assert got.json["final_output"] == {"k=a": "a", "k=b": "b"}
 
 
+LOST_MIDWAY = LOG_CALL + """
+    import os
+    import signal
+    import time
+
+    from barca import asset, partitions
+
+    class DiesWhenStored:
+        \"\"\"Kills its worker the first time it is pickled (while the call writes its keys);
+        the keys written before it have been reported by then.\"\"\"
+
+        def __reduce__(self):
+            if not Path("died").exists():
+                Path("died").write_text("")
+                time.sleep(0.5)  # the outcomes written so far go out (every 0.02 s)
+                os.kill(os.getpid(), signal.SIGKILL)
+            return (str, ("stored",))
+
+    @asset(partitions={"k": partitions(["a", "b", "c", "d", "e"])}, batch="all",
+           retries=RETRIES)
+    def written(k: list[str]) -> dict:
+        _call("written", k)
+        return {key: DiesWhenStored() if key == "d" else key for key in k}
+"""
+
+
+@pytest.mark.parametrize("retries", [1, 2])
+def test_a_worker_lost_while_writing_keeps_the_keys_it_had_written(project: Path,
+                                                                    retries: int) -> None:
+    """Keys are reported as they are written: a worker killed midway through a call's writes
+    leaves a, b and c recorded once, and only d and e are retried (or failed)."""
+    write(project, {"pipeline.py": LOST_MIDWAY.replace("RETRIES", str(retries))})
+    got = barca(project, "get", "written", "pipeline.py").expect(0 if retries == 2 else 1)
+    calls = take_calls(project)["written"]
+    assert calls == ([["a", "b", "c", "d", "e"], ["d", "e"]] if retries == 2
+                     else [["a", "b", "c", "d", "e"]])
+    steps = barca(project, "history", got.json["run_id"], "--json").expect(0).json["steps"]
+    assert sorted(s["partition_key"] for s in steps) == ["k=a", "k=b", "k=c", "k=d", "k=e"]
+    by_key = {s["partition_key"]: s for s in steps}
+    for key in "abc":
+        assert by_key[f"k={key}"]["status"] == "success"
+        assert by_key[f"k={key}"]["attempts"] == 1
+    for key in "de":
+        step = by_key[f"k={key}"]
+        if retries == 2:
+            assert step["status"] == "success"
+        else:
+            assert (step["status"], step["error_type"]) == ("failed", "WorkerLost")
+    if retries == 1:  # the next run computes only the keys that failed
+        barca(project, "get", "written", "pipeline.py").expect(0)
+        assert take_calls(project) == {"written": [["d", "e"]]}
+    value = barca(project, "get", "written", "pipeline.py").expect(0).json["final_output"]
+    assert value["k=d"]["_barca_artifact"]["format"] == "pickle"  # shown by reference
+    assert {k: v for k, v in value.items() if k != "k=d"} == {"k=a": "a", "k=b": "b",
+                                                             "k=c": "c", "k=e": "e"}
+
+
 # ---------------------------------------------------------------------------------------------
 # Seeing calls
 

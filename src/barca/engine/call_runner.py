@@ -60,8 +60,9 @@ class _CallFailed(Exception):
 
 def run_call(runner: Runner, call: CallSpec, emit: Callable[[Any], None]
              ) -> list[StepOutcome | CallFinished]:
-    """Run the call, retrying its failed keys together; every key's outcome, then the
-    call's `CallFinished`."""
+    """Run the call, retrying its failed keys together. Each key written is reported through
+    `emit` at once, so that its recording overlaps the writing of the next; the keys that
+    failed are returned at the end, then the call's `CallFinished`."""
     started = time.perf_counter()
     times = _Times()
     outcomes: dict[int, StepOutcome] = {}
@@ -71,7 +72,7 @@ def run_call(runner: Runner, call: CallSpec, emit: Callable[[Any], None]
         attempt += 1
         if attempt > 1:
             emit(StepStarted(call.step_id, attempt))
-        results = _attempt(runner, call, pending, attempt, times)
+        results = _attempt(runner, call, pending, attempt, times, emit)
         outcomes.update(results)
         failed = [p for p in pending if results[p].status == "failed"]
         if not failed or attempt >= call.retries or results[failed[0]].error_type == "SystemExit":
@@ -79,18 +80,26 @@ def run_call(runner: Runner, call: CallSpec, emit: Callable[[Any], None]
         time.sleep(call.retry_backoff * attempt)
         pending = failed
     rss = runner.peak_rss()
-    ordered = [outcomes[p]._replace(max_rss_bytes=rss) for p in range(len(call.keys))]
-    written = sum(1 for o in ordered if o.status == "success")
-    return [*ordered, CallFinished(call.step_id, call.node_id, call.batch, len(call.keys),
-                                   written, attempt, time.perf_counter() - started, rss,
-                                   times.import_, times.load, times.compute, times.split,
-                                   times.write)]
+    failed = [outcomes[p]._replace(max_rss_bytes=rss) for p in range(len(call.keys))
+              if outcomes[p].status == "failed"]
+    written = len(call.keys) - len(failed)
+    return [*failed, CallFinished(call.step_id, call.node_id, call.batch, len(call.keys),
+                                  written, attempt, time.perf_counter() - started, rss,
+                                  times.import_, times.load, times.compute, times.split,
+                                  times.write)]
 
 
 def _attempt(runner: Runner, call: CallSpec, positions: list[int], attempt: int,
-             times: _Times) -> dict[int, StepOutcome]:
-    """One attempt over the keys at `positions`: each key's outcome."""
+             times: _Times, emit: Callable[[Any], None]) -> dict[int, StepOutcome]:
+    """One attempt over the keys at `positions`: each key's outcome (those written, also
+    emitted as they are)."""
     began = time.perf_counter()
+    written: dict[int, StepOutcome] = {}
+
+    def report(p: int, outcome: StepOutcome) -> None:
+        written[p] = outcome
+        emit(outcome)
+
     try:
         fn = getattr(runner.module(call.file), call.function)
         mark = _lap(times, "import_", began)
@@ -105,13 +114,14 @@ def _attempt(runner: Runner, call: CallSpec, positions: list[int], attempt: int,
             value.close()
         runner.last_value = value
         mark = _lap(times, "compute", mark)
-        done = _split_and_write(runner.root, call, positions, call_keys, value, times, mark,
-                                attempt)
-    except BaseException as exc:  # the call failed: every key it was given fails with it
-        if isinstance(exc, KeyboardInterrupt):
+        failed = _split_and_write(runner, call, positions, call_keys, value, times, mark,
+                                  attempt, report)
+    except BaseException as exc:  # the call failed: every key it was given and had not
+        if isinstance(exc, KeyboardInterrupt):  # written fails with it
             raise
-        return _all_failed(call, positions, attempt, began, exc, runner.error_parts)
-    return done
+        rest = [p for p in positions if p not in written]
+        failed = _all_failed(call, rest, attempt, began, exc, runner.error_parts)
+    return {**written, **failed}
 
 
 def _lap(times: _Times, part: str, since: float) -> float:
@@ -169,12 +179,14 @@ def _dict_value_annotation(text: str) -> str | None:
     return None
 
 
-def _split_and_write(root: Path, call: CallSpec, positions: list[int], call_keys: list[Any],
-                     value: Any, times: _Times, mark: float,
-                     attempt: int) -> dict[int, StepOutcome]:
-    """Each key's share of the result, written; outcomes by position."""
+def _split_and_write(runner: Runner, call: CallSpec, positions: list[int],
+                     call_keys: list[Any], value: Any, times: _Times, mark: float, attempt: int,
+                     report: Callable[[int, StepOutcome], None]) -> dict[int, StepOutcome]:
+    """Each key's share of the result, written and reported; the outcomes of the keys that
+    failed, by position."""
     from barca.api import Failed
 
+    root = runner.root
     shared_began = mark
     out: dict[int, StepOutcome] = {}
     if table_kind(value) is not None:
@@ -188,11 +200,13 @@ def _split_and_write(root: Path, call: CallSpec, positions: list[int], call_keys
             raise _CallFailed(str(exc)) from None
         mark = _lap(times, "split", mark)
         share = (mark - shared_began) / len(positions)
+        rss = runner.peak_rss()
         for p, (size, digest) in zip(positions, written):
             path = _target(call, p, "parquet")
             errors = _sinks(root, call, p, path, "parquet", lambda path=path: read_value(
                 root / path, "parquet"))
-            out[p] = _success(call, p, attempt, share, path, "parquet", size, digest, errors)
+            report(p, _success(call, p, attempt, share, path, "parquet", size, digest, rss,
+                               errors))
         times.write += time.perf_counter() - mark
         return out
     if not isinstance(value, dict):
@@ -225,6 +239,7 @@ def _split_and_write(root: Path, call: CallSpec, positions: list[int], call_keys
     # one at a time: creating a file is kernel work that threads contend on (10,000 results
     # took 1.5 to 1.7 s with 4 threads, 0.9 to 1.1 s with one)
     began = time.perf_counter()
+    rss = runner.peak_rss()  # what the call took (writing adds next to nothing)
     for p, item in to_write:
         key_began = time.perf_counter()
         try:
@@ -235,8 +250,8 @@ def _split_and_write(root: Path, call: CallSpec, positions: list[int], call_keys
             out[p] = _key_failed(call, p, attempt, share, "SerializeError", str(exc))
             continue
         errors = _sinks(root, call, p, path, fmt, lambda item=item: item)
-        out[p] = _success(call, p, attempt, share + time.perf_counter() - key_began, path, fmt,
-                          size, digest, errors)
+        report(p, _success(call, p, attempt, share + time.perf_counter() - key_began, path,
+                           fmt, size, digest, rss, errors))
     times.write += time.perf_counter() - began
     return out
 
@@ -255,10 +270,10 @@ def _sinks(root: Path, call: CallSpec, p: int, path: str, fmt: str,
 
 
 def _success(call: CallSpec, p: int, attempt: int, elapsed: float, path: str, fmt: str,
-             size: int, digest: str, sink_errors: tuple[str, ...] = ()) -> StepOutcome:
+             size: int, digest: str, rss: int, sink_errors: tuple[str, ...]) -> StepOutcome:
     return StepOutcome(call.key_step_ids[p], call.node_id, call.keys[p], call.indices[p],
                        call.run_hashes[p], "success", attempt, elapsed, path, fmt, size,
-                       digest, batch=call.batch, sink_errors=sink_errors)
+                       digest, rss, batch=call.batch, sink_errors=sink_errors)
 
 
 def _key_failed(call: CallSpec, p: int, attempt: int, elapsed: float, error_type: str,

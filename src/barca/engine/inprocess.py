@@ -36,8 +36,8 @@ class InProcessExecutor:
                 self.sources.popleft()
                 continue
             out: list[Any] = []
-            outcomes = self.runner.run(
-                step, lambda event: out.append(event) if isinstance(event, LogLine) else None)
+            outcomes = self.runner.run(step, lambda event: out.append(event) if isinstance(
+                event, (LogLine, StepOutcome)) else None)
             self.runner.last_value = None
             return [*out, *outcomes]
         return []

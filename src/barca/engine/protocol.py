@@ -153,6 +153,24 @@ def failed_outcomes(spec: StepSpec | CallSpec, attempts: int, error_type: str, m
                                                      spec.indices, spec.run_hashes)]
 
 
+def unreported_part(call: CallSpec, reported: set[str]) -> CallSpec:
+    """The call over its keys whose outcome was not reported yet (key step ids in
+    `reported`): what a retry runs, or what fails, when its worker is lost midway."""
+    keep = [p for p, step_id in enumerate(call.key_step_ids) if step_id not in reported]
+
+    def part(values: tuple) -> tuple:
+        return tuple(values[p] for p in keep)
+
+    inputs = tuple(
+        ref._replace(paths=part(ref.paths), formats=part(ref.formats)) if ref.kind == "keyed"
+        else ref._replace(value=part(ref.value)) if ref.kind == "keyed_inline" else ref
+        for ref in call.inputs)
+    return call._replace(keys=part(call.keys), key_step_ids=part(call.key_step_ids),
+                         indices=part(call.indices), run_hashes=part(call.run_hashes),
+                         artifact_stems=part(call.artifact_stems),
+                         sinks=part(call.sinks) if call.sinks else (), inputs=inputs)
+
+
 class StepStarted(NamedTuple):
     """Worker -> coordinator: a retry attempt began (its timeout starts again)."""
 

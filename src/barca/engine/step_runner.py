@@ -29,7 +29,7 @@ from barca.store.artifacts import (SerializeError, choose_format, read_value, wr
 from barca.store.paths import EXTENSIONS
 from barca.store.sinks import write_sinks
 
-Emit = Callable[[Any], None]  # takes a LogLine or a StepStarted
+Emit = Callable[[Any], None]  # takes a LogLine, a StepStarted, or a batch key written
 
 
 class StepStream:
@@ -77,7 +77,8 @@ class StepRunner:
                 self.modules.pop(file, None)
 
     def run(self, step: StepSpec | CallSpec, emit: Emit) -> list[StepOutcome | CallFinished]:
-        """Run a step, or a batch call (its keys' outcomes, then a `CallFinished`)."""
+        """Run a step, or a batch call (the keys it wrote go through `emit` as they are written;
+        the rest, then a `CallFinished`, are returned)."""
         if isinstance(step, StepSpec):
             return [self.run_step(step, emit)]
         from barca.engine.call_runner import run_call

@@ -40,7 +40,7 @@ from barca.errors import InfraError
 from barca.engine.local.frames import (FrameBuffer, Imported, Lease, Outcomes, Shutdown, Warm,
                                        write_frame)
 from barca.engine.protocol import (CallFinished, CallSpec, LogLine, StepOutcome, StepSpec,
-                                  StepStarted, failed_outcomes)
+                                  StepStarted, failed_outcomes, unreported_part)
 
 
 class _ForkedProcess:
@@ -98,6 +98,7 @@ class _Worker:
     deadline: float = 0.0
     attempt: int = 0
     held: int = 0  # capacity units held: the weight of the heaviest leased step
+    reported: set = field(default_factory=set)  # key step ids the running call has written
 
 
 class LocalExecutor:
@@ -297,9 +298,16 @@ class LocalExecutor:
             return []
         if isinstance(message, Outcomes):
             self.crashes = 0
+            moved_on = False
             for outcome in message.items:
                 if getattr(outcome, "batch", None) is None or isinstance(outcome, CallFinished):
                     self._retire(worker, outcome.step_id)  # a call's keys: at its end
+                    worker.reported.clear()
+                    moved_on = True
+                else:  # a key a running call has written: it is reported as it is written
+                    worker.reported.add(outcome.step_id)
+            if not moved_on:
+                return list(message.items)
             # the worker moved on to its next leased step, at the latest now
             if worker.leased:
                 self._mark_running(worker, worker.leased[0], 1)
@@ -340,6 +348,8 @@ class LocalExecutor:
     def _lost(self, worker: _Worker, why: str, error_type: str = "WorkerLost") -> list[StepOutcome]:
         """A worker died or was killed: fail (or retry) its running step, requeue the rest."""
         running = worker.running
+        if isinstance(running, CallSpec) and worker.reported:  # only what it had not written
+            running = unreported_part(running, worker.reported)
         self._stop(worker, kill=True)
         self.workers.remove(worker)
         self._release(worker)

@@ -162,7 +162,11 @@ class Worker:
             os.killpg(os.getpgid(0), signal.SIGKILL)
 
     def send_step_event(self, message: Any) -> None:
-        """A step's log line goes out at once; a retry's start after the outcomes before it."""
+        """A step's log line goes out at once; a retry's start after the outcomes before it;
+        a key a batch call has written with the other outcomes, as they are flushed."""
+        if isinstance(message, StepOutcome):
+            self.finish(message)
+            return
         if not hasattr(message, "text"):
             self.flush()
         self.send(message)
