@@ -111,3 +111,38 @@ def test_a_move_that_cannot_be_made_is_exit_3_and_resumes_once_the_way_is_clear(
     squatter.unlink()
     again = barca(project, "get", "total", "pipeline.py").expect(0)
     assert again.json["steps_executed"] == 0 and take_executed(project) == []
+
+
+def test_a_schema_6_database_has_its_results_indexed_by_key_and_keeps_its_cache(
+        project: Path) -> None:
+    """Schema 6 indexed results by run hash; the upgrade rebuilds the index by key, and older
+    results are still found by (key, run hash): code changed and changed back runs nothing."""
+    write(project, {"pipeline.py": PIPELINE})
+    barca(project, "get", "total", "pipeline.py").expect(0)
+    edited = PIPELINE.replace('return {"k": k, "load": load}',
+                              'return {"k": k, "load": load, "v": 2}')
+    write(project, {"pipeline.py": edited})
+    barca(project, "get", "total", "pipeline.py").expect(0)
+    take_executed(project)
+    conn = sqlite3.connect(project / ".barca" / "metadata.db")
+    with conn:  # the index as schema 6 had it
+        conn.execute("DROP INDEX mat_by_key")
+        conn.execute("CREATE INDEX mat_by_hash ON materializations (node_id, run_hash, key)")
+        conn.execute("PRAGMA user_version = 6")
+    conn.close()
+    write(project, {"pipeline.py": PIPELINE})  # back to the first code: its results are found
+    got = barca(project, "get", "total", "pipeline.py").expect(0)
+    assert got.json["final_output"] == 3
+    assert take_executed(project) == []
+    conn = sqlite3.connect(project / ".barca" / "metadata.db")
+    try:
+        indexes = {row[0] for row in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'index' AND "
+            "tbl_name = 'materializations'")}
+        plan = " ".join(str(row) for row in conn.execute(
+            "EXPLAIN QUERY PLAN SELECT id FROM materializations WHERE node_id = 'n' AND "
+            "key = 'k' AND run_hash = 'h'"))
+    finally:
+        conn.close()
+    assert "mat_by_key" in indexes and "mat_by_hash" not in indexes
+    assert "mat_by_key (node_id=? AND key=? AND run_hash=?)" in plan

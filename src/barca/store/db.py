@@ -17,7 +17,7 @@ from typing import Iterator
 from barca.errors import InfraError
 from barca.store.relayout import move_key_directories
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 # versions this barca upgrades in place: 1 kept each node's snapshot in one row; its snapshots
 # are dropped and rebuilt from the materializations by the next run that reads the node.
 # 2 had no key_source_chunk table; it is added (empty: the next tick sends whole columns).
@@ -27,7 +27,10 @@ SCHEMA_VERSION = 6
 # (barca.store.relayout).
 # 5 had no runs.triggered_by (who started a run: cli, python, api, schedule, catch_up) and no
 # schedule_state table (`barca serve`'s last fire of each job); both are added.
-UPGRADABLE = (1, 2, 3, 4, 5)
+# 6 indexed materializations by (node, run hash, key): a first run's rows landed at random
+# places in it, and each commit rewrote most of its pages (40 us a row at 400,000 rows); the
+# index is rebuilt by (node, key, run hash), where keys in order append (20 us a row).
+UPGRADABLE = (1, 2, 3, 4, 5, 6)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -45,7 +48,8 @@ CREATE TABLE IF NOT EXISTS materializations (
     error_traceback TEXT, max_rss_bytes INTEGER, created_at REAL NOT NULL, batch TEXT,
     worker_exit TEXT
 );
-CREATE INDEX IF NOT EXISTS mat_by_hash ON materializations (node_id, run_hash, key);
+DROP INDEX IF EXISTS mat_by_hash;
+CREATE INDEX IF NOT EXISTS mat_by_key ON materializations (node_id, key, run_hash);
 CREATE INDEX IF NOT EXISTS mat_by_node ON materializations (node_id, id);
 CREATE INDEX IF NOT EXISTS mat_by_run ON materializations (run_id);
 CREATE TABLE IF NOT EXISTS contexts (digest TEXT PRIMARY KEY, parts TEXT NOT NULL);

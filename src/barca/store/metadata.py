@@ -132,17 +132,17 @@ def find_successes(conn: sqlite3.Connection | None, node_id: str,
     found: dict[str, tuple] = {}
     for start in range(0, len(wanted), 400):
         chunk = wanted[start:start + 400]
-        hashes = sorted({h for _, h in chunk})
-        marks = ",".join("?" * len(hashes))
-        # sorted here, not by ORDER BY id: that makes SQLite walk every row of the node
+        pairs = ",".join("(?,?)" for _ in chunk)
+        # one index seek per (key, run hash); sorted here, not by ORDER BY id, which makes
+        # SQLite sort what it found in a temporary tree
         rows = sorted(conn.execute(
-            f"SELECT id, key, run_hash, context, signature, format, output_hash FROM "
-            f"materializations WHERE node_id = ? AND status = 'success' AND run_hash IN "
-            f"({marks})", (node_id, *hashes)).fetchall())
-        pairs = set(chunk)
+            f"SELECT m.id, m.key, m.run_hash, m.context, m.signature, m.format, "
+            f"m.output_hash FROM (VALUES {pairs}) AS w JOIN materializations AS m "
+            f"ON m.node_id = ? AND m.key = w.column1 AND m.run_hash = w.column2 "
+            f"WHERE m.status = 'success'", (*(v for pair in chunk for v in pair), node_id)
+        ).fetchall())
         for _, key, run_hash, context, signature, fmt, output_hash in rows:
-            if (key, run_hash) in pairs:
-                found[key] = (key, run_hash, context, _signature(signature), fmt, output_hash)
+            found[key] = (key, run_hash, context, _signature(signature), fmt, output_hash)
     return list(found.values())
 
 
