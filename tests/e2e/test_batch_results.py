@@ -424,6 +424,31 @@ def test_a_worker_lost_while_writing_keeps_the_keys_it_had_written(project: Path
                                                              "k=c": "c", "k=e": "e"}
 
 
+MANY_KEYS = """
+    from barca import asset, partitions, partitions_from
+
+    @asset(partitions={"k": partitions([f"k{i:04d}" for i in range(2048)])}, batch="all")
+    def first(k: list[str]) -> dict:
+        return {key: key for key in k}
+
+    @asset(partitions={"k": partitions_from(first)}, batch="all")
+    def second(k: list[str], first: dict[str, str]) -> dict:
+        return {key: first[key] + "!" for key in k}
+"""
+
+
+def test_every_call_is_reported_though_its_keys_arrive_before_its_end(project: Path) -> None:
+    """A call's keys are reported as they are written and its timing after them, in another
+    message: the run waits for that message, so the last node's call is in the batch lines and
+    the JSON (2,048 keys: the last key fills a message of its own)."""
+    write(project, {"pipeline.py": MANY_KEYS})
+    got = barca(project, "get", "second", "pipeline.py").expect(0)
+    for node in ("first", "second"):
+        assert f"[barca] batch:pipeline.py:{node} 1 call, 2048 keys | import " in got.stderr
+    step = {s["id"]: s for s in got.json["steps"]}["pipeline.py:second"]
+    assert step["batch_execution"]["calls"] == 1 and step["batch_execution"]["keys"] == 2048
+
+
 # ---------------------------------------------------------------------------------------------
 # Seeing calls
 

@@ -26,6 +26,7 @@ class BatchCalls:
         self.made = 0
         self.execution: dict[str, BatchExecution] = {}  # node id -> its calls' sums
         self.planned: dict[str, BatchPlan] = {}  # a dry run's calls per node
+        self.open: set[str] = set()  # ids of calls made and not finished
 
     def check_groups(self, plans: Mapping[str, NodePlan]) -> None:
         """A key in no group of batches(..., strict=True) is a usage error before any step
@@ -55,11 +56,15 @@ class BatchCalls:
         return tuple(tuple(index[k] for k in call) for call in calls or ())
 
     def next_id(self) -> str:
+        """A new call's id; the call is open until its `CallFinished` (which comes after its
+        keys' outcomes: a run waits for it, to report the call)."""
         self.made += 1
+        self.open.add(f"b{self.made}")
         return f"b{self.made}"
 
     def finished(self, call: CallFinished) -> None:
         """A call that wrote no key is not counted (its time is in its keys' elapsed)."""
+        self.open.discard(call.batch)
         if call.written:
             self.execution.setdefault(call.node_id, BatchExecution()).add(call)
 

@@ -317,7 +317,7 @@ class _Run:
         last_flush = time.monotonic()
         total = sum(self.run.pending.values())
         done = 0
-        while not finished():
+        while not finished() or self.batches.open:  # a call's end follows its last key
             completed = False
             for event in self._events():
                 if isinstance(event, CallFinished):

@@ -153,6 +153,13 @@ def failed_outcomes(spec: StepSpec | CallSpec, attempts: int, error_type: str, m
                                                      spec.indices, spec.run_hashes)]
 
 
+def call_lost(call: CallSpec, written: int, attempts: int) -> CallFinished:
+    """The end of a call whose worker was lost: `written` of its keys had been reported; where
+    its time went is not known."""
+    return CallFinished(call.step_id, call.node_id, call.batch, len(call.keys), written,
+                        attempts, 0.0, 0, 0.0, 0.0, 0.0, 0.0, 0.0)
+
+
 def unreported_part(call: CallSpec, reported: set[str]) -> CallSpec:
     """The call over its keys whose outcome was not reported yet (key step ids in
     `reported`): what a retry runs, or what fails, when its worker is lost midway."""

@@ -40,7 +40,8 @@ from barca.errors import InfraError
 from barca.engine.local.frames import (FrameBuffer, Imported, Lease, Outcomes, Shutdown, Warm,
                                        write_frame)
 from barca.engine.protocol import (CallFinished, CallSpec, LogLine, StepOutcome, StepSpec,
-                                  StepStarted, failed_outcomes, unreported_part)
+                                  StepStarted, call_lost, failed_outcomes,
+                                  unreported_part)
 
 
 class _ForkedProcess:
@@ -347,9 +348,9 @@ class LocalExecutor:
 
     def _lost(self, worker: _Worker, why: str, error_type: str = "WorkerLost") -> list[StepOutcome]:
         """A worker died or was killed: fail (or retry) its running step, requeue the rest."""
-        running = worker.running
-        if isinstance(running, CallSpec) and worker.reported:  # only what it had not written
-            running = unreported_part(running, worker.reported)
+        running = call = worker.running
+        if isinstance(call, CallSpec) and worker.reported:  # only what it had not written
+            running = unreported_part(call, worker.reported)
         self._stop(worker, kill=True)
         self.workers.remove(worker)
         self._release(worker)
@@ -365,6 +366,8 @@ class LocalExecutor:
             return []
         attempts = self.timeout_attempts.get(running.step_id, 0) + max(worker.attempt, 1)
         self.timeout_attempts[running.step_id] = attempts
+        if isinstance(call, CallSpec) and not running.keys:  # it had written every key
+            return [call_lost(call, len(worker.reported), attempts)]
         if attempts < running.retries:
             self.queue.appendleft(running)
             self.waiting += 1
@@ -372,7 +375,10 @@ class LocalExecutor:
         ended = _exit_status(worker.process) if error_type == "WorkerLost" else None
         if ended:
             why += f" ({ended})"
-        return failed_outcomes(running, attempts, error_type, why, ended)
+        failed = failed_outcomes(running, attempts, error_type, why, ended)
+        if isinstance(call, CallSpec):  # the call is over: the coordinator waits for its end
+            failed.append(call_lost(call, len(worker.reported), attempts))
+        return failed
 
     def _read_until_exit(self, worker: _Worker, timeout: float = 5.0) -> None:
         """Wait for a stopping worker to close its pipe, collecting what it still has to say
