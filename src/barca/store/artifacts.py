@@ -163,8 +163,10 @@ def _write_unnamed(data: bytes, path: str) -> bool:
     except FileNotFoundError:
         os.makedirs(folder, exist_ok=True)
         return _write_unnamed(data, path)
-    except OSError:  # EOPNOTSUPP, EISDIR, EINVAL: no O_TMPFILE on this file system
-        _UNNAMED[0] = False
+    except OSError as exc:
+        if exc.errno not in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL):
+            raise
+        _UNNAMED[0] = False  # no O_TMPFILE on this file system
         return False
     try:
         write_all(fd, (data,))
