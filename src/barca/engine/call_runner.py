@@ -6,8 +6,9 @@ for key arrives as {key: value} or, by its annotation, as one lazy table over th
 artifacts (store.batch_tables). It returns {key: value} or a table with the dimension
 column(s), split into one artifact per key. `Failed(...)` or a missing key fails that key
 alone; a key the call was not given, or a call that raises, fails every key. A retry runs the
-keys that failed, together. Where the time went is measured in five parts (import, load,
-compute, split, write) and reported in a `CallFinished` after the keys' outcomes.
+keys that failed, together. Each key written is reported at once (its recording overlaps the
+writing of the next); the failed keys follow at the end, then a `CallFinished` with where the
+time went, in five parts (import, load, compute, split, write).
 """
 
 from __future__ import annotations
