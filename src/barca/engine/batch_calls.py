@@ -59,8 +59,9 @@ class BatchCalls:
         """A new call's id; the call is open until its `CallFinished` (which comes after its
         keys' outcomes: a run waits for it, to report the call)."""
         self.made += 1
-        self.open.add(f"b{self.made}")
-        return f"b{self.made}"
+        call_id = f"b{self.made}"
+        self.open.add(call_id)
+        return call_id
 
     def finished(self, call: CallFinished) -> None:
         """A call that wrote no key is not counted (its time is in its keys' elapsed)."""

@@ -82,13 +82,13 @@ def run_call(runner: Runner, call: CallSpec, emit: Callable[[Any], None]
         time.sleep(call.retry_backoff * attempt)
         pending = failed
     rss = runner.peak_rss()
-    failed = [outcomes[p]._replace(max_rss_bytes=rss) for p in range(len(call.keys))
-              if outcomes[p].status == "failed"]
-    written = len(call.keys) - len(failed)
-    return [*failed, CallFinished(call.step_id, call.node_id, call.batch, len(call.keys),
-                                  written, attempt, time.perf_counter() - started, rss,
-                                  times.import_, times.load, times.compute, times.split,
-                                  times.write)]
+    failures = [outcomes[p]._replace(max_rss_bytes=rss) for p in range(len(call.keys))
+                if outcomes[p].status == "failed"]
+    written = len(call.keys) - len(failures)
+    return [*failures, CallFinished(call.step_id, call.node_id, call.batch, len(call.keys),
+                                    written, attempt, time.perf_counter() - started, rss,
+                                    times.import_, times.load, times.compute, times.split,
+                                    times.write)]
 
 
 def _attempt(runner: Runner, call: CallSpec, positions: list[int], attempt: int,

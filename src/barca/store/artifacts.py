@@ -159,10 +159,11 @@ def _write_unnamed(data: bytes, path: str) -> bool:
     unnamed files cannot be made here (the caller then renames a temporary file)."""
     folder = os.path.dirname(path) or "."
     try:
-        fd = os.open(folder, _UNNAMED_FILE, 0o644)
-    except FileNotFoundError:
-        os.makedirs(folder, exist_ok=True)
-        return _write_unnamed(data, path)
+        try:
+            fd = os.open(folder, _UNNAMED_FILE, 0o644)
+        except FileNotFoundError:
+            os.makedirs(folder, exist_ok=True)
+            fd = os.open(folder, _UNNAMED_FILE, 0o644)
     except OSError as exc:
         if exc.errno not in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL):
             raise
