@@ -385,6 +385,15 @@ class ServeProcess:
             return got.json() if got.json()["run"]["status"] not in LIVE else None
         return poll(ended, f"run {run_id} to end", timeout)
 
+    def wait_status(self, run_id: str, timeout: float = 30.0) -> dict:
+        """GET /status/{run_id} once this server has handled its run's end (which follows
+        the run's row saying how it ended by a few milliseconds)."""
+        def ended():
+            got = self.get(f"/status/{run_id}")
+            assert got.status_code == 200, got.text
+            return got.json() if got.json()["status"] not in ("pending", "running") else None
+        return poll(ended, f"server to see run {run_id} end", timeout)
+
     def start_run(self, body: dict) -> str:
         got = self.post("/runs", json=body)
         assert got.status_code == 202, (got.status_code, got.text)

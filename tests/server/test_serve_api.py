@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import barca, poll, read_runs, write
+from conftest import barca, read_runs, write
 
 PIPELINE = """
     from barca import asset, task
@@ -172,12 +172,7 @@ def test_a_run_started_over_http_is_followed_through_every_read_route(
     assert started.status_code == 200, started.text
     run_id = started.json()["run_id"]
 
-    def finished():
-        got = server.get(f"/status/{run_id}")
-        assert got.status_code == 200, got.text
-        return got.json() if got.json()["status"] not in ("pending", "running") else None
-
-    status = poll(finished, "the run to finish")
+    status = server.wait_status(run_id)
     assert status["status"] == "complete", status
     assert status["handle"] == run_id
     assert status["result"]["status"] == "success"

@@ -181,8 +181,7 @@ def test_delete_cancels_a_run_in_flight_and_its_step_process_ends(
     assert detail["run"]["status"] == "cancelled", detail["run"]
     assert dict(read_runs(root, "run_id, status"))[run_id] == "cancelled"
     poll(lambda: gone(pid), f"the step's process {pid} to end")
-    status = server.get(f"/status/{run_id}").json()
-    assert status["status"] == "cancelled"
+    assert server.wait_status(run_id)["status"] == "cancelled"
 
     again = server.delete(f"/runs/{run_id}")
     assert again.status_code == 409, again.text

@@ -110,7 +110,7 @@ def test_a_scheduled_keyed_tick_runs_the_sensor_and_only_the_changed_key(
     ran = sorted((s["node_id"], s["key"]) for s in detail["steps"] if s["status"] == "success")
     assert ("p.py:cleaned", "k=k17") in ran or ("p.py:cleaned", "k17") in ran, ran
     # a tick reads no value (nobody asked for the 50 keys' values)
-    outcome = server.get(f"/status/{changed['run_id']}").json()["result"]
+    outcome = server.wait_status(changed["run_id"])["result"]
     assert outcome["status"] == "success" and "final_output" not in outcome, outcome
     assert "final_output" not in outcome["targets"]["p.py:scored"], outcome["targets"]
 
