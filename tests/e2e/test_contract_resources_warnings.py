@@ -6,7 +6,6 @@ bytes (`bytes_changed`, with `steps[].bytes_changed`), unless the asset says
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from conftest import barca, write
