@@ -43,7 +43,8 @@ key, every key still cached on its own.
 
 `--split ROWS` measures instead one batch call that returns a 4-column table of ROWS rows (a
 DuckDB relation) split into one parquet artifact per key, at the first N (fresh workers, a
-fresh project per run):
+fresh project per run). Its peak RSS is also given over that of the same call returning no rows
+(the worker's interpreter and DuckDB, and N empty files): what the table's split adds.
 
     .venv/bin/python benchmarks/keyed_partitions.py --keys 10000 --split 1000000
 
@@ -449,41 +450,47 @@ def render_against(rows: list[tuple[str, list[float], list[float]]], other_src: 
     return "\n".join(lines)
 
 
-def measure_split(n: int, rows: int, runs: int) -> list[tuple]:
+def measure_split(n: int, rows: int, runs: int) -> tuple[list[tuple], float]:
     """A batch call returning a `rows` x 4 table (a DuckDB relation) split into N keys:
     (wall, peak RSS MB, the table's size in Arrow memory MB, the batch line) per run, each on
-    a fresh project."""
+    a fresh project; and the peak RSS MB of the same call returning no rows (the worker's
+    interpreter, DuckDB and N empty files), which the table's split adds to."""
     import duckdb
 
     table_mb = duckdb.sql(
         f"select 'r' || lpad((i % {n})::varchar, 6, '0') as retailer, i as id, "
         f"(i * 7919) % 1000 as amount, i::double / 3 as price from range({rows}) t(i)"
     ).to_arrow_table().nbytes / 2**20
-    out = []
-    for _ in range(runs):
-        directory = Path(tempfile.mkdtemp(prefix=f"barca-split-{n}-"))
-        try:
-            (directory / "pipeline.py").write_text(SPLIT_PIPELINE.format(n=n, rows=rows))
-            env = dict(CHILD_ENV, BARCA_WARM_SECONDS="0")
-            # --no-value (what a server's tick passes): the split is measured, not reading
-            # 10,000 pointers back for the printed value
-            wall, peak, stdout, _ = timed_run([*BARCA, "get", "orders", "pipeline.py",
-                                               "--json", "--no-value"], directory, env)
-            import json
-
-            steps = next(s for s in json.loads(stdout)["steps"] if s["id"].endswith("orders"))
-            out.append((wall, peak, table_mb, steps.get("batch_execution", {})))
-        finally:
-            discard(directory)
-    return out
+    measured = [_split_run(n, rows) for _ in range(runs)]
+    return [(wall, peak, table_mb, execution) for wall, peak, execution in measured], \
+        _split_run(n, 0)[1]
 
 
-def render_split(n: int, rows: int, runs: list[tuple]) -> str:
-    lines = ["| table rows | keys | run | wall | peak RSS | table in memory | split | write "
-             "| target |", "|---|---|---|---|---|---|---|---|---|"]
+def _split_run(n: int, rows: int) -> tuple[float, float, dict]:
+    directory = Path(tempfile.mkdtemp(prefix=f"barca-split-{n}-"))
+    try:
+        (directory / "pipeline.py").write_text(SPLIT_PIPELINE.format(n=n, rows=rows))
+        env = dict(CHILD_ENV, BARCA_WARM_SECONDS="0")
+        # --no-value (what a server's tick passes): the split is measured, not reading
+        # 10,000 pointers back for the printed value
+        wall, peak, stdout, _ = timed_run([*BARCA, "get", "orders", "pipeline.py",
+                                           "--json", "--no-value"], directory, env)
+        import json
+
+        steps = next(s for s in json.loads(stdout)["steps"] if s["id"].endswith("orders"))
+        return wall, peak, steps.get("batch_execution", {})
+    finally:
+        discard(directory)
+
+
+def render_split(n: int, rows: int, measured: tuple[list[tuple], float]) -> str:
+    runs, empty_peak = measured
+    lines = ["| table rows | keys | run | wall | peak RSS | over a 0-row call | table in memory "
+             "| split | write | target |", "|---|---|---|---|---|---|---|---|---|---|"]
     for i, (wall, peak, table_mb, execution) in enumerate(runs, 1):
         lines.append(f"| {rows:,} | {n:,} | {i} | {wall:.2f} s | {peak:.0f} MB | "
-                     f"{table_mb:.0f} MB | {execution.get('split_seconds', 0):.2f} s | "
+                     f"{peak - empty_peak:+.0f} MB | {table_mb:.0f} MB | "
+                     f"{execution.get('split_seconds', 0):.2f} s | "
                      f"{execution.get('write_seconds', 0):.2f} s | ≤ 10 s, RSS ≤ 2x table |")
     return "\n".join(lines)
 

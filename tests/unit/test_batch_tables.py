@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from barca.store.artifacts import _digest_file
+from barca.store import batch_tables
 from barca.store.batch_tables import (BatchInputError, BatchResultError, lazy_table,
                                       split_table)
 
@@ -360,6 +361,7 @@ def test_existing_targets_are_replaced_and_no_scratch_is_left(tmp_path):
 
 def test_the_users_default_connection_is_left_as_it_was(tmp_path):
     con = duckdb.default_connection()
+    con.execute("SET partitioned_write_flush_threshold = 100000")  # the user's own setting
     before = con.execute("SELECT count(*) FROM duckdb_views() WHERE NOT internal").fetchall()
     split_table(SALES, ["retailer"], [("r1",), ("r2",)], targets_for(tmp_path / "a", 2))
     split_table(con.from_arrow(SALES), ["retailer"], [("r1",), ("r2",)],
@@ -367,6 +369,9 @@ def test_the_users_default_connection_is_left_as_it_was(tmp_path):
     assert con.execute("SELECT count(*) FROM duckdb_views() WHERE NOT internal").fetchall() \
         == before
     assert con.execute("SELECT count(*) FROM duckdb_tables()").fetchall() == [(0,)]
+    flush = "SELECT current_setting('partitioned_write_flush_threshold')"
+    assert con.execute(flush).fetchall() == [(100000,)]
+    con.execute("RESET partitioned_write_flush_threshold")
 
 
 @pytest.mark.parametrize("kind", ["arrow", "duckdb_other", "pandas"])
@@ -393,6 +398,23 @@ def test_many_keys_over_several_row_groups_and_copy_ranges_stay_sorted(tmp_path,
         assert set(part["k"].to_pylist()) <= {i}
         a = part["a"].to_pylist()
         assert a == sorted(a)
+
+
+@pytest.mark.parametrize("kind", ["arrow", "duckdb_other"])
+def test_a_bucket_of_several_copy_ranges_gives_each_key_its_rows(tmp_path, kind, monkeypatch):
+    """Past _MAX_BUCKETS buckets, one bucket holds several ranges of keys (here 2 buckets of
+    512 keys for 705 keys, 3 ranges): each range still reads only its keys' rows."""
+    monkeypatch.setattr(batch_tables, "_MAX_BUCKETS", 2)
+    rng = random.Random(5)
+    table = pa.table({"k": [rng.randrange(700) for _ in range(20_000)],
+                      "a": [rng.random() for _ in range(20_000)]})
+    keys = [(str(i),) for i in range(705)]
+    split_table(as_kind(table, kind), ["k"], keys, targets_for(tmp_path, len(keys)))
+    by_key: dict[int, list[float]] = {}
+    for k, a in zip(table["k"].to_pylist(), table["a"].to_pylist()):
+        by_key.setdefault(k, []).append(a)
+    for i, path in enumerate(targets_for(tmp_path, len(keys))):
+        assert pq.read_table(path)["a"].to_pylist() == sorted(by_key.get(i, []))
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -31,12 +31,18 @@ from barca.store.artifacts import _digest_file, _replace, _temporary_name, table
 _FILE = "__barca_file"  # the column naming the artifact a row came from
 _KEY = "__barca_key"  # the index of a row's key among the call's keys
 _DIM = "__barca_dim"  # a key's dimension value in the keys file (_DIM0, _DIM1, ...)
+_BUCKET = "__barca_bucket"  # a range of key indexes, split first (-1: rows of no key)
 
 # Keys per partitioned COPY. DuckDB's time per partition grows with the number of partitions
 # one COPY writes, and it keeps a buffer for each (at 10,000 keys in one COPY: 0.5 GB, and
 # three times the time of ranges of 256); small ranges pay in statements (10,000 keys of a
 # 1,000,000-row table on two connections: 4.0-4.3 s in ranges of 32, 2.6-2.9 s of 128 or 256).
 _KEYS_PER_COPY = 256
+_MAX_BUCKETS = 100
+# Rows a thread holds for a partition before writing them out (DuckDB's default: 524,288). Pass
+# 1 of a 1,000,000-row split into 40 buckets took 66 MB over the process at the default and
+# 25 MB at 2,048, in the same time.
+_FLUSH, _FLUSH_ROWS = "partitioned_write_flush_threshold", 2048
 
 
 class BatchInputError(Exception):
@@ -364,12 +370,13 @@ def _split_with_duckdb(value: Any, kind: str, dims: Sequence[str],
     """Two passes through DuckDB in a scratch directory next to the targets:
 
     1. the table, joined to the call's keys (from a small parquet file, so that the join works
-       in any connection), is written to one file sorted by key index then every column. This
-       runs in parallel, and a single-file COPY keeps ORDER BY order.
-    2. that file is written out with `COPY ... PARTITION_BY (key index)` a range of keys at a
-       time, each COPY on a connection of one thread: DuckDB 2.0.1 with several threads writes a
-       partition's rows in the order its threads deliver them, which broke the sort in 60 of
-       10,000 keys (1,000,000 rows), while one thread scanning a sorted file keeps it.
+       in any connection), is written unsorted into buckets of consecutive key indexes with
+       `COPY ... PARTITION_BY (bucket)`: it streams, on the table's connection and threads,
+       without the memory of a sort of the whole table.
+    2. each bucket is sorted by key index then every column and written with `COPY ...
+       PARTITION_BY (key index)` on a connection of one thread: DuckDB 2.0.1 with several threads
+       writes a partition's rows in the order its threads deliver them (it broke the sort in 60
+       of 10,000 keys), while one thread keeps it.
 
     Partitioning by the key's index, not its text, keeps arbitrary key strings out of directory
     names. Each key's file is then renamed onto its target."""
@@ -378,36 +385,51 @@ def _split_with_duckdb(value: Any, kind: str, dims: Sequence[str],
     parent = _scratch_parent(targets)
     work = Path(tempfile.mkdtemp(prefix=".batch-split-", dir=parent))
     try:
-        keys_file, sorted_file = work / "keys.parquet", work / "sorted.parquet"
+        keys_file, schema, buckets = work / "keys.parquet", work / "schema.parquet", \
+            work / "buckets"
         _write_keys(keys_file, dims, key_values)
+        per_bucket = _keys_per_bucket(len(targets))
         view = f"barca_batch_{secrets.token_hex(6)}"
-        sql = _sorted_copy_sql(view, dims, keys_file, sorted_file)
+        keyed = _keyed_select(view, dims, keys_file)
+        statements = [  # the schema first: a LIMIT 0 reads no row, even of a one-pass stream
+            f"COPY ({keyed} LIMIT 0) TO {_literal(schema)} (FORMAT parquet)",
+            f"COPY (SELECT COALESCE({_KEY} // {per_bucket}, -1) AS {_BUCKET}, * FROM ({keyed})) "
+            f"TO {_literal(buckets)} (FORMAT parquet, PARTITION_BY ({_BUCKET}))"]
         if kind == "duckdb":
-            # A relation cannot move to another connection: the COPY runs on its own one.
-            value.query(view, sql)
-        else:
-            con = duckdb.connect()
+            # A relation cannot move to another connection: the COPY runs on its own one,
+            # whose setting is put back after.
+            before = value.query(view, f"SELECT current_setting('{_FLUSH}')").fetchall()[0][0]
             try:
-                # a sort larger than memory spills here, next to the targets, and goes with it
-                con.execute(f"SET temp_directory = {_literal(work / 'spill')}")
-                con.register(view, _arrow_stream(value) if kind == "polars_lazy" else value)
-                con.execute(sql)
+                for sql in [f"SET {_FLUSH} = {_FLUSH_ROWS}", *statements]:
+                    value.query(view, sql)
             finally:
-                con.close()
+                value.query(view, f"SET {_FLUSH} = {int(before)}")
+        else:
+            with duckdb.connect() as con:
+                con.register(view, _arrow_stream(value) if kind == "polars_lazy" else value)
+                for sql in [f"SET {_FLUSH} = {_FLUSH_ROWS}", *statements]:
+                    con.execute(sql)
         with duckdb.connect() as con:
-            unknown = con.execute(
-                f"SELECT {', '.join(f'CAST({_quote(d)} AS VARCHAR)' for d in dims)} "
-                f"FROM read_parquet({_literal(sorted_file)}) WHERE {_KEY} IS NULL LIMIT 1"
-            ).fetchall()
-            if unknown:
-                raise _unknown_key(dims, unknown[0])
-            empty = work / "empty.parquet"
-            con.execute(f"COPY (SELECT * EXCLUDE ({_KEY}) FROM "
-                        f"read_parquet({_literal(sorted_file)}) LIMIT 0) "
+            unknown = buckets / f"{_BUCKET}=-1"
+            if unknown.is_dir():  # rows whose dimension values are no key of the call
+                row = con.execute(
+                    f"SELECT {', '.join(f'CAST({_quote(d)} AS VARCHAR)' for d in dims)} FROM "
+                    f"read_parquet({_literal(unknown / '*.parquet')}, hive_partitioning = false) "
+                    "LIMIT 1").fetchone()
+                raise _unknown_key(dims, row)
+            empty = work / "empty.parquet"  # as the keys' files: read from parquet, written back
+            con.execute(f"COPY (SELECT * EXCLUDE ({_KEY}) FROM read_parquet({_literal(schema)})) "
                         f"TO {_literal(empty)} (FORMAT parquet)")
-        return _write_partitions(sorted_file, work, empty, targets)
+        return _write_buckets(buckets, per_bucket, work, empty, targets)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _keys_per_bucket(keys: int) -> int:
+    """Buckets hold whole ranges of _KEYS_PER_COPY keys, and there are at most _MAX_BUCKETS of
+    them (pass 1's memory grows with its partitions)."""
+    ranges = -(-keys // _KEYS_PER_COPY)
+    return _KEYS_PER_COPY * max(1, -(-ranges // _MAX_BUCKETS))
 
 
 def _scratch_parent(targets: Sequence[Path]) -> str:
@@ -430,24 +452,21 @@ def _write_keys(path: Path, dims: Sequence[str], key_values: Sequence[tuple[str,
                      *([key[j] for key in key_values] for j in range(len(dims)))])
 
 
-def _sorted_copy_sql(view: str, dims: Sequence[str], keys_file: Path, target: Path) -> str:
-    """Every row with its key's index (NULL for a row of no key of the call), sorted by the
-    index then every column. The direction is spelled out so that a connection's default_order
-    or default_null_order cannot change the bytes."""
+def _keyed_select(view: str, dims: Sequence[str], keys_file: Path) -> str:
+    """Every row with its key's index (NULL for a row of no key of the call)."""
     match = " AND ".join(f"CAST(v.{_quote(d)} AS VARCHAR) = k.{_DIM}{j}"
                          for j, d in enumerate(dims))
-    return (f"COPY (SELECT k.{_KEY}, v.* FROM {view} AS v "
-            f"LEFT JOIN read_parquet({_literal(keys_file)}) AS k ON {match} "
-            f"ORDER BY ALL ASC NULLS LAST) TO {_literal(target)} (FORMAT parquet)")
+    return (f"SELECT k.{_KEY}, v.* FROM {view} AS v "
+            f"LEFT JOIN read_parquet({_literal(keys_file)}) AS k ON {match}")
 
 
-def _write_partitions(sorted_file: Path, work: Path, empty: Path,
-                      targets: Sequence[Path]) -> list[tuple[int, str]]:
-    """Pass 2: each range of key indexes is written with PARTITION_BY from the sorted file (row
-    groups outside the range are skipped by their statistics), and its keys' files are moved
-    onto their targets. A few workers share the ranges, each with one connection of its own
-    (opening one costs about 35 ms), so that one range's renames and digests overlap another's
-    writing."""
+def _write_buckets(buckets: Path, per_bucket: int, work: Path, empty: Path,
+                   targets: Sequence[Path]) -> list[tuple[int, str]]:
+    """Pass 2: each range of key indexes is read from its bucket, sorted and written with
+    PARTITION_BY, and its keys' files are moved onto their targets. Two workers share the
+    ranges, each with a connection of its own (opening one costs about 35 ms), so that one
+    range's renames and digests overlap another's writing. The direction of the sort is spelled
+    out so that a connection's default_order or default_null_order cannot change the bytes."""
     import duckdb
 
     results: list[tuple[int, str]] = [(0, "")] * len(targets)
@@ -459,14 +478,19 @@ def _write_partitions(sorted_file: Path, work: Path, empty: Path,
     def work_through(ranges: Sequence[int]) -> None:
         con = duckdb.connect()
         try:
-            con.execute("SET threads=1")  # one thread keeps the sorted file's order
+            con.execute("SET threads=1")  # one thread keeps the sort's order
+            # a range larger than memory spills here, next to the targets, and goes with them
+            con.execute(f"SET temp_directory = {_literal(work / 'spill')}")
             for lo in ranges:
                 hi = min(lo + _KEYS_PER_COPY, len(targets))
+                bucket = buckets / f"{_BUCKET}={lo // per_bucket}"
                 out = work / f"range-{lo}"
-                con.execute(
-                    f"COPY (SELECT * FROM read_parquet({_literal(sorted_file)}) "
-                    f"WHERE {_KEY} >= {lo} AND {_KEY} < {hi}) "
-                    f"TO {_literal(out)} (FORMAT parquet, PARTITION_BY ({_KEY}))")
+                if bucket.is_dir():
+                    con.execute(
+                        f"COPY (SELECT * FROM read_parquet({_literal(bucket / '*.parquet')}, "
+                        f"hive_partitioning = false) WHERE {_KEY} >= {lo} AND {_KEY} < {hi} "
+                        f"ORDER BY ALL ASC NULLS LAST) "
+                        f"TO {_literal(out)} (FORMAT parquet, PARTITION_BY ({_KEY}))")
                 for i in range(lo, hi):
                     key_dir = os.path.join(out, f"{_KEY}={i}")
                     files = sorted(os.path.join(key_dir, f) for f in os.listdir(key_dir)) \
