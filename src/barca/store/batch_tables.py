@@ -407,7 +407,8 @@ def _split_with_duckdb(value: Any, kind: str, dims: Sequence[str],
         else:
             with duckdb.connect() as con:
                 con.register(view, _arrow_stream(value) if kind == "polars_lazy" else value)
-                for sql in [f"SET {_FLUSH} = {_FLUSH_ROWS}", *statements]:
+                for sql in [f"SET temp_directory = {_literal(work / 'spill')}",
+                            f"SET {_FLUSH} = {_FLUSH_ROWS}", *statements]:
                     con.execute(sql)
         with duckdb.connect() as con:
             unknown = buckets / f"{_BUCKET}=-1"
@@ -482,7 +483,10 @@ def _write_buckets(buckets: Path, per_bucket: int, work: Path, empty: Path,
             # DuckDB 2.0.1's asynchronous writes (async_threads, 8 by default) cost more than
             # they save on files this small: 10,000 keys' COPY took 3.0-3.9 s without them
             # against 5.3-6.8 s with them, half the CPU time
-            con.execute("SET async_threads = 0")
+            try:
+                con.execute("SET async_threads = 0")
+            except duckdb.CatalogException:  # a DuckDB before 2.0 writes synchronously anyway
+                pass
             # a range larger than memory spills here, next to the targets, and goes with them
             con.execute(f"SET temp_directory = {_literal(work / 'spill')}")
             for lo in ranges:
