@@ -34,9 +34,10 @@ _DIM = "__barca_dim"  # a key's dimension value in the keys file (_DIM0, _DIM1, 
 _BUCKET = "__barca_bucket"  # a range of key indexes, split first (-1: rows of no key)
 
 # Keys per partitioned COPY. DuckDB's time per partition grows with the number of partitions
-# one COPY writes, and it keeps a buffer for each (at 10,000 keys in one COPY: 0.5 GB, and
-# three times the time of ranges of 256); small ranges pay in statements (10,000 keys of a
-# 1,000,000-row table on two connections: 4.0-4.3 s in ranges of 32, 2.6-2.9 s of 128 or 256).
+# one COPY writes, and it keeps a buffer for each (at 10,000 keys in one COPY: 0.5 GB; 2,500
+# keys a COPY took 1.6 times as long as 256 on tmpfs); small ranges pay in statements (10,000
+# keys of a 1,000,000-row table on two connections: 4.0-4.3 s in ranges of 32, 2.6-2.9 s of 128
+# or 256).
 _KEYS_PER_COPY = 256
 _MAX_BUCKETS = 100
 # Rows a thread holds for a partition before writing them out (DuckDB's default: 524,288). Pass
