@@ -32,7 +32,7 @@ import pytest
 _ISOLATED = ("BARCA_OUTPUT", "BARCA_ENV", "BARCA_READ_ONLY", "BARCA_POOL_SIZE", "BARCA_CAPACITY",
              "BARCA_PROGRESS_SECS",
              "BARCA_REMOTE_URI", "BARCA_STATE_URI", "BARCA_STATE", "BARCA_SERVER",
-             "BARCA_WARM_SECONDS")
+             "BARCA_WARM_SECONDS", "BARCA_SERVE_TOKEN", "BARCA_SERVER_TOKEN")
 # Tests start every worker fresh unless they ask for the warm pool (tests/e2e/test_warm_pool.py):
 # a pool left behind by each of hundreds of test projects would outlive the suite.
 os.environ["BARCA_WARM_SECONDS"] = "0"
@@ -319,12 +319,15 @@ def db_rows(root: Path, sql: str, params: tuple = ()) -> list[tuple]:
 class ServeProcess:
     """A running `barca serve`, its stderr lines and an HTTP client on its port."""
 
-    def __init__(self, root: Path, args: tuple, warm: str = "0") -> None:
+    def __init__(self, root: Path, args: tuple, warm: str = "0",
+                 token: str | None = None) -> None:
+        """`token`: the server is started with it (BARCA_SERVE_TOKEN) and the client sends it."""
         self.root, self.args = root, args
         self.lines: list[str] = []
         self.proc = subprocess.Popen(
             [*CLI, "serve", *map(str, args), "--port", "0"], cwd=root,
-            env=barca_env({"BARCA_WARM_SECONDS": warm}), stdin=subprocess.DEVNULL,
+            env=barca_env({"BARCA_WARM_SECONDS": warm, "BARCA_SERVE_TOKEN": token}),
+            stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
             start_new_session=True)
         self.reader = threading.Thread(target=self._read, daemon=True)
@@ -341,7 +344,8 @@ class ServeProcess:
             self.kill()
             raise
         self.url = f"http://127.0.0.1:{self.port}"
-        self.client = httpx.Client(base_url=self.url, timeout=60)
+        self.client = httpx.Client(base_url=self.url, timeout=60, headers={
+            "Authorization": f"Bearer {token}"} if token else {})
 
     def _read(self) -> None:
         for line in self.proc.stderr:
@@ -349,7 +353,7 @@ class ServeProcess:
 
     def _port_line(self):
         return next((m for m in map(re.compile(
-            r"^\[barca\] serving on http://127\.0\.0\.1:(\d+)\s").match, list(self.lines)) if m),
+            r"^\[barca\] serving on http://(?:127\.0\.0\.1|0\.0\.0\.0):(\d+)\s").match, list(self.lines)) if m),
             None)
 
     @property
@@ -445,12 +449,13 @@ def stop_pools(root: Path) -> None:
 
 @pytest.fixture
 def serve():
-    """`serve(root, *args, warm="0")`: a started `ServeProcess`. At teardown each one still
+    """`serve(root, *args, warm="0", token=None)`: a started `ServeProcess`. At teardown each one still
     running gets SIGTERM and must exit 0 within 10 s; the projects' warm pools are stopped."""
     started: list[ServeProcess] = []
 
-    def start(root: Path, *args: Any, warm: str = "0") -> ServeProcess:
-        server = ServeProcess(root, args, warm)
+    def start(root: Path, *args: Any, warm: str = "0", token: str | None = None
+              ) -> ServeProcess:
+        server = ServeProcess(root, args, warm, token)
         started.append(server)
         return server
 

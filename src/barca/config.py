@@ -6,6 +6,7 @@ Known settings:
 
     [run]   capacity = 4        units of `weight=` the running steps may hold together
     [cache] max_size = "10GB"   after each run, `barca gc` down to this size
+    [serve] token = "..."       the token `barca serve` asks every client for
 
 The published tool's other settings (`default_env`, `[discovery]`, `[remote]`, `[server]`)
 are named as not built yet, each with what to do instead.
@@ -33,6 +34,7 @@ class Settings:
 
     capacity: int | None = None  # [run] capacity
     cache_max_size: int | None = None  # [cache] max_size, in bytes
+    serve_token: str | None = None  # [serve] token
 
 
 NO_SETTINGS = Settings()
@@ -70,10 +72,19 @@ def _max_size(value: Any) -> int:
     return size
 
 
+def _token(value: Any) -> str:
+    if isinstance(value, str) and value.strip() == value and value:
+        return value
+    raise UsageError(f"{CONFIG_FILE}: [serve] token must be a non-empty string without "
+                     "surrounding spaces", 'write it like `token = "..."` (at least 16 random '
+                     "characters), or set BARCA_SERVE_TOKEN instead")
+
+
 # section -> key -> (Settings field, reader)
 _KNOWN: dict[str, dict[str, tuple[str, Callable[[Any], Any]]]] = {
     "run": {"capacity": ("capacity", _capacity)},
     "cache": {"max_size": ("cache_max_size", _max_size)},
+    "serve": {"token": ("serve_token", _token)},
 }
 
 # settings of the published tool that this barca does not have yet -> what to do instead

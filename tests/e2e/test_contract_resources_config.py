@@ -20,7 +20,7 @@ PIPELINE = """
         return 1
 """
 
-KNOWN = "the known settings: [run] capacity, [cache] max_size"
+KNOWN = "the known settings: [run] capacity, [cache] max_size, [serve] token"
 
 
 def _project(root: Path, toml: str) -> Path:
@@ -98,7 +98,7 @@ def test_invalid_toml_is_exit_2(tmp_path: Path) -> None:
     bad = barca(tmp_path, "get", "a", "pipeline.py").expect(2)
     assert bad.envelope["error"].startswith("barca.toml is not valid TOML: ")
     assert bad.envelope["remediation"] == ("fix the syntax; the settings it may hold: "
-                                           "[run] capacity, [cache] max_size")
+                                           "[run] capacity, [cache] max_size, [serve] token")
 
 
 def test_known_settings_and_an_empty_file_are_accepted(tmp_path: Path) -> None:

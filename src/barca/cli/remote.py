@@ -10,6 +10,7 @@ the local command would print; Ctrl-C cancels the remote run (a second one leave
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 from typing import Any
@@ -25,7 +26,8 @@ def run_remote(url: str, argv: list[str], json_mode: bool) -> int:
     """Run `barca ARGV` on the server at `url`; the exit code."""
     import httpx
 
-    client = httpx.Client(base_url=url.rstrip("/"), timeout=TIMEOUT_SECONDS)
+    client = httpx.Client(base_url=url.rstrip("/"), timeout=TIMEOUT_SECONDS,
+                          headers=auth_headers())
     try:
         if argv[0] in ("get", "run"):
             return _run(client, argv, json_mode)
@@ -36,6 +38,12 @@ def run_remote(url: str, argv: list[str], json_mode: bool) -> int:
                          "--local to run here") from None
     finally:
         client.close()
+
+
+def auth_headers() -> dict[str, str]:
+    """The server's token, from BARCA_SERVER_TOKEN (never a flag: command lines are public)."""
+    token = os.environ.get("BARCA_SERVER_TOKEN", "").strip()
+    return {"Authorization": f"Bearer {token}"} if token else {}
 
 
 def _view(client, argv: list[str], json_mode: bool) -> int:
@@ -79,7 +87,8 @@ def _run(client, argv: list[str], json_mode: bool) -> int:
                "cascade": not params["no_cascade"], "dry_run": params["dry_run"],
                "batch": list(params["batch"]), "partition": list(params["partition"]),
                "output": mode}
-    run_id = _body(client.post("/runs", content=orjson.dumps(request)))["run_id"]
+    run_id = _body(client.post("/runs", content=orjson.dumps(request),
+                               headers={"Content-Type": "application/json"}))["run_id"]
     return _follow(client, run_id, params["agent"])
 
 

@@ -18,8 +18,14 @@ Examples:
   barca serve pipeline.py
   barca serve pipeline.py --port 0 --timezone utc
   barca serve pipeline.py --watch
-  barca serve --read-only --host 0.0.0.0
-  curl -X POST localhost:8274/runs -d '{"targets": ["summary"]}'
+  BARCA_SERVE_TOKEN=$(cat ~/.barca-token) barca serve --host 0.0.0.0
+  barca serve --read-only --allow-host barca.internal
+  curl -X POST localhost:8274/runs -H 'Content-Type: application/json' \\
+       -d '{"targets": ["summary"]}'
+\b
+Only this machine can reach it unless --host says otherwise, and then a token is
+required; pages of other sites cannot start or cancel runs (`barca docs serve`,
+"Security").
 """
 
 
@@ -28,7 +34,15 @@ Examples:
 @click.option("-p", "--port", type=int, default=8274, show_default=True,
               help="TCP port (0: any free port, printed at start).")
 @click.option("--host", default="127.0.0.1", show_default=True,
-              help="IP address to listen on; not loopback: a no-authentication warning.")
+              help="IP address to listen on; beyond loopback a token is required.")
+@click.option("--token", metavar="TOKEN", help="Every request but GET /health needs "
+              "`Authorization: Bearer TOKEN` (other users can read a command line: prefer "
+              "BARCA_SERVE_TOKEN or [serve] token in barca.toml).")
+@click.option("--allow-host", "allow_hosts", multiple=True, metavar="NAME",
+              help="Also answer requests addressed to this host name (a proxy's or DNS name); "
+              "repeatable.")
+@click.option("--insecure-no-token", is_flag=True, help="Listen beyond loopback without a "
+              "token (only behind an authenticating proxy).")
 @click.option("--read-only", is_flag=True, help="Refuse to start or cancel runs (403), fire "
               "nothing, only read the database.")
 @click.option("--watch", is_flag=True, help="Reload the pipeline when a source file changes "
@@ -41,11 +55,11 @@ Examples:
 @click.option("--run-timeout", type=float, default=600.0, show_default=True, metavar="SECONDS",
               help="Cancel a run (reported failed: timed out) after this many seconds per "
               "target; 0: no limit.")
-def serve_command(args, port, host, read_only, watch, no_schedule, timezone, env_name,
-                  run_timeout) -> None:
+def serve_command(args, port, host, token, allow_hosts, insecure_no_token, read_only, watch,
+                  no_schedule, timezone, env_name, run_timeout) -> None:
     from barca.server.main import serve
     from barca.server.options import ServeOptions
 
     _, paths = split_positionals(args, takes_target=False)
     serve(ServeOptions(tuple(paths), host, port, read_only, not no_schedule, watch, timezone,
-                       env_name, run_timeout))
+                       env_name, run_timeout, token, tuple(allow_hosts), insecure_no_token))

@@ -40,6 +40,9 @@ class Served:
     def node_id(self, text: str) -> str:
         """A node named as the CLI names a target (id or declared name); 404 unknown, 409
         ambiguous, in the CLI resolver's words."""
+        if len(text) > MAX_NAME_CHARS:
+            raise ApiError(400, f"a node name of {len(text)} characters: no node is named so",
+                           f"node names are at most {MAX_NAME_CHARS} characters; see GET /assets")
         try:
             return self.pipeline.graph.resolve_target(text)
         except UsageError as exc:
@@ -63,12 +66,21 @@ def json(body: Any, status: int = 200, headers: dict | None = None) -> Response:
     return Response(orjson.dumps(body), status, headers, media_type="application/json")
 
 
+MAX_NAME_CHARS = 512  # a node's id is far shorter; longer text is neither matched nor echoed
+
+
+def is_number(text: str) -> bool:
+    """ASCII digits, at most 12 of them (`str.isdigit` also takes `²` and `٣`, which `int`
+    refuses or reads, and a 5,000-digit number costs `int` real time)."""
+    return 0 < len(text) <= 12 and text.isascii() and text.isdigit()
+
+
 def int_param(query, name: str, default: int, low: int, high: int) -> int:
     text = query.get(name)
     if text is None:
         return default
-    if not text.isdigit():
-        raise ApiError(400, f"{name}={text!r} is not a whole number",
+    if not is_number(text):
+        raise ApiError(400, f"{name}={text[:20]!r} is not a whole number",
                        f"pass ?{name}={low}..{high}")
     return min(max(int(text), low), high)
 

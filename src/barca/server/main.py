@@ -14,15 +14,19 @@ import signal
 import socket
 import threading
 import time
+from dataclasses import replace
 from datetime import datetime
 
 import uvicorn
 
 from barca.engine.driver import keep_warm, open_pipeline
 from barca.cli.output import note
+from barca.config import CONFIG_FILE
 from barca.server.app import build_app
+from barca.server.connections import BoundedH11Protocol
+from barca.server.guard import Guard
 from barca.server.http import Served
-from barca.server.options import ServeOptions, check, zone
+from barca.server.options import ServeOptions, check, resolve_token, zone
 from barca.server.reads import open_reader
 from barca.server.runs import Runs
 from barca.server.scheduler import Scheduler, scheduled_jobs
@@ -38,6 +42,10 @@ POOL_IDLE_SECONDS = 3600
 def serve(options: ServeOptions) -> int:
     check(options)
     pipeline = open_pipeline(options.paths, options.env, lenient=True)
+    configured = pipeline.project.settings.serve_token
+    options = check(replace(options, token=resolve_token(options.token, configured)))
+    if configured and options.token == configured:
+        _warn_if_others_read(pipeline.project.root / CONFIG_FILE)
     tz = zone(options.timezone)
     if options.read_only:
         _check_readable(pipeline.project.db_path)
@@ -83,8 +91,9 @@ def serve(options: ServeOptions) -> int:
     _hold_pool_longer()
     threading.Thread(target=keep_warm, args=(pipeline, True), daemon=True).start()
     app = build_app(served, lifespan)
+    app = Guard(app, options.host, options.allow_hosts, options.token)
     config = uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=2,
-                            lifespan="on", access_log=False)
+                            lifespan="on", access_log=False, http=BoundedH11Protocol)
     server = _Server(config, served)
     try:
         server.run(sockets=[sock])
@@ -155,6 +164,16 @@ def _hold_pool_longer() -> None:
         os.environ["BARCA_WARM_SECONDS"] = str(POOL_IDLE_SECONDS)
 
 
+def _warn_if_others_read(path) -> None:
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return
+    if mode & 0o077:
+        note(f"[barca] warning: {path} holds the server's token and other users may read it: "
+             f"chmod 600 {path}")
+
+
 def _check_readable(db_path) -> None:
     """A read-only server never upgrades the database, and neither may the commands it runs
     (`status`, a dry run): an older schema is refused at start."""
@@ -188,9 +207,12 @@ def _bind(host: str, port: int) -> socket.socket:
 
 
 def _describe(options: ServeOptions, pipeline, jobs, tz) -> None:
-    if not options.loopback:
-        note(f"[barca] warning: listening on {options.host}:{options.port} with no authentication: "
-             "anyone who can reach it can start runs; put an authenticating proxy in front")
+    if options.token:
+        note("[barca] every request but GET /health needs the server's token")
+    elif not options.loopback:
+        note(f"[barca] warning: listening on {options.host}:{options.port} with no token "
+             "(--insecure-no-token): anyone who can reach it can start runs unless a proxy "
+             "in front authenticates them")
     if options.read_only:
         note("[barca] read-only: no runs are started or cancelled, nothing fires, the database is "
              "only read")

@@ -8,6 +8,8 @@ from datetime import tzinfo
 
 from barca.errors import UsageError
 
+MIN_TOKEN_CHARS = 16
+
 
 @dataclass(frozen=True)
 class ServeOptions:
@@ -20,6 +22,9 @@ class ServeOptions:
     timezone: str = "local"
     env: str | None = None
     run_timeout: float = 600.0  # seconds per target of a run; 0: no limit
+    token: str | None = None  # --token, BARCA_SERVE_TOKEN or [serve] token (see resolve_token)
+    allow_hosts: tuple[str, ...] = ()  # Host names besides the address and localhost
+    insecure_no_token: bool = False  # beyond loopback without a token, knowingly
 
     @property
     def loopback(self) -> bool:
@@ -42,7 +47,28 @@ def check(options: ServeOptions) -> ServeOptions:
         raise UsageError(f"--run-timeout {options.run_timeout:g} is negative",
                          "pass seconds per target (default 600), or 0 for no limit")
     zone(options.timezone)
+    if options.token is not None and len(options.token) < MIN_TOKEN_CHARS:
+        raise UsageError(f"the server token is {len(options.token)} characters long",
+                         f"use at least {MIN_TOKEN_CHARS} random characters, e.g. "
+                         "`python -c 'import secrets; print(secrets.token_urlsafe())'`")
+    if not options.loopback and options.token is None and not options.insecure_no_token:
+        raise UsageError(f"--host {options.host} listens beyond this machine without a token: "
+                         "anyone who reaches it could run your pipeline",
+                         "set a token (--token, BARCA_SERVE_TOKEN or [serve] token in "
+                         "barca.toml), or pass --insecure-no-token behind an authenticating "
+                         "proxy")
+    for name in options.allow_hosts:
+        if not name or any(c in name for c in "/: @"):
+            raise UsageError(f"--allow-host {name!r} is not a host name",
+                             "pass a bare name such as barca.example.com (no scheme or port)")
     return options
+
+
+def resolve_token(flag: str | None, configured: str | None) -> str | None:
+    """The token in force: --token, else BARCA_SERVE_TOKEN, else [serve] token."""
+    import os
+
+    return flag or os.environ.get("BARCA_SERVE_TOKEN") or configured or None
 
 
 def zone(name: str) -> tzinfo | None:

@@ -3,14 +3,12 @@ the API document, and the read-only commands `--server` clients run."""
 
 from __future__ import annotations
 
-import asyncio
-
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
 from barca import __version__
-from barca.server import reads
+from barca.server import blocking, reads
 from barca.server.http import ApiError, Served, int_param, json
 from barca.server.openapi import document
 from barca.server.runs import run_captured
@@ -40,16 +38,16 @@ def inspect_routes(s: Served) -> list[Route]:
 
     async def asset_detail(request: Request) -> Response:
         node = s.node_id(request.path_params["name"])
-        stats = await asyncio.to_thread(s.read, reads.node_stats, node)
+        stats = await blocking.read(s.read, reads.node_stats, node)
         return json({"asset": asset(node), "stats": stats})
 
     async def state(request: Request) -> Response:
         if not s.pipeline.files:
             return json([])  # nothing loaded (the load errors are in /health)
-        nodes = await asyncio.to_thread(s.state.nodes_now)
+        nodes = await blocking.command(s.state.nodes_now)
         next_runs = {j["id"]: j["next_fire"] for j in
                      (s.scheduler.describe() if s.scheduler else [])}
-        return json(await asyncio.to_thread(s.read, with_timings, nodes, next_runs))
+        return json(await blocking.read(s.read, with_timings, nodes, next_runs))
 
     async def partitions(request: Request) -> Response:
         node = s.node_id(request.path_params["name"])
@@ -61,7 +59,7 @@ def inspect_routes(s: Served) -> list[Route]:
             raise ApiError(400, f"status={status!r} is not success or failed",
                            "pass ?status=failed or ?status=success")
         offset, limit = int_param(query, "offset", 0, 0, 10**9), int_param(query, "limit", 100, 1, 500)
-        page = await asyncio.to_thread(s.pages.page, node, status or None,
+        page = await blocking.read(s.pages.page, node, status or None,
                                        query.get("q") or None, offset, limit, query.get("error"))
         return json(page)
 
@@ -80,7 +78,7 @@ def inspect_routes(s: Served) -> list[Route]:
         if any(a == "--server" or a.startswith("--server=") for a in args):
             raise ApiError(400, "--server cannot be passed on to the server")
         argv = [command, *args, *(["--env", s.options.env] if s.options.env else [])]
-        return json(await asyncio.to_thread(run_captured, s.pipeline.project.root, argv))
+        return json(await blocking.command(run_captured, s.pipeline.project.root, argv))
 
     async def openapi(request: Request) -> Response:
         return json(document(__version__))

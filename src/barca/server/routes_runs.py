@@ -3,17 +3,15 @@ read what it recorded and left; and the older trigger routes existing clients us
 
 from __future__ import annotations
 
-import asyncio
-
 import orjson
 from starlette.requests import Request
 from starlette.responses import FileResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from barca.cli.render import iso_time
-from barca.server import reads
+from barca.server import blocking, reads
 from barca.server.events import sse
-from barca.server.http import ApiError, Served, int_param, json
+from barca.server.http import ApiError, Served, int_param, is_number, json
 from barca.server.runs import Busy, RunRequest, parse_request
 
 ACCEPT_WAIT_SECONDS = 60.0  # how long a POST waits for the run to check its request
@@ -29,7 +27,7 @@ def run_routes(s: Served) -> list[Route]:
         limit = int_param(query, "limit", 100, 1, 1000)
         offset = int_param(query, "offset", 0, 0, 10**9)
         live = {r.run_id: r for r in (s.runs.live_runs() if s.runs else [])}
-        rows, total, unrecorded = await asyncio.to_thread(s.read, reads.list_runs, limit,
+        rows, total, unrecorded = await blocking.read(s.read, reads.list_runs, limit,
                                                           offset, list(live)[::-1])
         # runs not recorded yet (waiting for a slot, or starting) are the newest
         runs = ([_live_summary(live[i]) for i in unrecorded[offset:]] + rows)[:limit]
@@ -37,7 +35,7 @@ def run_routes(s: Served) -> list[Route]:
 
     async def run_detail(request: Request) -> Response:
         run_id = request.path_params["run_id"]
-        detail = await asyncio.to_thread(s.read, reads.run_detail, run_id)
+        detail = await blocking.read(s.read, reads.run_detail, run_id)
         live = s.runs.get(run_id) if s.runs else None
         if detail is None and live is None:
             raise ApiError(404, f"no run '{run_id}'", "list runs with GET /runs")
@@ -52,14 +50,14 @@ def run_routes(s: Served) -> list[Route]:
 
     async def logs(request: Request) -> Response:
         run_id = request.path_params["run_id"]
-        return json({"logs": await asyncio.to_thread(s.read, reads.run_logs, run_id)})
+        return json({"logs": await blocking.read(s.read, reads.run_logs, run_id)})
 
     async def events(request: Request) -> Response:
         run_id = request.path_params["run_id"]
         live = s.runs.get(run_id) if s.runs else None
         after = _last_event_id(request)
         if live is None:
-            detail = await asyncio.to_thread(s.read, reads.run_detail, run_id)
+            detail = await blocking.read(s.read, reads.run_detail, run_id)
             if detail is None:
                 raise ApiError(404, f"no run '{run_id}'", "list runs with GET /runs")
             if after >= 1:
@@ -84,7 +82,7 @@ def run_routes(s: Served) -> list[Route]:
         """The bytes of a run's result: its target's (or `?node=`'s), `?key=` when
         partitioned; the file as stored, typed by its format."""
         run_id = request.path_params["run_id"]
-        detail = await asyncio.to_thread(s.read, reads.run_detail, run_id)
+        detail = await blocking.read(s.read, reads.run_detail, run_id)
         if detail is None:
             raise ApiError(404, f"no run '{run_id}'", "list runs with GET /runs")
         targets = (detail["run"]["target"] or "").split(",")
@@ -97,7 +95,7 @@ def run_routes(s: Served) -> list[Route]:
         dims = s.pipeline.graph.nodes[node].dimensions
         if len(dims) == 1 and key.startswith(dims[0].name + "="):
             key = key.split("=", 1)[1]  # as the CLI names keys: DIM=VALUE
-        found = await asyncio.to_thread(s.read, reads.result_of_run, run_id, node, key)
+        found = await blocking.read(s.read, reads.result_of_run, run_id, node, key)
         if found is None:
             raise ApiError(404, f"run '{run_id}' left no result for {node}"
                            + (f" key {key!r}" if key else ""),
@@ -148,9 +146,9 @@ def run_routes(s: Served) -> list[Route]:
         except Busy as exc:
             raise ApiError(503, str(exc), "retry later", kind="busy")
         if run_request.dry_run:
-            await asyncio.to_thread(run.ended.wait)
+            await blocking.until_set(run.ended)
         else:
-            await asyncio.to_thread(run.settled.wait, ACCEPT_WAIT_SECONDS)
+            await blocking.until_set(run.settled, ACCEPT_WAIT_SECONDS)
         if run.ended.is_set() and run.exit_code != 0 and (
                 run_request.dry_run or not run.accepted):  # refused, or the dry run failed
             error = run.error or {"error": f"the run ended with exit code {run.exit_code}",
@@ -208,4 +206,4 @@ def _durable_status(status: str) -> str:
 
 def _last_event_id(request: Request) -> int:
     text = request.headers.get("last-event-id") or request.query_params.get("after") or "0"
-    return int(text) if text.isdigit() else 0
+    return int(text) if is_number(text) else 0

@@ -35,6 +35,7 @@ from barca.server.events import EventLog
 CANCEL_GRACE_SECONDS = 5.0
 KEEP_FINISHED_SECONDS = 3600.0
 MAX_WAITING = 100  # runs queued for a slot; past this a request is refused (503)
+MAX_ITEMS, MAX_TEXT = 256, 4096  # a RunRequest's lists, and each text in them
 INLINE_BYTES = 256 * 1024  # an output up to this size travels in the run's last event
 STATUS_BY_CODE = {0: "complete", 1: "failed", 130: "cancelled"}
 
@@ -85,11 +86,12 @@ def parse_request(body: Any, served_files: Sequence[str]) -> RunRequest:
                          'send e.g. {"command": "get", "targets": ["summary"]}')
     for name, value in body.items():
         if name not in FIELDS:
-            raise UsageError(f"unknown field {name!r}", f"fields: {', '.join(FIELDS)}")
+            raise UsageError(f"unknown field {name[:40]!r}", f"fields: {', '.join(FIELDS)}")
         if not isinstance(value, FIELDS[name]) or isinstance(value, list) and not all(
                 isinstance(v, str) for v in value):
             raise UsageError(f"field {name!r} has the wrong type",
                              "see the RunRequest schema at /openapi.json")
+        _check_size(name, value)
     if body.get("command", "get") not in ("get", "run"):
         raise UsageError(f"command {body['command']!r} is not get or run", "pass get or run")
     if body.get("output", "json") not in ("json", "pretty"):
@@ -97,7 +99,7 @@ def parse_request(body: Any, served_files: Sequence[str]) -> RunRequest:
                          "pass json (default) or pretty")
     unknown = [f for f in body.get("files", ()) if f not in served_files]
     if unknown:
-        raise UsageError(f"{', '.join(unknown)} is not served here",
+        raise UsageError(f"{', '.join(u[:100] for u in unknown[:5])} is not served here",
                          f"this server runs {', '.join(served_files) or 'no files'}")
     partition = body.get("partition", ())
     if isinstance(partition, dict):
@@ -107,6 +109,18 @@ def parse_request(body: Any, served_files: Sequence[str]) -> RunRequest:
                       body.get("cascade", True), body.get("dry_run", False),
                       tuple(body.get("batch", ())), tuple(partition),
                       body.get("output", "json"))
+
+
+def _check_size(name: str, value: Any) -> None:
+    """Lists of at most MAX_ITEMS texts of at most MAX_TEXT characters: a request names
+    nodes and keys; anything longer is refused before it is matched or echoed."""
+    items = value if isinstance(value, list) else list(value.values()) \
+        if isinstance(value, dict) else [value]
+    if len(items) > MAX_ITEMS:
+        raise UsageError(f"field {name!r} has {len(items)} items", f"send at most {MAX_ITEMS}")
+    if any(isinstance(v, str) and len(v) > MAX_TEXT for v in items):
+        raise UsageError(f"field {name!r} holds a text over {MAX_TEXT} characters",
+                         "send node names and keys, not data")
 
 
 @dataclass(eq=False)
@@ -356,7 +370,8 @@ def child_env() -> dict[str, str]:
     """The environment of a command the server runs: its own, without BARCA_SERVER (a
     command told to run on this server would ask this server to run it, again)."""
     env = dict(os.environ)
-    env.pop("BARCA_SERVER", None)
+    for name in ("BARCA_SERVER", "BARCA_SERVER_TOKEN", "BARCA_SERVE_TOKEN"):
+        env.pop(name, None)  # and no step sees the server's token
     return env
 
 

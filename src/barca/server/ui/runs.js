@@ -2,10 +2,21 @@
 // stream while it runs; its nodes with their timings, failures grouped by error, steps and
 // logs once it has ended.
 
-import { api, apiUrl } from "./api.js";
+import { api, apiUrl, authorized, token } from "./api.js";
 import { store, on, follow, loadRuns, readOnly } from "./store.js";
 import { h, replace, icon, fmtInt, fmtCompact, fmtDur, fmtAgo, fmtTime, toDate, splitId, stepKey, toast } from "./util.js";
 import { runTone, genericError } from "./look.js";
+
+/** A link's target fetched with the token (a plain link cannot send it), shown in a new tab. */
+async function openWithToken(path) {
+  try {
+    const res = await authorized("GET", path);
+    if (!res.ok) throw new Error(`HTTP ${res.status}`);
+    window.open(URL.createObjectURL(await res.blob()), "_blank", "noopener");
+  } catch (err) {
+    toast(err.message, "error");
+  }
+}
 
 const LOG_PAGE = 500;
 const LIVE_LINES = 400;
@@ -204,7 +215,11 @@ export class RunPage {
     }
     const only = run.target && !run.target.includes(",") ? [...store.assetById.values()].find((a) => a.id === run.target || a.id.endsWith(":" + run.target) || a.name === run.target) : null;
     if (status === "success" && only && !only.partitioned) {
-      actions.append(h("a", { class: "btn", href: apiUrl(`runs/${encodeURIComponent(run.id)}/output`), target: "_blank", rel: "noopener", title: "The stored result of this run's target" }, icon("external"), "Result"));
+      const path = `runs/${encodeURIComponent(run.id)}/output`;
+      actions.append(h("a", {
+        class: "btn", href: apiUrl(path), target: "_blank", rel: "noopener", title: "The stored result of this run's target",
+        onclick: token() ? (e) => { e.preventDefault(); openWithToken(path); } : null,
+      }, icon("external"), "Result"));
     }
     const targetLinks = run.target ? run.target.split(",").map((t) => {
       const id = [...store.assetById.keys()].find((k) => k === t || k.endsWith(":" + t)) || null;

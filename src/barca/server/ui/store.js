@@ -1,7 +1,7 @@
 // What the UI knows about the server: health, assets, state, runs, schedule, and the runs it
 // follows live over their event streams. Views subscribe with on(fn) and re-render what changed.
 
-import { api } from "./api.js";
+import { api, EventStream } from "./api.js";
 import { genericError } from "./look.js";
 
 export const store = {
@@ -174,9 +174,9 @@ export class LiveRun {
       this.handle(ev);
     };
     es.onerror = () => {
-      // EventSource reconnects by itself (with Last-Event-ID) unless the server said the
-      // stream is over (204): then it is CLOSED.
-      if (es.readyState === EventSource.CLOSED && !this.closed) this.finish(null);
+      // the stream reconnects by itself (with Last-Event-ID) unless the server said it is
+      // over (204): then it is CLOSED.
+      if (es.readyState === EventStream.CLOSED && !this.closed) this.finish(null);
     };
   }
 
