@@ -183,6 +183,29 @@ def read_only(tmp_path_factory, chromium):
     server.stop()
 
 
+TOKEN = "browser-test-token-0123456789"
+
+
+@pytest.fixture(scope="module")
+def tokened(tmp_path_factory, chromium):
+    """A small project served with a token (BARCA_SERVE_TOKEN)."""
+    root = tmp_path_factory.mktemp("ui-token")
+    write(root, {
+        "barca.toml": "",
+        "pipeline.py": """
+            from barca import asset
+
+            @asset()
+            def greeting() -> str:
+                print("hello from behind the token")
+                return "hi"
+        """,
+    })
+    server = ServeProcess(root, ("pipeline.py",), token=TOKEN)
+    yield server
+    server.stop()
+
+
 @pytest.fixture
 def page(chromium, request):
     """A fresh page (1400x900, dark); its screenshot is saved at the end, and an uncaught
@@ -472,3 +495,26 @@ def test_phone_sized_screen(big, page):
     assert width <= 390, f"the page is {width}px wide on a 390px screen"
     box = page.locator(".panel").bounding_box()
     assert box["width"] >= 380  # the panel takes the screen
+
+
+def test_a_server_with_a_token_asks_for_it_once_and_runs(tokened, page):
+    """The UI asks for the token, keeps it for the tab, and every request (the event stream
+    and the Run button's POST included) carries it."""
+    page.goto(f"{tokened.url}/ui/#/assets/{quote('pipeline.py:greeting', safe='')}")
+    form = page.locator("#token-form")
+    form.wait_for(state="visible")
+    form.locator("input").fill("not-the-token-0123456789")
+    form.locator("button").click()
+    page.wait_for_selector("#token-form .token-wrong:visible")
+    form.locator("input").fill(TOKEN)
+    form.locator("button").click()
+    page.locator("[data-action=run]").click()
+    page.wait_for_url(re.compile(r".*#/runs/[0-9a-f]+$"))
+    page.wait_for_selector("[data-run-status=success]", timeout=180_000)
+    page.wait_for_selector(".log-line:has-text('hello from behind the token')", timeout=30_000)
+    page.reload()  # the tab keeps the token: no second prompt
+    page.wait_for_selector("[data-run-status=success]")
+    assert form.is_hidden()
+    assert page.evaluate("sessionStorage.getItem('barca.token')") == TOKEN
+    assert page.evaluate("localStorage.getItem('barca.token')") is None
+
