@@ -25,8 +25,11 @@ def test_the_document_and_the_router_name_the_same_operations():
     assert documented  # the check compares something
 
 
-def test_the_document_is_openapi_3_1_with_no_security():
+def test_the_document_is_openapi_3_1_with_an_optional_bearer_token():
     doc = document(__version__)
-    assert doc["openapi"].startswith("3.1") and doc["security"] == []
+    assert doc["openapi"].startswith("3.1") and doc["security"] == [{"bearer": []}, {}]
+    assert doc["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"
+    assert doc["paths"]["/health"]["get"]["security"] == [{}]
+    assert "415" in doc["paths"]["/runs"]["post"]["responses"]
     refs = set(re.findall(r'"#/components/schemas/(\w+)"', str(doc).replace("'", '"')))
     assert refs <= set(doc["components"]["schemas"])

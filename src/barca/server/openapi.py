@@ -212,8 +212,33 @@ def document(version: str) -> dict[str, Any]:
                                "schema": {"type": "array", "items": STR},
                                "style": "form", "explode": True}])},
     }
+    _guarded(paths)
     return {"openapi": "3.1.0",
             "info": {"title": "barca serve", "version": version,
-                     "description": "No authentication: bind to loopback, or put an "
-                                    "authenticating proxy in front."},
-            "security": [], "paths": paths, "components": {"schemas": SCHEMAS}}
+                     "description": "Loopback by default. A server started with a token "
+                                    "(--token, BARCA_SERVE_TOKEN) needs `Authorization: Bearer "
+                                    "<token>` on every route but GET /health. See `barca docs "
+                                    "serve`, Security."},
+            "security": [{"bearer": []}, {}], "paths": paths,
+            "components": {"schemas": SCHEMAS, "securitySchemes": {
+                "bearer": {"type": "http", "scheme": "bearer"}}}}
+
+
+GUARD_ERRORS = {"401": "the server's token is missing or wrong",
+                "421": "the Host header does not name this server"}
+CHANGE_ERRORS = {"403": "read-only server, or a request from another site's page",
+                 "408": "the body did not arrive in time", "413": "the body is over 1 MiB",
+                 "415": "the body is not application/json"}
+
+
+def _guarded(paths: dict) -> None:
+    """The answers of the guard in front of every route (server/guard.py)."""
+    for path, operations in paths.items():
+        for method, op in operations.items():
+            errors = dict(GUARD_ERRORS) if path != "/health" else {"421": GUARD_ERRORS["421"]}
+            if method not in ("get", "head"):
+                errors.update(CHANGE_ERRORS)
+            for code, text in errors.items():
+                op["responses"].setdefault(code, _error(text))
+            if path == "/health":
+                op["security"] = [{}]
