@@ -145,7 +145,7 @@ def test_post_runs_refuses_unknown_targets_fields_and_bad_batch_values(server) -
     assert "bogus" in envelope["error"] and envelope["remediation"]
     assert server.runs() == []  # nothing refused was recorded as a run
 
-    not_json = server.post("/runs", content=b"{nope")
+    not_json = server.post("/runs", content=b"{nope", headers={"Content-Type": "application/json"})
     assert not_json.status_code == 400
 
 

@@ -112,9 +112,11 @@ def test_runs_page_by_offset_newest_first(server) -> None:
     assert server.get("/runs", params={"offset": "2"}).json()["runs"] == []
 
 
-def test_limits_are_clamped_and_a_plain_node_is_a_400(server) -> None:
-    big = _page(server, limit="100000")
+def test_limits_are_bounded_and_a_plain_node_is_a_400(server) -> None:
+    big = _page(server, limit="500")
     assert len(big["keys"]) == 500 and big["next_offset"] == 500
+    over = server.get("/assets/wide/partitions", params={"limit": "100000"})
+    assert over.status_code == 400 and "1..500" in over.json()["error"]
     assert server.get("/assets/wide/partitions", params={"limit": "x"}).status_code == 400
     assert server.get("/assets/wide/partitions",
                       params={"status": "maybe"}).status_code == 400

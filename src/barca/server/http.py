@@ -79,10 +79,10 @@ def int_param(query, name: str, default: int, low: int, high: int) -> int:
     text = query.get(name)
     if text is None:
         return default
-    if not is_number(text):
-        raise ApiError(400, f"{name}={text[:20]!r} is not a whole number",
+    if not is_number(text) or not low <= int(text) <= high:
+        raise ApiError(400, f"{name}={text[:20]!r} is not a whole number in {low}..{high}",
                        f"pass ?{name}={low}..{high}")
-    return min(max(int(text), low), high)
+    return int(text)
 
 
 def merge_methods(routes: list[Route]) -> list[Route]:

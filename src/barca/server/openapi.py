@@ -147,7 +147,7 @@ def document(version: str) -> dict[str, Any]:
                 {"name": "q", "in": "query", "required": False, "schema": STR},
                 {"name": "error", "in": "query", "required": False, "schema": STR},
                 {"name": "offset", "in": "query", "required": False,
-                 "schema": {"type": "integer", "minimum": 0}},
+                 "schema": {"type": "integer", "minimum": 0, "maximum": 10**9}},
                 {"name": "limit", "in": "query", "required": False,
                  "schema": {"type": "integer", "minimum": 1, "maximum": 500}}])},
         "/schedule": {"get": _get("Scheduled jobs: next and last fire",
@@ -155,9 +155,11 @@ def document(version: str) -> dict[str, Any]:
         "/runs": {
             "get": _get("Recent runs, newest first (recorded and in flight)", _json(_ref("Runs")),
                         400, params=[{"name": "limit", "in": "query", "required": False,
-                                      "schema": {"type": "integer", "minimum": 0}},
+                                      "schema": {"type": "integer", "minimum": 1,
+                                                 "maximum": 1000}},
                                      {"name": "offset", "in": "query", "required": False,
-                                      "schema": {"type": "integer", "minimum": 0}}]),
+                                      "schema": {"type": "integer", "minimum": 0,
+                                                 "maximum": 10**9}}]),
             "post": {"summary": "Start a run (barca get/run with the CLI's options)",
                      "requestBody": {"required": False, "content": {"application/json": {
                          "schema": _ref("RunRequest")}}},
@@ -174,7 +176,8 @@ def document(version: str) -> dict[str, Any]:
         "/runs/{run_id}/events": {"get": {
             "summary": "The run's progress as server-sent events (ids; Last-Event-ID resumes)",
             "parameters": run_id + [{"name": "after", "in": "query", "required": False,
-                                     "schema": {"type": "integer", "minimum": 0}}],
+                                     "schema": {"type": "integer", "minimum": 0,
+                                                "maximum": 10**12 - 1}}],
             "responses": {"200": {"description": "event stream",
                                   "content": {"text/event-stream": {"schema": STR}}},
                           "204": {"description": "the stream already ended"},
