@@ -76,6 +76,21 @@ def alive(conn: sqlite3.Connection, owner: Owner) -> bool:
     return row is not None and row[0] == "running"
 
 
+def live_steps(conn: sqlite3.Connection) -> set[tuple[str, str]]:
+    """(node id, run hash) of every step a run that still runs holds: its result may be
+    written at any moment and is not recorded yet (`barca gc` leaves such files alone)."""
+    live: dict[Owner, bool] = {}
+    out = set()
+    for node_id, run_hash, *owner in conn.execute(
+            "SELECT node_id, run_hash, run_id, pid, host, proc_start FROM step_leases"):
+        holder = Owner(*owner)
+        if holder not in live:
+            live[holder] = alive(conn, holder)
+        if live[holder]:
+            out.add((node_id, run_hash))
+    return out
+
+
 def drop(conn: sqlite3.Connection, node_id: str, run_id: str) -> None:
     """Remove a stale owner's leases on a node, so that they can be taken over."""
     conn.execute("DELETE FROM step_leases WHERE node_id = ? AND run_id = ?", (node_id, run_id))
