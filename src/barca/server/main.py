@@ -50,7 +50,8 @@ def serve(options: ServeOptions) -> int:
         pipeline.project.ensure_state_dir()
     jobs = scheduled_jobs(pipeline.graph) if options.scheduler_on else []
     served = Served(options, pipeline)
-    served.state = StateCache(pipeline.project.root, pipeline.files, options.env, served.read)
+    served.state = StateCache(pipeline.project.root, pipeline.files, options.env, served.read,
+                              pipeline.left_out)
     served.pages = PartitionPages(
         lambda: open_reader(pipeline.project.db_path, options.read_only),
         (lambda: snapshot.current(pipeline.project.db_path)) if options.read_only else None)
@@ -140,6 +141,7 @@ async def _reload(served: Served) -> None:
     served.pipeline = pipeline
     served.generation += 1
     served.runs.files = served.state.files = pipeline.files
+    served.state.left_out = pipeline.left_out
     _note_load_errors(pipeline)
     if served.scheduler is not None:
         await served.scheduler.reload(scheduled_jobs(pipeline.graph))
@@ -232,4 +234,5 @@ def _describe(options: ServeOptions, pipeline, jobs, tz) -> None:
 
 def _note_load_errors(pipeline) -> None:
     for error in pipeline.load_errors:
-        note(f"[barca] warning: {error['file']} not loaded: {error['error']}")
+        what = error.get("node") or error["file"]
+        note(f"[barca] warning: {what} not loaded: {error['error']}")
