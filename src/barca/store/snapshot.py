@@ -16,9 +16,10 @@ Two ways out, and why this module takes the second:
   directory (mode 0700, outside the project), the log is replayed into the copy there, and
   the copy is read with `immutable=1` (nobody writes it). A new snapshot is taken when the
   database's or its log's size, modification time or log header changes, so new runs appear
-  at the next read. A copy that a writer changed under it (the stamp differs after copying)
-  is thrown away and taken again. The log's own checksums make a copy cut in the middle of
-  a commit replay only the commits it holds whole.
+  at the next read. A copy that a checkpoint or a restarted log changed under it is thrown
+  away and taken again (`_unmoved`); frames a run appends while the log is copied are not a
+  problem: the log's own checksums make a copy cut in the middle of a commit replay only the
+  commits it holds whole.
 
 Snapshots are named by the database's path and stamp, so processes that share a directory
 (the server and the commands it runs, through BARCA_SNAPSHOT_DIR) share them; an old one is
@@ -78,7 +79,7 @@ def current(db_path: Path) -> Path | None:
             tmp = folder / f".{path.name}.{os.getpid()}.{threading.get_ident()}"
             try:
                 _copy(db_path, tmp)
-                if stamp(db_path) == before and _settle(tmp):
+                if _unmoved(stamp(db_path)) == _unmoved(before) and _settle(tmp):
                     os.replace(tmp, path)
                     _drop_older(folder, prefix, path)
                     return path
@@ -106,6 +107,18 @@ def stamp(db_path: Path) -> tuple | None:
     except FileNotFoundError:
         wal_part = None
     return (db.st_ino, db.st_size, db.st_mtime_ns), wal_part
+
+
+def _unmoved(found: tuple | None) -> tuple | None:
+    """What must not change while the files are copied: the database file, and the log's
+    identity and header. Frames appended to the log meanwhile are harmless: within one
+    generation of the log (one header) frames are only appended, so the copy holds a prefix
+    of it, whose whole commits replay and whose last, partly copied frame fails its checksum.
+    A checkpoint writes the database file, and restarting the log rewrites its header."""
+    if found is None:
+        return None
+    db, wal = found
+    return db, None if wal is None else (wal[0], wal[3])
 
 
 def directory() -> Path:
