@@ -436,9 +436,17 @@ def test_signature_and_literal_checks(tmp_path, decorator, signature, expected, 
     assert expected in err.message and fix in err.remediation
 
 
-def test_tasks_are_exempt_from_the_unsupplied_parameter_rule(tmp_path):
+def test_a_task_other_code_calls_is_exempt_from_the_unsupplied_parameter_rule(tmp_path):
+    """A parallel() branch gets its arguments from the call; a task nothing calls does not."""
+    write(tmp_path, {"p.py": "import functools\nfrom barca import parallel, task\n\n"
+                             "@task\ndef branch(item):\n    pass\n\n"
+                             "@task\ndef fan() -> list:\n"
+                             "    return parallel(functools.partial(branch, 1))\n"})
+    assert list(load(tmp_path)) == ["p.py:branch", "p.py:fan"]
     write(tmp_path, {"p.py": "from barca import task\n\n@task\ndef branch(item):\n    pass\n"})
-    assert list(load(tmp_path)) == ["p.py:branch"]
+    err = error(tmp_path)
+    assert "parameter 'item' of branch has no default" in err.message
+    assert 'inputs={"item": upstream}' in err.remediation
 
 
 @pytest.mark.parametrize("value", [

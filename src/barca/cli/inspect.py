@@ -104,8 +104,11 @@ STATUS_FIELDS = ["id", "name", "kind", "inputs", "partitioned", "cache", "partit
               + ", ".join(STATES) + " (hyphens accepted).")
 @click.option("--problems", is_flag=True, help="Only nodes that need a look: last attempt "
               "failed, failed or blocked keys, or a result file missing.")
+@click.option("--leave-out", "leave_out", metavar="ID[,ID]", hidden=True,
+              help="Leave these nodes, and what reads them, out (a server's /state, for the "
+              "nodes its load left out).")
 def status_command(args, json_flag, pretty, env_name, limit, show_all, fields, states,
-                   problems) -> None:
+                   problems, leave_out) -> None:
     """Cache state of every node (or of TARGET's cone), and why. Runs nothing, writes nothing.
 
     Sensors are assumed to return what they returned last time. Each node also shows its
@@ -122,8 +125,10 @@ def status_command(args, json_flag, pretty, env_name, limit, show_all, fields, s
     chosen = parse_fields(fields, STATUS_FIELDS)
     wanted = _parse_states(states)
     target, paths = split_positionals(args, takes_target=True)
+    left_out = [n for n in (leave_out or "").split(",") if n]
+    pipeline = open_pipeline(paths, env_name, leave_out=left_out) if left_out else None
     result = run("get", target, paths, dry_run=True, env=env_name, observe_sensors=False,
-                 include_tasks=target is None)
+                 include_tasks=target is None, pipeline=pipeline)
     last = _last_runs(result, env_name)
     nodes = [_status_node(result.plans[n], result, last.get(n)) for n in result.order]
     summary = {s: 0 for s in STATES}

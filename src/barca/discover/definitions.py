@@ -17,7 +17,7 @@ from barca.discover.cone import ConeGraph
 from barca.discover.model import Definition, DimensionSpec, InputSpec
 from barca.discover.modules import ModuleCache, search_dirs
 from barca.discover.names import function_uses, uses_of
-from barca.discover.parse import RawNode, parse_module
+from barca.discover.parse import RawNode, parse_module, unsupplied, unsupplied_error
 from barca.discover.resolve import NodeIndex, Resolver
 from barca.discover.unused import unused_params
 
@@ -38,7 +38,21 @@ def discover(root: Path, files: Sequence[str],
     resolver = Resolver(modules, NodeIndex(nodes))
     hasher = _Hasher(modules, {node.node_id: f"{node.file}:{node.function}" for node in nodes})
     built = [_definition(node, resolver, hasher) for node in nodes]
+    _check_task_parameters(nodes, built)
     return tuple(sorted(built, key=lambda d: d.node_id))
+
+
+def _check_task_parameters(nodes: Sequence[RawNode], built: Sequence[Definition]) -> None:
+    """A task parameter that nothing supplies fails as a step (TypeError), unless the task is
+    also called by other code, as a `parallel()` branch is, which passes its arguments: a
+    task some node's code reaches (its helper cone holds the task's function) is let be, as
+    the published barca lets every task be."""
+    called = {label for d in built for label, _ in d.hash_parts if label.startswith("helper ")}
+    for node in nodes:
+        if node.kind != "task" or f"helper {node.file}:{node.function}" in called:
+            continue
+        for param in unsupplied(node.fn, node.inputs, node.dimensions):
+            raise unsupplied_error(node.site, node.function, param, node.kind)
 
 
 def _check_unique(nodes: Sequence[RawNode]) -> None:

@@ -273,14 +273,24 @@ def _check_signature(fn: FunctionNode, kind: str, inputs: tuple[RawInput, ...],
             raise site.error(f"'{dim.name}' is both an input and a partition dimension of "
                              f"{fn.name}", "Rename the input or the dimension")
     if kind == "task":
-        return
-    supplied = input_params | {d.name for d in dimensions}
+        return  # checked once every node is known (`unsupplied_error`)
+    for param in unsupplied(fn, inputs, dimensions):
+        raise unsupplied_error(site, fn.name, param, kind)
+
+
+def unsupplied(fn: FunctionNode, inputs: tuple[RawInput, ...],
+               dimensions: tuple[RawDimension, ...]) -> list[str]:
+    """The parameters without a default that neither inputs= nor a partition dimension
+    supplies: calling the function as a step would raise TypeError."""
+    supplied = {item.param for item in inputs} | {d.name for d in dimensions}
     supplied |= {d.ref.written_name for d in dimensions if d.ref is not None}
-    for param in _required(fn):
-        if param not in supplied:
-            fix = (f"Give '{param}' a default or remove it (a sensor takes no inputs)"
-                   if kind == "sensor" else
-                   f"Add it to inputs= (inputs={{\"{param}\": upstream}}), give it a default, "
-                   "or remove it")
-            raise site.error(f"parameter '{param}' of {fn.name} has no default and nothing "
-                             "supplies it", fix)
+    return [param for param in _required(fn) if param not in supplied]
+
+
+def unsupplied_error(site: Site, function: str, param: str, kind: str):
+    fix = (f"Give '{param}' a default or remove it (a sensor takes no inputs)"
+           if kind == "sensor" else
+           f"Add it to inputs= (inputs={{\"{param}\": upstream}}), give it a default, "
+           "or remove it")
+    return site.error(f"parameter '{param}' of {function} has no default and nothing "
+                      "supplies it", fix)

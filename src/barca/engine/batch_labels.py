@@ -45,6 +45,16 @@ def batch_labels(root: Path, d: Definition, dims: Sequence[str],
     return dict(zip(keys, answer["labels"]))
 
 
+def check_function(root: Path, d: Definition) -> None:
+    """The function of `batches_by(fn)` found and callable, in this process (which imports
+    the pipeline: a server's load check runs it in a child); a usage error naming the node
+    if not."""
+    answer = _labels({"root": str(root), "file": d.file, "fn": _function_text(d), "dims": [],
+                      "keys": [], "node": d.node_id})
+    if "error" in answer:
+        raise UsageError(answer["error"], answer["fix"])
+
+
 def _function_text(d: Definition) -> str:
     """The function argument of `batches_by(fn, ...)` as written."""
     call = ast.parse(d.batch or "", mode="eval").body

@@ -31,6 +31,7 @@ from barca.engine.key_source_columns import SourceColumns
 from barca.engine.planning import Planning
 from barca.engine.batch_calls import BatchCalls
 from barca.engine.byte_checks import changed_bytes
+from barca.engine.log_cap import LogCap
 from barca.engine.protocol import CallFinished, CallSpec, LogLine, StepOutcome, StepSpec
 from barca.engine.request import RunRequest
 from barca.engine.result import RunResult
@@ -74,6 +75,7 @@ class _Run:
         self.unrecorded: list[StepOutcome] = []
         self.logs: list[tuple] = []
         self.log_count = 0
+        self.log_cap = LogCap()  # what of the steps' output is stored
         self.batches = BatchCalls(graph, project.root, request.options.batch)
         self.metadata_seconds = 0.0  # handling finished keys and writing the metadata DB
         self.source_columns = SourceColumns()
@@ -324,9 +326,11 @@ class _Run:
                     self.batches.finished(event)
                     continue
                 if isinstance(event, LogLine):
-                    self.log_count += 1  # the line's place in the run, across flushes
-                    self.logs.append((self.log_count, event.step_id, event.stream,
-                                      time.time(), event.text))
+                    kept = self.log_cap.admit(event.step_id, event.text)
+                    if kept is not None:
+                        self.log_count += 1  # the line's place in the run, across flushes
+                        self.logs.append((self.log_count, event.step_id, event.stream,
+                                          time.time(), kept))
                     self.reporter.step_output(event.step_id, event.stream, event.text)
                     continue
                 done += 1
@@ -462,6 +466,9 @@ class _Run:
             shutil.rmtree(self.scratch, ignore_errors=True)
         if self.request.dry_run or self.conn is None:
             return
+        for step_id, text in self.log_cap.summaries():
+            self.log_count += 1
+            self.logs.append((self.log_count, step_id, "stderr", time.time(), text))
         self._flush()
         self._check_bytes()
         began = time.perf_counter()

@@ -21,12 +21,31 @@ from barca.project import open_project
 
 
 def open_pipeline(paths: Sequence[str], env: str | None = None, write_cache: bool = False,
-                  cwd: Path | None = None, lenient: bool = False) -> Pipeline:
+                  cwd: Path | None = None, lenient: bool = False,
+                  leave_out: Sequence[str] = ()) -> Pipeline:
     """Discover the pipeline `paths` name (relative to `cwd`, default the current directory).
     `write_cache`: keep the discovery in `.barca/` for the next command (only commands that
     write `.barca/` anyway pass it; a dry run writes nothing). `lenient` (a server): a file
     that does not load, or whose nodes do not fit the graph, is left out and named in
-    `load_errors` instead of failing the whole pipeline."""
+    `load_errors` instead of failing the whole pipeline, and so is a node whose
+    `partitions(<expr>)` or `batches(<expr>)` raises (`engine.load_checks`), with what reads
+    it. `leave_out`: node ids left out with what reads them (what a server's `/state` asks of
+    `barca status`, for the nodes its own load left out)."""
+    pipeline = _discover(paths, env, write_cache, cwd, lenient)
+    if leave_out:
+        pipeline = _without(pipeline, leave_out, [])
+    if lenient:
+        from barca.engine.load_checks import expression_errors
+
+        errors = expression_errors(pipeline.project.root, pipeline.files, env,
+                                   dict(pipeline.graph.nodes))
+        if errors:
+            pipeline = _without(pipeline, [e["node"] for e in errors], errors)
+    return pipeline
+
+
+def _discover(paths: Sequence[str], env: str | None, write_cache: bool, cwd: Path | None,
+              lenient: bool) -> Pipeline:
     from barca.discover import load_definitions
     from barca.graph import build_graph
 
@@ -44,6 +63,22 @@ def open_pipeline(paths: Sequence[str], env: str | None = None, write_cache: boo
         return _open_leniently(project, paths, cwd)
     files = tuple(sorted({d.file for d in definitions}))
     return Pipeline(project, files, graph)
+
+
+def _without(pipeline: Pipeline, nodes: Sequence[str], errors: Sequence[dict]) -> Pipeline:
+    """The pipeline without `nodes` (those it has) and what reads them; each of `errors`
+    ({node, error, remediation}) becomes a load error naming the nodes it takes out."""
+    from barca.graph import build_graph
+
+    graph = pipeline.graph
+    known = [n for n in nodes if n in graph.nodes]
+    gone = graph.descendants(known)
+    kept = build_graph(d for n, d in graph.nodes.items() if n not in gone)
+    added = tuple({"file": graph.nodes[e["node"]].file, "node": e["node"],
+                   "error": e["error"], "remediation": e["remediation"],
+                   "affected_nodes": sorted(graph.descendants([e["node"]]))} for e in errors)
+    return Pipeline(pipeline.project, pipeline.files, kept, pipeline.load_errors + added,
+                    pipeline.left_out + tuple(known))
 
 
 def _open_leniently(project, paths: Sequence[str], cwd: Path) -> Pipeline:
@@ -66,7 +101,7 @@ def _open_leniently(project, paths: Sequence[str], cwd: Path) -> Pipeline:
         except BarcaError as exc:
             file = next((f for f in loaded if f in exc.message), next(reversed(loaded)))
             errors.append({"file": file, "error": exc.message,
-                           "affected_nodes": sorted(d.id for d in loaded.pop(file))})
+                           "affected_nodes": sorted(d.node_id for d in loaded.pop(file))})
     return Pipeline(project, tuple(sorted(loaded)), graph, tuple(errors))
 
 

@@ -223,8 +223,11 @@ class Pipeline:
     project: Project
     files: tuple[str, ...]
     graph: Graph
-    # lenient loading (a server): files left out, as {file, error, affected_nodes}
+    # lenient loading (a server): files left out, as {file, error, affected_nodes}, and
+    # nodes whose decorator expressions failed, as {file, node, error, remediation,
+    # affected_nodes}
     load_errors: tuple[dict, ...] = ()
+    left_out: tuple[str, ...] = ()  # the nodes left out for a load error (not what reads them)
 
 
 def evaluate_key_expressions(pipeline: Pipeline, cone: frozenset[str]) -> dict:

@@ -12,6 +12,7 @@ import contextlib
 import os
 import signal
 import socket
+import sys
 import threading
 import time
 from dataclasses import replace
@@ -20,6 +21,7 @@ from datetime import datetime
 import uvicorn
 
 from barca.engine.driver import keep_warm, open_pipeline
+from barca.engine.local.pool_registry import SERVED_BY, served_by_me
 from barca.cli.output import note
 from barca.config import CONFIG_FILE
 from barca.server.app import build_app
@@ -31,7 +33,8 @@ from barca.server.reads import open_reader
 from barca.server.runs import Runs
 from barca.server.scheduler import Scheduler, scheduled_jobs
 from barca.server.state import StateCache
-from barca.store.db import SCHEMA_VERSION, connect, describe
+from barca.store import snapshot
+from barca.store.db import SCHEMA_VERSION, connect, connect_readonly
 from barca.store.history import mark_cancelled
 from barca.store.partition_pages import PartitionPages
 
@@ -41,6 +44,8 @@ POOL_IDLE_SECONDS = 3600
 
 def serve(options: ServeOptions) -> int:
     check(options)
+    if options.read_only:
+        _read_only()
     pipeline = open_pipeline(options.paths, options.env, lenient=True)
     configured = pipeline.project.settings.serve_token
     options = check(replace(options, token=resolve_token(options.token, configured)))
@@ -49,14 +54,15 @@ def serve(options: ServeOptions) -> int:
     tz = zone(options.timezone)
     if options.read_only:
         _check_readable(pipeline.project.db_path)
-        os.environ["BARCA_READ_ONLY"] = "1"  # and for every command it runs
     else:
         pipeline.project.ensure_state_dir()
     jobs = scheduled_jobs(pipeline.graph) if options.scheduler_on else []
     served = Served(options, pipeline)
-    served.state = StateCache(pipeline.project.root, pipeline.files, options.env, served.read)
+    served.state = StateCache(pipeline.project.root, pipeline.files, options.env, served.read,
+                              pipeline.left_out)
     served.pages = PartitionPages(
-        lambda: open_reader(pipeline.project.db_path, options.read_only))
+        lambda: open_reader(pipeline.project.db_path, options.read_only),
+        (lambda: snapshot.current(pipeline.project.db_path)) if options.read_only else None)
     sock = _bind(options.host, options.port)
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
@@ -144,6 +150,7 @@ async def _reload(served: Served) -> None:
     served.pipeline = pipeline
     served.generation += 1
     served.runs.files = served.state.files = pipeline.files
+    served.state.left_out = pipeline.left_out
     _note_load_errors(pipeline)
     if served.scheduler is not None:
         await served.scheduler.reload(scheduled_jobs(pipeline.graph))
@@ -159,9 +166,22 @@ def _scheduler_ended(task: asyncio.Task) -> None:
 def _hold_pool_longer() -> None:
     """The warm pool a server's runs fork from waits an hour between runs, not the CLI's 15
     minutes, so that an hourly schedule finds it warm; the server stops it when it stops
-    (BARCA_WARM_SECONDS set by the user wins; 0 keeps the pool off)."""
+    (BARCA_WARM_SECONDS set by the user wins; 0 keeps the pool off). A server killed with -9
+    cannot: the pool is told which server it serves (SERVED_BY, inherited by the pool the
+    server starts and by the commands it runs) and exits when that server is gone."""
     if "BARCA_WARM_SECONDS" not in os.environ:
         os.environ["BARCA_WARM_SECONDS"] = str(POOL_IDLE_SECONDS)
+    os.environ[SERVED_BY] = served_by_me()
+
+
+def _read_only() -> None:
+    """Make this process and every command it runs read the database through private
+    snapshots (`barca.store.snapshot`), sharing one directory, and write no bytecode cache
+    beside the pipeline modules they import (to evaluate `partitions(<expr>)`, say)."""
+    os.environ["BARCA_READ_ONLY"] = "1"
+    os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
+    sys.dont_write_bytecode = True
+    snapshot.directory()
 
 
 def _warn_if_others_read(path) -> None:
@@ -179,9 +199,13 @@ def _check_readable(db_path) -> None:
     (`status`, a dry run): an older schema is refused at start."""
     from barca.errors import UsageError
 
-    if not db_path.exists():
+    conn = connect_readonly(db_path)
+    if conn is None:
         return
-    version, _ = describe(db_path)
+    try:
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+    finally:
+        conn.close()
     if version not in (0, SCHEMA_VERSION):
         raise UsageError(f"{db_path} has schema version {version}; a read-only server does "
                          f"not upgrade it to {SCHEMA_VERSION}",
@@ -232,4 +256,5 @@ def _describe(options: ServeOptions, pipeline, jobs, tz) -> None:
 
 def _note_load_errors(pipeline) -> None:
     for error in pipeline.load_errors:
-        note(f"[barca] warning: {error['file']} not loaded: {error['error']}")
+        what = error.get("node") or error["file"]
+        note(f"[barca] warning: {what} not loaded: {error['error']}")

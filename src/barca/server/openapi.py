@@ -34,7 +34,8 @@ def _object(properties: dict, required: list[str] | None = None, extra: bool = F
 SCHEMAS = {
     "Error": _object({"error": STR, "kind": STR, "remediation": STR, "code": INT,
                       "node": STR, "traceback": STR, "artifact_dir": STR}, ["error"]),
-    "LoadError": _object({"file": STR, "error": STR, "affected_nodes": STRS}),
+    "LoadError": _object({"file": STR, "error": STR, "affected_nodes": STRS, "node": STR,
+                          "remediation": STR}, ["file", "error", "affected_nodes"]),
     "Health": _object({"status": {"const": "ok"}, "version": STR, "read_only": BOOL,
                        "scheduler": BOOL, "load_errors": {"type": "array",
                                                           "items": _ref("LoadError")},

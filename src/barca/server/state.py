@@ -20,8 +20,9 @@ from barca.server.runs import run_captured
 
 class StateCache:
     def __init__(self, root: Path, files: Sequence[str], env: str | None,
-                 read: Callable) -> None:
+                 read: Callable, left_out: Sequence[str] = ()) -> None:
         self.root, self.files, self.env, self.read = root, files, env, read
+        self.left_out = left_out  # nodes the server's load left out (their expressions fail)
         self.lock = threading.Lock()
         self.stamp: Any = None
         self.nodes: list[dict] = []
@@ -29,14 +30,16 @@ class StateCache:
     def nodes_now(self) -> list[dict]:
         """The status entries, recomputed if anything changed since the last ones (blocks)."""
         with self.lock:
-            stamp = (self.read(_stamp), tuple(_mtime(self.root / f) for f in self.files))
+            stamp = (self.read(_stamp), tuple(_mtime(self.root / f) for f in self.files),
+                     tuple(self.left_out))
             if stamp != self.stamp:
                 self.nodes = self._status()
                 self.stamp = stamp
             return self.nodes
 
     def _status(self) -> list[dict]:
-        argv = ["status", *self.files, "--json", *(["--env", self.env] if self.env else [])]
+        argv = ["status", *self.files, "--json", *(["--env", self.env] if self.env else []),
+                *(["--leave-out", ",".join(self.left_out)] if self.left_out else [])]
         done = run_captured(self.root, argv)
         if done["exit_code"] != 0:
             last = done["stderr"].strip().splitlines()[-1:] or [""]

@@ -144,15 +144,15 @@ def connect(path: Path, *, create: bool) -> sqlite3.Connection | None:
 
 
 def connect_readonly(path: Path) -> sqlite3.Connection | None:
-    """Open the database for reading only, never creating or upgrading it (a read-only
-    server); None when it does not exist."""
-    if not path.exists():
-        return None
+    """Open the database for reading only, never creating, upgrading or writing beside it (a
+    read-only server and the commands it runs): a private snapshot of it as it is now
+    (`barca.store.snapshot` says why not the file itself); None when it does not exist."""
+    from barca.store.snapshot import connect_snapshot
+
     try:
-        return sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=60.0,
-                               isolation_level=None, check_same_thread=False)
-    except sqlite3.Error as exc:
-        raise InfraError(f"cannot open metadata database {path}: {exc}",
+        return connect_snapshot(path)
+    except (sqlite3.Error, OSError) as exc:
+        raise InfraError(f"cannot read metadata database {path}: {exc}",
                          "check that .barca/ is readable") from exc
 
 

@@ -28,10 +28,14 @@ CREATE INDEX IF NOT EXISTS temp.latest_by_key ON latest (node_id, key);
 
 
 class PartitionPages:
-    """One reader's pages; `connect()` opens its connection (None: no database yet)."""
+    """One reader's pages; `connect()` opens its connection (None: no database yet).
+    `version()`, when given, names what that connection reads (a read-only server's snapshot,
+    which never changes): when it changes, the connection is opened again."""
 
-    def __init__(self, connect: Callable[[], sqlite3.Connection | None]) -> None:
-        self.connect = connect
+    def __init__(self, connect: Callable[[], sqlite3.Connection | None],
+                 version: Callable[[], object] | None = None) -> None:
+        self.connect, self.version = connect, version
+        self.read_version: object = None
         self.conn: sqlite3.Connection | None = None
         self.lock = threading.Lock()
         self.built: dict[str, tuple[int, dict]] = {}  # node -> (its newest row id, summary)
@@ -41,6 +45,11 @@ class PartitionPages:
         """A page of keys by key order; `error` keeps the failed keys of one failure group
         (its `error`, the first line of their error)."""
         with self.lock:
+            if self.version is not None:
+                now = self.version()
+                if now != self.read_version:
+                    self._close()
+                    self.read_version = now
             if self.conn is None:
                 self.conn = self.connect()
                 if self.conn is None:
@@ -113,9 +122,12 @@ class PartitionPages:
 
     def close(self) -> None:
         with self.lock:
-            if self.conn is not None:
-                self.conn.close()
-            self.conn, self.built = None, {}
+            self._close()
+
+    def _close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+        self.conn, self.built = None, {}
 
 
 def _empty(node_id: str, offset: int) -> dict:

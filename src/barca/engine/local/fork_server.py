@@ -40,7 +40,7 @@ import threading
 import time
 import warnings
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 from barca.engine.local import pool_registry, warm_pool, worker
 from barca.engine.local.pool_messages import (Exited, ForkWorker, Forked, Hello, Preload,
@@ -66,6 +66,23 @@ class ForkServer:
         self.stamps: dict[str, tuple[int, int] | None] = {}  # loaded files outside installs
         self.exits: collections.OrderedDict[int, str] = collections.OrderedDict()
         self.selector = selectors.DefaultSelector()
+        self.servers: set[int] = set()  # pids of the `barca serve`s whose runs it serves
+
+    def serve_for(self, served_by: str | None) -> bool:
+        """Wait for runs only as long as the server `served_by` names lives (a SERVED_BY
+        value from the pool's or a request's environment); False if it is already gone."""
+        if not served_by:
+            return True
+        found = pool_registry.open_server(served_by)
+        if found is None:
+            return False
+        pid, pidfd = found
+        if pid in self.servers:
+            os.close(pidfd)
+        else:
+            self.servers.add(pid)
+            self.selector.register(pidfd, selectors.EVENT_READ, _Server(pid))
+        return True
 
     def preload(self, names: list[str]) -> None:
         """Import third-party modules now, so forked workers start with them."""
@@ -109,6 +126,13 @@ class ForkServer:
                     return
             timeout = min(CHECK_SECONDS, self.idle - (now - last_request))
             for key, _ in self.selector.select(max(0.0, timeout)):
+                if isinstance(key.data, _Server):  # a server it serves for is gone
+                    self.selector.unregister(key.fd)
+                    os.close(key.fd)
+                    self.servers.discard(key.data.pid)
+                    if not self.servers:
+                        return
+                    continue
                 if isinstance(key.data, int):  # a child's pidfd: it exited
                     self._reap(key.data, key.fd)
                     continue
@@ -145,6 +169,7 @@ class ForkServer:
                 send(conn, Welcome(sorted(self.modules), os.getpid()))
             elif isinstance(message, (ForkWorker, RunCommand)) and len(fds) == 3 and (
                     self.run_argv or isinstance(message, ForkWorker)):
+                self.serve_for(message.env.get(pool_registry.SERVED_BY))
                 self._set_idle(message.idle)
                 too_high = exceeds_own_limits(message.limits)
                 if too_high:
@@ -259,8 +284,8 @@ class ForkServer:
         """In a forked child: let go of the fork server's sockets, pidfds, lock and signal
         handling."""
         for key in list(self.selector.get_map().values()):
-            if isinstance(key.data, int):
-                os.close(key.fd)  # a sibling's pidfd
+            if isinstance(key.fileobj, int):
+                os.close(key.fd)  # a sibling's or a server's pidfd
             elif key.fileobj is not keep:
                 key.fileobj.close()
         self.selector.close()
@@ -272,6 +297,12 @@ class ForkServer:
     def save_modules(self) -> None:
         _, modules_path = pool_registry.project_paths(self.directory, self.root)
         _write_atomically(modules_path, "\n".join(sorted(self.modules)))
+
+
+class _Server(NamedTuple):
+    """Selector data of a server's pidfd (a child's is its pid, a client's "client")."""
+
+    pid: int
 
 
 def _die_with_client(conn: socket.socket) -> None:
@@ -367,8 +398,11 @@ def main(argv: list[str], run_argv: RunArgv | None = None) -> None:
         pool_registry.evict_beyond(settings.max_pools(), os.getpid(), directory)
     except Exception:  # noqa: BLE001 - a bad BARCA_WARM_POOLS is reported by the run
         pool_registry.evict_beyond(pool_registry.default_limit(), os.getpid(), directory)
-    _import_barca()
     server = ForkServer(root, key, idle, directory, lock, environ, run_argv)
+    if not server.serve_for(environ.get(pool_registry.SERVED_BY)):
+        lock_path.unlink(missing_ok=True)  # the server that started it is gone already
+        return
+    _import_barca()
     try:
         saved = modules_path.read_text().split()
     except OSError:

@@ -22,6 +22,36 @@ from typing import NamedTuple
 # The pool's process is the launcher's (barca.cli.warm_launcher): it serves the fork server's
 # requests and can also run whole commands. Started by name, never imported.
 POOL_PROCESS = "barca.cli.warm_launcher"
+# "PID START": the `barca serve` whose runs a pool serves (set by the server for itself and
+# the commands it runs). Such a pool waits for runs as long as that server lives, and no
+# longer: a server killed with -9 cannot stop it, so it stops itself.
+SERVED_BY = "BARCA_SERVED_BY"
+
+
+def served_by_me() -> str:
+    """The SERVED_BY value naming this process (its pid and kernel start time)."""
+    from barca.store.owners import process_start
+
+    return f"{os.getpid()} {process_start(os.getpid()) or ''}".strip()
+
+
+def open_server(text: str | None) -> tuple[int, int] | None:
+    """(pid, pidfd) of the server a SERVED_BY value names, if it still runs; None if the
+    text names nothing, or a server gone (or its pid since reused: the start time differs)."""
+    from barca.store.owners import process_start
+
+    pid_text, _, start = (text or "").partition(" ")
+    if not pid_text.isdigit():
+        return None
+    pid = int(pid_text)
+    try:
+        fd = os.pidfd_open(pid)
+    except OSError:
+        return None
+    if start and process_start(pid) != start:
+        os.close(fd)
+        return None
+    return pid, fd
 
 
 def state_dir() -> Path | None:

@@ -1,0 +1,230 @@
+"""issue 26, items 11 and 12 on a real server: `--read-only` writes nothing under the project
+(every file and directory, with its size and mtime, is the same after the server's whole life
+with every GET route called), a read-only server still sees the runs a CLI records beside it,
+a server killed with -9 leaves no warm pool behind, and a `partitions(<expr>)` or
+`batches(<expr>)` that raises is in /health load_errors, naming the node, while the other
+nodes are served."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+from starlette.routing import Mount, Route
+
+from conftest import barca, poll, wait_for, wait_until_gone, wait_until_ready, write
+
+PIPELINE = """
+    from pathlib import Path
+
+    from barca import Schedule, asset, partitions, sensor, task
+
+
+    def regions():
+        return Path("regions.txt").read_text().split()
+
+
+    @sensor()
+    def feed() -> int:
+        return 3
+
+
+    @asset(inputs={"feed": feed})
+    def base(feed: int) -> int:
+        print("base ran")
+        return feed
+
+
+    @asset(inputs={"base": base}, partitions={"region": partitions(regions())},
+           freshness=Schedule("*/1 * * * * *"))
+    def per_region(base: int, region: str) -> str:
+        print("computing", region)
+        return region * base
+
+
+    @task(inputs={"base": base})
+    def publish(base: int) -> str:
+        return "published"
+"""
+
+
+def listing(root: Path) -> dict[str, tuple]:
+    """Every file and directory under `root` (root included): kind, size, mtime_ns."""
+    out = {}
+    for folder, dirs, files in os.walk(root):
+        for name in [".", *dirs, *files]:
+            path = Path(folder) / name
+            st = path.lstat()
+            kind = "dir" if path.is_dir() and not path.is_symlink() else "file"
+            out[str(path.relative_to(root))] = (kind, st.st_size, st.st_mtime_ns)
+    return out
+
+
+def get_routes() -> set[str]:
+    """The GET routes the server has, as their path templates (read from the app itself, so
+    that a route added later and not called here fails the test)."""
+    from barca.server.app import build_app
+    from barca.server.http import Served
+
+    out = set()
+    for route in build_app(Served(options=None, pipeline=None)).routes:
+        if isinstance(route, Mount):
+            out.add(route.path + "/")
+        elif isinstance(route, Route) and "GET" in (route.methods or ()):
+            out.add(route.path)
+    return out
+
+
+def test_a_read_only_server_writes_nothing_under_the_project_in_its_whole_life(
+        project: Path, serve) -> None:
+    write(project, {"p.py": PIPELINE, "regions.txt": "emea amer\n"})
+    got = barca(project, "get", "per_region", "p.py").expect(0).json
+    ran = barca(project, "run", "publish", "p.py").expect(0).json
+    before = listing(project)
+
+    server = serve(project, "p.py", "--read-only", warm="3600")
+    run_id, task_id = got["run_id"], ran["run_id"]
+    calls = {
+        "/health": ["/health"], "/assets": ["/assets"], "/state": ["/state"],
+        "/schedule": ["/schedule"], "/openapi.json": ["/openapi.json"],
+        "/assets/{name:path}": ["/assets/per_region", "/assets/p.py:base"],
+        "/assets/{name:path}/partitions": [
+            "/assets/per_region/partitions", "/assets/per_region/partitions?status=failed",
+            "/assets/per_region/partitions?q=em"],
+        "/runs": ["/runs", "/runs?limit=1&offset=1"],
+        "/runs/{run_id}": [f"/runs/{run_id}", f"/runs/{task_id}", "/runs/nope"],
+        "/runs/{run_id}/events": [f"/runs/{run_id}/events"],
+        "/logs/{run_id}": [f"/logs/{run_id}"],
+        "/runs/{run_id}/output": [f"/runs/{run_id}/output?key=region=emea",
+                                  f"/runs/{task_id}/output"],
+        "/runs/{run_id}/stdout": [f"/runs/{run_id}/stdout"],
+        "/status/{run_id}": [f"/status/{run_id}"],
+        "/cli/{command}": [
+            "/cli/status?arg=p.py", "/cli/list?arg=p.py", "/cli/history",
+            f"/cli/history?arg={run_id}", f"/cli/logs?arg={run_id}",
+            "/cli/stats?arg=per_region&arg=p.py"],
+        "/": ["/"], "/ui": ["/ui"], "/ui/": ["/ui/"],
+    }
+    assert get_routes() <= set(calls), f"GET routes not called: {get_routes() - set(calls)}"
+    answers = {}
+    for urls in calls.values():
+        for url in urls:
+            answer = server.get(url)
+            answers[url] = answer.status_code
+            assert answer.status_code < 500, (url, answer.status_code, answer.text)
+    # the reads answered from the database, not from an empty one
+    assert answers[f"/runs/{run_id}"] == 200 and answers["/cli/status?arg=p.py"] == 200
+    assert {r["run_id"] for r in server.get("/runs").json()["runs"]} == {run_id, task_id}
+    assert server.get("/assets/per_region/partitions").json()["total"] == 2
+    assert server.get(f"/logs/{run_id}").json()["logs"][0]["line"] == "base ran"
+    states = {n["id"]: n["cache"]["state"] for n in server.get("/state").json()}
+    assert states["p.py:per_region"] == "cached", states
+    assert server.get("/cli/status?arg=p.py").json()["exit_code"] == 0
+    assert server.get(f"/runs/{run_id}/output?key=region=emea").content == b'"emeaemeaemea"'
+    assert listing(project) == before  # while it runs
+
+    assert server.terminate() == 0
+    assert listing(project) == before  # and after a SIGTERM stop
+
+
+def test_a_read_only_server_sees_runs_a_cli_records_beside_it_and_still_writes_nothing(
+        project: Path, serve) -> None:
+    write(project, {"p.py": PIPELINE, "regions.txt": "emea amer\n"})
+    first = barca(project, "get", "per_region", "p.py").expect(0).json["run_id"]
+    server = serve(project, "p.py", "--read-only")
+    assert [r["run_id"] for r in server.get("/runs").json()["runs"]] == [first]
+    assert server.get("/assets/per_region/partitions").json()["total"] == 2
+
+    (project / "regions.txt").write_text("emea amer apac\n")
+    second = barca(project, "get", "per_region", "p.py").expect(0).json["run_id"]
+    after_cli = listing(project)
+    # the CLI was the database's last user: SQLite removed its side files as it closed
+    assert not {".barca/metadata.db-wal", ".barca/metadata.db-shm"} & set(after_cli)
+
+    assert [r["run_id"] for r in server.get("/runs").json()["runs"]] == [second, first]
+    assert server.get(f"/runs/{second}").json()["run"]["status"] == "success"
+    page = server.get("/assets/per_region/partitions").json()
+    assert page["total"] == 3 and "apac" in {k["key"] for k in page["keys"]}, page
+    states = {n["id"]: n["cache"]["state"] for n in server.get("/state").json()}
+    assert states["p.py:per_region"] == "cached", states
+    history = server.get("/cli/history").json()
+    assert second in history["stdout"], history
+    assert listing(project) == after_cli
+
+    assert server.terminate() == 0
+    assert listing(project) == after_cli
+
+
+def test_a_server_killed_with_sigkill_leaves_no_warm_pool_behind(project: Path, serve) -> None:
+    write(project, {"p.py": """
+        from barca import asset
+
+        @asset()
+        def one() -> int:
+            return 1
+    """})
+    server = serve(project, "p.py", warm="3600")
+    pool = wait_until_ready(project)
+    run_id = server.start_run({"targets": ["one"]})
+    assert server.wait_ended(run_id)["run"]["status"] == "success"
+    assert wait_until_ready(project) == pool  # the run used it, and it stays for the next
+
+    os.kill(server.proc.pid, signal.SIGKILL)
+    server.proc.wait()
+    wait_until_gone(pool, timeout=30)  # not an hour
+
+
+def test_a_key_or_batch_expression_that_raises_is_a_load_error_naming_its_node(
+        project: Path, serve) -> None:
+    write(project, {
+        "good.py": """
+            from barca import Schedule, asset
+
+            @asset(freshness=Schedule("*/1 * * * * *"))
+            def steady() -> int:
+                return 7
+        """,
+        "regions.py": """
+            from barca import asset, collect, partitions
+
+            def regions():
+                raise RuntimeError("regions service down")
+
+            @asset(partitions={"region": partitions(regions())})
+            def regional(region: str) -> str:
+                return region
+
+            @asset(inputs={"regional": collect(regional)})
+            def report(regional: list) -> int:
+                return len(regional)
+        """,
+        "grouped.py": """
+            from barca import asset, batches, partitions
+
+            GROUPS = {"emea": [["a"], ["b"]]}
+
+            @asset(partitions={"k": partitions(["a", "b"])}, batch=batches(GROUPS["amer"]))
+            def grouped(k: list[str]) -> dict:
+                return {key: key for key in k}
+        """})
+    server = serve(project)
+    errors = {e["node"]: e for e in server.get("/health").json()["load_errors"]}
+    assert set(errors) == {"regions.py:regional", "grouped.py:grouped"}, errors
+    assert "RuntimeError: regions service down" in errors["regions.py:regional"]["error"]
+    assert errors["regions.py:regional"]["affected_nodes"] == ["regions.py:regional",
+                                                               "regions.py:report"]
+    assert "KeyError: 'amer'" in errors["grouped.py:grouped"]["error"]
+    assert errors["grouped.py:grouped"]["file"] == "grouped.py"
+    assert "regions.py:regional" in server.stderr and "grouped.py:grouped" in server.stderr
+
+    # the other nodes are served: listed, in /state, runnable, and their schedule fires
+    assert [n["id"] for n in server.get("/assets").json()] == ["good.py:steady"]
+    state = server.get("/state")
+    assert state.status_code == 200, state.text
+    assert [n["id"] for n in state.json()] == ["good.py:steady"]
+    assert server.post("/runs", json={"targets": ["regional"]}).status_code == 404
+    run = server.wait_run(lambda r: r["triggered_by"] == "schedule" and r["status"] == "success",
+                          "good.py's scheduled run to succeed")
+    assert run["target"] == "good.py:steady"
+    assert server.get("/health").json()["load_errors"] == list(errors.values())
