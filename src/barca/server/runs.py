@@ -44,7 +44,7 @@ from barca.engine.driver import start_command
 from barca.errors import BarcaError, UsageError
 from barca.server.events import EventLog
 from barca.server.spool import make_spool
-from barca.store import run_queue
+import barca.store.run_queue as run_queue
 from barca.store.db import connect
 
 CANCEL_GRACE_SECONDS = 5.0
