@@ -272,7 +272,7 @@ class Runs:
             await asyncio.to_thread(self._take_over, runs, graph)
 
     def _orphans(self) -> list[run_queue.Queued]:
-        with self._db() as conn:
+        with self._db(create=False) as conn:  # no database yet: nothing was queued
             return run_queue.orphans(conn, adopt=not self.read_only) if conn else []
 
     def _take_over(self, runs: list[LiveRun], graph: Any) -> None:
@@ -281,6 +281,8 @@ class Runs:
                 self.runs[run.run_id] = run
                 run.settled.set()
             if self.read_only:
+                note(f"[barca] {len(runs)} run{'s' * (len(runs) != 1)} queued by a server "
+                     "that stopped wait for a server that is not read-only")
                 return
             unfit = [(run, f"not run after the server restarted: {why}") for run in runs
                      if (why := missing_target(run.request, graph)) is not None]
@@ -299,8 +301,8 @@ class Runs:
         self._start_waiting()
 
     @contextmanager
-    def _db(self) -> Iterator[Any]:
-        conn = connect(self.db_path, create=not self.read_only)
+    def _db(self, create: bool = True) -> Iterator[Any]:
+        conn = connect(self.db_path, create=create and not self.read_only)
         try:
             yield conn
         finally:
