@@ -82,10 +82,11 @@ def close(conn: sqlite3.Connection, closing: Iterable[Closing]) -> None:
     now = time.time()
     with write_transaction(conn):
         for c in closing:
-            row = conn.execute("DELETE FROM run_queue WHERE run_id = ? RETURNING triggered_by, "
-                               "accepted_at", (c.run_id,)).fetchone()
+            row = conn.execute("SELECT triggered_by, accepted_at FROM run_queue WHERE "
+                               "run_id = ?", (c.run_id,)).fetchone()
             if row is None:
                 continue
+            conn.execute("DELETE FROM run_queue WHERE run_id = ?", (c.run_id,))
             conn.execute(
                 "INSERT OR IGNORE INTO runs (run_id, command, files, target, status, "
                 "steps_total, steps_executed, steps_cached, started_at, finished_at, "
