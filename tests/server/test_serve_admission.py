@@ -1,5 +1,5 @@
 """Run admission under `barca serve`: one running run per core, the rest wait as `pending`
-in order (cancelling one that waits ends it at once), and a run past `--run-timeout` is
+in order (cancelling one that waits ends it at once, recorded cancelled), and a run past `--run-timeout` is
 cancelled and reported failed, while its history row says cancelled."""
 
 from __future__ import annotations
@@ -57,8 +57,11 @@ def test_runs_past_one_per_core_wait_pending_and_start_in_order(project: Path, s
     for run_id in first + waiting[1:]:
         assert server.wait_ended(run_id)["run"]["status"] == "success"
     assert len(list(project.glob("started.*"))) == slots + 1  # the cancelled one never ran
-    rows = dict(db_rows(project, "SELECT run_id, status FROM runs"))
-    assert waiting[0] not in rows and rows[waiting[1]] == "success", rows
+    rows = {r[0]: r[1:] for r in db_rows(project, "SELECT run_id, status, error, "
+                                                  "steps_executed FROM runs")}
+    # the cancelled one is recorded so (an accepted id stays known), with nothing run
+    assert rows[waiting[0]] == ("cancelled", "cancelled before it started", 0), rows
+    assert rows[waiting[1]][0] == "success", rows
 
 
 def test_a_run_past_its_time_limit_is_cancelled_and_reported_failed(project: Path,

@@ -212,13 +212,15 @@ def test_only_the_driver_starts_runs():
 
 # the server reads the metadata database itself (store is not the engine) and runs through
 # the driver; barca.cli.progress gives it the mark of the event lines it reads, and
-# barca.cli.output the stderr line writer
+# barca.cli.output the stderr line writer; it keeps its queue there (store.run_queue) and
+# tells a dead server's spool by its owner (store.owners)
 SERVER_MAY_IMPORT = ("barca.server", "barca.engine.driver", "barca.engine.result",
                      "barca.engine.events", "barca.cli.render", "barca.cli.progress",
                      "barca.cli.output",
                      "barca.errors", "barca.schedules", "barca.__version__",
                      "barca.store.history", "barca.store.db", "barca.store.schedule_state",
-                     "barca.store.partition_pages")
+                     "barca.store.partition_pages", "barca.store.run_queue",
+                     "barca.store.owners")
 
 
 def test_the_server_imports_only_the_driver_and_the_renderers():

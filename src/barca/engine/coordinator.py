@@ -71,6 +71,7 @@ class _Run:
         self.triggered_by = triggered_by
         self.executor: Executor | None = None  # made on first need
         self.conn: Any = None
+        self.recorded = False  # its row is written: it ends recorded
         self.scratch: Path | None = None
         self.unrecorded: list[StepOutcome] = []
         self.logs: list[tuple] = []
@@ -122,9 +123,12 @@ class _Run:
                     for sig in (signal.SIGINT, signal.SIGTERM)}
         status = "failed"
         try:  # from its first row on, a run ends recorded, interrupted or not
-            if not req.dry_run:
+            if not req.dry_run:  # refused (exit 2, nothing written) if the id is taken
                 metadata.start_run(self.conn, self.run_id, req.command, req.files,
                                    req.target_text, self.triggered_by)
+                self.recorded = True
+            # after the row: a server answers a run accepted once it is recorded (or queued)
+            self.reporter.run_accepted()
             self._observe_sensors(sensors, [n for n in order if n not in early])
             self.planning.plan_pending()
             if req.dry_run:
@@ -464,7 +468,7 @@ class _Run:
             import shutil
 
             shutil.rmtree(self.scratch, ignore_errors=True)
-        if self.request.dry_run or self.conn is None:
+        if not self.recorded:
             return
         for step_id, text in self.log_cap.summaries():
             self.log_count += 1

@@ -138,9 +138,10 @@ def run(command: str, target_text: str | None, paths: Sequence[str] = (), *,
 
     `batch` overrides the grouping of batched nodes: "all", 20, "none", {"scored": 20} or
     ["scored=20"] (as `--batch`). `run_id` names the run (default: a new random id; a server
-    picks it so that it can answer before the run starts); `triggered_by` is recorded with it
-    ("cli", "python", "api", "schedule", "catch_up"). `new_executor` builds the executor when a step first must run (default: local worker
-    processes, see `engine.local`); a fully cached run never calls it.
+    picks it so that it can answer before the run starts; an id already recorded is refused,
+    exit 2); `triggered_by` is recorded with it ("cli", "python", "api", "schedule",
+    "catch_up"). `new_executor` builds the executor when a step first must run (default:
+    local worker processes, see `engine.local`); a fully cached run never calls it.
     """
     pipeline = pipeline or open_pipeline(paths, env, write_cache=not dry_run, cwd=cwd)
     request = build_request(pipeline, command, target_text, refresh=refresh,
@@ -148,7 +149,6 @@ def run(command: str, target_text: str | None, paths: Sequence[str] = (), *,
                             dry_run=dry_run, observe_sensors=observe_sensors,
                             include_tasks=include_tasks, batch=batch)
     reporter = reporter or Reporter()
-    reporter.run_accepted()
     order = [n for n in pipeline.graph.order if n in request.cone]
     warnings = unused_warnings(pipeline.graph, order)
     if new_executor is None:

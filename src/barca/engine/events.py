@@ -11,8 +11,9 @@ from barca.engine.protocol import StepOutcome
 
 class Reporter:
     def run_accepted(self) -> None:
-        """The request was checked against the graph: the run goes ahead (a server answers
-        its client now; until here a bad request is the client's error)."""
+        """The request was checked against the graph and, unless a dry run, the run's row is
+        written: the run goes ahead (a server answers its client now; until here a bad
+        request is the client's error, and a server killed now still finds the run)."""
 
     def run_started(self, total_steps: int) -> None:
         """The plan is known: `total_steps` keys will execute (sensors first)."""

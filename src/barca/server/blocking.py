@@ -3,7 +3,7 @@
 Reads of the metadata database (milliseconds) run on their own threads; commands run as child
 processes (`barca status` for /state, the read-only `/cli/` views: seconds) on two threads of
 their own, at most COMMANDS_WAITING queued behind them (503 past that); waiting for a run to
-be accepted or to end holds no thread at all. Before this, every kind shared asyncio's default
+be accepted or to end holds no thread at all (`LiveRun.wait`). Before this, every kind shared asyncio's default
 pool (six threads on two cores): seven slow views made `GET /runs` wait 18 s.
 """
 
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
@@ -44,15 +43,3 @@ async def command(fn: Callable, *args: Any) -> Any:
     finally:
         _queued -= 1
 
-
-async def until_set(event: threading.Event, timeout: float | None = None) -> bool:
-    """Wait for a thread's `event` without holding a thread: whether it was set in time."""
-    loop = asyncio.get_running_loop()
-    deadline = None if timeout is None else loop.time() + timeout
-    pause = 0.005
-    while not event.is_set():
-        if deadline is not None and loop.time() >= deadline:
-            return False
-        await asyncio.sleep(pause)
-        pause = min(pause * 2, 0.1)
-    return True

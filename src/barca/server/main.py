@@ -75,7 +75,9 @@ def serve(options: ServeOptions) -> int:
     async def lifespan(app):
         loop = asyncio.get_running_loop()
         served.runs = Runs(pipeline.project.root, pipeline.files, options.env, loop,
-                           slots=os.cpu_count() or 4, time_limit=options.run_timeout)
+                           slots=os.cpu_count() or 4, time_limit=options.run_timeout,
+                           db_path=pipeline.project.db_path, read_only=options.read_only)
+        await served.runs.resume(pipeline.graph)  # before any new run: they were first
         tasks, stop = [], asyncio.Event()
         if options.scheduler_on:
             served.scheduler = Scheduler(jobs, served.runs, pipeline.project.db_path, tz,

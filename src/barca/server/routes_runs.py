@@ -142,13 +142,13 @@ def run_routes(s: Served) -> list[Route]:
             s.node_id(text)
         assert s.runs is not None
         try:
-            run = s.runs.start(run_request, "api")
+            run = await s.runs.start(run_request, "api")
         except Busy as exc:
             raise ApiError(503, str(exc), "retry later", kind="busy")
         if run_request.dry_run:
-            await blocking.until_set(run.ended)
+            await run.wait(run.ended)
         else:
-            await blocking.until_set(run.settled, ACCEPT_WAIT_SECONDS)
+            await run.wait(run.settled, ACCEPT_WAIT_SECONDS)
         if run.ended.is_set() and run.exit_code != 0 and (
                 run_request.dry_run or not run.accepted):  # refused, or the dry run failed
             error = run.error or {"error": f"the run ended with exit code {run.exit_code}",
@@ -166,7 +166,7 @@ def run_routes(s: Served) -> list[Route]:
             raise ApiError(404, f"no run '{run_id}' in flight on this server")
         if not live.live:
             raise ApiError(409, f"run '{run_id}' already ended ({live.status})")
-        s.runs.cancel(live)
+        await asyncio.to_thread(s.runs.cancel, live)  # a waiting run's row is written
         return json({"run_id": run_id, "status": "cancelling"})
 
     async def status(request: Request) -> Response:

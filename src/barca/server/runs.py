@@ -1,41 +1,57 @@
 """The runs this server started: each a `barca get|run ... --json --events` child process
 (`driver.start_command`), followed by a thread that turns its stderr into events. Its stdout,
 the JSON the CLI prints (all 200,000 values of a partitioned target: megabytes), goes to a
-file in the server's spool directory, read only when a client asks for it.
+file in the server's spool directory (`spool.py`), read only when a client asks for it.
 
-A run id is chosen here and passed to the child, so a client has it before the run starts. A
-run is `pending` while it waits for a slot (one per core: more runs at once would only share
-the cores) and until the child has checked the request against the graph (`run_accepted`),
-`running` until it exits, then `complete`, `failed` or `cancelled` by its exit code. A run
-that outlives its time limit is cancelled and reported `failed` ("run timed out").
+A run id is chosen here and passed to the child, so a client has it before the run starts.
+One run per core (a slot: more at once would only share the cores) runs at a time, dry runs
+included (a dry run runs sensors); the others wait in order, at most MAX_WAITING. A run that
+must wait is first kept in the metadata database's queue (`store.run_queue`), then answered
+202: a server killed meanwhile leaves it there, and the next server on the project runs it,
+or records it cancelled with the reason when the pipeline no longer has its target. A dry
+run, answered only when it ends, waits in memory. A run that starts at once is answered when
+its child has checked the request and recorded the run (`run_accepted`).
+
+A run is `pending` while it waits and until `run_accepted`, `running` until its child exits,
+then `complete`, `failed` or `cancelled` by its exit code. A run that outlives its time
+limit is cancelled and reported `failed` ("run timed out").
+
+Locking: `lock` is taken in threads only, never on the event loop (it is held across a
+process start and a database write).
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import dataclasses
 import os
 import shutil
 import signal
 import tempfile
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import orjson
 
 from barca.cli.output import note
 from barca.cli.progress import EVENT_MARK
 from barca.engine.driver import start_command
-from barca.errors import UsageError
+from barca.errors import BarcaError, UsageError
 from barca.server.events import EventLog
+from barca.server.spool import make_spool
+import barca.store.run_queue as run_queue
+from barca.store.db import connect
 
 CANCEL_GRACE_SECONDS = 5.0
 KEEP_FINISHED_SECONDS = 3600.0
 MAX_WAITING = 100  # runs queued for a slot; past this a request is refused (503)
 MAX_ITEMS, MAX_TEXT = 256, 4096  # a RunRequest's lists, and each text in them
+WAKE_SECONDS = 0.5  # a client waiting for a run looks again at least this often
 INLINE_BYTES = 256 * 1024  # an output up to this size travels in the run's last event
 STATUS_BY_CODE = {0: "complete", 1: "failed", 130: "cancelled"}
 
@@ -57,21 +73,33 @@ class RunRequest:
 
     def argv(self, files: Sequence[str], run_id: str, triggered_by: str,
              env: str | None) -> list[str]:
+        """The child's command line. Every value travels in its option's own word
+        (`--partition=TEXT`): a value such as `--local` or `--server` is never read as an
+        option, by click or by the scan of the command line before it (`cli.server_option`).
+        Targets are nodes of the graph (checked before a run is admitted)."""
         # "serve": the scheduler's run of assets and tasks due together (`run --shared`)
         command = "run" if self.command == "serve" else self.command
         argv = [command, *([",".join(self.targets)] if self.targets else []), *files,
-                f"--{self.output}", "--events", "--run-id", run_id,
-                "--triggered-by", triggered_by]
+                f"--{self.output}", "--events", f"--run-id={run_id}",
+                f"--triggered-by={triggered_by}"]
         if self.refresh:
-            argv += ["--refresh", ",".join(self.refresh)]
+            argv.append("--refresh=" + ",".join(self.refresh))
         argv += ["--refresh-all"] * self.refresh_all + ["--no-cascade"] * (not self.cascade)
         argv += ["--dry-run"] * self.dry_run + ["--shared"] * (self.command == "serve")
         argv += ["--no-value"] * (not self.value)
-        for text in self.batch:
-            argv += ["--batch", text]
-        for text in self.partition:
-            argv += ["--partition", text]
-        return argv + (["--env", env] if env else [])
+        argv += [f"--batch={text}" for text in self.batch]
+        argv += [f"--partition={text}" for text in self.partition]
+        return argv + ([f"--env={env}"] if env else [])
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict) -> "RunRequest":
+        """A request kept in the queue by this or an earlier barca (unknown fields dropped)."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()
+                      if k in names})
 
 
 FIELDS = {"command": str, "targets": list, "refresh": list, "refresh_all": bool,
@@ -136,7 +164,8 @@ class LiveRun:
     stdout_path: Path | None = None  # what the command printed on stdout (spooled)
     error: dict | None = None  # the CLI's error envelope, when it printed one
     process: Any = None  # its CommandProcess, once started
-    accepted: bool = False  # the child checked the request: the run is going ahead
+    accepted: bool = False  # the child checked the request and recorded the run
+    queued: bool = False  # kept in the database's queue (answered 202 before it ran)
     timed_out: float | None = None  # the time limit it was cancelled at
     settled: threading.Event = field(default_factory=threading.Event)  # accepted or ended
     ended: threading.Event = field(default_factory=threading.Event)
@@ -145,6 +174,25 @@ class LiveRun:
     @property
     def live(self) -> bool:
         return self.status in ("pending", "running")
+
+    async def wait(self, flag: threading.Event, timeout: float | None = None) -> None:
+        """Wait on the event loop until `flag` (`settled` or `ended`) is set, holding no
+        thread: a hundred clients waiting for queued dry runs must not take every thread
+        the other routes read with. The run's events wake it (and a poll, should a wake-up
+        come between a look at the flag and the wait)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not flag.is_set():
+            changed = self.events.changed
+            if flag.is_set():
+                return
+            left = WAKE_SECONDS if deadline is None else min(WAKE_SECONDS,
+                                                             deadline - time.monotonic())
+            if left <= 0:
+                return
+            try:
+                await asyncio.wait_for(changed.wait(), left)
+            except asyncio.TimeoutError:
+                pass
 
     def signal(self, signum: int) -> None:
         if self.process is not None:
@@ -176,40 +224,107 @@ class LiveRun:
 
 
 class Runs:
-    """Start, follow, cancel and forget runs: at most `slots` running at once (dry runs,
-    which execute nothing, aside), the rest waiting in order; each stopped after
-    `time_limit` seconds per target (0: never)."""
+    """Start, follow, cancel and forget runs: at most `slots` running at once, the rest
+    waiting in order; each stopped after `time_limit` seconds per target (0: never).
+    `db_path`: the metadata database holding the queue; `read_only`: a server that runs
+    nothing (it only lists the runs a stopped server left queued)."""
 
     def __init__(self, root: Path, files: Sequence[str], env: str | None,
-                 loop: asyncio.AbstractEventLoop, slots: int, time_limit: float) -> None:
+                 loop: asyncio.AbstractEventLoop, slots: int, time_limit: float,
+                 db_path: Path, read_only: bool = False) -> None:
         self.root, self.files, self.env, self.loop = root, files, env, loop
         self.slots, self.time_limit = slots, time_limit
+        self.db_path, self.read_only = db_path, read_only
         self.runs: dict[str, LiveRun] = {}
         self.waiting: collections.deque[LiveRun] = collections.deque()
-        self.spool = Path(tempfile.mkdtemp(prefix="barca-serve-"))  # runs' stdout files
+        self.spool = make_spool()  # runs' stdout files
         self.closing = False
         self.lock = threading.Lock()  # a run starts before shutdown sees it, or not at all
 
-    def start(self, request: RunRequest, triggered_by: str = "api") -> LiveRun:
-        """Start a run now, or queue it for the next free slot (call from the event loop's
-        thread: its EventLog belongs to the loop)."""
-        self._forget_old()
+    async def start(self, request: RunRequest, triggered_by: str = "api") -> LiveRun:
+        """Start a run now, or queue it for the next free slot; Busy (503) when MAX_WAITING
+        runs wait already or the server is stopping. Called on the event loop (a run's
+        EventLog belongs to it); the database write and the process start run in a thread."""
+        run = LiveRun(os.urandom(6).hex(), request, triggered_by, EventLog(self.loop))
+        await asyncio.to_thread(self._admit, run)
+        return run
+
+    def _admit(self, run: LiveRun) -> None:
         with self.lock:
+            self._forget_old()
             if self.closing:
                 raise Busy("the server is shutting down")
             if len(self.waiting) >= MAX_WAITING:
                 raise Busy(f"{MAX_WAITING} runs are already waiting for a slot")
-            run = LiveRun(os.urandom(6).hex(), request, triggered_by, EventLog(self.loop))
+            if not self.waiting and self._running() < self.slots:
+                self.runs[run.run_id] = run
+                try:
+                    self._launch(run)
+                except BaseException:
+                    del self.runs[run.run_id]
+                    raise
+                return
+            if not run.request.dry_run:  # kept before it is answered: a 202 survives a kill
+                with self._db() as conn:
+                    run_queue.enqueue(conn, run_queue.Queued(
+                        run.run_id, run.request.to_json(), run.triggered_by, run.started_at))
+                run.queued = True
             self.runs[run.run_id] = run
-            if request.dry_run or self._running() < self.slots:
-                return self._launch(run)
             self.waiting.append(run)
             run.settled.set()  # queued: the request is taken, its checks come when it starts
-            return run
+
+    async def resume(self, graph: Any) -> None:
+        """Take over the runs that a server now gone had queued and never started (killed
+        with -9, or the machine went down): they run first, in the order they were accepted;
+        one whose target `graph` no longer has is recorded cancelled with the reason. A
+        read-only server only lists them, as waiting."""
+        found = await asyncio.to_thread(self._orphans)
+        runs = [LiveRun(q.run_id, RunRequest.from_json(q.request), q.triggered_by,
+                        EventLog(self.loop), started_at=q.accepted_at, queued=True)
+                for q in found]
+        if runs:
+            await asyncio.to_thread(self._take_over, runs, graph)
+
+    def _orphans(self) -> list[run_queue.Queued]:
+        with self._db(create=False) as conn:  # no database yet: nothing was queued
+            return run_queue.orphans(conn, adopt=not self.read_only) if conn else []
+
+    def _take_over(self, runs: list[LiveRun], graph: Any) -> None:
+        with self.lock:
+            for run in runs:
+                self.runs[run.run_id] = run
+                run.settled.set()
+            if self.read_only:
+                note(f"[barca] {len(runs)} run{'s' * (len(runs) != 1)} queued by a server "
+                     "that stopped wait for a server that is not read-only")
+                return
+            unfit = [(run, f"not run after the server restarted: {why}") for run in runs
+                     if (why := missing_target(run.request, graph)) is not None]
+            try:
+                self._record_unstarted(unfit, "cancelled")
+            except BarcaError as exc:  # they stay queued, for the next start
+                note(f"[barca] warning: runs queued for a target now gone could not be "
+                     f"recorded cancelled: {exc.message}")
+            for run, why in unfit:
+                self._end_unstarted(run, "cancelled", why)
+            kept = [run for run in runs if not run.ended.is_set()]
+            self.waiting.extend(kept)  # past MAX_WAITING too: each was accepted
+        note(f"[barca] {len(kept)} run{'s' * (len(kept) != 1)} accepted by a server that "
+             f"stopped will run now" + (f"; {len(unfit)} cancelled: their target is gone"
+                                        if unfit else ""))
+        self._start_waiting()
+
+    @contextmanager
+    def _db(self, create: bool = True) -> Iterator[Any]:
+        conn = connect(self.db_path, create=create and not self.read_only)
+        try:
+            yield conn
+        finally:
+            if conn is not None:
+                conn.close()
 
     def _running(self) -> int:
-        return sum(r.live and r.process is not None for r in self.runs.values()
-                   if not r.request.dry_run)
+        return sum(r.live and r.process is not None for r in list(self.runs.values()))
 
     def _start_waiting(self) -> None:
         """Launch queued runs while slots are free (a run just ended)."""
@@ -219,19 +334,35 @@ class Runs:
                 try:
                     self._launch(run)
                 except OSError as exc:
-                    self._end_unstarted(run, "failed", f"the run could not start: {exc}")
+                    why = f"the run could not start: {exc}"
+                    try:
+                        self._record_unstarted([(run, why)] if run.queued else [], "failed")
+                    except BarcaError as error:
+                        note(f"[barca] warning: run {run.run_id} {why}, and could not be "
+                             f"recorded so ({error.message}); the next server start runs it")
+                    self._end_unstarted(run, "failed", why)
+
+    def _record_unstarted(self, ended: Sequence[tuple[LiveRun, str]], status: str) -> None:
+        """Close the queue rows of runs that end without having run: `runs` rows with this
+        status and each one's reason, in one transaction."""
+        if not ended:
+            return
+        with self._db() as conn:
+            run_queue.close(conn, [run_queue.Closing(
+                r.run_id, status, why, r.request.command, tuple(self.files),
+                ",".join(r.request.targets) or None) for r, why in ended])
 
     def _end_unstarted(self, run: LiveRun, status: str, error: str) -> None:
-        """A queued run ends without having started (cancelled, or it could not start)."""
+        """A waiting run ends without having started (cancelled, or it could not start)."""
         run.status, run.finished_at = status, time.time()
         run.exit_code = 130 if status == "cancelled" else 3
         run.error = {"error": error, "kind": status}
         run.events.append({"type": "run_finished", "run_id": run.run_id, "ok": False,
                            "status": status, "exit_code": run.exit_code, "outcome": None,
                            "error": run.error, "stdout": "", "stdout_bytes": 0})
-        run.events.close()
-        run.ended.set()
+        run.ended.set()  # before the log closes: whoever it wakes finds the run ended
         run.settled.set()
+        run.events.close()
 
     def _launch(self, run: LiveRun) -> LiveRun:
         request, triggered_by = run.request, run.triggered_by
@@ -245,13 +376,12 @@ class Runs:
         except BaseException:
             os.close(err_r)
             run.stdout_path.unlink(missing_ok=True)
-            del self.runs[run.run_id]
             raise
         finally:
             for fd in (devnull, out, err_w):
                 os.close(fd)
         run.process = process
-        if self.time_limit and not run.request.dry_run:
+        if self.time_limit:  # a dry run too: it holds a slot while its sensors run
             limit = self.time_limit * max(1, len(run.request.targets))
             run.timer = threading.Timer(limit, self._time_out, args=(run, limit))
             run.timer.daemon = True
@@ -270,18 +400,33 @@ class Runs:
         if run.timed_out:
             run.error = {"error": f"run timed out after {run.timed_out:g}s", "kind": "timeout",
                          "remediation": "barca serve --run-timeout SECONDS allows longer runs"}
+        if run.queued and not run.accepted:
+            self._record_unclaimed(run, code)
         run.finished_at = time.time()
         run.events.append({"type": "run_finished", "run_id": run.run_id,
                            "ok": code == 0, "status": run.status, "exit_code": code,
                            "outcome": run.outcome(), "error": run.error,
                            "stdout": run.stdout(INLINE_BYTES),
                            "stdout_bytes": run.stdout_size()})
-        run.events.close()
-        run.ended.set()
+        run.ended.set()  # before the log closes: whoever it wakes finds the run ended
         run.settled.set()
+        run.events.close()
         if run.timer is not None:
             run.timer.cancel()
         self._start_waiting()
+
+    def _record_unclaimed(self, run: LiveRun, code: int) -> None:
+        """A queued run whose child ended before recording it (it refused the request, was
+        cancelled or died): its 202 was answered, so its row says how it ended."""
+        stopped = run.status == "cancelled" or self.closing
+        why = (run.error or {}).get("error") or (
+            "the server stopped before it started" if self.closing else
+            f"the run ended with exit code {code} before it started")
+        try:
+            self._record_unstarted([(run, why)], "cancelled" if stopped else "failed")
+        except BarcaError as exc:
+            note(f"[barca] warning: run {run.run_id} ended before it started and could not "
+                 f"be recorded ({exc.message}); the next server start runs it again")
 
     def _time_out(self, run: LiveRun, limit: float) -> None:
         if run.live:
@@ -306,7 +451,7 @@ class Runs:
                     pass
         if event.get("type") == "run_accepted":
             run.status, run.accepted = "running", True
-            run.settled.set()
+            run.settled.set()  # before the event: whoever it wakes finds the run settled
         run.events.append(event)
 
     def get(self, run_id: str) -> LiveRun | None:
@@ -314,13 +459,17 @@ class Runs:
 
     def cancel(self, run: LiveRun) -> None:
         """Ask the run to stop (it records itself cancelled); killed if it has not within
-        CANCEL_GRACE_SECONDS."""
+        CANCEL_GRACE_SECONDS. A run still waiting ends at once, recorded cancelled (call from
+        a thread: that writes the database)."""
         if not run.live:
             return
         with self.lock:
             if run in self.waiting:
+                why = "cancelled before it started"
+                # recorded first: if that fails (InfraError), it still waits
+                self._record_unstarted([(run, why)] if run.queued else [], "cancelled")
                 self.waiting.remove(run)
-                self._end_unstarted(run, "cancelled", "cancelled before it started")
+                self._end_unstarted(run, "cancelled", why)
                 return
         run.signal(signal.SIGTERM)
         timer = threading.Timer(CANCEL_GRACE_SECONDS, self._kill_if_live, args=(run,))
@@ -332,18 +481,25 @@ class Runs:
             run.signal(signal.SIGKILL)
 
     def live_runs(self) -> list[LiveRun]:
-        return [r for r in self.runs.values() if r.live]
+        return [r for r in list(self.runs.values()) if r.live]
 
     def stop_all(self, deadline: float) -> list[LiveRun]:
-        """Stop accepting and cancel every live run; wait until `deadline` (monotonic) for
-        them to end, then kill what is left. The runs killed (their rows may still say
-        running)."""
+        """Stop accepting and cancel every live run, the waiting ones recorded cancelled;
+        wait until `deadline` (monotonic) for them to end, then kill what is left. The runs
+        killed (their rows may still say running)."""
+        why = "the server stopped before it started"
         with self.lock:
             self.closing = True
-            while self.waiting:
-                self._end_unstarted(self.waiting.popleft(), "cancelled",
-                                    "the server stopped before it started")
-            live = self.live_runs()
+            waiting, queued = list(self.waiting), [r for r in self.waiting if r.queued]
+            self.waiting.clear()
+            try:
+                self._record_unstarted([(r, why) for r in queued], "cancelled")
+            except BarcaError as exc:
+                note(f"[barca] warning: {len(queued)} waiting runs could not be recorded "
+                     f"cancelled ({exc.message}); the next server start runs them")
+            for run in waiting:
+                self._end_unstarted(run, "cancelled", why)
+            live = [r for r in self.live_runs() if r.process is not None]
         for run in live:
             run.signal(signal.SIGTERM)
         for run in live:
@@ -364,6 +520,16 @@ class Runs:
     def close(self) -> None:
         """Remove the spool (the server is stopping; its runs have ended)."""
         shutil.rmtree(self.spool, ignore_errors=True)
+
+
+def missing_target(request: RunRequest, graph: Any) -> str | None:
+    """Why `graph` cannot run the request (a target it no longer has), None when it can."""
+    for text in request.targets:
+        try:
+            graph.resolve_target(text)
+        except UsageError as exc:
+            return exc.message
+    return None
 
 
 def child_env() -> dict[str, str]:

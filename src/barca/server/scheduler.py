@@ -24,6 +24,7 @@ from typing import Any, Mapping
 
 from barca.schedules import next_fire
 from barca.cli.output import note
+from barca.errors import BarcaError
 from barca.server.runs import Busy, RunRequest, Runs
 from barca.server.sharing import depths, share
 from barca.store.db import connect
@@ -194,19 +195,21 @@ class Scheduler:
                     note(f"[barca] {job_id} runs apart from the jobs due with it: in one run "
                          f"{waiting} would wait for {node}, which it does not read")
             for group in shared:
-                fired += self._start(group, batch, at, why)
+                fired += await self._start(group, batch, at, why)
         if fired:
             await asyncio.to_thread(self._record, fired)
 
-    def _start(self, group: list[Job], batch: tuple[str, ...], at: float, why: str) -> list:
+    async def _start(self, group: list[Job], batch: tuple[str, ...], at: float,
+                     why: str) -> list:
         """Start one run for `group`; the fires to record."""
         targets = tuple(dict.fromkeys(t for job in group for t in job.targets))
         commands = {job.command for job in group}
         command = commands.pop() if len(commands) == 1 else "serve"
         names = ", ".join(j.id for j in group)
         try:
-            run = self.runs.start(RunRequest(command, targets, batch=batch, value=False), why)
-        except (Busy, OSError) as exc:
+            run = await self.runs.start(RunRequest(command, targets, batch=batch, value=False),
+                                        why)
+        except (Busy, OSError, BarcaError) as exc:
             note(f"[barca] scheduled run {names} not started: {exc}")
             return []
         note(f"[barca] {'catch-up' if why == 'catch_up' else 'scheduled'} run {names} → "

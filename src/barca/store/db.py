@@ -17,7 +17,7 @@ from typing import Iterator
 from barca.errors import InfraError
 from barca.store.relayout import move_key_directories
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 # versions this barca upgrades in place: 1 kept each node's snapshot in one row; its snapshots
 # are dropped and rebuilt from the materializations by the next run that reads the node.
 # 2 had no key_source_chunk table; it is added (empty: the next tick sends whole columns).
@@ -30,7 +30,9 @@ SCHEMA_VERSION = 7
 # 6 indexed materializations by (node, run hash, key): a first run's rows landed at random
 # places in it, and each commit rewrote most of its pages (40 us a row at 400,000 rows); the
 # index is rebuilt by (node, key, run hash), where keys in order append (20 us a row).
-UPGRADABLE = (1, 2, 3, 4, 5, 6)
+# 7 had no run_queue table (`barca serve` kept the runs waiting for a slot in memory only); it
+# is added, empty.
+UPGRADABLE = (1, 2, 3, 4, 5, 6, 7)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -78,6 +80,11 @@ CREATE TABLE IF NOT EXISTS step_leases (
 CREATE TABLE IF NOT EXISTS schedule_state (
     job_id TEXT PRIMARY KEY, cron TEXT NOT NULL, timezone TEXT NOT NULL,
     last_fired REAL NOT NULL, last_run_id TEXT, updated_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS run_queue (
+    seq INTEGER PRIMARY KEY, run_id TEXT NOT NULL UNIQUE, request TEXT NOT NULL,
+    triggered_by TEXT NOT NULL, accepted_at REAL NOT NULL, pid INTEGER NOT NULL,
+    host TEXT NOT NULL, proc_start TEXT
 );
 """
 

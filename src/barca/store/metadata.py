@@ -17,8 +17,10 @@ from typing import Any, Iterable, NamedTuple, Sequence
 
 import orjson
 
+from barca.errors import UsageError
 from barca.state import NodeState
-from barca.store import step_leases
+from barca.store import run_queue, step_leases
+from barca.store.db import write_transaction
 from barca.store.owners import process_start
 from barca.store.state_codec import decode_state, encode_header, state_columns
 
@@ -248,11 +250,19 @@ def _write_columns(conn: sqlite3.Connection, node_id: str,
 
 def start_run(conn: sqlite3.Connection, run_id: str, command: str, files: Sequence[str],
               target: str | None, triggered_by: str = "cli") -> None:
-    conn.execute(
-        "INSERT INTO runs (run_id, command, files, target, status, started_at, pid, host, "
-        "proc_start, triggered_by) VALUES (?, ?, ?, ?, 'running', ?, ?, ?, ?, ?)",
-        (run_id, command, orjson.dumps(list(files)).decode(), target, time.time(),
-         os.getpid(), socket.gethostname(), process_start(os.getpid()), triggered_by))
+    """Record a run's start, claiming its place in a server's queue when it had one
+    (store.run_queue). An id already recorded is refused with nothing written: the run that
+    has it keeps its row (a second run under one id would finish it as its own)."""
+    with write_transaction(conn):
+        if conn.execute("SELECT 1 FROM runs WHERE run_id = ?", (run_id,)).fetchone():
+            raise UsageError(f"run id {run_id!r} is already a recorded run",
+                             "leave --run-id out: each run gets a new id")
+        run_queue.claim(conn, run_id)
+        conn.execute(
+            "INSERT INTO runs (run_id, command, files, target, status, started_at, pid, host, "
+            "proc_start, triggered_by) VALUES (?, ?, ?, ?, 'running', ?, ?, ?, ?, ?)",
+            (run_id, command, orjson.dumps(list(files)).decode(), target, time.time(),
+             os.getpid(), socket.gethostname(), process_start(os.getpid()), triggered_by))
 
 
 def finish_run(conn: sqlite3.Connection, run_id: str, status: str, steps_total: int,
