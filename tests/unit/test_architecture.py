@@ -193,7 +193,7 @@ def test_the_local_executor_is_private_to_the_engine():
 
 LOCAL_PUBLIC = ("local_executor", "pool_size", "capacity", "warm_seconds", "running_pool",
                 "warm_pool_supported", "warm_pools", "stop_warm_pools", "start_command",
-                "start_warm_pool")
+                "start_warm_pool", "end_pools_with_this_process")
 
 
 def test_the_coordinator_knows_executors_only_by_their_protocol():
@@ -220,7 +220,7 @@ SERVER_MAY_IMPORT = ("barca.server", "barca.engine.driver", "barca.engine.result
                      "barca.errors", "barca.schedules", "barca.__version__",
                      "barca.store.history", "barca.store.db", "barca.store.schedule_state",
                      "barca.store.partition_pages", "barca.store.run_queue",
-                     "barca.store.owners")
+                     "barca.store.owners", "barca.store.snapshot", "barca.config")
 
 
 def test_the_server_imports_only_the_driver_and_the_renderers():

@@ -117,6 +117,13 @@ def keep_warm(pipeline: Pipeline, start: bool) -> None:
         stop_warm_pools(pipeline.project.root)
 
 
+def end_pools_with_this_process() -> None:
+    """See `barca.engine.local.end_pools_with_this_process` (a server's pools)."""
+    from barca.engine.local import end_pools_with_this_process as end
+
+    end()
+
+
 def start_command(root: Path, argv: Sequence[str], env: dict[str, str],
                   fds: tuple[int, int, int]):
     """Run a whole `barca ARGV` in a child process, as a server does (`engine.local.commands`):

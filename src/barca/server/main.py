@@ -20,8 +20,7 @@ from datetime import datetime
 
 import uvicorn
 
-from barca.engine.driver import keep_warm, open_pipeline
-from barca.engine.local.pool_registry import SERVED_BY, served_by_me
+from barca.engine.driver import end_pools_with_this_process, keep_warm, open_pipeline
 from barca.cli.output import note
 from barca.config import CONFIG_FILE
 from barca.server.app import build_app
@@ -33,7 +32,7 @@ from barca.server.reads import open_reader
 from barca.server.runs import Runs
 from barca.server.scheduler import Scheduler, scheduled_jobs
 from barca.server.state import StateCache
-from barca.store import snapshot
+import barca.store.snapshot as snapshot
 from barca.store.db import SCHEMA_VERSION, connect, connect_readonly
 from barca.store.history import mark_cancelled
 from barca.store.partition_pages import PartitionPages
@@ -169,11 +168,10 @@ def _hold_pool_longer() -> None:
     """The warm pool a server's runs fork from waits an hour between runs, not the CLI's 15
     minutes, so that an hourly schedule finds it warm; the server stops it when it stops
     (BARCA_WARM_SECONDS set by the user wins; 0 keeps the pool off). A server killed with -9
-    cannot: the pool is told which server it serves (SERVED_BY, inherited by the pool the
-    server starts and by the commands it runs) and exits when that server is gone."""
+    cannot: the pools it and its commands start exit once it is gone."""
     if "BARCA_WARM_SECONDS" not in os.environ:
         os.environ["BARCA_WARM_SECONDS"] = str(POOL_IDLE_SECONDS)
-    os.environ[SERVED_BY] = served_by_me()
+    end_pools_with_this_process()
 
 
 def _read_only() -> None:

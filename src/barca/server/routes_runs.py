@@ -166,7 +166,7 @@ def run_routes(s: Served) -> list[Route]:
             raise ApiError(404, f"no run '{run_id}' in flight on this server")
         if not live.live:
             raise ApiError(409, f"run '{run_id}' already ended ({live.status})")
-        await asyncio.to_thread(s.runs.cancel, live)  # a waiting run's row is written
+        await blocking.read(s.runs.cancel, live)  # a waiting run's row is written
         return json({"run_id": run_id, "status": "cancelling"})
 
     async def status(request: Request) -> Response:

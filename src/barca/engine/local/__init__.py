@@ -116,3 +116,14 @@ def start_warm_pool(root: Path, files: Sequence[str]) -> None:
         pool.close()
         return
     warm_pool.start_pool_process(root, warm_pool.top_level_imports(root, files), idle)
+
+
+def end_pools_with_this_process() -> None:
+    """Warm pools started from now on by this process or the commands it starts exit once
+    this process is gone, even killed with -9 (a server's pools)."""
+    import os
+
+    from barca.engine.local.pool_registry import SERVED_BY, served_by_me
+
+    os.environ[SERVED_BY] = served_by_me()
+
