@@ -74,16 +74,19 @@ def whole_number(text: str) -> int | None:
     return int(text)
 
 
-def int_param(query, name: str, default: int, low: int, high: int) -> int:
-    """A whole-number query parameter, clamped to low..high; 400 when it is not one."""
+def int_param(query, name: str, default: int, low: int, high: int,
+              clamp: bool = True) -> int:
+    """A whole-number query parameter, clamped to low..high (or, not `clamp`, refused
+    outside it); 400 when it is not one."""
     text = query.get(name)
     if text is None:
         return default
     number = whole_number(text)
-    if number is None:
+    if number is None or not clamp and not low <= number <= high:
         shown = text if len(text) <= 20 else text[:20] + "..."
-        raise ApiError(400, f"{name}={shown!r} is not a whole number of at most "
-                       f"{MAX_DIGITS} digits", f"pass ?{name}={low}..{high}")
+        what = f"of at most {MAX_DIGITS} digits" if number is None else f"from {low} to {high}"
+        raise ApiError(400, f"{name}={shown!r} is not a whole number {what}",
+                       f"pass ?{name}={low}..{high}")
     return min(max(number, low), high)
 
 

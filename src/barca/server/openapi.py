@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from barca.server.routes_views import MAX_LIMIT
+
 
 def _ref(name: str) -> dict:
     return {"$ref": f"#/components/schemas/{name}"}
@@ -178,7 +180,7 @@ def _count(name: str, low: int, high: int = MAX_COUNT) -> dict:
     return _query(name, {"type": "integer", "minimum": low, "maximum": high})
 
 
-PAGING = [_count("limit", 1), _query("all", BOOL)]
+PAGING = [_count("limit", 1, MAX_LIMIT), _query("all", BOOL)]
 RUN_ID_HEADER = {"Barca-Run-Id": {
     "description": "the run started: its events and stdout stay readable an hour, also "
                    "when the answer comes at its end (a dry run, a refused request)",
@@ -273,7 +275,7 @@ def document(version: str) -> dict[str, Any]:
         "/history/{run_id}": {"get": _get(
             "`barca history RUN_ID --json`: one run's steps (RUN_ID or a unique prefix)",
             _json(_ref("HistoryDetail")), 400, 404, 409, 500,
-            params=[_path_param("run_id"), _count("limit", 1)])},
+            params=[_path_param("run_id"), _count("limit", 1, MAX_LIMIT)])},
         "/stats/{name}": {"get": _get(
             "`barca stats NAME --json`: a node's timings, failures and re-execution rate",
             _json(_ref("NodeStats")), 400, 404, 409, 500, params=[_path_param("name")])},

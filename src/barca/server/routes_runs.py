@@ -16,8 +16,8 @@ from barca.server.events import sse
 from barca.server.http import ApiError, Served, int_param, json, whole_number
 from barca.server.runs import Busy, RunRequest, parse_request
 
-ACCEPT_WAIT_SECONDS = 60.0
-RUN_ID_HEADER = "Barca-Run-Id"  # on every answer of a POST that started a run  # how long a POST waits for the run to check its request
+ACCEPT_WAIT_SECONDS = 60.0  # how long a POST waits for the run to check its request
+RUN_ID_HEADER = "Barca-Run-Id"  # on every answer of a POST that started a run
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 MEDIA_TYPES = {"json": "application/json", "keyed-json": "application/json",
                "parquet": "application/vnd.apache.parquet", "csv": "text/csv",

@@ -17,7 +17,7 @@ from starlette.routing import Route
 from barca.server.http import ApiError, Served, bool_param, int_param, json, only_params
 from barca.server.views import cli_argv, run_view, view_json
 
-MAX_LIMIT = 1_000_000  # more than any listing holds: --all's answer, bounded
+MAX_LIMIT = 1_000_000  # a listing's --limit: past it, ask for all
 
 
 def view_routes(s: Served) -> list[Route]:
@@ -27,7 +27,7 @@ def view_routes(s: Served) -> list[Route]:
     def paging(request: Request, default: int) -> list[str]:
         """`?limit=N` and `?all=1` as the command's --limit and --all."""
         query = request.query_params
-        limit = int_param(query, "limit", default, 1, MAX_LIMIT)
+        limit = int_param(query, "limit", default, 1, MAX_LIMIT, clamp=False)
         return ["--all"] if bool_param(query, "all") else [f"--limit={limit}"]
 
     def env() -> list[str]:
@@ -61,7 +61,7 @@ def view_routes(s: Served) -> list[Route]:
         query = request.query_params
         only_params(query, "limit")
         run_id = await asyncio.to_thread(s.read, _run_id, request.path_params["run_id"])
-        limit = [f"--limit={int_param(query, 'limit', 0, 1, MAX_LIMIT)}"] \
+        limit = [f"--limit={int_param(query, 'limit', 0, 1, MAX_LIMIT, clamp=False)}"] \
             if "limit" in query else []
         return await answer(["history", "--json", *limit, *env(), "--", run_id])
 
