@@ -34,7 +34,7 @@ PIPELINE = """
             f.write(f"published {raw['a']}\\n")
 """
 
-# a pipeline file outside the served project: importing it (as evaluating partitions(KEYS)
+# a pipeline file the server does not serve: importing it (as evaluating partitions(KEYS)
 # would) leaves a marker
 OUTSIDE = """
     import pathlib
@@ -122,12 +122,14 @@ def test_an_env_name_in_a_request_creates_nothing(ran: Path, serve, mode: str) -
 
 def test_the_cli_route_refuses_what_is_not_a_read(ran: Path, serve, tmp_path_factory) -> None:
     outside = write(tmp_path_factory.mktemp("elsewhere"), {"evil.py": OUTSIDE})
+    write(ran, {"other.py": OUTSIDE})  # in the project, but not served
     server = serve(ran, "p.py", "--no-schedule")
     refused = {
-        "status": [[str(outside / "evil.py")], ["raw", str(outside / "evil.py")],
+        "status": [["other.py"], ["raw", "other.py"], ["planted", "p.py"], ["."],
+                   [str(outside / "evil.py")], ["raw", str(outside / "evil.py")],
                    [f"{outside}/"], ["--server", server.url], ["--local"], ["--help"],
                    ["--limit", "²"], ["--limit", "9" * 5000], ["--no-such-flag"]],
-        "list": [[str(outside / "evil.py")], [f"../{outside.name}/evil.py"]],
+        "list": [["other.py"], [str(outside / "evil.py")], [f"../{outside.name}/evil.py"]],
         "stats": [["planted", str(outside / "evil.py")]],
         "logs": [["-f"], ["--follow"], ["--step", "x", "--server=http://127.0.0.1:9"]],
         "history": [["--server"], ["--", "--server"]],
@@ -140,7 +142,13 @@ def test_the_cli_route_refuses_what_is_not_a_read(ran: Path, serve, tmp_path_fac
     for command in ("gc", "sql", "serve", "doctor", "pool", "plan", "docs"):
         got = server.get(f"/cli/{command}")
         assert got.status_code == 404, (command, got.text)
-    assert not (outside / "imported.marker").exists()  # nothing outside was imported
+    # a command naming no file reads the served files, not every file of the project
+    for command in ("status", "list"):
+        got = server.get(f"/cli/{command}")
+        assert got.status_code == 200 and got.json()["exit_code"] == 0, got.text
+        assert "other.py" not in got.json()["stdout"]
+    assert not (ran / "imported.marker").exists()  # no file it does not serve was imported
+    assert not (outside / "imported.marker").exists()
     assert _ran(ran) == []
 
 
