@@ -36,7 +36,8 @@ API_ROUTES = {
     "/runs/{run_id}/events": {"GET"}, "/logs/{run_id}": {"GET"}, "/get/{target}": {"POST"},
     "/run/{target}": {"POST"}, "/status/{run_id}": {"GET"}, "/openapi.json": {"GET"},
     "/runs/{run_id}/output": {"GET"}, "/runs/{run_id}/stdout": {"GET"},
-    "/cli/{command}": {"GET"},
+    "/cli/{command}": {"GET"}, "/list": {"GET"}, "/nodes": {"GET"}, "/history": {"GET"},
+    "/history/{run_id}": {"GET"}, "/stats/{name}": {"GET"},
 }
 
 

@@ -211,12 +211,14 @@ def test_only_the_driver_starts_runs():
 
 
 # the server reads the metadata database itself (store is not the engine) and runs through
-# the driver; barca.cli.progress gives it the mark of the event lines it reads, and
-# barca.cli.output the stderr line writer; it keeps its queue there (store.run_queue) and
-# tells a dead server's spool by its owner (store.owners)
+# the driver; barca.cli.progress gives it the mark of the event lines it reads,
+# barca.cli.output the stderr line writer, and barca.cli.view_args the read-only commands it
+# runs for `--server` clients, parsed by their own parsers; it keeps its queue there
+# (store.run_queue), tells a dead server's spool by its owner (store.owners) and reads
+# snapshots of the database when read-only (store.snapshot)
 SERVER_MAY_IMPORT = ("barca.server", "barca.engine.driver", "barca.engine.result",
                      "barca.engine.events", "barca.cli.render", "barca.cli.progress",
-                     "barca.cli.output",
+                     "barca.cli.output", "barca.cli.view_args",
                      "barca.errors", "barca.schedules", "barca.__version__",
                      "barca.store.history", "barca.store.db", "barca.store.schedule_state",
                      "barca.store.partition_pages", "barca.store.run_queue",

@@ -2,10 +2,12 @@
 and print what the same command prints locally: the same stdout, the same progress lines,
 the same exit code. `--local` runs here whatever BARCA_SERVER says.
 
-`get` and `run` start a run (`POST /runs`) and follow its event stream, printing each line
-the local command would print; Ctrl-C cancels the remote run (a second one leaves it).
-`status`, `list`, `history`, `logs` and `stats` are run by the server as they are typed
-(`GET /cli/<command>`), and their output printed as it came.
+`get` and `run` start a run (`POST /runs`, a dry run too: it observes sensors) and follow
+its event stream, printing each line the local command would print; Ctrl-C cancels the
+remote run (a second one leaves it). `status`, `list`, `history`, `logs` and `stats` are
+parsed here (a usage error, or --help, is answered here as the local command would), then
+run by the server (`GET /cli/<command>`, which parses them again and refuses what is not a
+read), and their output printed as it came.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import orjson
 from barca.errors import BarcaError, InfraError, UsageError
 
 TIMEOUT_SECONDS = 30.0
+RUN_ID_HEADER = "Barca-Run-Id"  # the server names the run it started in its answer
 
 
 def run_remote(url: str, argv: list[str], json_mode: bool) -> int:
@@ -46,8 +49,20 @@ def auth_headers() -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"} if token else {}
 
 
+def _parse(argv: list[str]) -> dict[str, Any]:
+    """The command's parameters, parsed as the local command would parse them (--help
+    printed here; a usage error raised here)."""
+    import click
+
+    from barca.cli.app import cli
+
+    parent = click.Context(cli, info_name="barca", **cli.context_settings)
+    return cli.get_command(parent, argv[0]).make_context(argv[0], argv[1:], parent=parent).params
+
+
 def _view(client, argv: list[str], json_mode: bool) -> int:
-    if argv[0] == "logs" and {"-f", "--follow"} & set(argv):
+    params = _parse(argv)
+    if params.get("follow"):
         raise UsageError("barca logs --follow is not available with --server yet",
                          "follow the run with `barca get ... --server URL` itself, or run "
                          "`barca logs -f` on the server's machine")
@@ -63,13 +78,9 @@ def _view(client, argv: list[str], json_mode: bool) -> int:
 
 
 def _run(client, argv: list[str], json_mode: bool) -> int:
-    from barca.cli.get import get_command, run_command
     from barca.cli.load import is_path_arg
 
-    command = get_command if argv[0] == "get" else run_command
-    params = command.make_context(argv[0], argv[1:]).params
-    if params["dry_run"]:  # writes nothing: run as typed, like status
-        return _view(client, argv, json_mode)
+    params = _parse(argv)
     args = list(params["args"])
     target = args.pop(0) if args and not is_path_arg(args[0]) else None
     mode = "json" if json_mode else "pretty"
@@ -87,8 +98,11 @@ def _run(client, argv: list[str], json_mode: bool) -> int:
                "cascade": not params["no_cascade"], "dry_run": params["dry_run"],
                "batch": list(params["batch"]), "partition": list(params["partition"]),
                "output": mode}
-    run_id = _body(client.post("/runs", content=orjson.dumps(request),
-                               headers={"Content-Type": "application/json"}))["run_id"]
+    response = client.post("/runs", content=orjson.dumps(request),
+                           headers={"Content-Type": "application/json"})
+    # a run that started, even one answered at its end (a dry run, or refused by the
+    # command): its lines, stdout and exit code, as the local command prints them
+    run_id = response.headers.get(RUN_ID_HEADER) or _body(response)["run_id"]
     return _follow(client, run_id, params["agent"])
 
 

@@ -67,22 +67,48 @@ def json(body: Any, status: int = 200, headers: dict | None = None) -> Response:
 
 
 MAX_NAME_CHARS = 512  # a node's id is far shorter; longer text is neither matched nor echoed
+MAX_DIGITS = 18  # past this a number is no count, and int() of 5,000 digits raises
 
 
-def is_number(text: str) -> bool:
-    """ASCII digits, at most 12 of them (`str.isdigit` also takes `²` and `٣`, which `int`
-    refuses or reads, and a 5,000-digit number costs `int` real time)."""
-    return 0 < len(text) <= 12 and text.isascii() and text.isdigit()
+def whole_number(text: str) -> int | None:
+    """`text` as a count: ASCII digits only (`²` and `٣` are digits to str.isdigit), at most
+    MAX_DIGITS of them; None otherwise."""
+    if not (text.isascii() and text.isdigit()) or len(text) > MAX_DIGITS:
+        return None
+    return int(text)
 
 
 def int_param(query, name: str, default: int, low: int, high: int) -> int:
+    """A whole-number query parameter in low..high (as /openapi.json states each bound);
+    400 otherwise."""
     text = query.get(name)
     if text is None:
         return default
-    if not is_number(text) or not low <= int(text) <= high:
-        raise ApiError(400, f"{name}={text[:20]!r} is not a whole number in {low}..{high}",
+    number = whole_number(text)
+    if number is None or not low <= number <= high:
+        shown = text if len(text) <= 20 else text[:20] + "..."
+        raise ApiError(400, f"{name}={shown!r} is not a whole number in {low}..{high}",
                        f"pass ?{name}={low}..{high}")
-    return int(text)
+    return number
+
+
+def bool_param(query, name: str) -> bool:
+    """A yes/no query parameter: 1/true or 0/false (absent: false); 400 otherwise."""
+    text = query.get(name)
+    if text is None or text in ("0", "false"):
+        return False
+    if text in ("", "1", "true"):
+        return True
+    raise ApiError(400, f"{name}={text[:20]!r} is not a yes or no", f"pass ?{name}=1 or ?{name}=0")
+
+
+def only_params(query, *names: str) -> None:
+    """A typed route's query names no parameter it does not know (a typo is a 400, not a
+    silent default)."""
+    unknown = sorted(set(query.keys()) - set(names))
+    if unknown:
+        raise ApiError(400, f"unknown query parameter {unknown[0][:40]!r}",
+                       f"this route takes {', '.join(names) or 'no parameters'}")
 
 
 def merge_methods(routes: list[Route]) -> list[Route]:

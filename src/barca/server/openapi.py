@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from barca.server.routes_views import MAX_LIMIT
+
 
 def _ref(name: str) -> dict:
     return {"$ref": f"#/components/schemas/{name}"}
@@ -20,6 +22,7 @@ def _error(description: str) -> dict:
 
 STR, NUM, INT, BOOL = {"type": "string"}, {"type": "number"}, {"type": "integer"}, {"type": "boolean"}
 NULL_STR, NULL_NUM = {"type": ["string", "null"]}, {"type": ["number", "null"]}
+NULL_INT = {"type": ["integer", "null"]}
 STRS = {"type": "array", "items": STR}
 
 
@@ -103,6 +106,49 @@ SCHEMAS = {
         "failures": {"type": "array", "items": _object({
             "error": STR, "error_type": NULL_STR, "count": INT, "sample_keys": STRS})}}),
     "CommandOutput": _object({"exit_code": INT, "stdout": STR, "stderr": STR}),
+    # the CLI's --json bodies (`barca list`, `status`, `history`, `stats`), as it prints them
+    "NodeList": _object({
+        "root": STR, "total": INT, "truncated": BOOL, "hint": STR,
+        "nodes": {"type": "array", "items": _object({
+            "id": STR, "kind": STR, "freshness": STR, "schedule": STR, "next_fire": STR,
+            "inputs": STRS, "env": STRS, "partitions": STRS},
+            ["id", "kind", "freshness", "inputs", "env", "partitions"])}},
+        ["root", "nodes", "total", "truncated"]),
+    "NodeStatuses": _object({
+        "target": NULL_STR, "targets": STRS, "root": STR, "total": INT, "truncated": BOOL,
+        "hint": STR, "summary": {"type": "object", "additionalProperties": INT},
+        "nodes": {"type": "array", "items": {
+            "type": "object", "description": "a node's `barca status --json` entry",
+            "required": ["id", "name", "kind", "inputs", "partitioned", "cache",
+                         "last_materialization", "shape", "env"],
+            "properties": {"id": STR, "name": STR, "kind": STR, "inputs": STRS,
+                           "partitioned": BOOL, "cache": {"type": "object"},
+                           "env": STRS}}}},
+        ["target", "targets", "summary", "root", "nodes", "total", "truncated"]),
+    "HistoryRun": _object({
+        "run_id": STR, "command": STR, "files": STRS, "target": NULL_STR, "status": STR,
+        "steps_total": NULL_INT, "steps_executed": NULL_INT, "steps_cached": NULL_INT,
+        "started_at": NULL_STR, "finished_at": NULL_STR, "elapsed_seconds": NULL_NUM,
+        "failed_node": NULL_STR, "error": NULL_STR,
+        "failure": {"type": ["object", "null"]}}),
+    "History": _object({"runs": {"type": "array", "items": _ref("HistoryRun")},
+                        "total": INT, "truncated": BOOL, "hint": STR},
+                       ["runs", "total", "truncated"]),
+    "HistoryDetail": _object({
+        "run": _ref("HistoryRun"), "hint": STR,
+        "steps": {"type": "array", "items": {"type": "object", "description": "a step of "
+                                             "`barca history RUN_ID --json`"}},
+        "steps_page": {"type": "object"}}, ["run", "steps", "steps_page"]),
+    "NodeStats": _object({
+        "id": STR, "kind": STR, "total_runs": INT, "failures": INT, "rerun_rate": NULL_NUM,
+        "cache_hit_rate": NULL_NUM, "avg_elapsed_seconds": NULL_NUM,
+        "median_elapsed_seconds": NULL_NUM, "p95_elapsed_seconds": NULL_NUM,
+        "max_elapsed_seconds": NULL_NUM, "max_rss_bytes": NULL_INT,
+        "median_max_rss_bytes": NULL_INT,
+        "recent_runs": {"type": "array", "items": _object({
+            "run_id": STR, "partition_key": NULL_STR, "elapsed_seconds": NULL_NUM,
+            "status": STR, "created_at": STR, "error_message": NULL_STR,
+            "attempts": NULL_INT, "max_rss_bytes": NULL_INT})}}),
 }
 
 
@@ -122,6 +168,24 @@ ERRORS = {400: "bad request", 403: "read-only server", 404: "not found",
 
 def _path_param(name: str) -> dict:
     return {"name": name, "in": "path", "required": True, "schema": STR}
+
+
+MAX_COUNT = 10**18 - 1  # a count has at most 18 digits
+
+
+def _query(name: str, schema: dict) -> dict:
+    return {"name": name, "in": "query", "required": False, "schema": schema}
+
+
+def _count(name: str, low: int, high: int = MAX_COUNT) -> dict:
+    return _query(name, {"type": "integer", "minimum": low, "maximum": high})
+
+
+PAGING = [_count("limit", 1, MAX_LIMIT), _query("all", BOOL)]
+RUN_ID_HEADER = {"Barca-Run-Id": {
+    "description": "the run started: its events and stdout stay readable an hour, also "
+                   "when the answer comes at its end (a dry run, a refused request)",
+    "schema": STR}}
 
 
 def document(version: str) -> dict[str, Any]:
@@ -147,25 +211,19 @@ def document(version: str) -> dict[str, Any]:
                  "schema": {"enum": ["success", "failed"]}},
                 {"name": "q", "in": "query", "required": False, "schema": STR},
                 {"name": "error", "in": "query", "required": False, "schema": STR},
-                {"name": "offset", "in": "query", "required": False,
-                 "schema": {"type": "integer", "minimum": 0, "maximum": 10**9}},
-                {"name": "limit", "in": "query", "required": False,
-                 "schema": {"type": "integer", "minimum": 1, "maximum": 500}}])},
+                _count("offset", 0, 10**9), _count("limit", 1, 500)])},
         "/schedule": {"get": _get("Scheduled jobs: next and last fire",
                                   _json({"type": "array", "items": _ref("Job")}))},
         "/runs": {
             "get": _get("Recent runs, newest first (recorded and in flight)", _json(_ref("Runs")),
-                        400, params=[{"name": "limit", "in": "query", "required": False,
-                                      "schema": {"type": "integer", "minimum": 1,
-                                                 "maximum": 1000}},
-                                     {"name": "offset", "in": "query", "required": False,
-                                      "schema": {"type": "integer", "minimum": 0,
-                                                 "maximum": 10**9}}]),
+                        400, params=[_count("limit", 1, 1000), _count("offset", 0, 10**9)]),
             "post": {"summary": "Start a run (barca get/run with the CLI's options)",
                      "requestBody": {"required": False, "content": {"application/json": {
                          "schema": _ref("RunRequest")}}},
-                     "responses": {"202": _json(_ref("RunHandle"), "accepted"),
-                                   "200": _json(_ref("DryRun"), "dry run"),
+                     "responses": {"202": {**_json(_ref("RunHandle"), "accepted"),
+                                           "headers": RUN_ID_HEADER},
+                                   "200": {**_json(_ref("DryRun"), "dry run (ended)"),
+                                           "headers": RUN_ID_HEADER},
                                    **{str(c): _error(ERRORS[c])
                                       for c in (400, 403, 404, 409, 500, 503)}}}},
         "/runs/{run_id}": {
@@ -208,13 +266,30 @@ def document(version: str) -> dict[str, Any]:
         "/status/{run_id}": {"get": _get("A run this server started (kept an hour)",
                                          _json(_ref("RunState")), 404, params=run_id)},
         "/openapi.json": {"get": _get("This document", _json({"type": "object"}))},
+        "/list": {"get": _get("`barca list --json`: every node, its kind, freshness and "
+                              "inputs", _json(_ref("NodeList")), 400, 500, params=PAGING)},
+        "/nodes": {"get": _get(
+            "`barca status --json`: each node's cache state and why (of the targets' cone; "
+            "`targets` answer as node ids)", _json(_ref("NodeStatuses")), 400, 404, 409, 500,
+            params=[_query("targets", STR), *PAGING])},
+        "/history": {"get": _get("`barca history --json`: recent runs, newest first",
+                                 _json(_ref("History")), 400, 500, params=PAGING)},
+        "/history/{run_id}": {"get": _get(
+            "`barca history RUN_ID --json`: one run's steps (RUN_ID or a unique prefix)",
+            _json(_ref("HistoryDetail")), 400, 404, 409, 500,
+            params=[_path_param("run_id"), _count("limit", 1, MAX_LIMIT)])},
+        "/stats/{name}": {"get": _get(
+            "`barca stats NAME --json`: a node's timings, failures and re-execution rate",
+            _json(_ref("NodeStats")), 400, 404, 409, 500, params=[_path_param("name")])},
         "/cli/{command}": {"get": _get(
-            "Run a read-only command as typed (status, list, history, logs, stats, or get/run "
-            "with --dry-run): what `--server` clients print", _json(_ref("CommandOutput")),
-            400, 404, params=[_path_param("command"),
-                              {"name": "arg", "in": "query", "required": False,
-                               "schema": {"type": "array", "items": STR},
-                               "style": "form", "explode": True}])},
+            "Run a read-only command (status, list, history, logs or stats) for a `--server` "
+            "client: its arguments parsed by the command's parser and checked (no --env, "
+            "--server, --local, logs --follow; files must be served ones), its output and "
+            "exit code. get and run are 404s: a dry run runs sensors, start it with POST "
+            "/runs", _json(_ref("CommandOutput")), 400, 404, 409,
+            params=[_path_param("command"), {"name": "arg", "in": "query", "required": False,
+                                             "schema": {"type": "array", "items": STR},
+                                             "style": "form", "explode": True}])},
     }
     _guarded(paths)
     return {"openapi": "3.1.0",

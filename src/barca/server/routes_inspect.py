@@ -1,5 +1,5 @@
-"""The routes that describe the pipeline: health, nodes, their state and keys, schedules,
-the API document, and the read-only commands `--server` clients run."""
+"""The routes that describe the pipeline: health, nodes, their state and keys, schedules and
+the API document (the CLI's own views are in `routes_views`)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,7 @@ from barca import __version__
 from barca.server import blocking, reads
 from barca.server.http import ApiError, Served, int_param, json
 from barca.server.openapi import document
-from barca.server.runs import run_captured
 from barca.server.state import with_timings
-
-VIEW_COMMANDS = ("status", "list", "history", "logs", "stats")
 
 
 def inspect_routes(s: Served) -> list[Route]:
@@ -66,20 +63,6 @@ def inspect_routes(s: Served) -> list[Route]:
     async def schedule(request: Request) -> Response:
         return json(s.scheduler.describe() if s.scheduler else [])
 
-    async def cli_view(request: Request) -> Response:
-        """A read-only command as `--server` clients type it, run as typed (its output is
-        then exactly the local command's)."""
-        command = request.path_params["command"]
-        args = request.query_params.getlist("arg")
-        if command not in VIEW_COMMANDS and not (command in ("get", "run")
-                                                 and "--dry-run" in args):
-            raise ApiError(404, f"`barca {command}` does not run here",
-                           f"commands: {', '.join(VIEW_COMMANDS)}, and get/run --dry-run")
-        if any(a == "--server" or a.startswith("--server=") for a in args):
-            raise ApiError(400, "--server cannot be passed on to the server")
-        argv = [command, *args, *(["--env", s.options.env] if s.options.env else [])]
-        return json(await blocking.command(run_captured, s.pipeline.project.root, argv))
-
     async def openapi(request: Request) -> Response:
         return json(document(__version__))
 
@@ -87,5 +70,5 @@ def inspect_routes(s: Served) -> list[Route]:
         Route("/health", health), Route("/assets", assets), Route("/state", state),
         Route("/assets/{name:path}/partitions", partitions),
         Route("/assets/{name:path}", asset_detail), Route("/schedule", schedule),
-        Route("/openapi.json", openapi), Route("/cli/{command}", cli_view),
+        Route("/openapi.json", openapi),
     ]

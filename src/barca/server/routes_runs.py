@@ -11,10 +11,11 @@ from starlette.routing import Route
 from barca.cli.render import iso_time
 from barca.server import blocking, reads
 from barca.server.events import sse
-from barca.server.http import ApiError, Served, int_param, is_number, json
+from barca.server.http import ApiError, Served, int_param, json, whole_number
 from barca.server.runs import Busy, RunRequest, parse_request
 
 ACCEPT_WAIT_SECONDS = 60.0  # how long a POST waits for the run to check its request
+RUN_ID_HEADER = "Barca-Run-Id"  # on every answer of a POST that started a run
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 MEDIA_TYPES = {"json": "application/json", "keyed-json": "application/json",
                "parquet": "application/vnd.apache.parquet", "csv": "text/csv",
@@ -149,14 +150,17 @@ def run_routes(s: Served) -> list[Route]:
             await run.wait(run.ended)
         else:
             await run.wait(run.settled, ACCEPT_WAIT_SECONDS)
+        # its events and stdout stay readable (an hour), even when it answers at its end: a
+        # `--server` client prints them as the local command would have
+        headers = {RUN_ID_HEADER: run.run_id}
         if run.ended.is_set() and run.exit_code != 0 and (
                 run_request.dry_run or not run.accepted):  # refused, or the dry run failed
             error = run.error or {"error": f"the run ended with exit code {run.exit_code}",
                                   "kind": "infra"}
-            return json(error, 400 if run.exit_code == 2 else 500)
-        if run_request.dry_run:
-            return json(run.outcome(limit=None))  # a plan lists at most 20 keys a node
-        return json({"run_id": run.run_id}, 202 if durable else 200)
+            return json(error, 400 if run.exit_code == 2 else 500, headers)
+        if run_request.dry_run:  # a plan lists at most 20 keys a node
+            return json(run.outcome(limit=None), headers=headers)
+        return json({"run_id": run.run_id}, 202 if durable else 200, headers)
 
     async def cancel(request: Request) -> Response:
         s.writable()
@@ -206,4 +210,4 @@ def _durable_status(status: str) -> str:
 
 def _last_event_id(request: Request) -> int:
     text = request.headers.get("last-event-id") or request.query_params.get("after") or "0"
-    return int(text) if is_number(text) else 0
+    return whole_number(text) or 0

@@ -541,13 +541,14 @@ def child_env() -> dict[str, str]:
     return env
 
 
-def run_captured(root: Path, argv: Sequence[str]) -> dict:
-    """Run `barca ARGV` to its end: {exit_code, stdout, stderr} (blocks)."""
+def run_captured(root: Path, argv: Sequence[str], env: dict[str, str] | None = None) -> dict:
+    """Run `barca ARGV` to its end (with `env`, default `child_env()`): {exit_code, stdout,
+    stderr} (blocks)."""
     devnull = os.open(os.devnull, os.O_RDONLY)
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         try:
-            process = start_command(root, argv, child_env(), (devnull, out.fileno(),
-                                                              err.fileno()))
+            process = start_command(root, argv, env or child_env(),
+                                    (devnull, out.fileno(), err.fileno()))
         finally:
             os.close(devnull)
         code = process.wait()
