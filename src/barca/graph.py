@@ -2,8 +2,7 @@
 
 Pure data in, frozen data out. It knows nothing about stored state, hashing or execution;
 every structural mistake in a pipeline (cycle, task feeding an asset, a partitioned input
-without `collect`, two assets' sinks writing one file) is a UsageError raised here, before
-anything runs.
+without `collect`) is a UsageError raised here, before anything runs.
 """
 
 from __future__ import annotations
@@ -15,7 +14,6 @@ from typing import Iterable, Mapping
 
 from barca.discover.model import Definition
 from barca.errors import UsageError
-from barca.store.sink_clashes import find_clash
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,11 +107,6 @@ def build_graph(definitions: Iterable[Definition]) -> Graph:
                 )
     for d in nodes.values():
         _validate_edges(d, nodes)
-    clash = find_clash(nodes.values())
-    if clash is not None:
-        raise UsageError(f"Parse error: {clash}",
-                         "give each sink a path of its own, one that no key of the other "
-                         "asset turns into the same file name")
     downstream: dict[str, list[str]] = {i: [] for i in nodes}
     for node_id, ups in upstream.items():
         for up in ups:

@@ -19,10 +19,20 @@ import string
 from typing import Iterable, Sequence
 
 from barca.discover.model import Definition
+from barca.errors import UsageError
 
 _SAFE = frozenset(string.ascii_letters + string.digits + ".-_%")  # what escape() writes
 _SAFE_NO_UNDERSCORE = _SAFE - {"_"}  # several dimensions escape `_` in their values
 _EXTENSION = frozenset(string.ascii_lowercase)  # a dataset sink's data.<ext>, unknown here
+
+def refuse_clashes(definitions: Iterable[Definition]) -> None:
+    """A UsageError (exit 2) naming the first two sinks that can write one file."""
+    clash = find_clash(definitions)
+    if clash is not None:
+        raise UsageError(f"Parse error: {clash}",
+                         "give each sink a path of its own, one that no key of the other "
+                         "asset turns into the same file name")
+
 
 def find_clash(definitions: Iterable[Definition]) -> str | None:
     """The message for the first two sinks that can write one file, None when none can."""
