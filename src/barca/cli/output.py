@@ -69,6 +69,7 @@ def _silence_stdout() -> None:
 def table(headers: list[str], rows: list[list[str]]) -> str:
     """A plain aligned text table; the last column is never padded. Each cell is one line,
     its control characters escaped (barca.printable)."""
+    headers = [printable(h) for h in headers]  # a SQL query's columns are named by the user
     rows = [[printable(cell) for cell in row] for row in rows]
     widths = [len(h) for h in headers]
     for row in rows:

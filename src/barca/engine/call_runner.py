@@ -5,10 +5,11 @@ The function gets the call's keys as a list in every dimension parameter; an inp
 for key arrives as {key: value} or, by its annotation, as one lazy table over the keys'
 artifacts (store.batch_tables). It returns {key: value} or a table with the dimension
 column(s), split into one artifact per key. `Failed(...)` or a missing key fails that key
-alone; a key the call was not given, or a call that raises, fails every key. A retry runs the
-keys that failed, together. Each key written is reported at once (its recording overlaps the
-writing of the next); the failed keys follow at the end, then a `CallFinished` with where the
-time went, in five parts (import, load, compute, split, write).
+alone; a key the call was not given, one given twice (1 and "1"), or a call that raises,
+fails every key. A retry runs the keys that failed, together. Each key written is reported
+at once (its recording overlaps the writing of the next); the failed keys follow at the end,
+then a `CallFinished` with where the time went, in five parts (import, load, compute, split,
+write).
 """
 
 from __future__ import annotations

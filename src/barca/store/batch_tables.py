@@ -249,8 +249,8 @@ def split_table(value: Any, dims: Sequence[str], key_values: Sequence[tuple[str,
     column so the same rows in any order give the same bytes. Rows match keys by the text of
     their dimension values (1 is the key "1"); a key with no rows gets an empty file with the
     table's schema. Returns (size in bytes, blake2b-16 hex digest) per key, aligned with
-    `targets`. A missing dimension column or a row of another key is a BatchResultError, and
-    then no target is written."""
+    `targets`. A missing dimension column, a row of another key, or a key in two forms (1 and
+    "1" in one column) is a BatchResultError, and then no target is written."""
     _check_lengths(dims, key_values, {"targets": targets})
     kind = table_kind(value)
     if kind is None:

@@ -9,7 +9,8 @@ naming both assets: whichever wrote last would win, key by key, silently. `out.j
 dimension `k` and `out.json` under `k_x` meet at `out_k_x_y.json` (keys `x_y` and `y`).
 
 Paths are compared as written, relative ones normalized (`./a/../b.json` is `b.json`); an
-absolute path is not matched against a relative one, nor a symlink against its target.
+absolute path is not matched against a relative one, nor a symlink against its target, nor a
+name cut for length (`~<digest>`) against another.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from barca.errors import UsageError
 _SAFE = frozenset(string.ascii_letters + string.digits + ".-_%")  # what escape() writes
 _SAFE_NO_UNDERSCORE = _SAFE - {"_"}  # several dimensions escape `_` in their values
 _EXTENSION = frozenset(string.ascii_lowercase)  # a dataset sink's data.<ext>, unknown here
+
 
 def refuse_clashes(definitions: Iterable[Definition]) -> None:
     """A UsageError (exit 2) naming the first two sinks that can write one file."""
