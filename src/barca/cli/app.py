@@ -90,12 +90,12 @@ def _json_mode(argv: list[str]) -> bool:
 
 
 def report_error(error: BarcaError, json_mode: bool) -> None:
-    from barca.cli.output import note
+    from barca.cli.output import note, note_exact
 
     if json_mode:
         import orjson
 
-        note(orjson.dumps(error.envelope(), default=str).decode())
+        note_exact(orjson.dumps(error.envelope(), default=str).decode())
         return
     for line in error.human_lines():
         note(line)

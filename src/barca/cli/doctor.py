@@ -28,6 +28,7 @@ from barca.cli.load import split_positionals
 from barca.cli.render import human_size
 from barca.cli.output import choose_mode, emit, emit_json
 from barca.errors import InfraError, UsageError
+from barca.printable import printable_lines
 from barca.project import Project, open_project
 from barca.store.db import SCHEMA_VERSION, UPGRADABLE, describe
 
@@ -78,7 +79,7 @@ def doctor_command(files, json_flag, pretty, env_name) -> None:
                                          "fix": c.fix, "data": c.data} for c in checks]},
                   indent=True)
     else:
-        emit("\n".join(_line(c) for c in checks))
+        emit(printable_lines(_line(c) for c in checks))  # details quote the user's files
     failed = [c.name for c in checks if not c.ok]
     if failed:
         raise InfraError(f"doctor found {len(failed)} problem{'s' if len(failed) > 1 else ''}: "

@@ -16,6 +16,7 @@ from barca.cli.output import (choose_listing_mode, emit, emit_json, note, parse_
 from barca.cli.progress import CliReporter, EventReporter
 from barca.cli.server_option import server_options
 from barca.errors import StepFailed, UsageError
+from barca.printable import printable, printable_lines
 from barca.engine.result import RunResult, locate
 from barca.engine.driver import run
 from barca.state import EMPTY_STATE
@@ -230,7 +231,7 @@ def _say_trimmed(result: RunResult) -> None:
 
 
 def _print_human(command: str, target: str | None, result: RunResult, body: dict) -> None:
-    what = f"'{target}'" if target else "all assets"
+    what = f"'{printable(target)}'" if target else "all assets"
     if result.failed:
         count = {s: sum(1 for step in body["steps"] if step["status"] == s)
                  for s in ("ran", "partial", "failed", "cached", "skipped")}
@@ -249,8 +250,9 @@ def _print_human(command: str, target: str | None, result: RunResult, body: dict
         more = _keys_with_value(result, result.final_node()) - len(value) if \
             isinstance(value, dict) and len(value) == SHOWN_KEYS else 0
         emit("\nValue:")
-        emit(orjson.dumps(value, option=orjson.OPT_INDENT_2 |
-                          orjson.OPT_NON_STR_KEYS, default=str).decode())
+        shown = orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS,
+                             default=str).decode()
+        emit(printable_lines(shown.split("\n")))  # JSON leaves DEL, C1 and U+2028 as they are
         if more:
             emit(f"... and {more} more keys (--json gives every key)")
 

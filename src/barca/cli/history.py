@@ -19,6 +19,7 @@ from barca.cli.output import (choose_listing_mode, emit, emit_json, listing, not
                               note_truncated, parse_fields, parse_names, pick_fields, table)
 from barca.cli.server_option import server_options
 from barca.errors import UsageError
+from barca.printable import printable_lines
 from barca.project import Project, open_project
 from barca.store import history as store
 from barca.store.db import connect
@@ -290,7 +291,7 @@ def _run_header(run: store.RunRow) -> str:
              f"cached, {_count(run.steps_total)} total"]
     if run.failed_node:
         lines.append(f"Failed   {run.failed_node}: {render.first_line(run.error)}")
-    return "\n".join(lines)
+    return printable_lines(lines)
 
 
 def _steps_table(steps: list[store.StepRow], summaries: list[store.NodeSummary],
@@ -351,4 +352,4 @@ def _failure_text(conn: sqlite3.Connection, step: store.StepRow) -> str:
     if tail:
         lines.append(f"  Output (last {len(tail)} line{'s' if len(tail) != 1 else ''}):")
         lines += [f"    {line}" for line in tail]
-    return "\n".join(lines)
+    return printable_lines(lines)

@@ -18,6 +18,7 @@ from barca.cli.history import find_run, open_history
 from barca.cli.output import emit, emit_json, note
 from barca.cli.server_option import server_options
 from barca.errors import UsageError
+from barca.printable import printable, printable_lines
 from barca.store import history as store
 
 HELP = """Print what each step of a run wrote to stdout and stderr, in order.
@@ -74,8 +75,8 @@ def logs_command(run_id, step, stream, json_flag, pretty, env_name, follow) -> N
     else:
         bare = chosen is not None and len(chosen) == 1
         if lines:
-            emit("\n".join(line.line if bare else f"[{line.step_id}] {line.line}"
-                           for line in lines))
+            emit(printable_lines(line.line if bare else f"[{line.step_id}] {line.line}"
+                                 for line in lines))
 
 
 POLL_SECONDS = 0.2  # how often a follower looks for new lines (the run writes them twice a second)
@@ -101,7 +102,7 @@ def _follow(conn: sqlite3.Connection, run: store.RunRow, step: str | None,
                 emit_json(_line_json(line))
             else:
                 bare = step is not None and ("[" in step or "[" not in line.step_id)
-                emit(line.line if bare else f"[{line.step_id}] {line.line}")
+                emit(printable(line.line if bare else f"[{line.step_id}] {line.line}"))
         if current.status != "running":
             break
         time.sleep(POLL_SECONDS)
@@ -206,6 +207,6 @@ def _print_grouped(lines: list[store.LogRow]) -> None:
     for step_id, rows in groups.items():
         body = [f"  {'[stderr] ' if r.stream == 'stderr' else ''}{r.line}" for r in rows]
         count = f"{len(rows)} line{'s' if len(rows) != 1 else ''}"
-        blocks.append("\n".join([f"── {step_id} ({count})", *body]))
+        blocks.append(printable_lines([f"── {step_id} ({count})", *body]))
     if blocks:
         emit("\n\n".join(blocks))

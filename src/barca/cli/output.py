@@ -13,6 +13,7 @@ from typing import Any, Sequence
 import orjson
 
 from barca.errors import UsageError
+from barca.printable import printable
 
 
 def choose_mode(json_flag: bool, pretty_flag: bool) -> str:
@@ -46,6 +47,13 @@ def emit_json(obj: Any, indent: bool = False, default: Any = str) -> None:
 
 
 def note(text: str) -> None:
+    """One line on stderr, its control characters escaped (barca.printable): a key or a
+    message from user code in it cannot end the line or recolour the terminal."""
+    note_exact(printable(text))
+
+
+def note_exact(text: str) -> None:
+    """A line on stderr as it is: JSON (an error envelope, an `--events` line)."""
     try:
         sys.stderr.write(text + "\n")
         sys.stderr.flush()
@@ -59,7 +67,10 @@ def _silence_stdout() -> None:
 
 
 def table(headers: list[str], rows: list[list[str]]) -> str:
-    """A plain aligned text table; the last column is never padded."""
+    """A plain aligned text table; the last column is never padded. Each cell is one line,
+    its control characters escaped (barca.printable)."""
+    headers = [printable(h) for h in headers]  # a SQL query's columns are named by the user
+    rows = [[printable(cell) for cell in row] for row in rows]
     widths = [len(h) for h in headers]
     for row in rows:
         for i, cell in enumerate(row[:-1]):

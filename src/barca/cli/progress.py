@@ -7,9 +7,10 @@ import sys
 
 import orjson
 
-from barca.cli.output import note
+from barca.cli.output import note, note_exact
 from barca.engine.events import Reporter
 from barca.engine.protocol import StepOutcome
+from barca.printable import printable
 
 
 class CliReporter(Reporter):
@@ -103,7 +104,7 @@ class CliReporter(Reporter):
         if line is None:
             return
         if self.bar is not None:
-            self.bar.console.print(line, markup=False, highlight=False)
+            self.bar.console.print(printable(line), markup=False, highlight=False)
         else:
             note(line)
 
@@ -127,7 +128,9 @@ class EventReporter(CliReporter):
         self._say("run_started", None, total=self.total)
 
     def _say(self, kind: str, line: str | None, **fields) -> None:
-        note(EVENT_MARK + orjson.dumps({"type": kind, **fields, "line": line}).decode())
+        """The fields exact; `line` as `--agent` prints it (escaped, barca.printable)."""
+        shown = None if line is None else printable(line)
+        note_exact(EVENT_MARK + orjson.dumps({"type": kind, **fields, "line": shown}).decode())
 
 
 def _stderr_console():

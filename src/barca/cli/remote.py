@@ -19,6 +19,7 @@ from typing import Any
 
 import orjson
 
+from barca.cli.output import note
 from barca.errors import BarcaError, InfraError, UsageError
 
 TIMEOUT_SECONDS = 30.0
@@ -165,8 +166,7 @@ def _stream(client, run_id: str, after: int, agent: bool) -> Any:
                         return event
                     text = event.get("line")
                     if text is not None and (agent or event["type"] not in QUIET):
-                        sys.stderr.write(text + "\n")
-                        sys.stderr.flush()
+                        note(text)
             return event_id
     except httpx.RemoteProtocolError:
         return after

@@ -19,6 +19,7 @@ from barca.cli.output import (choose_listing_mode, emit, emit_json, parse_fields
                               table)
 from barca.cli.server_option import server_options
 from barca.errors import UsageError
+from barca.printable import printable
 from barca.engine.driver import open_pipeline
 from barca.store import history as store
 from barca.store.db import connect
@@ -140,5 +141,5 @@ def _recent_table(recent: list[dict[str, Any]]) -> str:
     for line, item in zip(text[1:], recent):
         out.append(line)
         if item.get("error_message"):
-            out.append(f"  └─ {render.clip(item['error_message'], 100)}")
+            out.append(printable(f"  └─ {render.clip(item['error_message'], 100)}"))
     return "\n".join(out)

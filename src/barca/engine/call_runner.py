@@ -5,14 +5,16 @@ The function gets the call's keys as a list in every dimension parameter; an inp
 for key arrives as {key: value} or, by its annotation, as one lazy table over the keys'
 artifacts (store.batch_tables). It returns {key: value} or a table with the dimension
 column(s), split into one artifact per key. `Failed(...)` or a missing key fails that key
-alone; a key the call was not given, or a call that raises, fails every key. A retry runs the
-keys that failed, together. Each key written is reported at once (its recording overlaps the
-writing of the next); the failed keys follow at the end, then a `CallFinished` with where the
-time went, in five parts (import, load, compute, split, write).
+alone; a key the call was not given, one given twice (1 and "1"), or a call that raises,
+fails every key. A retry runs the keys that failed, together. Each key written is reported
+at once (its recording overlaps the writing of the next); the failed keys follow at the end,
+then a `CallFinished` with where the time went, in five parts (import, load, compute, split,
+write).
 """
 
 from __future__ import annotations
 
+import numbers
 import os
 import time
 import types
@@ -139,13 +141,25 @@ def _key_value(dims: Sequence[str], key: str) -> Any:
 
 
 def _match_text(dims: Sequence[str], key: Any) -> str | None:
-    """A returned key in barca's raw form, matched by its string form (1 is key "1")."""
+    """A returned key in barca's raw form, matched by its string form (1 is key "1"). Any
+    integer counts, numpy's too: a key taken from a pandas column is an np.int64."""
     if len(dims) == 1:
-        return key if key.__class__ is str else (
-            str(key) if isinstance(key, int) and not isinstance(key, bool) else None)
+        if isinstance(key, str):
+            return str.__str__(key)  # numpy's str_ as a plain str
+        if isinstance(key, numbers.Integral) and not isinstance(key, bool):
+            return str(int(key))
+        return None
     if not isinstance(key, (tuple, list)) or len(key) != len(dims):
         return None
     return orjson.dumps([str(v) for v in key]).decode()
+
+
+def _twice(dims: Sequence[str], text: str, value: dict, key: Any) -> str:
+    """The message for a key returned twice under two forms (as key sources word it)."""
+    first = next(k for k in value if k is not key and _match_text(dims, k) == text)
+    shown = repr(text) if len(dims) == 1 else label_of(list(dims), text)
+    return (f"key {shown} appears twice in the batch result (as {first!r} and {key!r}); "
+            "return each key once")
 
 
 def _call_input(runner: Runner, ref: InputRef, dims: Sequence[str], positions: list[int],
@@ -226,6 +240,8 @@ def _split_and_write(runner: Runner, call: CallSpec, positions: list[int],
             shown = label_of(list(call.dims), text) if text is not None else repr(key)
             raise _CallFailed(f"batch returned a result for {shown}, which is not one of "
                               f"this call's keys")
+        if text in by_text:  # 1 and "1": one key, and which value to keep is not ours to say
+            raise _CallFailed(_twice(call.dims, text, value, key))
         by_text[text] = item
     mark = _lap(times, "split", mark)
     share = (mark - shared_began) / len(positions)

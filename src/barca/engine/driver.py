@@ -48,6 +48,7 @@ def _discover(paths: Sequence[str], env: str | None, write_cache: bool, cwd: Pat
               lenient: bool) -> Pipeline:
     from barca.discover import load_definitions
     from barca.graph import build_graph
+    from barca.store.sink_clashes import refuse_clashes
 
     cwd = cwd or Path.cwd()
     project = open_project(env, cwd)
@@ -57,6 +58,7 @@ def _discover(paths: Sequence[str], env: str | None, write_cache: bool, cwd: Pat
         definitions = load_definitions(project.root, list(paths), cwd, cache_file=cache,
                                        write_cache=write_cache)
         graph = build_graph(definitions)
+        refuse_clashes(definitions)
     except BarcaError:
         if not lenient:
             raise
@@ -86,6 +88,7 @@ def _open_leniently(project, paths: Sequence[str], cwd: Path) -> Pipeline:
     nodes break it (they read a node of a file left out, say) until what is left builds."""
     from barca.discover import find_files, load_definitions
     from barca.graph import build_graph
+    from barca.store.sink_clashes import refuse_clashes
 
     errors: list[dict] = []
     loaded: dict[str, tuple] = {}
@@ -96,7 +99,9 @@ def _open_leniently(project, paths: Sequence[str], cwd: Path) -> Pipeline:
             errors.append({"file": file, "error": exc.message, "affected_nodes": []})
     while True:
         try:
-            graph = build_graph([d for defs in loaded.values() for d in defs])
+            definitions = [d for defs in loaded.values() for d in defs]
+            graph = build_graph(definitions)
+            refuse_clashes(definitions)
             break
         except BarcaError as exc:
             file = next((f for f in loaded if f in exc.message), next(reversed(loaded)))

@@ -249,8 +249,8 @@ def split_table(value: Any, dims: Sequence[str], key_values: Sequence[tuple[str,
     column so the same rows in any order give the same bytes. Rows match keys by the text of
     their dimension values (1 is the key "1"); a key with no rows gets an empty file with the
     table's schema. Returns (size in bytes, blake2b-16 hex digest) per key, aligned with
-    `targets`. A missing dimension column or a row of another key is a BatchResultError, and
-    then no target is written."""
+    `targets`. A missing dimension column, a row of another key, or a key in two forms (1 and
+    "1" in one column) is a BatchResultError, and then no target is written."""
     _check_lengths(dims, key_values, {"targets": targets})
     kind = table_kind(value)
     if kind is None:
@@ -302,7 +302,9 @@ def _split_pandas(df: Any, dims: Sequence[str], key_values: Sequence[tuple[str, 
     index = {tuple(key): i for i, key in enumerate(key_values)}
     texts = [df[d].astype(str).where(df[d].notna(), None) for d in dims]
     codes = np.empty(len(df), dtype=np.int64)
-    for group, positions in df.groupby(texts, sort=False, dropna=False).indices.items():
+    groups = df.groupby(texts, sort=False, dropna=False).indices
+    _check_one_form(df, dims, len(groups))
+    for group, positions in groups.items():
         key = group if isinstance(group, tuple) else (group,)
         key = tuple(None if v is None or v != v else v for v in key)  # NaN stands for None
         if key not in index:
@@ -317,6 +319,29 @@ def _split_pandas(df: Any, dims: Sequence[str], key_values: Sequence[tuple[str, 
         part = table.slice(bounds[i], bounds[i + 1] - bounds[i])
         out.append(_write_atomically(target, lambda tmp, t=part: pq.write_table(t, tmp)))
     return out
+
+
+def _check_one_form(df: Any, dims: Sequence[str], text_groups: int) -> None:
+    """Refuse a key written in two forms (1 and "1" in one object column): they are one key,
+    and which rows were meant for it is not barca's to guess. Typed columns cannot mix forms,
+    so only columns of Python objects or categories are looked at."""
+    mixed = [d for d in dims if df[d].dtype == object or df[d].dtype.name == "category"]
+    if not mixed:
+        return
+    raw = df.groupby([df[d] for d in dims], sort=False, dropna=False, observed=True).indices
+    if len(raw) <= text_groups:
+        return
+    seen: dict[tuple, Any] = {}
+    for group in raw:
+        values = group if isinstance(group, tuple) else (group,)
+        text = tuple(None if v is None or v != v else str(v) for v in values)
+        if text in seen:
+            shown = repr(text[0]) if len(dims) == 1 else _key_text(dims, text)
+            forms = [repr(v[0]) if len(dims) == 1 else repr(v) for v in (seen[text], values)]
+            raise BatchResultError(
+                f"key {shown} appears twice in the batch result (as {forms[0]} and "
+                f"{forms[1]}); give each key's rows one form of it")
+        seen[text] = values
 
 
 def _sort_indices(table: Any, codes: Any) -> Any:

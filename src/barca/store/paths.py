@@ -54,10 +54,22 @@ def key_stem(pairs: Pairs) -> str:
     and suffixed with a digest of the whole key."""
     single = len(pairs) == 1  # several dimensions escape `_` in their values
     stem = "_".join(f"{dim}_{escape(value, underscore=single)}" for dim, value in pairs)
-    if len(stem) > _MAX_LEAF_BYTES:
-        digest = hashlib.blake2b(repr(list(pairs)).encode(), digest_size=8).hexdigest()
-        stem = stem[:_MAX_LEAF_BYTES - 17] + "~" + digest
-    return stem
+    return _fit(stem, pairs)
+
+
+def key_dir(dim: str, value: str) -> str:
+    """`region=emea`: a key's directory in a dataset sink (the hive layout); a very long key
+    is cut and suffixed with a digest of the whole key, as in `key_stem`."""
+    return _fit(f"{dim}={escape(value)}", [(dim, value)])
+
+
+def _fit(name: str, pairs: Pairs) -> str:
+    """`name` kept under the filesystem's name length: cut, and told apart from every other
+    cut name by a digest of the key it stands for."""
+    if len(name) <= _MAX_LEAF_BYTES:
+        return name
+    digest = hashlib.blake2b(repr(list(pairs)).encode(), digest_size=8).hexdigest()
+    return name[:_MAX_LEAF_BYTES - 17] + "~" + digest
 
 
 def artifact_stem(artifacts_dir: Path | str, file: str, name: str, pairs: Pairs,

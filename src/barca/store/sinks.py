@@ -11,9 +11,10 @@ When it is the artifact's format, the artifact's bytes are copied; otherwise the
 written again in that format (a table only for parquet and csv).
 
 A sink that fails does not fail its step: `write_sinks` returns the messages, the run goes on.
-Local writes are atomic (a temporary name, then a rename); a symlink at the path keeps
-pointing where it did and its target is written; a directory at a file sink's path is an
-error and is left as it is.
+Local writes are atomic and safe in a directory other users write to (store.sink_files: a new
+temporary file of a random name, then a rename); a symlink at the path of the writing user or
+root keeps pointing where it did and its target is written, one of another user is refused; a
+directory at a file sink's path is an error and is left as it is.
 """
 
 from __future__ import annotations
@@ -21,10 +22,12 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import tempfile
 from typing import Any, Callable, Sequence
 
 from barca.store.artifacts import SerializeError, encode_json, table_kind, write_value
-from barca.store.paths import EXTENSIONS, escape, key_stem
+from barca.store.paths import EXTENSIONS, key_dir, key_stem
+from barca.store.sink_files import place, resolve
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 _BY_EXTENSION = {".json": "json", ".pkl": "pickle", ".pickle": "pickle", ".parquet": "parquet",
@@ -63,7 +66,7 @@ def destination(path: str, pairs: Sequence[tuple[str, str]]) -> str:
     """Where one key writes: the path itself for an unpartitioned asset, else the key's own
     file (`out_region_emea.parquet`) or, for a dataset sink, its own directory."""
     if path.endswith("/"):
-        keys = "".join(f"{dim}={escape(value)}/" for dim, value in pairs)
+        keys = "".join(f"{key_dir(dim, value)}/" for dim, value in pairs)
         return f"{path}{keys}"
     if not pairs:
         return path
@@ -104,14 +107,17 @@ def _write(root: str, dest: str, serializer: str | None, artifact: str, artifact
     if scheme(dest) is not None:
         _write_remote(dest, fmt, artifact, artifact_format, value)
         return
-    local = os.path.realpath(os.path.join(root, os.path.expanduser(_local_path(dest))))
+    local = resolve(os.path.join(root, os.path.expanduser(_local_path(dest))))
     if os.path.isdir(local):
         raise IsADirectoryError(f"a directory is in the way at {local}; the sink leaves it "
                                 "as it is")
     if fmt == artifact_format:
-        _copy(artifact, local)
-    else:
-        _write_value(value(), local, fmt)
+        place(artifact, local)
+        return
+    with tempfile.TemporaryDirectory(prefix="barca-sink-") as scratch:  # private to this user
+        written = os.path.join(scratch, f"out.{EXTENSIONS[fmt]}")
+        _write_value(value(), written, fmt)
+        place(written, local)
 
 
 def _local_path(dest: str) -> str:
@@ -120,18 +126,6 @@ def _local_path(dest: str) -> str:
         return dest
     rest = dest[7:]
     return rest[len("localhost"):] if rest.startswith("localhost/") else rest
-
-
-def _copy(artifact: str, local: str) -> None:
-    head, name = os.path.split(local)
-    tmp = os.path.join(head, f".{name}.{os.getpid()}.tmp")  # hidden from a dataset's readers
-    os.makedirs(head, exist_ok=True)
-    try:
-        shutil.copyfile(artifact, tmp)
-        os.replace(tmp, local)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
 
 
 def _write_value(value: Any, local: str, fmt: str) -> None:
@@ -150,8 +144,6 @@ def _write_value(value: Any, local: str, fmt: str) -> None:
 def _write_remote(url: str, fmt: str, artifact: str, artifact_format: str,
                   value: Callable[[], Any]) -> None:
     """Write locally first (the same bytes a local sink would get), then upload."""
-    import tempfile
-
     import fsspec
 
     with tempfile.TemporaryDirectory(prefix="barca-sink-") as scratch:
