@@ -104,6 +104,11 @@ def test_a_read_only_server_writes_nothing_under_the_project_in_its_whole_life(
             "/cli/status?arg=p.py", "/cli/list?arg=p.py", "/cli/history",
             f"/cli/history?arg={run_id}", f"/cli/logs?arg={run_id}",
             "/cli/stats?arg=per_region&arg=p.py"],
+        "/list": ["/list", "/list?all=1"],
+        "/nodes": ["/nodes", "/nodes?targets=per_region&all=1"],
+        "/history": ["/history", "/history?limit=1"],
+        "/history/{run_id}": [f"/history/{run_id}", f"/history/{task_id}?limit=5"],
+        "/stats/{name:path}": ["/stats/per_region"],
         "/": ["/"], "/ui": ["/ui"], "/ui/": ["/ui/"],
     }
     assert get_routes() <= set(calls), f"GET routes not called: {get_routes() - set(calls)}"
