@@ -285,7 +285,8 @@ def measure_load(clients: int, gets: int, seed: int = 26) -> tuple[list[str], li
     try:
         (root / "barca.toml").write_text("")
         (root / "p.py").write_text(LOAD_PIPELINE)
-        for argv in (["get", "p.py"], ["run", "publish", "p.py"], *[["get", "summary", "p.py"]] * 4):
+        for argv in (["get", "p.py"], ["run", "publish", "p.py"],
+                     *[["get", "summary", "p.py"]] * 4):
             subprocess.run([*BARCA, *argv], cwd=root, env=env(), capture_output=True, check=True)
         server = Server(root, "p.py")
         try:
