@@ -300,15 +300,23 @@ def measure_load(clients: int, gets: int, seed: int = 26) -> tuple[list[str], li
             for _, method, path, headers, body, _ in jobs[:40]:  # warm: the pool, /state
                 _request(_connection(port), method, path, headers, body)
             _drain(port)
+            load = os.getloadavg()
             recorded = _count_runs(port)
             before = _rss(server.proc.pid)
             answers, wall = _hammer(port, jobs, clients)
             _drain(port)
             after = _rss(server.proc.pid)
+            again, wall_again = _hammer(port, jobs, clients)  # does memory keep growing?
+            _drain(port)
             rows = _load_rows(jobs, answers)
             rows.append(f"| all {len(jobs):,} requests, {clients} clients | {wall:.1f} s wall, "
                         f"{len(jobs) / wall:.0f} requests/s | server RSS {before:.1f} MB "
                         f"before, {after:.1f} MB after (runs drained) | |")
+            wanted = {job[0]: job[5] for job in jobs}
+            unexpected = sum(1 for kind, status, _ in again if status not in (wanted[kind], 503))
+            rows.append(f"| the same {len(jobs):,} again | {wall_again:.1f} s wall, "
+                        f"{sum(1 for a in again if a[1] == 503)} x 503, {unexpected} other "
+                        f"than expected | server RSS {_rss(server.proc.pid):.1f} MB after | |")
             for how in ("Content-Length", "chunked"):
                 status, grown, sent = _big_body(port, server.proc.pid, chunked=how == "chunked")
                 rows.append(f"| POST /runs, one 64 MB body ({how}) | {status} after the client "
@@ -316,7 +324,9 @@ def measure_load(clients: int, gets: int, seed: int = 26) -> tuple[list[str], li
                             f"413, under +50 MB |")
             health = _get_json(port, "/health")["status"]
             notes = [f"/health after all of it: {health}",
-                     f"runs recorded during the load: {_count_runs(port) - recorded}"]
+                     f"runs recorded during the load: {_count_runs(port) - recorded}",
+                     "load average (1/5/15 min) {:.2f} {:.2f} {:.2f} before, ".format(*load)
+                     + "{:.2f} {:.2f} {:.2f} after".format(*os.getloadavg())]
         finally:
             server.stop()
         return rows, notes
@@ -433,7 +443,7 @@ def _big_body(port: int, pid: int, chunked: bool) -> tuple[str, float, int]:
     framing = b"Transfer-Encoding: chunked" if chunked else b"Content-Length: %d" % BIG_BODY
     head = (b"POST /runs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
             + framing + b"\r\n\r\n")
-    piece = b"[" * (1024 * 1024)
+    piece = b"[" * (64 * 1024)
     sent = 0
     answer = b""
     with socket.create_connection(("127.0.0.1", port), timeout=60) as sock:
@@ -443,7 +453,7 @@ def _big_body(port: int, pid: int, chunked: bool) -> tuple[str, float, int]:
             nonlocal sent
             try:
                 for _ in range(BIG_BODY // len(piece)):
-                    sock.sendall(b"100000\r\n" + piece + b"\r\n" if chunked else piece)
+                    sock.sendall(b"10000\r\n" + piece + b"\r\n" if chunked else piece)
                     sent += len(piece)
                 if chunked:
                     sock.sendall(b"0\r\n\r\n")
