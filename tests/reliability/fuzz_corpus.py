@@ -9,6 +9,11 @@ traceback with a frame of barca's own code. Hand-written cases cover each way in
 the pipeline, and from random malformed key-source values, for a longer soak run
 (benchmarks/soak.py). `problems()` is the verdict, shared by tests/reliability/test_fuzz.py
 and the soak. Nothing here runs barca; callers do, with the real CLI.
+
+`http_cases()` (issue 26) are requests to a real `barca serve`, as raw bytes: malformed
+bodies and framings, hostile hosts, origins, content types and headers, oversized names,
+lists, query strings and numbers, paths that try to leave where they point, and bytes that
+are not HTTP; `http_problems()` is their verdict (tests/reliability/test_fuzz_http.py).
 """
 
 from __future__ import annotations
@@ -835,3 +840,410 @@ def hand_written_cases() -> list[Case]:
     """Every hand-written command case, by the way in it takes."""
     return [*_decorator_cases(), *_graph_cases(), *_file_cases(), *_key_cases(),
             *_cli_cases()]
+
+
+# -- HTTP requests to a real `barca serve` (issue 26) ------------------------------------------
+
+HTTP_PIPELINE = """
+from barca import asset, partitions, task
+
+
+def called(name):
+    with open("calls.log", "a") as f:
+        f.write(name + "\\n")
+
+
+@asset()
+def source() -> int:
+    called("source")
+    return 1
+
+
+@asset(inputs={"source": source})
+def summary(source: int) -> int:
+    called("summary")
+    return source + 1
+
+
+@asset(partitions={"region": partitions(["emea", "amer"])})
+def per(region: str) -> str:
+    called("per " + region)
+    return region
+
+
+@task(inputs={"summary": summary})
+def publish(summary: int) -> None:
+    called("publish")
+"""
+HTTP_SEED = ("get", "summary", "p.py")  # the one run recorded before the server starts
+MAX_ANSWER_BYTES = 10_000  # a refusal names what is wrong; it never echoes the input whole
+
+Header = tuple[str, "str | bytes"]
+
+
+@dataclass(frozen=True)
+class HttpCase:
+    """One request, alone on a fresh connection, to a `barca serve` of HTTP_PIPELINE that has
+    HTTP_SEED recorded, and what it must get: a status in `expect` (any 4xx when empty) with a
+    JSON error envelope holding every word of `cause`, at most MAX_ANSWER_BYTES; or, for
+    `protocol` garbage (below what a route sees), a 4xx of any body or a closed connection.
+    Never a 5xx, a traceback or a hang, and no run started (every request that would run
+    something asks for `publish`, which writes calls.log).
+
+    `target` and header values may hold {run} (the recorded run's id) and {port}. The request
+    gets `Host: 127.0.0.1:{port}` unless it names a Host, a Content-Length for its body unless
+    it frames the body itself, and `Connection: close`; `raw`, when set, is sent as it is.
+    `then_eof`: the client half-closes its side once the request is sent."""
+
+    id: str
+    method: str = "GET"
+    target: str = "/runs"
+    headers: tuple[Header, ...] = ()
+    body: bytes = b""
+    expect: tuple[int, ...] = ()
+    cause: tuple[str, ...] = ()
+    raw: bytes | None = None
+    protocol: bool = False
+    then_eof: bool = False
+
+    def request(self, port: int, run_id: str) -> bytes:
+        if self.raw is not None:
+            return self.raw
+        fill = {"{run}": run_id, "{port}": str(port)}
+
+        def filled(text: str | bytes) -> bytes:
+            data = text.encode("latin-1") if isinstance(text, str) else text
+            for mark, value in fill.items():
+                data = data.replace(mark.encode(), value.encode())
+            return data
+        names = {name.lower() for name, _ in self.headers}
+        head = [f"{self.method} ".encode() + filled(self.target) + b" HTTP/1.1"]
+        if "host" not in names:
+            head.append(f"Host: 127.0.0.1:{port}".encode())
+        head += [name.encode() + b": " + filled(value) for name, value in self.headers]
+        if self.body and not names & {"content-length", "transfer-encoding"}:
+            head.append(b"Content-Length: %d" % len(self.body))
+        head.append(b"Connection: close")
+        return b"\r\n".join(head) + b"\r\n\r\n" + self.body
+
+
+def parse_reply(data: bytes) -> tuple[int | None, dict[str, str], bytes]:
+    """The first answer in what the server sent: (status, headers by lower-case name, body);
+    status None when it sent no status line."""
+    head, _, rest = data.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    match = re.match(r"HTTP/1\.[01] (\d{3})", lines[0])
+    if not match:
+        return None, {}, b""
+    headers = {}
+    for line in lines[1:]:
+        name, _, value = line.partition(":")
+        headers.setdefault(name.strip().lower(), value.strip())
+    if "content-length" in headers:
+        return int(match.group(1)), headers, rest[:int(headers["content-length"])]
+    if headers.get("transfer-encoding") == "chunked":
+        body = b""
+        while rest:
+            size, _, rest = rest.partition(b"\r\n")
+            length = int(size.split(b";")[0] or b"0", 16)
+            if length == 0:
+                break
+            body, rest = body + rest[:length], rest[length + 2:]
+        return int(match.group(1)), headers, body
+    return int(match.group(1)), headers, rest
+
+
+def http_problems(case: HttpCase, data: bytes, hung: bool) -> list[str]:
+    """What is wrong with the server's answer `data` to `case` (`hung`: the connection was
+    still open, with no answer or no end, when the client gave up): nothing, for a good one."""
+    if hung:
+        return [f"no end within the client's wait ({len(data)} bytes: {data[:200]!r})"]
+    status, headers, body = parse_reply(data)
+    if b"Traceback" in data:
+        return ["a traceback in the answer"]
+    if status is None:
+        return [] if case.protocol and not data else [f"no status line: {data[:200]!r}"]
+    wanted = case.expect or tuple(range(400, 500))
+    if status not in wanted:
+        return [f"status {status}, expected {'4xx' if not case.expect else case.expect}: "
+                f"{body[:300]!r}"]
+    if case.protocol or status < 400:
+        return []
+    out = []
+    if len(body) > MAX_ANSWER_BYTES:
+        out.append(f"an answer of {len(body):,} bytes (the input echoed?)")
+    try:
+        envelope = json.loads(body)
+    except ValueError:
+        return out + [f"not a JSON error: {headers.get('content-type')} {body[:200]!r}"]
+    if not isinstance(envelope, dict) or not envelope.get("error") or \
+            "remediation" not in envelope:
+        return out + [f"not an error envelope: {body[:200]!r}"]
+    message = f"{envelope['error']}\n{envelope['remediation']}"
+    missing = [word for word in case.cause if word not in message]
+    if missing:
+        out.append(f"the error does not name {missing}: {message[:300]}")
+    return out
+
+
+JSON_TYPE: tuple[Header, ...] = (("Content-Type", "application/json"),)
+RUN = b'{"command": "run", "targets": ["publish"]}'  # runs a step, if anything lets it
+
+
+def _post(id: str, body: bytes, expect: int, *cause: str, headers: tuple[Header, ...] = JSON_TYPE,
+          target: str = "/runs") -> HttpCase:
+    return HttpCase(id, "POST", target, headers, body, (expect,), cause)
+
+
+def _body_http_cases() -> Iterator[HttpCase]:
+    """Bodies of POST /runs that are not JSON, or not a RunRequest."""
+    not_json = ("the request body is not JSON",)
+    yield _post("body/not-json", b'{"targets": [', 400, *not_json)
+    yield _post("body/second-document", RUN + b' {"x": 1}', 400, *not_json)
+    yield _post("body/byte-order-mark", b"\xef\xbb\xbf" + RUN, 400, *not_json)
+    yield _post("body/invalid-utf8", b'{"targets": ["\xff\xfe"]}', 400, *not_json)
+    yield _post("body/lone-surrogate", b'{"targets": ["\\ud800"]}', 400, *not_json)
+    yield _post("body/nan", RUN[:-1] + b', "dry_run": NaN}', 400, *not_json)
+    yield _post("body/5000-digit-number", RUN[:-1] + b', "dry_run": ' + b"9" * 5000 + b"}",
+                400, *not_json)
+    yield _post("body/deep-array", b"[" * 100_000, 400, *not_json)
+    yield _post("body/deep-targets", b'{"targets": ' + b"[" * 5000 + b"]" * 5000 + b"}", 400,
+                *not_json)
+    yield _post("body/deep-partition", b'{"command": "run", "targets": ["publish"], '
+                b'"partition": {"region": ' + b"[" * 900 + b'"emea"' + b"]" * 900 + b"}}",
+                400, "'partition' is nested too deeply")
+    shape = ("must be a JSON object",)
+    yield _post("body/array", b'["publish"]', 400, *shape)
+    yield _post("body/string", b'"publish"', 400, *shape)
+    yield _post("body/null", b"null", 400, *shape)
+    yield _post("body/targets-a-string", b'{"command": "run", "targets": "publish"}', 400,
+                "'targets' has the wrong type")
+    yield _post("body/targets-numbers", b'{"command": "run", "targets": [1, 2]}', 400,
+                "'targets' has the wrong type")
+    yield _post("body/targets-nested", b'{"command": "run", "targets": [["publish"]]}', 400,
+                "'targets' has the wrong type")
+    yield _post("body/flag-a-string", RUN[:-1] + b', "refresh_all": "yes"}', 400,
+                "'refresh_all' has the wrong type")
+    yield _post("body/flag-a-number", RUN[:-1] + b', "cascade": 0}', 400,
+                "'cascade' has the wrong type")
+    yield _post("body/unknown-field", RUN[:-1] + b', "argv": ["--run-id", "x"]}', 400,
+                "unknown field 'argv'")
+    yield _post("body/scheduler-command", b'{"command": "serve", "targets": ["publish"]}',
+                400, "is not get or run")
+    yield _post("body/output-html", RUN[:-1] + b', "output": "html"}', 400,
+                "is not json or pretty")
+    yield _post("body/file-not-served", RUN[:-1] + b', "files": ["../../etc/passwd"]}', 400,
+                "is not served here")
+    yield _post("body/nul-in-target", b'{"command": "run", "targets": ["pub\\u0000lish"]}',
+                400, "'targets' holds a NUL character")
+    yield _post("body/nul-in-batch", RUN[:-1] + b', "batch": ["publish=\\u00002"]}', 400,
+                "'batch' holds a NUL character")
+    yield _post("body/nul-in-partition",
+                b'{"command": "run", "targets": ["per"], "partition": ["region=em\\u0000ea"]}',
+                400, "'partition' holds a NUL character")
+    # framing: a body shorter or longer than its Content-Length, chunked sizes that lie
+    yield HttpCase("body/shorter-than-its-length", "POST", "/runs",
+                   (*JSON_TYPE, ("Content-Length", "100")), b'{"tar', (408,),
+                   ("did not arrive",))
+    yield HttpCase("body/shorter-than-its-length-then-eof", "POST", "/runs",
+                   (*JSON_TYPE, ("Content-Length", "100")), b'{"tar', protocol=True,
+                   then_eof=True)
+    yield HttpCase("body/longer-than-its-length", "POST", "/runs",
+                   (*JSON_TYPE, ("Content-Length", "10")), RUN + b"GARBAGE\r\n\r\n", (400,),
+                   not_json)
+    chunked = (*JSON_TYPE, ("Transfer-Encoding", "chunked"))
+    yield HttpCase("chunked/size-over-the-data", "POST", "/runs", chunked,
+                   b"40\r\n" + RUN + b"\r\n0\r\n\r\n", (408,), ("did not arrive",))
+    yield HttpCase("chunked/size-under-the-data", "POST", "/runs", chunked,
+                   b"1\r\n" + RUN + b"\r\n0\r\n\r\n", protocol=True)
+    yield HttpCase("chunked/size-not-hex", "POST", "/runs", chunked,
+                   b"zz\r\n" + RUN + b"\r\n0\r\n\r\n", protocol=True)
+    yield HttpCase("chunked/size-negative", "POST", "/runs", chunked,
+                   b"-2a\r\n" + RUN + b"\r\n0\r\n\r\n", protocol=True)
+    yield HttpCase("chunked/size-20-hex-digits", "POST", "/runs", chunked,
+                   b"FFFFFFFFFFFFFFFFFFFF\r\n" + RUN + b"\r\n0\r\n\r\n", protocol=True)
+    yield HttpCase("chunked/no-last-chunk-then-eof", "POST", "/runs", chunked,
+                   b"%x\r\n" % len(RUN) + RUN + b"\r\n", protocol=True, then_eof=True)
+    yield HttpCase("chunked/and-a-content-length", "POST", "/runs",
+                   (*chunked, ("Content-Length", "2")), b"%x\r\n" % len(RUN) + RUN
+                   + b"\r\n0\r\n\r\n", (400,), ("both Content-Length and Transfer-Encoding",))
+    yield HttpCase("chunked/transfer-encoding-gzip", "POST", "/runs",
+                   (*JSON_TYPE, ("Transfer-Encoding", "gzip")), RUN, protocol=True)
+    yield HttpCase("chunked/over-the-cap", "POST", "/runs", chunked,
+                   (b"100000\r\n" + b"[" * 0x100000 + b"\r\n") * 2 + b"0\r\n\r\n", (413,),
+                   ("over 1024 KiB",))
+    for length in ("-1", "0x10", "1e3", "2, 3"):
+        yield HttpCase(f"content-length/{length}", "POST", "/runs",
+                       (*JSON_TYPE, ("Content-Length", length)), RUN, protocol=True)
+    yield HttpCase("content-length/20-digits", "POST", "/runs",
+                   (*JSON_TYPE, ("Content-Length", "9" * 20)), RUN, (413,), ("over 1024 KiB",))
+    yield HttpCase("content-length/64-MB-expecting-100-continue", "POST", "/runs",
+                   (*JSON_TYPE, ("Content-Length", str(64 << 20)), ("Expect", "100-continue")),
+                   b"", (413,), ("over 1024 KiB",))
+
+
+def _header_http_cases() -> Iterator[HttpCase]:
+    """Hosts, origins, content types and headers a browser page, a proxy or a script sends."""
+    host = ("does not answer to the host name",)
+    for name in ("evil.example", "evil.example:{port}", "127.0.0.1.nip.io", "localhost.",
+                 "127.0.0.1@evil.example", "[::2]"):
+        yield HttpCase(f"host/{name}", "GET", "/state", (("Host", name),), expect=(421,),
+                       cause=host)
+    yield HttpCase("host/other-name-on-a-run", "POST", "/runs",
+                   (("Host", "evil.example"), *JSON_TYPE), RUN, (421,), host)
+    yield HttpCase("host/none-http-1.0", raw=b"POST /run/publish HTTP/1.0\r\n\r\n",
+                   expect=(421,), cause=host)
+    yield HttpCase("host/empty", headers=(("Host", ""),), protocol=True)
+    yield HttpCase("host/twice", headers=(("Host", "127.0.0.1"), ("Host", "evil.example")),
+                   protocol=True)
+    yield HttpCase("host/100-KB", headers=(("Host", "h" * 100_000),), protocol=True)
+    yield HttpCase("host/latin-1", headers=(("Host", b"\xe9vil.example"),), protocol=True)
+    yield HttpCase("host/connect-method",
+                   raw=b"CONNECT evil.example:443 HTTP/1.1\r\nHost: evil.example:443\r\n\r\n",
+                   protocol=True)
+    page = ("cannot start or change anything here",)
+    for origin in ("null", "http://evil.example", "http://127.0.0.1.evil.example",
+                   "http://127.0.0.1@evil.example", "file://", "chrome-extension://abc",
+                   "http://" + "o" * 100_000):
+        yield _post(f"origin/{origin[:40]}", RUN, 403, *page,
+                    headers=(*JSON_TYPE, ("Origin", origin)))
+    yield _post("origin/foreign-then-this-server", RUN, 403, *page, headers=(
+        *JSON_TYPE, ("Origin", "http://evil.example"), ("Origin", "http://127.0.0.1:{port}")))
+    yield _post("origin/null-on-the-legacy-trigger", b"", 403, *page, target="/run/publish",
+                headers=(("Origin", "null"),))
+    yield HttpCase("origin/foreign-cancel", "DELETE", "/runs/{run}",
+                   (("Origin", "http://evil.example"),), expect=(403,), cause=page)
+    yield _post("sec-fetch-site/cross-site", RUN, 403, *page,
+                headers=(*JSON_TYPE, ("Sec-Fetch-Site", "Cross-Site")))
+    json_only = ("takes a JSON body",)
+    for kind in ("text/plain", "application/x-www-form-urlencoded",
+                 "multipart/form-data; boundary=application/json", "application/jsonp",
+                 "application/json-patch+json", "text/json", "application/json, text/plain",
+                 "application/json" + "x" * 100_000):
+        yield _post(f"content-type/{kind[:40]}", RUN, 415, *json_only,
+                    headers=(("Content-Type", kind),))
+    yield _post("content-type/none", RUN, 415, *json_only, headers=())
+    yield _post("content-type/text-plain-then-json", RUN, 415, *json_only,
+                headers=(("Content-Type", "text/plain"), *JSON_TYPE))
+    yield _post("content-type/form-without-fields", b"", 415, *json_only, target="/run/publish",
+                headers=(("Content-Type", "application/x-www-form-urlencoded"),
+                         ("Content-Length", "0")))
+    yield _post("content-type/charset-utf-16", '{"targets": ["publish"]}'.encode("utf-16"), 400,
+                "the request body is not JSON",
+                headers=(("Content-Type", "application/json; charset=utf-16"),))
+    yield _post("content-type/odd-parameters", b'{"targets": ["nope"]}', 404, "unknown target",
+                headers=(("Content-Type", 'APPLICATION/JSON ;;; =; charset="x'),))
+    yield HttpCase("content-type/nul", "POST", "/runs",
+                   (("Content-Type", b"application/json\x00"),), RUN, protocol=True)
+    not_number = ("is not a whole number",)
+    yield HttpCase("headers/2000-of-them", "GET", "/runs?limit=x",
+                   tuple((f"X-Pad-{i}", "a") for i in range(2000)), expect=(400,),
+                   cause=not_number)
+    yield HttpCase("headers/200-of-8-KB", "GET", "/runs?limit=x",
+                   (("X-Pad", "a" * 8000),) * 200, protocol=True)
+    yield HttpCase("headers/folded-line", raw=b"GET /runs?limit=x HTTP/1.1\r\nHost: 127.0.0.1"
+                   b"\r\nX-A: a\r\n  b\r\nConnection: close\r\n\r\n", protocol=True)
+    yield HttpCase("headers/space-before-colon", raw=b"GET /runs HTTP/1.1\r\nHost : "
+                   b"evil.example\r\nConnection: close\r\n\r\n", protocol=True)
+    yield HttpCase("headers/latin-1-name", headers=(("X-\xe9", "a"),), protocol=True)
+    for value in (b"\xff\xfe", "²".encode(), b"9" * 5000, b"-3"):
+        yield HttpCase(f"last-event-id/{value[:8]!r}", "GET", "/runs/{run}/events",
+                       (("Last-Event-ID", value),), expect=(200,))
+    yield HttpCase("last-event-id/unknown-run", "GET", "/runs/nope/events",
+                   (("Last-Event-ID", b"\xff"),), expect=(404,), cause=("no run 'nope'",))
+
+
+def _size_http_cases() -> Iterator[HttpCase]:
+    """Inputs far over any real one: names, lists, query strings, numbers."""
+    def targets(*names: str) -> bytes:
+        return json.dumps({"command": "run", "targets": list(names)}).encode()
+    yield _post("size/target-of-4096", targets("publish" + "h" * 4089), 400,
+                "node names are at most 512 characters")
+    yield _post("size/target-of-4097", targets("p" * 4097), 400, "over 4096 characters")
+    yield _post("size/target-of-900-KB", targets("publish" * 130_000), 400,
+                "over 4096 characters")
+    yield _post("size/5000-targets", targets(*["publish"] * 5000), 400,
+                "'targets' has 5000 items")
+    yield _post("size/256-refresh-of-4000", json.dumps(
+        {"command": "run", "targets": ["publish"], "refresh": ["r" * 4000] * 256}).encode(),
+        400, "'refresh' is", "KiB a field")
+    yield _post("size/partition-key-of-200-KB", json.dumps(
+        {"targets": ["per"], "partition": {"r" * 200_000: ["emea"]}}).encode(), 400,
+        "'partition' is", "KiB a field")
+    yield _post("size/files-256-of-4000", json.dumps(
+        {"command": "run", "targets": ["publish"], "files": ["f" * 4000] * 256}).encode(),
+        400, "'files' is", "KiB a field")
+    yield _post("size/field-name-of-500-KB", b'{"' + b"k" * 500_000 + b'": 1}', 400,
+                "unknown field")
+    yield _post("size/command-of-4096", json.dumps({"command": "c" * 4096}).encode(), 400,
+                "is not get or run")
+    yield HttpCase("size/legacy-target-of-8000", "POST", "/run/" + "p" * 8000, expect=(400,),
+                   cause=("node names are at most 512 characters",))
+    long_path = ("path and query are",)
+    yield HttpCase("size/path-of-9000", "GET", "/runs/" + "a" * 9000, expect=(414,),
+                   cause=long_path)
+    yield HttpCase("size/query-of-70-KB", "GET", "/runs?limit=" + "x" * 70_000, expect=(414,),
+                   cause=long_path)
+    yield HttpCase("size/query-of-7000", "GET", "/runs?limit=" + "x" * 7000, expect=(400,),
+                   cause=("is not a whole number",))
+    yield HttpCase("size/1500-parameters", "GET", "/runs?" + "a=1&" * 1500 + "limit=x",
+                   expect=(400,), cause=("is not a whole number",))
+    yield HttpCase("size/status-of-7000", "GET", "/assets/per/partitions?status=" + "s" * 7000,
+                   expect=(400,), cause=("is not success or failed",))
+    for route in ("/runs", "/assets/per/partitions"):
+        for name, value in (("5000-digits", "9" * 5000), ("superscript-two", "%C2%B2"),
+                            ("arabic-indic-three", "%D9%A3"),
+                            ("fullwidth-ten", "%EF%BC%91%EF%BC%90"), ("underscore", "1_0"),
+                            ("plus", "%2B1"), ("minus", "-1"), ("space", "%201"),
+                            ("empty", ""), ("float", "1e3")):
+            for param in ("limit", "offset"):
+                yield HttpCase(f"int{route}/{param}={name}", "GET", f"{route}?{param}={value}",
+                               expect=(400,), cause=("is not a whole number",))
+
+
+def _path_http_cases() -> Iterator[HttpCase]:
+    """Paths and names that try to leave where they point."""
+    unknown = ("unknown target",)
+    for path in ("/assets/..%2f..", "/assets/..%2f..%2fetc%2fpasswd/partitions",
+                 "/assets/%ff%fe", "/assets/%00",
+                 "/runs/{run}/output?node=..%2f..%2fetc%2fpasswd",
+                 "/runs/{run}/output?node=%2fetc%2fpasswd",
+                 "/runs/{run}/output?node=%00"):
+        yield HttpCase(f"path{path.replace('{run}', 'RUN')}", "GET", path, expect=(404,),
+                       cause=unknown)
+    for key in ("..%2f..%2f..%2fetc%2fpasswd", "%2fetc%2fpasswd", "region%3D..%2f..%2fx"):
+        yield HttpCase(f"path/output-key={key}", "GET", f"/runs/{{run}}/output?node=summary&"
+                       f"key={key}", expect=(404,), cause=("left no result",))
+    for path in ("/ui/..%2f..%2f..%2fetc%2fpasswd", "/ui/%2e%2e/app.py",
+                 "/ui/..%5c..%5capp.py", "/runs/..%2f..%2fetc%2fpasswd/output",
+                 "/cli/..%2f..%2fbin%2fsh", "/%2e%2e/%2e%2e/etc/passwd", "/runs/%2e%2e%2f%2e%2e"):
+        yield HttpCase(f"path{path}", "GET", path, expect=(404,))
+    for path in ("/runs/%2e%2e/output?node=summary", "/runs/%2e%2e", "/runs/..%00/events"):
+        yield HttpCase(f"path{path}", "GET", path, expect=(404,), cause=("no run",))
+    yield HttpCase("path/absolute-form", raw=b"GET http://evil.example/runs HTTP/1.1\r\n"
+                   b"Host: 127.0.0.1\r\nConnection: close\r\n\r\n", expect=(404,),
+                   cause=("no route",))
+
+
+def _protocol_http_cases() -> Iterator[HttpCase]:
+    """Bytes that are not HTTP/1.1 at all."""
+    for id, raw in (("tls-client-hello", b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03"
+                     + bytes(range(256))),
+                    ("binary", bytes(range(256)) * 4),
+                    ("http-0.9", b"GET /\r\n\r\n"),
+                    ("http-9.9", b"GET /runs?limit=x HTTP/9.9\r\nHost: 127.0.0.1\r\n"
+                     b"Connection: close\r\n\r\n"),
+                    ("bare-line-feeds", b"GET /runs?limit=x HTTP/1.1\nHost: 127.0.0.1\n"
+                     b"Connection: close\n\n"),
+                    ("nul-in-request-line", b"GET /runs\x00 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"),
+                    ("request-line-of-70-KB", b"GET /" + b"a" * 70_000 + b" HTTP/1.1\r\n\r\n")):
+        yield HttpCase(f"protocol/{id}", raw=raw, protocol=True)
+    yield HttpCase("protocol/unknown-method", "BREW", "/runs", expect=(405,),
+                   cause=("BREW is not allowed",))
+    yield HttpCase("protocol/trace", "TRACE", "/runs", expect=(405,))
+
+
+def http_cases() -> list[HttpCase]:
+    """Every HTTP case, by the way in it takes."""
+    return [*_body_http_cases(), *_header_http_cases(), *_size_http_cases(),
+            *_path_http_cases(), *_protocol_http_cases()]

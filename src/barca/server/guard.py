@@ -2,6 +2,8 @@
 page, another local user and a careless script (threat model in `barca docs serve`).
 
 In order, each refusal a JSON error that names the fix:
+- The request's path and query are at most MAX_TARGET_BYTES (414): no route needs more, and
+  a route that names what it did not find then never echoes megabytes.
 - `Host` must name this server (the bound address, `localhost`, a loopback address, a name
   given with `--allow-host`, or any IP address when bound to all of them): a page that
   rebinds its own DNS name to 127.0.0.1 sends its own name, and is refused (421).
@@ -10,11 +12,14 @@ In order, each refusal a JSON error that names the fix:
 - A request that changes something (any verb but GET/HEAD) from a browser page of another
   site is refused (403): its `Origin` (`null` included) must name this server's host, and
   `Sec-Fetch-Site`, when sent, must not be `cross-site`. Scripts send neither and pass.
-- Such a request's body, if any, must be `application/json` (415): a plain HTML form or a
-  `text/plain` fetch cannot start a run, and a JSON fetch from another site must first be
-  preflighted, which nothing here allows.
+- Such a request's body, if any, and its declared type, if any, must be `application/json`
+  (415): a plain HTML form (even one without fields) or a `text/plain` fetch cannot start a
+  run, and a JSON fetch from another site must first be preflighted, which nothing here
+  allows.
 - A body is read whole before the route runs, at most MAX_BODY_BYTES (413, refused from
-  `Content-Length` before reading on) and within BODY_SECONDS (408).
+  `Content-Length` before reading on) and within BODY_SECONDS (408); framed once (400 for
+  both `Content-Length` and `Transfer-Encoding`: a proxy in front that reads the other one
+  would see a different request, and uvicorn keeps such a connection open).
 Every answer carries headers that keep the UI out of other sites' frames.
 """
 
@@ -28,6 +33,7 @@ from typing import Any, Awaitable, Callable, Iterable
 import orjson
 
 MAX_BODY_BYTES = 1024 * 1024
+MAX_TARGET_BYTES = 8192  # path and query, as most servers allow a request line
 BODY_SECONDS = 10.0
 SAFE_METHODS = ("GET", "HEAD")
 SECURITY_HEADERS = [(b"x-frame-options", b"DENY"),
@@ -65,6 +71,7 @@ class Guard:
             return
         send = _with_security_headers(send)
         try:
+            _check_target(scope)
             headers = _headers(scope)
             host = self._check_host(headers)
             self._check_token(scope, headers)
@@ -125,6 +132,13 @@ def _open_without_token(scope: Scope) -> bool:
         path in ("/health", "/", "/ui") or path.startswith("/ui/"))
 
 
+def _check_target(scope: Scope) -> None:
+    size = len(scope.get("raw_path") or scope["path"]) + len(scope.get("query_string", b""))
+    if size > MAX_TARGET_BYTES:
+        raise Refused(414, f"the request's path and query are {size:,} bytes",
+                      f"at most {MAX_TARGET_BYTES:,}: name nodes, runs and keys, not data")
+
+
 def _check_origin(headers: dict[bytes, bytes], host: str) -> None:
     site = headers.get(b"sec-fetch-site", b"").lower()
     if site == b"cross-site":
@@ -144,7 +158,9 @@ def _check_origin(headers: dict[bytes, bytes], host: str) -> None:
 
 
 def _check_content_type(headers: dict[bytes, bytes]) -> None:
-    if not _has_body(headers):
+    """A body, or a declared type (an HTML form with no field sends `Content-Length: 0`),
+    must be JSON; a bare `curl -X POST` declares none and passes."""
+    if not _has_body(headers) and b"content-type" not in headers:
         return
     kind = headers.get(b"content-type", b"").split(b";", 1)[0].strip().lower()
     if kind != b"application/json":
@@ -162,6 +178,9 @@ async def _read_body(headers: dict[bytes, bytes], receive: Receive) -> Receive:
     was when there is no body."""
     if not _has_body(headers):
         return receive
+    if b"transfer-encoding" in headers and b"content-length" in headers:
+        raise Refused(400, "a request with both Content-Length and Transfer-Encoding",
+                      "send one of them")
     length = headers.get(b"content-length", b"")
     if length and (not length.isdigit() or len(length) > 12 or int(length) > MAX_BODY_BYTES):
         raise _too_large()

@@ -53,7 +53,7 @@ def inspect_routes(s: Served) -> list[Route]:
         query = request.query_params
         status = query.get("status")
         if status not in (None, "", "success", "failed"):
-            raise ApiError(400, f"status={status!r} is not success or failed",
+            raise ApiError(400, f"status={status[:20]!r} is not success or failed",
                            "pass ?status=failed or ?status=success")
         offset, limit = int_param(query, "offset", 0, 0, 10**9), int_param(query, "limit", 100, 1, 500)
         page = await blocking.read(s.pages.page, node, status or None,

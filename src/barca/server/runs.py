@@ -52,6 +52,7 @@ KEEP_FINISHED_SECONDS = 3600.0
 MAX_WAITING = 100  # runs queued for a slot; past this a request is refused (503)
 MAX_ITEMS, MAX_TEXT = 256, 4096  # a RunRequest's lists, and each text in them
 WAKE_SECONDS = 0.5  # a client waiting for a run looks again at least this often
+MAX_FIELD_BYTES = 64 * 1024  # a field's JSON: it becomes one argument (Linux allows 128 KiB)
 INLINE_BYTES = 256 * 1024  # an output up to this size travels in the run's last event
 STATUS_BY_CODE = {0: "complete", 1: "failed", 130: "cancelled"}
 
@@ -140,8 +141,10 @@ def parse_request(body: Any, served_files: Sequence[str]) -> RunRequest:
 
 
 def _check_size(name: str, value: Any) -> None:
-    """Lists of at most MAX_ITEMS texts of at most MAX_TEXT characters: a request names
-    nodes and keys; anything longer is refused before it is matched or echoed."""
+    """Lists of at most MAX_ITEMS texts of at most MAX_TEXT characters, at most
+    MAX_FIELD_BYTES a field, no NUL: a request names nodes and keys; anything else is refused
+    before it is matched or echoed, or made into the run's command line (where a NUL or an
+    argument over 128 KiB would fail the server's exec, a 500)."""
     items = value if isinstance(value, list) else list(value.values()) \
         if isinstance(value, dict) else [value]
     if len(items) > MAX_ITEMS:
@@ -149,6 +152,18 @@ def _check_size(name: str, value: Any) -> None:
     if any(isinstance(v, str) and len(v) > MAX_TEXT for v in items):
         raise UsageError(f"field {name!r} holds a text over {MAX_TEXT} characters",
                          "send node names and keys, not data")
+    try:
+        size = len(orjson.dumps(value))
+    except orjson.JSONEncodeError:  # nested deeper than orjson writes (a dict's values)
+        raise UsageError(f"field {name!r} is nested too deeply",
+                         "a partition is {dimension: [keys]}") from None
+    if size > MAX_FIELD_BYTES:
+        raise UsageError(f"field {name!r} is {size:,} bytes of JSON",
+                         f"send at most {MAX_FIELD_BYTES // 1024} KiB a field: node names and "
+                         "keys, not data")
+    if any(isinstance(v, str) and "\0" in v for v in items):
+        raise UsageError(f"field {name!r} holds a NUL character",
+                         "node names and keys are text without NUL")
 
 
 @dataclass(eq=False)
