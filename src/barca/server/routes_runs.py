@@ -12,7 +12,8 @@ from barca.cli.render import iso_time
 from barca.server import blocking, reads
 from barca.server.events import sse
 from barca.server.http import ApiError, Served, int_param, json, whole_number
-from barca.server.runs import Busy, RunRequest, parse_request
+from barca.server.run_request import RunRequest, parse_request
+from barca.server.runs import Busy
 
 ACCEPT_WAIT_SECONDS = 60.0  # how long a POST waits for the run to check its request
 RUN_ID_HEADER = "Barca-Run-Id"  # on every answer of a POST that started a run

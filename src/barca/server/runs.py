@@ -24,11 +24,9 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import dataclasses
 import os
 import shutil
 import signal
-import tempfile
 import threading
 import time
 from contextlib import contextmanager
@@ -41,8 +39,10 @@ import orjson
 from barca.cli.output import note
 from barca.cli.progress import EVENT_MARK
 from barca.engine.driver import start_command
-from barca.errors import BarcaError, UsageError
+from barca.errors import BarcaError
+from barca.server.commands import child_env
 from barca.server.events import EventLog
+from barca.server.run_request import RunRequest, missing_target
 from barca.server.spool import make_spool
 import barca.store.run_queue as run_queue
 from barca.store.db import connect
@@ -50,120 +50,9 @@ from barca.store.db import connect
 CANCEL_GRACE_SECONDS = 5.0
 KEEP_FINISHED_SECONDS = 3600.0
 MAX_WAITING = 100  # runs queued for a slot; past this a request is refused (503)
-MAX_ITEMS, MAX_TEXT = 256, 4096  # a RunRequest's lists, and each text in them
 WAKE_SECONDS = 0.5  # a client waiting for a run looks again at least this often
-MAX_FIELD_BYTES = 64 * 1024  # a field's JSON: it becomes one argument (Linux allows 128 KiB)
 INLINE_BYTES = 256 * 1024  # an output up to this size travels in the run's last event
 STATUS_BY_CODE = {0: "complete", 1: "failed", 130: "cancelled"}
-
-
-@dataclass
-class RunRequest:
-    """What a client asks for (the body of `POST /runs`), checked by `parse_request`."""
-
-    command: str = "get"  # get | run (| serve, from the scheduler only)
-    targets: tuple[str, ...] = ()
-    refresh: tuple[str, ...] = ()
-    refresh_all: bool = False
-    cascade: bool = True
-    dry_run: bool = False
-    batch: tuple[str, ...] = ()
-    partition: tuple[str, ...] = ()
-    output: str = "json"  # what the CLI prints on stdout: json, or pretty (a remote terminal)
-    value: bool = True  # False (a scheduled tick): the JSON leaves the target's value out
-
-    def argv(self, files: Sequence[str], run_id: str, triggered_by: str,
-             env: str | None) -> list[str]:
-        """The child's command line. Every value travels in its option's own word
-        (`--partition=TEXT`): a value such as `--local` or `--server` is never read as an
-        option, by click or by the scan of the command line before it (`cli.server_option`).
-        Targets are nodes of the graph (checked before a run is admitted)."""
-        # "serve": the scheduler's run of assets and tasks due together (`run --shared`)
-        command = "run" if self.command == "serve" else self.command
-        argv = [command, *([",".join(self.targets)] if self.targets else []), *files,
-                f"--{self.output}", "--events", f"--run-id={run_id}",
-                f"--triggered-by={triggered_by}"]
-        if self.refresh:
-            argv.append("--refresh=" + ",".join(self.refresh))
-        argv += ["--refresh-all"] * self.refresh_all + ["--no-cascade"] * (not self.cascade)
-        argv += ["--dry-run"] * self.dry_run + ["--shared"] * (self.command == "serve")
-        argv += ["--no-value"] * (not self.value)
-        argv += [f"--batch={text}" for text in self.batch]
-        argv += [f"--partition={text}" for text in self.partition]
-        return argv + ([f"--env={env}"] if env else [])
-
-    def to_json(self) -> dict:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_json(cls, data: dict) -> "RunRequest":
-        """A request kept in the queue by this or an earlier barca (unknown fields dropped)."""
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()
-                      if k in names})
-
-
-FIELDS = {"command": str, "targets": list, "refresh": list, "refresh_all": bool,
-          "cascade": bool, "dry_run": bool, "batch": list, "partition": (list, dict),
-          "files": list, "output": str}
-
-
-def parse_request(body: Any, served_files: Sequence[str]) -> RunRequest:
-    """A RunRequest from a client's JSON; UsageError naming what is wrong."""
-    if not isinstance(body, dict):
-        raise UsageError("the request body must be a JSON object",
-                         'send e.g. {"command": "get", "targets": ["summary"]}')
-    for name, value in body.items():
-        if name not in FIELDS:
-            raise UsageError(f"unknown field {name[:40]!r}", f"fields: {', '.join(FIELDS)}")
-        if not isinstance(value, FIELDS[name]) or isinstance(value, list) and not all(
-                isinstance(v, str) for v in value):
-            raise UsageError(f"field {name!r} has the wrong type",
-                             "see the RunRequest schema at /openapi.json")
-        _check_size(name, value)
-    if body.get("command", "get") not in ("get", "run"):
-        raise UsageError(f"command {body['command']!r} is not get or run", "pass get or run")
-    if body.get("output", "json") not in ("json", "pretty"):
-        raise UsageError(f"output {body['output']!r} is not json or pretty",
-                         "pass json (default) or pretty")
-    unknown = [f for f in body.get("files", ()) if f not in served_files]
-    if unknown:
-        raise UsageError(f"{', '.join(u[:100] for u in unknown[:5])} is not served here",
-                         f"this server runs {', '.join(served_files) or 'no files'}")
-    partition = body.get("partition", ())
-    if isinstance(partition, dict):
-        partition = (orjson.dumps(partition).decode(),)
-    return RunRequest(body.get("command", "get"), tuple(body.get("targets", ())),
-                      tuple(body.get("refresh", ())), body.get("refresh_all", False),
-                      body.get("cascade", True), body.get("dry_run", False),
-                      tuple(body.get("batch", ())), tuple(partition),
-                      body.get("output", "json"))
-
-
-def _check_size(name: str, value: Any) -> None:
-    """Lists of at most MAX_ITEMS texts of at most MAX_TEXT characters, at most
-    MAX_FIELD_BYTES a field, no NUL: a request names nodes and keys; anything else is refused
-    before it is matched or echoed, or made into the run's command line (where a NUL or an
-    argument over 128 KiB would fail the server's exec, a 500)."""
-    items = value if isinstance(value, list) else list(value.values()) \
-        if isinstance(value, dict) else [value]
-    if len(items) > MAX_ITEMS:
-        raise UsageError(f"field {name!r} has {len(items)} items", f"send at most {MAX_ITEMS}")
-    if any(isinstance(v, str) and len(v) > MAX_TEXT for v in items):
-        raise UsageError(f"field {name!r} holds a text over {MAX_TEXT} characters",
-                         "send node names and keys, not data")
-    try:
-        size = len(orjson.dumps(value))
-    except orjson.JSONEncodeError:  # nested deeper than orjson writes (a dict's values)
-        raise UsageError(f"field {name!r} is nested too deeply",
-                         "a partition is {dimension: [keys]}") from None
-    if size > MAX_FIELD_BYTES:
-        raise UsageError(f"field {name!r} is {size:,} bytes of JSON",
-                         f"send at most {MAX_FIELD_BYTES // 1024} KiB a field: node names and "
-                         "keys, not data")
-    if any(isinstance(v, str) and "\0" in v for v in items):
-        raise UsageError(f"field {name!r} holds a NUL character",
-                         "node names and keys are text without NUL")
 
 
 @dataclass(eq=False)
@@ -535,42 +424,6 @@ class Runs:
     def close(self) -> None:
         """Remove the spool (the server is stopping; its runs have ended)."""
         shutil.rmtree(self.spool, ignore_errors=True)
-
-
-def missing_target(request: RunRequest, graph: Any) -> str | None:
-    """Why `graph` cannot run the request (a target it no longer has), None when it can."""
-    for text in request.targets:
-        try:
-            graph.resolve_target(text)
-        except UsageError as exc:
-            return exc.message
-    return None
-
-
-def child_env() -> dict[str, str]:
-    """The environment of a command the server runs: its own, without BARCA_SERVER (a
-    command told to run on this server would ask this server to run it, again)."""
-    env = dict(os.environ)
-    for name in ("BARCA_SERVER", "BARCA_SERVER_TOKEN", "BARCA_SERVE_TOKEN"):
-        env.pop(name, None)  # and no step sees the server's token
-    return env
-
-
-def run_captured(root: Path, argv: Sequence[str], env: dict[str, str] | None = None) -> dict:
-    """Run `barca ARGV` to its end (with `env`, default `child_env()`): {exit_code, stdout,
-    stderr} (blocks)."""
-    devnull = os.open(os.devnull, os.O_RDONLY)
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        try:
-            process = start_command(root, argv, env or child_env(),
-                                    (devnull, out.fileno(), err.fileno()))
-        finally:
-            os.close(devnull)
-        code = process.wait()
-        out.seek(0)
-        err.seek(0)
-        return {"exit_code": code, "stdout": out.read().decode("utf-8", "replace"),
-                "stderr": err.read().decode("utf-8", "replace")}
 
 
 class Busy(Exception):

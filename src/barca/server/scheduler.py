@@ -25,7 +25,8 @@ from typing import Any, Mapping
 from barca.schedules import next_fire
 from barca.cli.output import note
 from barca.errors import BarcaError
-from barca.server.runs import Busy, RunRequest, Runs
+from barca.server.run_request import RunRequest
+from barca.server.runs import Busy, Runs
 from barca.server.sharing import depths, share
 from barca.store.db import connect
 from barca.store.schedule_state import Fired, load, record

@@ -15,7 +15,7 @@ import orjson
 
 import barca.store.history as history
 from barca.errors import InfraError
-from barca.server.runs import run_captured
+from barca.server.commands import run_captured
 
 
 class StateCache:

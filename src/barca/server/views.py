@@ -20,7 +20,7 @@ import orjson
 
 from barca.cli.view_args import VIEW_COMMANDS, checked, parse_view
 from barca.server.http import ApiError
-from barca.server.runs import child_env, run_captured
+from barca.server.commands import child_env, run_captured
 
 
 def cli_argv(name: str, args: Sequence[str], served: Any) -> list[str]:
