@@ -40,15 +40,18 @@ def check_import_identity(modules: ModuleCache, files: Sequence[str]) -> None:
     if len(groups) < 2:
         return
     seen: dict[str, _Use] = {}
+    statements: dict[str, list[ast.Import | ast.ImportFrom]] = {}
     for dirs, pipelines in groups.items():
-        for use in _uses(modules, pipelines, dirs):
+        for use in _uses(modules, pipelines, dirs, statements):
             first = seen.setdefault(use.name, use)
             if first.file != use.file:
                 raise _clash(first, use)
 
 
-def _uses(modules: ModuleCache, pipelines: list[str], dirs: tuple[str, ...]) -> Iterator[_Use]:
-    """Every project module the pipelines' imports name, following the ones they reach."""
+def _uses(modules: ModuleCache, pipelines: list[str], dirs: tuple[str, ...],
+          statements: dict[str, list[ast.Import | ast.ImportFrom]]) -> Iterator[_Use]:
+    """Every project module the pipelines' imports name, following the ones they reach
+    (`statements`: each file's import statements, found once for every search path)."""
     stack = [(pipeline, pipeline, None) for pipeline in reversed(pipelines)]
     visited: set[str] = set()
     while stack:
@@ -56,15 +59,17 @@ def _uses(modules: ModuleCache, pipelines: list[str], dirs: tuple[str, ...]) -> 
         if file in visited:
             continue
         visited.add(file)
-        info = modules.load(file, importer=importer)
-        for statement in ast.walk(info.tree):
-            if isinstance(statement, (ast.Import, ast.ImportFrom)):
-                for name, ref in _targets(modules, statement, file, dirs):
-                    if ref.file is None:
-                        continue
-                    if name is not None:
-                        yield _Use(name, ref.file, pipeline, file, statement)
-                    stack.append((ref.file, pipeline, file))
+        if file not in statements:
+            tree = modules.load(file, importer=importer).tree
+            statements[file] = [node for node in ast.walk(tree)
+                                if isinstance(node, (ast.Import, ast.ImportFrom))]
+        for statement in statements[file]:
+            for name, ref in _targets(modules, statement, file, dirs):
+                if ref.file is None:
+                    continue
+                if name is not None:
+                    yield _Use(name, ref.file, pipeline, file, statement)
+                stack.append((ref.file, pipeline, file))
 
 
 def _targets(modules: ModuleCache, statement: ast.Import | ast.ImportFrom, file: str,

@@ -40,11 +40,15 @@ class ImportPaths:
         self.aside: dict[tuple[str, str], ModuleType] = {}  # (came through, name) -> module
         self.owners: dict[str, tuple[Any, str | None]] = {}  # name -> (module, came through)
         self.shadows: dict[tuple[str, str], bool] = {}
+        self.names: dict[str, tuple[str, str]] = {}  # pipeline file -> import_name()
 
     def enter(self, file: str) -> str:
         """Ready the process to import `file` (root-relative) or run its steps; returns the
         name it is imported as."""
-        name, directory = import_name(self.root, file)
+        found = self.names.get(file)
+        if found is None:
+            found = self.names[file] = import_name(self.root, file)
+        name, directory = found
         if directory != self.current or (self.inserted and self.inserted not in sys.path):
             self._set_path(directory)
             self._set_modules(os.path.abspath(directory))
@@ -54,8 +58,8 @@ class ImportPaths:
     def forget(self) -> None:
         """The caller removed the project's modules and path entries: start again."""
         self.current = self.inserted = None
-        self.aside.clear()
-        self.owners.clear()
+        for cache in (self.aside, self.owners, self.shadows, self.names):
+            cache.clear()
 
     def _set_path(self, directory: str) -> None:
         if self.inserted is not None and self.inserted in sys.path:
