@@ -4,8 +4,9 @@
 project helper modules they import (read as text, never imported). It also answers "which
 project file does this import name?" the way a worker's import would: the pipeline file's own
 directory first, then the project root (only the root for a pipeline file inside packages);
-a regular package (`__init__.py`) or a `.py` module wins over a namespace package. A module that is not found under the root (stdlib, installed
-packages, barca itself) is external and never followed.
+a regular package (`__init__.py`) or a `.py` module wins over a namespace package. A module
+that is not found under the root (stdlib, installed packages, barca itself) is external and
+never followed.
 """
 
 from __future__ import annotations
