@@ -167,7 +167,9 @@ def read_inputs(expr: ast.expr, names: BarcaNames, site: Site) -> tuple[RawInput
         if isinstance(value, ast.Call) and names.which_helper(value.func) == "collect":
             value, mode = one_argument(value, "collect", site), "collect"
         ref = read_ref(value, names, site, f"input '{param}'")
-        out.append(RawInput(param, ref, "order" if param.startswith("_") else mode))
+        # an underscore name only orders the steps, unless collect() asks for the values
+        out.append(RawInput(param, ref, "order" if param.startswith("_") and mode == "value"
+                            else mode))
     return tuple(out)
 
 

@@ -14,8 +14,9 @@ from typing import Sequence
 
 from barca.discover import hashing
 from barca.discover.cone import ConeGraph
+from barca.discover.import_identity import check_import_identity
 from barca.discover.model import Definition, DimensionSpec, InputSpec
-from barca.discover.modules import ModuleCache, search_dirs
+from barca.discover.modules import ModuleCache
 from barca.discover.names import function_uses, uses_of
 from barca.discover.parse import RawNode, parse_module, unsupplied, unsupplied_error
 from barca.discover.resolve import NodeIndex, Resolver
@@ -28,7 +29,8 @@ def discover(root: Path, files: Sequence[str],
 
     Raises UsageError for anything the planner could not trust: syntax errors (in pipeline
     files or the project helpers they import), bad decorator arguments, signatures that do
-    not match their inputs, and references that name no node or several.
+    not match their inputs, references that name no node or several, and one module name
+    that two pipeline files import as two different files.
     """
     modules = modules or ModuleCache(Path(root))
     nodes: list[RawNode] = []
@@ -38,6 +40,7 @@ def discover(root: Path, files: Sequence[str],
     resolver = Resolver(modules, NodeIndex(nodes))
     hasher = _Hasher(modules, {node.node_id: f"{node.file}:{node.function}" for node in nodes})
     built = [_definition(node, resolver, hasher) for node in nodes]
+    check_import_identity(modules, files)
     _check_task_parameters(nodes, built)
     return tuple(sorted(built, key=lambda d: d.node_id))
 
@@ -117,8 +120,8 @@ class _Hasher:
         parts.update(self._argument_parts(node, inputs, dimensions))
         parts.update(hashing.decorator_parts(node.decorators))
         uses = function_uses(fn) | uses_of(node.decorators) | uses_of(node.counted)
-        parts.update(self.cones.parts(module, uses, search_dirs(node.file), node.node_id,
-                                      f"helper {node.file}:{fn.name}"))
+        parts.update(self.cones.parts(module, uses, self.modules.search_dirs(node.file),
+                                      node.node_id, f"helper {node.file}:{fn.name}"))
         return tuple(sorted(parts.items()))
 
     def _argument_parts(self, node: RawNode, inputs: Sequence[InputSpec],

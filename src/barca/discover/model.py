@@ -14,7 +14,8 @@ class InputSpec:
 
     mode: "value"   the upstream's value (for a partitions_from source: that key's value)
           "collect" every key of a partitioned upstream, as a list in declared key order
-          "order"   an underscore parameter: ordering only, the function receives None
+          "order"   an underscore parameter not wrapped in collect(): ordering only, the
+                    function receives None
     """
 
     param: str

@@ -3,9 +3,10 @@
 `ModuleCache` owns every file read during one `discover()` call: pipeline files and the
 project helper modules they import (read as text, never imported). It also answers "which
 project file does this import name?" the way a worker's import would: the pipeline file's own
-directory first, then the project root; a regular package (`__init__.py`) or a `.py` module
-wins over a namespace package. A module that is not found under the root (stdlib, installed
-packages, barca itself) is external and never followed.
+directory first, then the project root (only the root for a pipeline file inside packages);
+a regular package (`__init__.py`) or a `.py` module wins over a namespace package. A module
+that is not found under the root (stdlib, installed packages, barca itself) is external and
+never followed.
 """
 
 from __future__ import annotations
@@ -124,12 +125,6 @@ class ModuleInfo:
         return self.segment(first, stmt.end_lineno or stmt.lineno)
 
 
-def search_dirs(pipeline_file: str) -> tuple[str, ...]:
-    """Where a worker finds absolute imports for this pipeline file: its dir, then the root."""
-    folder = _parent(pipeline_file)
-    return (folder, "") if folder else ("",)
-
-
 def _parent(rel: str) -> str:
     return rel.rsplit("/", 1)[0] if "/" in rel else ""
 
@@ -176,6 +171,24 @@ class ModuleCache:
             raise UsageError(f"Parse error: {file} is not UTF-8 text{by}",
                              f"Save {file} as UTF-8") from None
         return text.replace("\r\n", "\n").replace("\r", "\n")
+
+    def search_dirs(self, pipeline_file: str) -> tuple[str, ...]:
+        """Where a worker finds absolute imports for this pipeline file: its own directory,
+        then the root; only the root for a file inside a chain of regular packages from the
+        root down, which is imported by its dotted name (engine/import_paths.py)."""
+        folder = _parent(pipeline_file)
+        if not folder or self._in_packages(folder):
+            return ("",)
+        return (folder, "")
+
+    def _in_packages(self, folder: str) -> bool:
+        parent = ""
+        for part in folder.split("/"):
+            found = self._child(parent, part)
+            if found is None or found.package_dir is None or found.file is None:
+                return False
+            parent = found.package_dir
+        return True
 
     def find(self, binding: ImportBinding, importer: str,
              dirs: tuple[str, ...]) -> ModRef | None:

@@ -14,7 +14,7 @@ import posixpath
 from typing import Sequence
 
 from barca.discover.arguments import Ref
-from barca.discover.modules import ModRef, ModuleCache, search_dirs
+from barca.discover.modules import ModRef, ModuleCache
 from barca.discover.names import ImportBinding
 from barca.discover.parse import RawNode, parse_module
 
@@ -71,7 +71,7 @@ class Resolver:
         """
         importer = importer or node.file
         fallback = binding.attr if binding.attr and not tail else ref.written_name
-        module = self.modules.find(binding, importer, search_dirs(node.file))
+        module = self.modules.find(binding, importer, self.modules.search_dirs(node.file))
         if module is None or depth > 20:
             return None, fallback
         if binding.attr is not None:

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+from barca.engine import import_paths
 from barca.engine.protocol import LogLine, StepOutcome, StepSpec
 from barca.engine.step_runner import StepRunner
 
@@ -48,6 +49,7 @@ class InProcessExecutor:
             if _under(self.root, sys.modules[name]):
                 del sys.modules[name]
         sys.path[:] = self.path_before
+        import_paths.for_root(str(self.root)).forget()
 
     def prestart(self) -> None:
         """Nothing to start."""

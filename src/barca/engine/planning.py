@@ -84,12 +84,18 @@ class Planning:
     # -- outputs readers depend on ----------------------------------------------------------
 
     def _learn_cached_outputs(self, planned: Sequence[str]) -> bool:
-        """Outputs of fully cached nodes that some reader depends on; True when any is new."""
+        """Outputs of fully cached nodes that some reader depends on; True when any is new.
+        A cached key source whose file is gone is planned again instead: its readers' keys
+        stay unknown until it has run (a dry run says so)."""
         learned = False
         for node_id in planned:
             plan = self.run.plans[node_id]
             if plan.unknown or plan.run or node_id in self.run.known or \
                     not self.graph.output_read(node_id):
+                continue
+            if self.graph.is_key_source(node_id) and \
+                    node_id not in self.source_columns.current and \
+                    self._reopen_missing(node_id, [""]):
                 continue
             self.run.known[node_id] = self.known_output(node_id, {})
             learned = True

@@ -21,6 +21,7 @@ import types
 from pathlib import Path
 from typing import Any, Callable
 
+from barca.engine import import_paths
 from barca.engine.key_source import KeySourceError, write_key_source
 from barca.engine.protocol import (CallFinished, CallSpec, LogLine, StepOutcome, StepSpec,
                                   StepStarted)
@@ -180,6 +181,9 @@ class StepRunner:
         return peak_rss()
 
     def module(self, file: str) -> Any:
+        """The pipeline file's module, with the process readied for its imports (its steps
+        import lazily, and read pickles, in the same surroundings as the file did)."""
+        import_paths.for_root(str(self.root)).enter(file)
         module = self.modules.get(file)
         if module is None:
             try:
@@ -194,25 +198,10 @@ class StepRunner:
 
 
 def import_pipeline(root: Path, file: str) -> Any:
-    """Import a pipeline file as a worker would: as its package's module, or standalone."""
-    path = root / file
-    parts = Path(file).with_suffix("").parts
-    package_depth = 0
-    for i in range(len(parts) - 1):
-        if (root.joinpath(*parts[: i + 1]) / "__init__.py").exists():
-            package_depth = i + 1
-        else:
-            break
-    if package_depth == len(parts) - 1 and package_depth > 0:
-        name = ".".join(parts)
-    else:
-        name = parts[-1]
-        directory = str(path.parent)
-        if directory not in sys.path:
-            sys.path.insert(0, directory)
-    if str(root) not in sys.path:
-        sys.path.insert(1 if sys.path and sys.path[0] != str(root) else 0, str(root))
-    _check_importable(name, path)
+    """Import a pipeline file as a worker would: as its package's module, or standalone from
+    its own directory, never with another pipeline directory's modules (import_paths.py)."""
+    name = import_paths.for_root(str(root)).enter(file)
+    _check_importable(name, root / file)
     return importlib.import_module(name)
 
 
