@@ -78,7 +78,9 @@ def test_this_servers_own_names_and_allowed_hosts_are_answered(project_with_pipe
     {"Origin": "null", "Content-Type": "application/json"},
     {"Origin": "http://127.0.0.1.evil.example", "Content-Type": "application/json"},
     {"Sec-Fetch-Site": "cross-site", "Content-Type": "application/json"},
-], ids=["other-origin", "null-origin", "lookalike-origin", "sec-fetch-site"])
+    {"Origin": "http://localhost:3000", "Sec-Fetch-Site": "same-site",
+     "Content-Type": "application/json"},
+], ids=["other-origin", "null-origin", "lookalike-origin", "sec-fetch-site", "other-port"])
 def test_a_page_of_another_site_cannot_start_a_run(project_with_pipeline, serve, headers):
     server = serve(project_with_pipeline, "p.py")
     started = raw(server, "POST", "/runs", headers, content=b'{"targets": ["summary"]}')

@@ -10,8 +10,9 @@ In order, each refusal a JSON error that names the fix:
 - With a token, every request but `GET /health` and the UI's static files needs
   `Authorization: Bearer <token>` (401), compared in constant time.
 - A request that changes something (any verb but GET/HEAD) from a browser page of another
-  site is refused (403): its `Origin` (`null` included) must name this server's host, and
-  `Sec-Fetch-Site`, when sent, must not be `cross-site`. Scripts send neither and pass.
+  origin is refused (403): `Sec-Fetch-Site`, which current browsers send, must say
+  `same-origin` (the UI's own page, also behind a proxy) or `none`; `Origin` (`null`
+  included) must name this server's host. Scripts send neither and pass.
 - Such a request's body, if any, and its declared type, if any, must be `application/json`
   (415): a plain HTML form (even one without fields) or a `text/plain` fetch cannot start a
   run, and a JSON fetch from another site must first be preflighted, which nothing here
@@ -141,8 +142,10 @@ def _check_target(scope: Scope) -> None:
 
 def _check_origin(headers: dict[bytes, bytes], host: str) -> None:
     site = headers.get(b"sec-fetch-site", b"").lower()
-    if site == b"cross-site":
-        raise Refused(403, "a page of another site cannot start or change anything here",
+    if site and site not in (b"same-origin", b"none"):
+        # a browser's own word (pages cannot set it): stricter than the Origin check below,
+        # it also refuses a page of another port of this machine (`same-site`)
+        raise Refused(403, "a page of another origin cannot start or change anything here",
                       "use the web UI served by this server, or a script (curl, barca "
                       "--server)")
     origin = headers.get(b"origin")

@@ -49,6 +49,7 @@ from barca.store.db import connect
 
 CANCEL_GRACE_SECONDS = 5.0
 KEEP_FINISHED_SECONDS = 3600.0
+KEEP_FINISHED = 1000  # ended runs kept in memory at most (their rows stay in the database)
 MAX_WAITING = 100  # runs queued for a slot; past this a request is refused (503)
 WAKE_SECONDS = 0.5  # a client waiting for a run looks again at least this often
 INLINE_BYTES = 256 * 1024  # an output up to this size travels in the run's last event
@@ -414,9 +415,13 @@ class Runs:
         return killed
 
     def _forget_old(self) -> None:
+        """Ended runs are kept KEEP_FINISHED_SECONDS, at most KEEP_FINISHED of them (a script
+        sending dry runs flat out must not grow the server without bound)."""
         cutoff = time.time() - KEEP_FINISHED_SECONDS
-        for run_id in [i for i, r in self.runs.items()
-                       if not r.live and (r.finished_at or 0) < cutoff]:
+        ended = sorted((r for r in self.runs.values() if not r.live),
+                       key=lambda r: r.finished_at or 0)
+        for run_id in [r.run_id for i, r in enumerate(ended)
+                       if (r.finished_at or 0) < cutoff or i < len(ended) - KEEP_FINISHED]:
             run = self.runs.pop(run_id)
             if run.stdout_path is not None:
                 run.stdout_path.unlink(missing_ok=True)
