@@ -208,6 +208,5 @@ def stop_message(exc: BaseException, who: str) -> str | None:
     if isinstance(exc, SystemExit):
         return f"{who} called sys.exit({'' if exc.code is None else repr(exc.code)})"
     if isinstance(exc, KeyboardInterrupt):
-        return f"{str(exc) + ': ' if str(exc) else ''}raised by the {who}'s own code, not by " \
-            "a Ctrl-C of the run"
+        return f"the {who} raised {exc!r} itself, not a Ctrl-C of the run"
     return None
