@@ -264,16 +264,16 @@ def test_a_steps_own_keyboard_interrupt_or_exit_is_its_error_and_the_worker_goes
     errors = {name: target.get("error") for name, target in got.json["targets"].items()}
     branches = errors.pop("in_branches")
     assert errors == {
-        "interrupted": "the step raised KeyboardInterrupt() itself, not a Ctrl-C of the run",
+        "interrupted": "step raised KeyboardInterrupt() itself, not a Ctrl-C of the run",
         "exits_bare": "step called sys.exit()",
         "exits_code": "step called sys.exit(3)",
         "exits_text": "step called sys.exit('stop here')",
         "fine": None,
-        "batch_interrupted": "the step raised KeyboardInterrupt() itself, not a Ctrl-C of the "
+        "batch_interrupted": "step raised KeyboardInterrupt() itself, not a Ctrl-C of the "
                              "run",
     }
     assert "2 of 3 parallel branches failed" in branches
-    assert "[0] branch_interrupted: KeyboardInterrupt: the branch raised KeyboardInterrupt() " \
+    assert "[0] branch_interrupted: KeyboardInterrupt: branch raised KeyboardInterrupt() " \
         "itself" in branches
     assert "[1] branch_exits: SystemExit: branch called sys.exit('bye')" in branches
     assert got.json["targets"]["fine"]["final_output"] == 7
@@ -297,8 +297,8 @@ def test_a_steps_own_keyboard_interrupt_or_exit_is_its_error_and_the_worker_goes
 
     alone = barca(project, "get", "interrupted", "p.py").expect(1)
     assert alone.envelope["kind"] == "step_failed"
-    assert alone.envelope["error"] == ("step 'p.py:interrupted' failed: KeyboardInterrupt: the "
-                                       "step raised KeyboardInterrupt() itself, not a Ctrl-C "
+    assert alone.envelope["error"] == ("step 'p.py:interrupted' failed: KeyboardInterrupt: step "
+                                       "raised KeyboardInterrupt() itself, not a Ctrl-C "
                                        "of the run")
     assert "raise KeyboardInterrupt" in alone.envelope["traceback"]
 

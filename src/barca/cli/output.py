@@ -45,8 +45,9 @@ def guard_stdout() -> None:
         return  # not a file (None, or replaced by a caller): nothing of ours to guard
     stream.flush()
     sys.stdout = io.TextIOWrapper(io.BufferedWriter(_GuardedStdout(fd)),
-                                  encoding=stream.encoding, errors=stream.errors,
-                                  line_buffering=stream.line_buffering)
+                                  encoding=getattr(stream, "encoding", None),
+                                  errors=getattr(stream, "errors", None),
+                                  line_buffering=getattr(stream, "line_buffering", False))
 
 
 class _GuardedStdout(io.RawIOBase):

@@ -198,7 +198,8 @@ class RunInterrupted(KeyboardInterrupt):
     own code is that step's error, reported like any other."""
 
 
-NOT_RETRIED = ("SystemExit", "KeyboardInterrupt")  # a step that chose to stop: run it once
+# error types of a step that chose to stop (sys.exit(), KeyboardInterrupt): never retried
+NOT_RETRIED = ("SystemExit", "KeyboardInterrupt")
 
 
 def stop_message(exc: BaseException, who: str) -> str | None:
@@ -208,5 +209,5 @@ def stop_message(exc: BaseException, who: str) -> str | None:
     if isinstance(exc, SystemExit):
         return f"{who} called sys.exit({'' if exc.code is None else repr(exc.code)})"
     if isinstance(exc, KeyboardInterrupt):
-        return f"the {who} raised {exc!r} itself, not a Ctrl-C of the run"
+        return f"{who} raised {exc!r} itself, not a Ctrl-C of the run"
     return None

@@ -22,9 +22,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from barca.engine.key_source import KeySourceError, write_key_source
-from barca.engine.protocol import (NOT_RETRIED, CallFinished, CallSpec, LogLine,
-                                  RunInterrupted, StepOutcome, StepSpec, StepStarted,
-                                  stop_message)
+from barca.engine.protocol import (CallFinished, CallSpec, LogLine, RunInterrupted,
+                                  StepOutcome, StepSpec, StepStarted, stop_message)
 from barca.store.artifacts import (SerializeError, choose_format, read_value, write_bytes,
                                    write_value)
 from barca.store.paths import EXTENSIONS
@@ -112,7 +111,7 @@ class StepRunner:
                 except BaseException as exc:  # the user's step failed: report it as data,
                     if isinstance(exc, RunInterrupted):  # its own KeyboardInterrupt too
                         raise
-                    if attempt < step.retries and type(exc).__name__ not in NOT_RETRIED:
+                    if attempt < step.retries and isinstance(exc, Exception):  # not an exit
                         time.sleep(step.retry_backoff * attempt)
                         continue
                     return _failure(step, attempt, started, exc)
