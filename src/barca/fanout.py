@@ -101,10 +101,12 @@ def _call(index: int, call: Callable[[], Any]) -> Any:
 def _failure(index: int, call: Callable[[], Any], exc: BaseException) -> BranchFailure:
     import traceback
 
+    from barca.engine.protocol import stop_message
+
     own = exc.__traceback__  # the frame that called the branch: barca's, not shown
     text = "".join(traceback.format_exception(type(exc), exc, own.tb_next if own else None))
-    return BranchFailure(index, _name(call), type(exc).__name__, str(exc) or type(exc).__name__,
-                         text)
+    message = stop_message(exc, "branch") or str(exc) or type(exc).__name__
+    return BranchFailure(index, _name(call), type(exc).__name__, message, text)
 
 
 # -- in a worker: forked branches (their imports are here: `import barca` stays light) --
@@ -171,8 +173,8 @@ def _branch(call: Callable[[], Any], write_fd: int) -> None:
         sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
         try:
             value = call()
-        except Exception as exc:  # noqa: BLE001 - reported to the caller as data
-            payload = _error_payload(call, exc)
+        except BaseException as exc:  # noqa: BLE001 - reported to the caller as data, its
+            payload = _error_payload(call, exc)  # sys.exit() and KeyboardInterrupt too
         else:
             try:
                 payload = pickle.dumps(("ok", value), protocol=5)

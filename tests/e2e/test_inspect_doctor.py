@@ -123,7 +123,7 @@ def test_a_file_where_barca_needs_a_directory_fails_the_cache_check(project: Pat
     write(project, {"pipeline.py": GOOD})
     (project / ".barca").write_text("not a directory")
     cache = _checks(barca(project, "doctor").expect(3))["cache"]
-    assert cache["ok"] is False and "is a file" in cache["detail"]
+    assert cache["ok"] is False and "is not a directory" in cache["detail"]
     assert cache["fix"].startswith("move ")
 
 

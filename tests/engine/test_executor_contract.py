@@ -51,6 +51,10 @@ def flaky(marker: str) -> str:
 def plus_one(upstream: int) -> int:
     return upstream + 1
 
+@asset()
+def interrupts() -> int:
+    raise KeyboardInterrupt
+
 @sensor()
 def versions() -> dict:
     return {"r1": "a", "r2": "b", "r3": "c"}
@@ -134,6 +138,17 @@ def test_a_failing_step_is_an_outcome_with_the_users_traceback(setup):
     assert outcome.error_type == "ValueError" and outcome.error_message == "this key is bad"
     assert 'raise ValueError("this key is bad")' in outcome.traceback
     assert "/barca/engine/" not in outcome.traceback
+
+
+def test_a_steps_own_keyboard_interrupt_is_its_failure_and_the_next_step_runs(setup):
+    _, executor = setup
+    executor.submit([spec("interrupts", retries=3), spec("double", 1, key_args=[("n", 2)])], 2)
+    outcomes = {o.step_id: o for o in only_outcomes(drain(executor, 2))}
+    failed = outcomes["p.py:interrupts[0]"]
+    assert (failed.status, failed.attempts, failed.error_type) == (
+        "failed", 1, "KeyboardInterrupt")
+    assert "raise KeyboardInterrupt" in failed.traceback
+    assert outcomes["p.py:double[1]"].status == "success"
 
 
 def test_printed_lines_arrive_tagged_with_the_step_before_its_outcome(setup):

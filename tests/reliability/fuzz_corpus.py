@@ -639,7 +639,7 @@ SETTINGS: dict[str, list[tuple[str, tuple[str, ...]]]] = {
     "retries": [(v, ("retries=",)) for v in
                 ("0", "1.5", "'3'", "True", "10001", "9" * 400, "RETRIES + 1")],
     "timeout_seconds": [(v, ("timeout_seconds=",)) for v in
-                        ("0", "'30'", "1e999", "1" + "0" * 400, "float('inf')")],
+                        ("-1", "'30'", "1e999", "1" + "0" * 400, "float('inf')")],
     "retry_backoff": [(v, ("retry_backoff=",)) for v in ("-0.5", "'1'", "1e999", "86401")],
     "weight": [(v, ("weight=",)) for v in ("0", "2.5", "'1'", "False")],
     "name": [(v, ("name=", "identifier")) for v in

@@ -998,3 +998,35 @@ def test_a_serializer_named_by_a_constant_is_read_and_followed(tmp_path):
     """})
     d = load(tmp_path)["p.py:f"]
     assert d.serializer == "pickle" and "helper p.py:FMT" in parts(d)
+
+
+def test_description_and_tags_may_name_module_constants_read_as_inputs_constants_are(tmp_path):
+    write(tmp_path, {"p.py": """
+        from barca import asset
+
+        DESCRIPTION: str = "daily sales"
+        TAGS = {"team": "finance"}
+
+        @asset(description=DESCRIPTION, tags=TAGS)
+        def f() -> int:
+            return 1
+
+        @asset(description=DESCRIPTION, tags=TAGS)
+        def g() -> int:
+            return len(DESCRIPTION)
+    """})
+    defs = load(tmp_path)
+    for node in ("p.py:f", "p.py:g"):
+        assert defs[node].description == "daily sales"
+        assert defs[node].tags == (("team", "finance"),)
+    bad = [  # what cannot be read without running the file
+        ("tags=TAGS", 'TAGS = {"team": "finance"}\nTAGS["team"] = "ops"\n'),
+        ("tags=TAGS", 'TAGS = {"team": "finance"}\nOTHER = TAGS\n'),
+        ("description=DESCRIPTION", 'from names import DESCRIPTION\n'),
+        ("description=DESCRIPTION", 'DESCRIPTION = "a"\nif True:\n    DESCRIPTION = "b"\n'),
+    ]
+    for argument, head in bad:
+        write(tmp_path, {"p.py": "from barca import asset\n" + head +
+                         f"\n@asset({argument})\ndef f() -> int:\n    return 1\n"})
+        message = str(error(tmp_path))
+        assert "or a module-level name bound once to one" in message, (argument, message)

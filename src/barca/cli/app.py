@@ -102,7 +102,10 @@ def report_error(error: BarcaError, json_mode: bool) -> None:
 
 
 def main(argv: list[str]) -> None:
+    from barca.cli.output import guard_stdout
+
     json_mode = _json_mode(argv)
+    guard_stdout()
     try:
         from barca.cli.server_option import take_server
 

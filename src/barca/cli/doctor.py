@@ -67,7 +67,8 @@ class Check:
 def doctor_command(files, json_flag, pretty, env_name) -> None:
     mode = choose_mode(json_flag, pretty)
     _, paths = split_positionals(files, takes_target=False)
-    project = open_project(env_name, read_config=False)  # a bad barca.toml is a check here
+    # a bad barca.toml or a file where .barca/ should be is a failed check here
+    project = open_project(env_name, read_config=False, check_state=False)
     checks = [check_python(), check_barca(), check_project(project), check_config(project)]
     sources, definitions = check_sources(project, paths)
     checks += [sources, check_top_level(project, definitions),
@@ -249,10 +250,10 @@ def check_cache(project: Project) -> Check:
                          "--env", {"path": str(target), "exists": True})
         return Check("cache", True, f"{target} is writable",
                      data={"path": str(target), "exists": True})
-    blocker = next((p for p in (target, *target.parents) if p.exists() and not p.is_dir()),
-                   None)
+    blocker = project.state_blocker()
     if blocker is not None:
-        return Check("cache", False, f"{blocker} is a file, so {target} cannot be created",
+        return Check("cache", False, f"{blocker} is not a directory, so {target} cannot be "
+                     "created",
                      f"move {blocker} out of the way", {"path": str(target), "exists": False})
     parent = next(p for p in (target, *target.parents) if p.exists())
     if not os.access(parent, os.W_OK | os.X_OK):

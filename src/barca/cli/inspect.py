@@ -128,7 +128,7 @@ def status_command(args, json_flag, pretty, env_name, limit, show_all, fields, s
     left_out = [n for n in (leave_out or "").split(",") if n]
     pipeline = open_pipeline(paths, env_name, leave_out=left_out) if left_out else None
     result = run("get", target, paths, dry_run=True, env=env_name, observe_sensors=False,
-                 include_tasks=target is None, pipeline=pipeline)
+                 include_tasks=True, pipeline=pipeline)
     last = _last_runs(result, env_name)
     nodes = [_status_node(result.plans[n], result, last.get(n)) for n in result.order]
     summary = {s: 0 for s in STATES}

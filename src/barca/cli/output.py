@@ -1,18 +1,20 @@
 """Output mode and printing: stdout carries the result only, stderr everything else.
 
 Mode: `--json` / `--pretty` flag, then `BARCA_OUTPUT`, then whether stdout is a terminal.
-A reader that closes the pipe early (`| head`) is not an error.
+A reader that closes the pipe early (`| head`) is not an error; stdout that cannot take the
+result (a full disk, a hung-up terminal) is one of the machine's: exit 3 (`guard_stdout`).
 """
 
 from __future__ import annotations
 
+import io
 import os
 import sys
 from typing import Any, Sequence
 
 import orjson
 
-from barca.errors import UsageError
+from barca.errors import InfraError, UsageError
 from barca.printable import printable
 
 
@@ -32,13 +34,63 @@ def choose_mode(json_flag: bool, pretty_flag: bool) -> str:
     return "pretty" if sys.stdout.isatty() else "json"
 
 
-def emit(text: str) -> None:
-    """Write the result to stdout, tolerating a closed pipe."""
+def guard_stdout() -> None:
+    """Route every write to stdout (the commands' results, click's --help and --version, a
+    remote command's output) through `_GuardedStdout`, so that none of them can end the
+    command with a traceback or with click's exit 1 for a closed pipe."""
+    stream = sys.stdout
     try:
-        sys.stdout.write(text if text.endswith("\n") else text + "\n")
-        sys.stdout.flush()
-    except BrokenPipeError:
-        _silence_stdout()
+        fd = stream.fileno()
+    except (AttributeError, ValueError, io.UnsupportedOperation):
+        return  # not a file (None, or replaced by a caller): nothing of ours to guard
+    stream.flush()
+    sys.stdout = io.TextIOWrapper(io.BufferedWriter(_GuardedStdout(fd)),
+                                  encoding=getattr(stream, "encoding", None),
+                                  errors=getattr(stream, "errors", None),
+                                  line_buffering=getattr(stream, "line_buffering", False))
+
+
+class _GuardedStdout(io.RawIOBase):
+    """File descriptor 1 as the bottom of sys.stdout. A closed pipe silences it (the reader
+    wanted no more); any other write error (EIO from a terminal that hung up, ENOSPC from a
+    full disk) is raised once as an InfraError, then later writes are dropped, so that the
+    error is reported once and the exit flush cannot fail again."""
+
+    def __init__(self, fd: int) -> None:
+        super().__init__()
+        self.fd = fd
+        self.failed = False
+
+    def writable(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return self.fd
+
+    def isatty(self) -> bool:
+        return os.isatty(self.fd)
+
+    def write(self, data: Any) -> int:
+        if self.failed:
+            return len(data)
+        try:
+            return os.write(self.fd, data)
+        except BrokenPipeError:
+            self.failed = True
+            _silence_stdout()
+            return len(data)
+        except OSError as exc:
+            self.failed = True
+            raise InfraError(f"could not write the result to stdout: {exc.strerror or exc}",
+                             "check where stdout goes (a full disk, a closed terminal) and run "
+                             "the command again; a run is recorded before its result is "
+                             "printed (barca history)", errno=exc.errno) from exc
+
+
+def emit(text: str) -> None:
+    """Write the result to stdout (`guard_stdout` says what happens when it cannot)."""
+    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    sys.stdout.flush()
 
 
 def emit_json(obj: Any, indent: bool = False, default: Any = str) -> None:
@@ -62,8 +114,11 @@ def note_exact(text: str) -> None:
 
 
 def _silence_stdout() -> None:
+    """Point fd 1 at /dev/null: nothing written there later (by this process or a child)
+    meets the closed pipe again."""
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
 def table(headers: list[str], rows: list[list[str]]) -> str:

@@ -252,6 +252,8 @@ def read_options(keywords: dict[str, ast.keyword], kind: str, names: BarcaNames,
             values["serializer"] = _serializer(expr, site, module)
         elif arg == "batch":
             values["batch"] = _batch(module_constant(expr, module), site, names)
+        elif arg in ("description", "tags"):  # DESCRIPTION = "..." at module level, say
+            values[arg] = _READERS[arg](module_constant(expr, module, arg), expr, site)
         elif arg in _READERS:
             values[arg] = _READERS[arg](expr, site)
     return Options(**values)
@@ -317,14 +319,37 @@ def _valid_cron(text: str, seconds_first: bool) -> bool:
     return croniter.is_valid(text, second_at_beginning=seconds_first)
 
 
-def module_constant(expr: ast.expr, module: ModuleInfo) -> ast.expr:
-    """What a module-level name bound once is bound to; any other expression as written."""
-    if isinstance(expr, ast.Name):
-        stmts = module.index.defs.get(expr.id, [])
-        if len(stmts) == 1 and isinstance(stmts[0], (ast.Assign, ast.AnnAssign)) and \
-                stmts[0].value is not None:
-            return stmts[0].value
-    return expr
+_MUTABLE = (ast.Dict, ast.List, ast.Set, ast.DictComp, ast.ListComp, ast.SetComp)
+
+
+def module_constant(expr: ast.expr, module: ModuleInfo, keyword: str | None = None) -> ast.expr:
+    """What a module-level name is bound to, when one plain assignment binds it (not an
+    import, nor a binding inside a module-level if/try/for, which cannot be read without
+    running the file); any other expression as written. A dict, list or set only when its
+    name is used nowhere but as `keyword=` arguments: any other use might change it."""
+    if not isinstance(expr, ast.Name):
+        return expr
+    index = module.index
+    stmts = index.defs.get(expr.id, [])
+    if len(stmts) != 1 or not isinstance(stmts[0], (ast.Assign, ast.AnnAssign)) or \
+            stmts[0].value is None or expr.id in index.conservative or expr.id in index.imports:
+        return expr
+    value = stmts[0].value
+    if isinstance(value, _MUTABLE) and not _used_only_as(keyword, expr.id, stmts[0], module):
+        return expr
+    return value
+
+
+def _used_only_as(keyword: str | None, name: str, binding: ast.stmt, module: ModuleInfo) -> bool:
+    """`name`, bound by `binding` alone (no second name for the same object), appears nowhere
+    in the file but there and as the value of `keyword=` arguments."""
+    if keyword is None or isinstance(binding, ast.Assign) and len(binding.targets) != 1:
+        return False
+    uses = sum(1 for n in ast.walk(module.tree) if isinstance(n, ast.Name) and n.id == name)
+    as_keyword = sum(1 for n in ast.walk(module.tree) if isinstance(n, ast.keyword)
+                     and n.arg == keyword and isinstance(n.value, ast.Name)
+                     and n.value.id == name)
+    return uses == 1 + as_keyword
 
 
 def _serializer(expr: ast.expr, site: Site, module: ModuleInfo) -> str | None:
@@ -388,23 +413,30 @@ def _flag(name: str, example: str) -> Callable[..., bool]:
 _cutoff = _flag("cutoff", "True")
 
 
-def _description(expr: ast.expr, site: Site) -> str | None:
-    value = _literal(expr)
+_BOUND_ONCE = "or a module-level name bound once to one"
+
+
+def _description(source: ast.expr, written: ast.expr, site: Site) -> str | None:
+    """`source`: what `written` reads (module_constant)."""
+    value = _literal(source)
     if value is None or isinstance(value, str):
         return value
-    raise site.error(f"description= must be a string literal, not `{ast.unparse(expr)}`",
-                     'Write it like description="Daily sales per region"', expr)
+    raise site.error(f"description= must be a string literal {_BOUND_ONCE}, not "
+                     f"`{ast.unparse(written)}`",
+                     'Write it like description="Daily sales per region"', written)
 
 
-def _tags(expr: ast.expr, site: Site) -> tuple[tuple[str, str], ...]:
-    value = _literal(expr)
+def _tags(source: ast.expr, written: ast.expr, site: Site) -> tuple[tuple[str, str], ...]:
+    """`source`: what `written` reads (module_constant)."""
+    value = _literal(source)
     if value is None:
         return ()
     if isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str)
                                        for k, v in value.items()):
         return tuple(value.items())
-    raise site.error(f"tags= must be a dict literal of strings, not `{ast.unparse(expr)}`",
-                     'Write it like tags={"team": "finance"}', expr)
+    raise site.error(f"tags= must be a dict literal of strings {_BOUND_ONCE} and not changed "
+                     f"after, not `{ast.unparse(written)}`",
+                     'Write it like tags={"team": "finance"}', written)
 
 
 def _batch(expr: ast.expr, site: Site, names: BarcaNames) -> str | None:
@@ -461,12 +493,12 @@ def _groups(call: ast.Call, site: Site) -> None:
 
 
 _READERS: dict[str, Callable[..., Any]] = {
-    "env": _env, "cutoff": _cutoff, "tags": _tags,
+    "env": _env, "cutoff": _cutoff, "tags": _tags,  # tags, description: (source, written, site)
     "deterministic": _flag("deterministic", "False"),
     "description": _description,
     "retries": _number("retries", 1, strict=False, integer=True, maximum=MAX_RETRIES),
     "weight": _number("weight", 1, strict=False, integer=True),
     "retry_backoff": _number("retry_backoff", 0, strict=False, integer=False,
                              maximum=MAX_RETRY_BACKOFF),
-    "timeout_seconds": _number("timeout_seconds", 0, strict=True, integer=False),
+    "timeout_seconds": _number("timeout_seconds", 0, strict=False, integer=False),  # 0: none
 }

@@ -15,8 +15,8 @@ import ast
 from typing import NamedTuple
 
 from barca.api import DECORATOR_ARGS
-from barca.discover.arguments import (Options, RawDimension, RawInput, Site, read_inputs,
-                                      read_name, read_options, read_partitions)
+from barca.discover.arguments import (Options, RawDimension, RawInput, Site, module_constant,
+                                      read_inputs, read_name, read_options, read_partitions)
 from barca.discover.bindings import DECORATORS, BarcaNames, barca_names
 from barca.discover.modules import ModuleInfo
 from barca.discover.model import SinkSpec
@@ -173,19 +173,8 @@ def _inputs_constant(expr: ast.expr, module: ModuleInfo) -> ast.expr:
     """`inputs=INPUTS`, where INPUTS is bound once at module level to a dict literal and used
     nowhere else but as `inputs=`: that dict literal. Anything else comes back as written
     (a name that is rebound, mutated or imported cannot be read without running the file)."""
-    if not isinstance(expr, ast.Name):
-        return expr
-    index = module.index
-    bound = index.defs.get(expr.id, [])
-    if len(bound) != 1 or not isinstance(bound[0], ast.Assign) or \
-            not isinstance(bound[0].value, ast.Dict) or len(bound[0].targets) != 1 or \
-            expr.id in index.conservative or expr.id in index.imports:
-        return expr
-    uses = sum(1 for n in ast.walk(module.tree) if isinstance(n, ast.Name) and n.id == expr.id)
-    as_inputs = sum(1 for n in ast.walk(module.tree) if isinstance(n, ast.keyword)
-                    and n.arg == "inputs" and isinstance(n.value, ast.Name)
-                    and n.value.id == expr.id)
-    return bound[0].value if uses == 1 + as_inputs else expr
+    value = module_constant(expr, module, "inputs")
+    return value if isinstance(value, ast.Dict) else expr
 
 
 def _keywords(decorator: ast.expr, kind: str, site: Site) -> dict[str, ast.keyword]:

@@ -24,7 +24,8 @@ from typing import Any, Callable, Protocol, Sequence
 
 import orjson
 
-from barca.engine.protocol import CallFinished, CallSpec, InputRef, StepOutcome, StepStarted
+from barca.engine.protocol import (NOT_RETRIED, CallFinished, CallSpec, InputRef,
+                                   RunInterrupted, StepOutcome, StepStarted)
 from barca.plan.keys import label_of
 from barca.store.artifacts import (SerializeError, choose_format, read_value, table_kind,
                                    write_value)
@@ -79,7 +80,8 @@ def run_call(runner: Runner, call: CallSpec, emit: Callable[[Any], None]
         results = _attempt(runner, call, pending, attempt, times, emit)
         outcomes.update(results)
         failed = [p for p in pending if results[p].status == "failed"]
-        if not failed or attempt >= call.retries or results[failed[0]].error_type == "SystemExit":
+        if not failed or attempt >= call.retries or \
+                results[failed[0]].error_type in NOT_RETRIED:
             break
         time.sleep(call.retry_backoff * attempt)
         pending = failed
@@ -120,8 +122,8 @@ def _attempt(runner: Runner, call: CallSpec, positions: list[int], attempt: int,
         mark = _lap(times, "compute", mark)
         failed = _split_and_write(runner, call, positions, call_keys, value, times, mark,
                                   attempt, report)
-    except BaseException as exc:  # the call failed: every key it was given and had not
-        if isinstance(exc, KeyboardInterrupt):  # written fails with it
+    except BaseException as exc:  # the call failed (its own KeyboardInterrupt or sys.exit()
+        if isinstance(exc, RunInterrupted):  # too): every key given and not written fails
             raise
         rest = [p for p in positions if p not in written]
         failed = _all_failed(call, rest, attempt, began, exc, runner.error_parts)

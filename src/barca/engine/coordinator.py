@@ -32,7 +32,8 @@ from barca.engine.planning import Planning
 from barca.engine.batch_calls import BatchCalls
 from barca.engine.byte_checks import changed_bytes
 from barca.engine.log_cap import LogCap
-from barca.engine.protocol import CallFinished, CallSpec, LogLine, StepOutcome, StepSpec
+from barca.engine.protocol import (CallFinished, CallSpec, LogLine, RunInterrupted, StepOutcome,
+                                   StepSpec)
 from barca.engine.request import RunRequest
 from barca.engine.result import RunResult
 from barca.engine.run_state import RunState
@@ -554,4 +555,4 @@ class _Run:
 
 
 def _raise_interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt
+    raise RunInterrupted

@@ -189,3 +189,25 @@ class LogLine(NamedTuple):
     step_id: str
     stream: str  # "stdout" | "stderr"
     text: str
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """The run itself was interrupted (Ctrl-C or SIGTERM reached the coordinator, whose signal
+    handler raises this): a step running in the coordinator's own process (the in-process
+    executor) lets it through to cancel the run. A plain KeyboardInterrupt raised by a step's
+    own code is that step's error, reported like any other."""
+
+
+# error types of a step that chose to stop (sys.exit(), KeyboardInterrupt): never retried
+NOT_RETRIED = ("SystemExit", "KeyboardInterrupt")
+
+
+def stop_message(exc: BaseException, who: str) -> str | None:
+    """The error message for a step's (or a `parallel()` branch's) own `sys.exit(...)` or
+    KeyboardInterrupt, whose text alone would be empty or a bare exit code; None for any
+    other error."""
+    if isinstance(exc, SystemExit):
+        return f"{who} called sys.exit({'' if exc.code is None else repr(exc.code)})"
+    if isinstance(exc, KeyboardInterrupt):
+        return f"{who} raised {exc!r} itself, not a Ctrl-C of the run"
+    return None

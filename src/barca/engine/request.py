@@ -38,10 +38,13 @@ def build_request(pipeline: Pipeline, command: str, target_text: str | None, *,
                   partition: Sequence[str] | str | dict | None = None, cascade: bool = True,
                   dry_run: bool = False, observe_sensors: bool = True,
                   include_tasks: bool = False, batch: Any = None) -> RunRequest:
-    """Check what the user asked for against the graph; select the cone, once."""
+    """Check what the user asked for against the graph; select the cone, once.
+    `include_tasks` (a read-only view, `barca status`): tasks belong to it, every task when no
+    target is named, and a task may be a target (a dry run plans it `always_runs`)."""
     graph = pipeline.graph
     targets = resolve_targets(graph, target_text)
-    check_target_kinds(graph, command, targets, target_text)
+    if not (include_tasks and dry_run):
+        check_target_kinds(graph, command, targets, target_text)
     refresh_ids = _refresh_ids(graph, targets, refresh, cascade)
     cone = graph.cone(targets) if targets else graph.cone(
         [n for n, d in graph.nodes.items() if d.kind != "task" or include_tasks])

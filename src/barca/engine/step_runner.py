@@ -23,8 +23,8 @@ from typing import Any, Callable
 
 from barca.engine import import_paths
 from barca.engine.key_source import KeySourceError, write_key_source
-from barca.engine.protocol import (CallFinished, CallSpec, LogLine, StepOutcome, StepSpec,
-                                  StepStarted)
+from barca.engine.protocol import (CallFinished, CallSpec, LogLine, RunInterrupted,
+                                  StepOutcome, StepSpec, StepStarted, stop_message)
 from barca.store.artifacts import (SerializeError, choose_format, read_value, write_bytes,
                                    write_value)
 from barca.store.paths import EXTENSIONS
@@ -109,10 +109,10 @@ class StepRunner:
                     emit(StepStarted(step.step_id, attempt))
                 try:
                     return self._attempt(step, attempt, started)
-                except BaseException as exc:  # the user's step failed: report it as data
-                    if isinstance(exc, KeyboardInterrupt):
+                except BaseException as exc:  # the user's step failed: report it as data,
+                    if isinstance(exc, RunInterrupted):  # its own KeyboardInterrupt too
                         raise
-                    if attempt < step.retries and not isinstance(exc, SystemExit):
+                    if attempt < step.retries and isinstance(exc, Exception):  # not an exit
                         time.sleep(step.retry_backoff * attempt)
                         continue
                     return _failure(step, attempt, started, exc)
@@ -274,9 +274,7 @@ def error_parts(exc: BaseException) -> tuple[str, str, str | None]:
     tb = traceback.format_exception(type(exc), exc, exc.__traceback__)
     user_frames = [] if isinstance(exc, _VALUE_ERRORS) else \
         [line for line in tb if not any(own in line for own in _OWN_FRAMES)]
-    message = str(exc) or type(exc).__name__
-    if isinstance(exc, SystemExit):
-        message = f"step called sys.exit({exc.code})"
+    message = stop_message(exc, "step") or str(exc) or type(exc).__name__
     return type(exc).__name__, message, "".join(user_frames) or None
 
 

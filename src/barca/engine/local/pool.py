@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import collections
 import fcntl
+import math
 import os
 import select
 import selectors
@@ -323,7 +324,7 @@ class LocalExecutor:
 
     def _mark_running(self, worker: _Worker, step: StepSpec | CallSpec, attempt: int) -> None:
         worker.running, worker.attempt = step, attempt
-        worker.deadline = time.monotonic() + step.timeout_seconds
+        worker.deadline = time.monotonic() + (step.timeout_seconds or math.inf)  # 0: none
 
     def _retire(self, worker: _Worker, step_id: str) -> None:
         for i, step in enumerate(worker.leased):
