@@ -1,8 +1,9 @@
 """barca from Python: `get`, `run`, `plan`, `history` and `stats`, in this process.
 
 `get` and `run` go through the CLI's engine (`engine.driver.run`) and return loaded values;
-`plan`, `history` and `stats` return the dicts the CLI prints with `--json`, built by the
-CLI's own functions so that the two cannot drift apart (shapes in `barca.python_types`).
+`plan`, `history` and `stats` return the dicts the CLI prints with `--json` (`history` the
+list of runs in it, as the published barca's does), built by the CLI's own functions so that
+the two cannot drift apart (shapes in `barca.python_types`).
 Errors raise the classes the CLI maps to exit codes (`UsageError`, `StepFailed`, ...).
 Paths are relative to the current directory, as on the command line.
 """
