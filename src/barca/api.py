@@ -4,6 +4,9 @@ Importing a pipeline file must never start work: every decorator here only attac
 `NodeSpec` to the function and returns the function itself, so decorated functions stay plain
 callables that can be unit-tested directly. barca plans from the source text (see
 `barca.discover`), not from these objects; workers use them only to find the callable.
+
+The calls `get`, `run`, `plan`, `history` and `stats` (barca.python_api) are re-exported at
+the end: the published barca defines them in `barca.api`, and scripts call `barca.api.run`.
 """
 
 from __future__ import annotations
@@ -26,6 +29,9 @@ TASK_ARGS = (
     "retry_backoff", "description", "tags", "env", "batch", "weight",
 )
 DECORATOR_ARGS = {"asset": ASSET_ARGS, "sensor": SENSOR_ARGS, "task": TASK_ARGS}
+
+
+_MISSING: Any = object()  # a helper's positional argument not given
 
 
 class _Marker:
@@ -79,7 +85,8 @@ class Schedule(_Marker, _Freshness):
     __slots__ = ("cron", "batch")
     label = "schedule"
 
-    def __init__(self, cron: str, /, *, batch: Any = None) -> None:
+    def __init__(self, cron: str = _MISSING, /, *, batch: Any = None, **wrong: Any) -> None:
+        _one_positional("Schedule", cron, "the cron expression", wrong)
         super().__init__(cron, batch)
 
 
@@ -89,7 +96,8 @@ class Partitions(_Marker):
     __slots__ = ("values",)
 
 
-def partitions(values: Any, /) -> Partitions:
+def partitions(values: Any = _MISSING, /, **wrong: Any) -> Partitions:
+    _one_positional("partitions", values, "the key list", wrong)
     return Partitions(tuple(values))
 
 
@@ -99,7 +107,8 @@ class PartitionsFrom(_Marker):
     __slots__ = ("source",)
 
 
-def partitions_from(source: Any, /) -> PartitionsFrom:
+def partitions_from(source: Any = _MISSING, /, **wrong: Any) -> PartitionsFrom:
+    _one_positional("partitions_from", source, "the upstream", wrong)
     return PartitionsFrom(source)
 
 
@@ -109,7 +118,8 @@ class Collect(_Marker):
     __slots__ = ("upstream",)
 
 
-def collect(upstream: Any, /) -> Collect:
+def collect(upstream: Any = _MISSING, /, **wrong: Any) -> Collect:
+    _one_positional("collect", upstream, "the partitioned upstream", wrong)
     return Collect(upstream)
 
 
@@ -119,8 +129,24 @@ class AssetRef(_Marker):
     __slots__ = ("node_id",)
 
 
-def asset_ref(node_id: str, /) -> AssetRef:
+def asset_ref(node_id: Any = _MISSING, /, **wrong: Any) -> AssetRef:
+    _one_positional("asset_ref", node_id, "the node id", wrong)
     return AssetRef(node_id)
+
+
+def _one_positional(helper: str, given: Any, what: str, wrong: dict[str, Any]) -> None:
+    """A helper given its one argument by keyword (`collect(asset_fn=part)`, as the published
+    barca names it) or not at all: say how to write it, as discovery does for a file."""
+    if not wrong:
+        if given is _MISSING:
+            raise TypeError(f"{helper}() takes {what} as its one positional argument")
+        return
+    name, value = next(iter(wrong.items()))
+    if given is not _MISSING:
+        raise TypeError(f"{helper}() got an unexpected keyword argument {name!r}")
+    shown = getattr(value, "__name__", None) or repr(value)
+    raise TypeError(f"{helper}() takes {what} as its one positional argument, not as "
+                    f"{name}=: write {helper}({shown if len(shown) <= 40 else '...'})")
 
 
 class Batches(_Marker):
@@ -206,3 +232,7 @@ def task(fn: F | None = None, /, *, name: str | None = None, inputs: dict | None
     """Declare a side effect: it always runs and is never served from cache."""
     opts = {k: v for k, v in locals().items() if k != "fn"}
     return _decorator("task")(fn, **opts) if fn is not None else _decorator("task")(**opts)
+
+
+from barca.errors import BarcaError  # noqa: E402,F401  (see the module docstring)
+from barca.python_api import get, history, plan, run, stats  # noqa: E402,F401

@@ -74,6 +74,12 @@ class StepFailed(BarcaError):
     def traceback(self) -> str | None:
         return self.context.get("traceback")
 
+    def __str__(self) -> str:
+        """The message, then the step's traceback: what a script that lets the error escape
+        prints, so the user's frames are there without a look at `.traceback`."""
+        trace = (self.traceback or "").rstrip()
+        return f"{self.message}\n{trace}" if trace else self.message
+
     def human_lines(self) -> list[str]:
         """The traceback's last line already states the error: print it once, there."""
         if not self.traceback or not self.node:

@@ -4,14 +4,17 @@ In a worker process each branch runs in a forked copy of the worker, at most the
 (BARCA_POOL_SIZE, default the number of cores) at a time; a branch's return value comes back
 pickled. Anywhere else (a plain script, a unit test) the branches run one after the other in
 this process. Either way every branch runs to its end, and then, if any raised, one
-`ParallelError` names each failure. Branches are not steps: not cached, not retried, not
-recorded apart from their step; what they print is their step's output.
+`ParallelError` names each failure. A DuckDB relation a branch returns is run by the branch
+and comes back as a pyarrow Table (a relation lives on its process's connection). Branches
+are not steps: not cached, not retried, not recorded apart from their step; what they print
+is their step's output.
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import sys
 from typing import Any, Callable, Iterable, Sequence
 
 _workers = 0  # set in a worker process (set_workers): how many branches may run at once
@@ -93,9 +96,20 @@ def _name(call: Callable[[], Any]) -> str:
 
 def _call(index: int, call: Callable[[], Any]) -> Any:
     try:
-        return call()
+        return _passable(call())
     except Exception as exc:  # noqa: BLE001 - collected, raised together by parallel()
         return _failure(index, call, exc)
+
+
+def _passable(value: Any) -> Any:
+    """A branch's value as it can come back: a DuckDB relation, which only its own process's
+    connection can run, is run here into a pyarrow Table (the same outside a worker, so a
+    step gets one type either way); anything else as it is."""
+    duckdb = sys.modules.get("duckdb")  # no relation exists unless duckdb was imported
+    if duckdb is None or not isinstance(value, duckdb.DuckDBPyRelation):
+        return value
+    table = value.arrow()  # newer DuckDB gives a batch reader, older versions the table
+    return table.read_all() if hasattr(table, "read_all") else table
 
 
 def _failure(index: int, call: Callable[[], Any], exc: BaseException) -> BranchFailure:
@@ -143,7 +157,6 @@ def _forked(calls: Sequence[Callable[[], Any]], limit: int) -> list[Any]:
 
 
 def _start(call: Callable[[], Any]) -> tuple[int, int]:
-    import sys
     import warnings
 
     read_fd, write_fd = os.pipe()
@@ -163,7 +176,6 @@ def _branch(call: Callable[[], Any], write_fd: int) -> None:
     """In the child: run the call, send (ok, value) or (error, parts) back, exit at once
     (no atexit handlers, no flushing of what the parent had buffered)."""
     import pickle
-    import sys
 
     status = 0
     try:
@@ -172,7 +184,7 @@ def _branch(call: Callable[[], Any], write_fd: int) -> None:
         sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115
         sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
         try:
-            value = call()
+            value = _passable(call())
         except BaseException as exc:  # noqa: BLE001 - reported to the caller as data, its
             payload = _error_payload(call, exc)  # sys.exit() and KeyboardInterrupt too
         else:

@@ -1,8 +1,9 @@
 """barca from Python: `get`, `run`, `plan`, `history` and `stats`, in this process.
 
 `get` and `run` go through the CLI's engine (`engine.driver.run`) and return loaded values;
-`plan`, `history` and `stats` return the dicts the CLI prints with `--json`, built by the
-CLI's own functions so that the two cannot drift apart (shapes in `barca.python_types`).
+`plan`, `history` and `stats` return the dicts the CLI prints with `--json` (`history` the
+list of runs in it, as the published barca's does), built by the CLI's own functions so that
+the two cannot drift apart (shapes in `barca.python_types`).
 Errors raise the classes the CLI maps to exit codes (`UsageError`, `StepFailed`, ...).
 Paths are relative to the current directory, as on the command line.
 """
@@ -12,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Sequence, overload
 
 if TYPE_CHECKING:  # for editors and type checkers; `import barca` does not pay for them
-    from barca.python_types import NodeStats, Plan, RunDetail, RunList
+    from barca.python_types import NodeStats, Plan, RunDetail, RunInfo
 
 Files = str | Sequence[str]
 Partition = str | Sequence[str] | dict[str, Any] | None
@@ -24,13 +25,19 @@ def get(target: str | None = None, files: Files = (), *,
         batch: str | int | dict[str, Any] | None = None) -> Any:
     """Compute `target` (an asset or sensor) and return its value.
 
-    A partitioned target returns {key: value}. Without a target, every asset and sensor is
-    brought up to date and the last asset's value is returned. `partition` narrows the keys
-    as `--partition` does: "region=emea,amer", a list of such, or {"region": ["emea"]}.
-    `batch` regroups the stale keys of batched nodes for this run: "all", "none", 20, or
-    {"scored": 20}.
+    A partitioned target returns {key: value}. A first argument that names a file or a
+    directory (`get("pipeline.py")`, as `barca get pipeline.py`) is not a target: every asset
+    and sensor of the files is brought up to date and the last asset's value is returned, as
+    without a target. `partition` narrows the keys as `--partition` does: "region=emea,amer",
+    a list of such, or {"region": ["emea"]}. `batch` regroups the stale keys of batched nodes
+    for this run: "all", "none", 20, or {"scored": 20}.
     """
-    return _call("get", target, files, refresh, refresh_all, cascade, partition, env, batch)
+    from barca.cli.load import is_path_arg  # the command line's own rule
+
+    paths = _paths(files)
+    if target is not None and is_path_arg(target):
+        target, paths = None, [target, *paths]
+    return _call("get", target, paths, refresh, refresh_all, cascade, partition, env, batch)
 
 
 def run(target: str, files: Files = (), *,
@@ -49,24 +56,28 @@ def plan(files: Files = ()) -> Plan:
 
 
 @overload
-def history(run_id: None = None, *, limit: int | None = None, all: bool = False,
-            env: str | None = None) -> RunList: ...
+def history(limit: int | None = None, *, run_id: None = None, all: bool = False,
+            env: str | None = None) -> list[RunInfo]: ...
 
 
 @overload
-def history(run_id: str, *, limit: int | None = None, all: bool = False,
+def history(limit: int | None = None, *, run_id: str, all: bool = False,
             env: str | None = None) -> RunDetail: ...
 
 
-def history(run_id: str | None = None, *, limit: int | None = None, all: bool = False,
-            env: str | None = None) -> RunList | RunDetail:
-    """Recent runs, newest first (`barca history --json`: the newest 10 unless `limit` or
-    `all`); with `run_id` (or a unique prefix), that run and its executed steps
-    (`barca history RUN_ID --json`: every step unless `limit`)."""
+def history(limit: int | None = None, *, run_id: str | None = None, all: bool = False,
+            env: str | None = None) -> list[RunInfo] | RunDetail:
+    """The newest runs first, each as `barca history --json` lists it: the last `limit`
+    (10 unless given), or every run with `all=True`. With `run_id` (or a unique prefix),
+    that run and its executed steps instead (`barca history RUN_ID --json`: every step
+    unless `limit`)."""
     from barca.cli import history as cli
     from barca.errors import UsageError
 
-    if limit is not None and limit < 1:
+    if isinstance(limit, str):  # history(RUN_ID) read the run before runs were a list
+        raise UsageError(f"history({limit!r}): the first argument is how many runs to list",
+                         f"pass run_id={limit!r} for that run's steps")
+    if limit is not None and (isinstance(limit, bool) or limit < 1):
         raise UsageError(f"limit={limit} is not a positive number",
                          "pass limit=N with N >= 1, or all=True for every run")
     _, conn = cli.open_history(env)
@@ -74,7 +85,7 @@ def history(run_id: str | None = None, *, limit: int | None = None, all: bool = 
         return cli.run_detail_json(conn, cli.find_run(conn, run_id, env),  # type: ignore
                                    limit)
     runs, total = cli.select_runs(conn, None if all else (limit or cli.DEFAULT_RUNS))
-    return cli.runs_json(runs, total)  # type: ignore[return-value]
+    return cli.runs_json(runs, total)["runs"]  # type: ignore[return-value]
 
 
 def stats(target: str, files: Files = (), *, env: str | None = None) -> NodeStats:

@@ -56,7 +56,7 @@ class RunInfo(TypedDict):
 
 
 class RunList(TypedDict):
-    """`barca history --json`: the newest runs first."""
+    """`barca history --json`: the newest runs first (`barca.history()` returns its `runs`)."""
 
     runs: list[RunInfo]
     total: int

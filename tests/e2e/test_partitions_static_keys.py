@@ -107,9 +107,9 @@ def test_several_dimensions_are_a_cross_product_keyed_in_dimension_name_order(
     assert sorted(s["partition_key"] for s in steps) == [
         "day=d1,region=amer", "day=d1,region=emea", "day=d2,region=amer", "day=d2,region=emea"]
 
-    # collect: declared order, dimensions by name (day, then region), values as declared
+    # collect: sorted by key label (day=..,region=..), not in the declared order of either
     fan = barca(keys, "get", "fan", "pipeline.py").expect(0)
-    assert fan.json["final_output"] == ["emea/d2", "amer/d2", "emea/d1", "amer/d1"]
+    assert fan.json["final_output"] == ["amer/d1", "emea/d1", "amer/d2", "emea/d2"]
 
 
 def test_a_dimension_that_is_not_a_parameter_is_a_usage_error(project: Path) -> None:

@@ -466,8 +466,10 @@ def test_one_argument_helpers_need_exactly_one_positional(tmp_path, value):
     assert err.remediation.startswith("pass it as the first argument")
 
 
-@pytest.mark.parametrize("value", ["collect()", "collect(raw, raw)", "collect(upstream=raw)"])
-def test_collect_needs_exactly_one_positional(tmp_path, value):
+@pytest.mark.parametrize("value, fix", [
+    ("collect()", "collect(upstream)"), ("collect(raw, raw)", "collect(upstream)"),
+    ("collect(upstream=raw)", "collect(raw)"), ("collect(asset_fn=raw)", "collect(raw)")])
+def test_collect_needs_exactly_one_positional(tmp_path, value, fix):
     write(tmp_path, {"p.py": (RAW, f"""
     from barca import collect
 
@@ -475,7 +477,7 @@ def test_collect_needs_exactly_one_positional(tmp_path, value):
     def f(x):
         pass
     """)})
-    assert error(tmp_path).remediation == "pass it as the first argument: collect(upstream)"
+    assert error(tmp_path).remediation == f"pass it as the first argument: {fix}"
 
 
 def test_input_naming_no_node(tmp_path):

@@ -667,6 +667,40 @@ def test_reordered_keyed_source_keeps_each_keys_run_hash_and_runs_nothing():
     assert running(plans[CLEAN]) == {}
 
 
+def collect_pipeline(regions: tuple[str, ...], days: tuple[str, ...]) -> list[Definition]:
+    """Static keys in the order given, each node read whole by a collect() fan-in."""
+    return [
+        definition("daily", dimensions=[DimensionSpec("region", "static", keys=regions)]),
+        definition("total", inputs=[InputSpec("rows", "p.py:daily", "collect")]),
+        definition("grid", dimensions=[DimensionSpec("region", "static", keys=regions),
+                                       DimensionSpec("day", "static", keys=days)]),
+        definition("grid_total", inputs=[InputSpec("rows", "p.py:grid", "collect")]),
+    ]
+
+
+def test_reordered_static_keys_change_no_collect_readers_run_hash():
+    """collect() hands its list sorted by key label, so the declared order is not an input."""
+    first = plan_all(collect_pipeline(("emea", "amer", "apac"), ("2", "10", "1")))
+    plans = plan_all(collect_pipeline(("apac", "emea", "amer"), ("1", "2", "10")),
+                     recorded(first))
+
+    for reader in ("p.py:total", "p.py:grid_total"):
+        assert hashes_of(plans[reader]) == hashes_of(first[reader]), reader
+        assert running(plans[reader]) == {}, reader
+    assert running(plans["p.py:daily"]) == {} and running(plans["p.py:grid"]) == {}
+    # ...and a key added still reruns the reader
+    more = plan_all(collect_pipeline(("apac", "emea", "amer", "afr"), ("1", "2", "10")),
+                    recorded(first))
+    assert running(more["p.py:total"]) == {"": Reason("changed", ("input p.py:daily",))}
+    # keys declared in label order hash as they always did: no reader reruns on upgrade
+    definitions = collect_pipeline(("amer", "apac", "emea"), ("1", "10", "2"))
+    in_order = plan_all(definitions)
+    daily = in_order["p.py:daily"]
+    assert in_order["p.py:total"].context == context_digest(
+        definitions[1].definition_hash,
+        {"input p.py:daily": column_digest(daily.keys, daily.run_hashes)})
+
+
 def test_planning_does_not_mutate_the_stored_state():
     first = plan_all(PIPELINE, known=versions_seen({"r1": 1, "r2": 2}))
     states = recorded(first)

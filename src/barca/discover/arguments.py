@@ -99,9 +99,12 @@ def one_argument(call: ast.Call, helper: str, site: Site,
     """The single positional argument of a barca helper call, or a UsageError."""
     bad_kw = [k for k in call.keywords if k.arg not in allowed_keywords]
     if len(call.args) != 1 or isinstance(call.args[0], ast.Starred) or bad_kw:
+        # `collect(asset_fn=part)`: the fix is that very argument, moved to the front
+        example = (f"{helper}({ast.unparse(bad_kw[0].value)})"
+                   if not call.args and len(bad_kw) == 1 and bad_kw[0].arg else
+                   _EXAMPLES.get(helper, helper))
         raise site.error(f"{helper}() takes exactly one positional argument, not "
-                         f"`{ast.unparse(call)}`",
-                         f"pass it as the first argument: {_EXAMPLES.get(helper, helper)}",
+                         f"`{ast.unparse(call)}`", f"pass it as the first argument: {example}",
                          call)
     return call.args[0]
 

@@ -13,7 +13,7 @@ class InputSpec:
     """One parameter fed by an upstream node.
 
     mode: "value"   the upstream's value (for a partitions_from source: that key's value)
-          "collect" every key of a partitioned upstream, as a list in declared key order
+          "collect" every key of a partitioned upstream, as a list sorted by key label
           "order"   an underscore parameter not wrapped in collect(): ordering only, the
                     function receives None
     """

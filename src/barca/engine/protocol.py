@@ -16,7 +16,7 @@ class InputRef(NamedTuple):
 
     paths are relative to the project root (absolute only outside it: a dry run's scratch)
     kind: "artifact"  one file, read by the parameter's annotation
-          "artifacts" several files (collect), read into a list in key order
+          "artifacts" several files (collect), read into a list in the order given
           "inline"    a value carried in the message (a keyed source's value for this key)
           "none"      an ordering-only input: the parameter receives None
           "keyed"     a batch call's input read key for key: one file per key of the call,

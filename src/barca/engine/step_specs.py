@@ -12,7 +12,7 @@ from typing import Any, Callable, Mapping
 from barca.discover.model import Definition
 from barca.engine.protocol import CallSpec, InputRef, Known, StepSpec
 from barca.graph import Graph
-from barca.plan.keys import key_args, key_pairs
+from barca.plan.keys import key_args, key_pairs, label_order
 from barca.plan.missing import reads_inline
 from barca.plan.model import NodePlan
 from barca.store.paths import artifact_stem
@@ -100,8 +100,12 @@ def _input_ref(graph: Graph, plans: Mapping[str, NodePlan], d: Definition, spec:
     if spec.mode == "order":
         return InputRef(spec.param, "none")
     up = graph.nodes[spec.source]
-    if spec.mode == "collect":
-        found = [artifact(spec.source, k) for k in plans[spec.source].keys]
+    if spec.mode == "collect":  # every key's file, in label order (see plan.keys.label_order)
+        up_plan = plans[spec.source]
+        keys = up_plan.keys.items
+        order = label_order(up_plan.dims, keys)
+        found = [artifact(spec.source, k)
+                 for k in (keys if order is None else [keys[i] for i in order])]
         return InputRef(spec.param, "artifacts", tuple(f[0] for f in found),
                         tuple(f[1] for f in found), annotation=annotation)
     if reads_inline(graph, plan, d.node_id, spec.source):

@@ -10,6 +10,7 @@ Several dimensions give their cross product, ordered by dimension name, values i
 from __future__ import annotations
 
 import itertools
+import operator
 
 import orjson
 from typing import Any, Mapping, Sequence
@@ -37,6 +38,18 @@ def label_of(dims: Sequence[str], key: str) -> str:
     if len(dims) == 1:
         return f"{dims[0]}={key}"
     return ",".join(f"{n}={v}" for n, v in zip(dims, orjson.loads(key)))
+
+
+def label_order(dims: Sequence[str], keys: Sequence[str]) -> list[int] | None:
+    """Positions of `keys` sorted by their labels: the order `collect()` hands a reader its
+    list in (and `barca get` lists a partitioned value in), so that reordering a key list
+    changes neither the list nor a hash. None when `keys` are in that order already, which
+    is found in one pass in C; one dimension sorts by the raw key (its labels share a prefix)."""
+    items = list(keys)
+    text = items if len(dims) <= 1 else [label_of(dims, k) for k in items]
+    if all(map(operator.le, text, itertools.islice(text, 1, None))):
+        return None
+    return sorted(range(len(text)), key=text.__getitem__)
 
 
 def key_label(d: Definition, key: str) -> str:

@@ -16,7 +16,7 @@ from typing import Any, Mapping, Sequence
 from barca.discover.model import Definition
 from barca.graph import Graph
 from barca.plan.hashes import column_digest, context_digest, digest, run_hash
-from barca.plan.keys import key_args, static_keys
+from barca.plan.keys import key_args, label_order, static_keys
 from barca.plan.model import KnownOutput, NodePlan, PlanOptions, Reason
 from barca.packed_columns import HashColumn, JsonColumn, same_value
 from barca.state import EMPTY_STATE, NodeState
@@ -224,7 +224,7 @@ def _unkeyed_parts(d: Definition, graph: Graph, plans: Mapping[str, NodePlan],
         up, up_plan = graph.nodes[up_id], plans[up_id]
         if any(s.source == up_id and s.mode == "collect" for s in d.inputs):
             hashes = known[up_id].output_hashes if up.bytes_read else up_plan.run_hashes
-            parts[f"input {up_id}"] = column_digest(up_plan.keys, hashes)
+            parts[f"input {up_id}"] = column_digest(*_in_label_order(up_plan, hashes))
         elif up_id == source:
             if up.kind == "sensor" or not up.bytes_read and not _only_keys_from(d, up_id, known):
                 parts[f"{'sensor' if up.kind == 'sensor' else 'input'} {up_id}"] = \
@@ -239,6 +239,16 @@ def _unkeyed_parts(d: Definition, graph: Graph, plans: Mapping[str, NodePlan],
     for name in d.env:
         parts[f"env {name}"] = digest(("env", options.env.get(name)))
     return parts
+
+
+def _in_label_order(plan: NodePlan, hashes: Any) -> tuple[Any, Any]:
+    """A collect() input's keys and their hashes in the order the reader gets its list: by
+    key label, so that the same keys declared in another order change no hash."""
+    order = label_order(plan.dims, plan.keys)
+    if order is None:
+        return plan.keys, hashes
+    keys, hexes = plan.keys.items, list(hashes)
+    return JsonColumn([keys[i] for i in order]), HashColumn([hexes[i] for i in order])
 
 
 def _only_keys_from(d: Definition, source: str, known: Mapping[str, KnownOutput]) -> bool:
