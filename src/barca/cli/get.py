@@ -424,7 +424,8 @@ def _say_skipped_tasks(result: RunResult, paths: list[str], env_name: str | None
     the tasks it left out and the command that runs one (all of it when there was nothing
     else to get)."""
     graph = result.graph
-    tasks = [n for n in graph.order if graph.nodes[n].kind == "task"]
+    tasks = sorted((n for n in graph.nodes if graph.nodes[n].kind == "task"),
+                   key=lambda n: (graph.nodes[n].file, graph.nodes[n].line))  # as written
     if not tasks:
         return
     names = [graph.nodes[n].name for n in tasks]

@@ -21,7 +21,7 @@ def help_command(command: tuple[str, ...]) -> None:
     """
     from barca.cli.app import cli
 
-    ctx = click.Context(cli, info_name="barca")
+    ctx = click.Context(cli, info_name="barca", **cli.context_settings)  # -h as --help
     current: click.Command = cli
     for name in command:
         group = current if isinstance(current, click.Group) else None
@@ -31,6 +31,6 @@ def help_command(command: tuple[str, ...]) -> None:
             known = ", ".join(group.list_commands(ctx)) if group is not None else ""
             raise UsageError(f"'{name}' is not a command of `{where}`",
                              f"commands: {known}" if known else f"run `{where} --help`")
-        ctx = click.Context(found, info_name=name, parent=ctx)
+        ctx = click.Context(found, info_name=name, parent=ctx, **found.context_settings)
         current = found
     emit(current.get_help(ctx))
