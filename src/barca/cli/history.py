@@ -301,6 +301,12 @@ def _run_header(run: store.RunRow) -> str:
              f"Time     {render.human_seconds(run.elapsed_seconds)}",
              f"Steps    {_count(run.steps_executed)} executed, {_count(run.steps_cached)} "
              f"cached, {_count(run.steps_total)} total"]
+    if run.job:
+        lines.insert(2, f"Job      {run.job}")
+    if run.triggered_by:
+        tick = f" ({run.schedule_id} at {render.utc_time(run.scheduled_at)} UTC)" \
+            if run.schedule_id else ""
+        lines.insert(3 if run.job else 2, f"Trigger  {run.triggered_by}{tick}")
     if run.failed_node:
         lines.append(f"Failed   {run.failed_node}: {render.first_line(run.error)}")
     return printable_lines(lines)

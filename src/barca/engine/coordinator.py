@@ -88,7 +88,9 @@ class _Run:
         self.source_columns = SourceColumns()
         self.warnings: list[dict] = []  # {kind, node, param, message}, each said on stderr
         self.bytes_changed: dict[str, list[str]] = {}  # node id -> keys with new bytes
-        self.still_running = StillRunning(reporter)  # BARCA_PROGRESS_SECS checked: before a row
+        # BARCA_PROGRESS_SECS is checked before the run's row, and only where steps can run
+        # (not `barca status`, which observes no sensor)
+        self.still_running = StillRunning(reporter) if request.observe_sensors else None
 
     def go(self) -> RunResult:
         started = time.perf_counter()
@@ -350,7 +352,8 @@ class _Run:
                 self.reporter.step_finished(event, done, max(total, done))
                 for message in event.sink_errors:
                     self._sink_failed(event.step_id, message)
-            self.still_running.check(self.executor)
+            if self.still_running is not None:
+                self.still_running.check(self.executor)
             if self.leases.poll_in() == 0:
                 completed |= self._take(self.leases.poll())
             if completed and advance:
