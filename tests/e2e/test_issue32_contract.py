@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import sqlite3
 import threading
 from pathlib import Path
 
@@ -165,6 +166,29 @@ def test_history_runs_say_their_job_attempts_and_trigger(project: Path) -> None:
         assert run["steps_total"] is not None
     picked = barca(project, "history", "--fields", "run_id,job,triggered_by").expect(0).json
     assert set(picked["runs"][0]) == {"run_id", "job", "triggered_by"}
+
+
+def test_a_schema_8_database_is_upgraded_and_keeps_its_runs(project: Path) -> None:
+    """Schema 9 added runs.job, runs.schedule_id, runs.scheduled_at and
+    materializations.cpu_seconds: a database without them gets them, null for older rows."""
+    write(project, {"chain.py": CHAIN})
+    old_run = barca(project, "get", "mid", "chain.py").expect(0).json["run_id"]
+    conn = sqlite3.connect(project / ".barca" / "metadata.db")
+    for table, column in (("runs", "job"), ("runs", "schedule_id"), ("runs", "scheduled_at"),
+                          ("materializations", "cpu_seconds")):
+        conn.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
+    conn.execute("PRAGMA user_version = 8")
+    conn.commit()
+    conn.close()
+    new_run = barca(project, "get", "other", "chain.py").expect(0).json["run_id"]
+    runs = {r["run_id"]: r for r in barca(project, "history").expect(0).json["runs"]}
+    assert runs[old_run]["job"] is None and runs[old_run]["steps_executed"] == 2
+    assert runs[new_run]["job"] == "chain.py:other"
+    recent = barca(project, "stats", "mid", "chain.py").expect(0).json["recent_runs"]
+    assert recent[0]["cpu_seconds"] is None
+    conn = sqlite3.connect(project / ".barca" / "metadata.db")
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 9
+    conn.close()
 
 
 SCHEDULED = """
