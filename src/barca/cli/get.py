@@ -430,7 +430,9 @@ def _say_skipped_tasks(result: RunResult, paths: list[str], env_name: str | None
         return
     names = [graph.nodes[n].name for n in tasks]
     shown = ", ".join(names[:10]) + (f", +{len(names) - 10} more" if len(names) > 10 else "")
-    words = ["barca", "run", names[0], *paths, *(["--env", env_name] if env_name else [])]
+    same_name = sum(d.name == names[0] for d in graph.nodes.values())
+    first = names[0] if same_name == 1 else tasks[0]  # a name in two files: its full id
+    words = ["barca", "run", first, *paths, *(["--env", env_name] if env_name else [])]
     command = " ".join(words)
     count = render.plural(len(tasks), "task")
     if len(tasks) == len(graph.nodes):
