@@ -11,7 +11,7 @@ from typing import Any, Literal, NotRequired, TypedDict
 
 
 class PlanStream(TypedDict):
-    stream_id: int
+    stream_id: str  # "<phase>.<stream>"
     steps: list[str]
 
 
@@ -26,6 +26,7 @@ class Plan(TypedDict):
     plan_version: int
     total_steps: int
     pool_size: int
+    pool_source: str  # BARCA_POOL_SIZE, cores, or the capacity setting that caps it
     capacity: int
     capacity_source: str
     weights: dict[str, int]
@@ -43,13 +44,18 @@ class RunInfo(TypedDict):
     command: str
     files: list[str]
     target: str | None
+    job: str | None  # the resolved targets: sorted node ids, or "all"
     status: RunStatus
     steps_total: int | None
     steps_executed: int | None
     steps_cached: int | None
+    attempts: int  # 1; 0 for a run a server queued and closed before it started
     started_at: str | None  # UTC, `YYYY-MM-DD HH:MM:SS`
     finished_at: str | None
     elapsed_seconds: float | None
+    triggered_by: str | None  # cli, python, api, schedule, catch_up
+    scheduled_at: str | None  # the tick of a scheduled run, RFC 3339 UTC
+    schedule_id: str | None  # the job ids of a scheduled run
     failed_node: str | None
     error: str | None
     failure: dict[str, str | None] | None  # {node, error}
@@ -73,6 +79,7 @@ class StepInfo(TypedDict):
     status: Literal["success", "failed"]
     attempts: int | None
     elapsed_seconds: float | None
+    cpu_seconds: float | None
     max_rss_bytes: int | None
     run_hash: str
     artifact_path: str | None
@@ -119,6 +126,7 @@ class RecentRun(TypedDict):
     created_at: str | None
     error_message: str | None
     attempts: int | None
+    cpu_seconds: float | None
     max_rss_bytes: int | None
 
 

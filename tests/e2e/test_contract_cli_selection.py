@@ -46,7 +46,8 @@ def test_status_shows_last_materialization_shape_and_env(project: Path) -> None:
     assert last["format"] == "json" and last["size_bytes"] > 0
     assert last["run_hash"] == orders["cache"]["run_hash"]
     assert (project / last["artifact"]).exists()
-    assert orders["shape"] == {"type": "list", "rows": 2, "columns": ["id", "amount"]}
+    assert orders["shape"] == {"type": "list", "rows": 2, "columns": [
+        {"name": "id", "type": "int"}, {"name": "amount", "type": "float"}]}
     assert nodes["summary"]["shape"] == {"type": "dict", "keys": ["n"], "key_count": 1}
     assert orders["env"] == ["REGION"] and nodes["summary"]["env"] == []
     assert nodes["watch"]["last_materialization"] is None and nodes["watch"]["shape"] is None
@@ -70,8 +71,10 @@ def test_status_state_problems_limit_and_fields(project: Path) -> None:
     assert len(body["nodes"]) == 2 and body["total"] == 4 and body["truncated"] is True
     assert body["hint"] == "pass --limit N for more, or --all for all 4 nodes"
     assert all(set(n) == {"id", "cache"} for n in body["nodes"])
-    every = barca(project, "status", "pipeline.py", "--limit", "1", "--all").expect(0).json
+    every = barca(project, "status", "pipeline.py", "--all").expect(0).json
     assert len(every["nodes"]) == 4 and every["truncated"] is False
+    both = barca(project, "status", "pipeline.py", "--limit", "1", "--all").expect(2)
+    assert "--limit 1 and --all" in both.envelope["error"]
     human = barca(project, "status", "pipeline.py", "--limit", "1", "--pretty").expect(0)
     assert "showing 1 of 4 nodes; pass --limit N for more" in human.stderr
     bad = barca(project, "status", "pipeline.py", "--state", "fresh").expect(2)

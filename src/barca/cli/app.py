@@ -43,6 +43,7 @@ COMMANDS = {
     "doctor": ("barca.cli.doctor", "doctor_command", "Check what barca needs to run here."),
     "pool": ("barca.cli.pool", "pool_command", "List or stop this user's warm pools."),
     "serve": ("barca.cli.serve", "serve_command", "Fire schedules and answer an HTTP API."),
+    "help": ("barca.cli.help", "help_command", "The help of a command (as COMMAND --help)."),
 }
 
 

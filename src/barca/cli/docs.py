@@ -12,8 +12,10 @@ from typing import Any
 
 import click
 
-from barca.cli.output import emit, emit_json
+from barca.cli.output import emit, emit_json, parse_fields
 from barca.errors import UsageError
+
+FIELDS = ["name", "summary", "content"]
 
 HELP = """Print the manual: without TOPIC, the list of topics; with it, that page.
 
@@ -22,6 +24,7 @@ Examples:
   barca docs
   barca docs history
   barca docs contract --json
+  barca docs --fields name
 """
 
 
@@ -52,7 +55,12 @@ def summary(text: str) -> str:
 @click.option("--all", "all_topics", is_flag=True, help="Every topic, one after the other.")
 @click.option("--json", "json_flag", is_flag=True, help="JSON: {topics: [{name, summary}]} "
               "or {name, summary, content}.")
-def docs_command(topic, all_topics, json_flag) -> None:
+@click.option("--fields", metavar="A,B", help="Keep only these keys of each topic (implies "
+              "JSON): " + ", ".join(FIELDS) + "; content is given when asked for, in the "
+              "index too.")
+def docs_command(topic, all_topics, json_flag, fields) -> None:
+    chosen = parse_fields(fields, FIELDS)
+    json_flag = json_flag or chosen is not None
     pages = topics()
     if topic is not None and all_topics:
         raise UsageError("--all prints every topic and cannot be combined with a TOPIC",
@@ -61,38 +69,42 @@ def docs_command(topic, all_topics, json_flag) -> None:
         if topic not in pages:
             raise UsageError(f"unknown docs topic '{topic}'",
                              f"topics: {', '.join(pages)}")
-        _print_topic(topic, pages[topic], json_flag)
+        _print_topic(topic, pages[topic], json_flag, chosen)
         return
     if all_topics:
-        _print_all(pages, json_flag)
+        _print_all(pages, json_flag, chosen)
         return
-    _print_index(pages, json_flag)
+    _print_index(pages, json_flag, chosen)
 
 
-def _entry(name: str, text: str, content: bool) -> dict[str, Any]:
+def _entry(name: str, text: str, content: bool, fields: list[str] | None) -> dict[str, Any]:
+    """A topic as JSON: `fields` (all when None) of name, summary and, with `content` or when
+    `fields` asks for it, content."""
     out = {"name": name, "summary": summary(text)}
-    if content:
+    if content or fields is not None and "content" in fields:
         out["content"] = text
-    return out
+    return out if fields is None else {k: out[k] for k in fields if k in out}
 
 
-def _print_topic(name: str, text: str, json_flag: bool) -> None:
+def _print_topic(name: str, text: str, json_flag: bool, fields: list[str] | None) -> None:
     if json_flag:
-        emit_json(_entry(name, text, True), indent=True)
+        emit_json(_entry(name, text, True, fields), indent=True)
     else:
         emit(text)
 
 
-def _print_all(pages: dict[str, str], json_flag: bool) -> None:
+def _print_all(pages: dict[str, str], json_flag: bool, fields: list[str] | None) -> None:
     if json_flag:
-        emit_json({"topics": [_entry(n, t, True) for n, t in pages.items()]}, indent=True)
+        emit_json({"topics": [_entry(n, t, True, fields) for n, t in pages.items()]},
+                  indent=True)
     else:
         emit("\n\n".join(text.rstrip() for text in pages.values()))
 
 
-def _print_index(pages: dict[str, str], json_flag: bool) -> None:
+def _print_index(pages: dict[str, str], json_flag: bool, fields: list[str] | None) -> None:
     if json_flag:
-        emit_json({"topics": [_entry(n, t, False) for n, t in pages.items()]}, indent=True)
+        emit_json({"topics": [_entry(n, t, False, fields) for n, t in pages.items()]},
+                  indent=True)
         return
     width = max(len(n) for n in pages)
     lines = ["barca docs TOPIC prints one of these pages:", ""]

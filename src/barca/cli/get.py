@@ -26,7 +26,7 @@ SHOWN_KEYS = 20  # keys of a partitioned value a terminal shows before a count
 OUTPUTS = ("json", "pretty", "value", "path")
 STEP_FIELDS = ["id", "kind", "action", "status", "reason", "detail", "changed", "run_hash",
                "artifact", "warning", "partitions", "computed_by", "batch", "batch_execution",
-               "env"]
+               "elapsed_seconds", "attempts", "env"]
 
 
 def _run_options(fn):
@@ -65,6 +65,8 @@ def _run_options(fn):
         click.option("--run-id", hidden=True),
         click.option("--triggered-by", hidden=True, default="cli",
                      type=click.Choice(["cli", "api", "schedule", "catch_up"])),
+        click.option("--schedule-id", hidden=True),  # a scheduled tick: which schedules,
+        click.option("--scheduled-at", type=float, hidden=True),  # and when (epoch seconds)
         click.option("--shared", is_flag=True, hidden=True),  # targets of any kind: "serve"
         # a scheduled tick: nobody reads its value, and 200,000 keys' values take seconds
         click.option("--no-value", is_flag=True, hidden=True),
@@ -111,7 +113,7 @@ def run_command(**options) -> None:
 
 def _execute(command, args, refresh, no_cascade, refresh_all, dry_run, json_flag, pretty,
              output, fields, partition, batch, agent, env_name, events, run_id, triggered_by,
-             shared, no_value) -> None:
+             schedule_id, scheduled_at, shared, no_value) -> None:
     mode = _output_mode(json_flag, pretty, output, fields, dry_run)
     chosen = parse_fields(fields, STEP_FIELDS)
     command = "serve" if shared else command  # recorded so: a server's shared run
@@ -119,12 +121,17 @@ def _execute(command, args, refresh, no_cascade, refresh_all, dry_run, json_flag
     result = run(command, target, paths, refresh=refresh, refresh_all=refresh_all,
                  partition=partition, cascade=not no_cascade, dry_run=dry_run, env=env_name,
                  reporter=EventReporter() if events else CliReporter(agent), batch=batch,
-                 run_id=run_id, triggered_by=triggered_by)
+                 run_id=run_id, triggered_by=triggered_by,
+                 schedule=(schedule_id, scheduled_at) if schedule_id else None)
     skipped = [n for n in result.order if result.plans[n].unknown == "partition_selection"]
     if skipped:
         names = ", ".join(result.graph.nodes[n].name for n in skipped)
         note(f"[barca] note: --partition skips a fan-in that reads every key: {names}. "
              "Run without --partition to update it.")
+    if command == "get" and target is None:
+        _say_skipped_tasks(result, paths, env_name)
+    for line in _ignored_refresh_lines(result):
+        note(f"[barca] warning: {line}")
     if dry_run:
         _print_dry_run(command, target, result, mode, chosen)
         return
@@ -157,12 +164,19 @@ def _print_dry_run(command: str, target: str | None, result: RunResult, mode: st
                                  result.batch_plans.get(p.node_id)) for p in plans]
     for step in steps:
         _add_env(step, result)
+        warning = _ignored_refresh(result, step["id"]) if step["action"] == "cached" else None
+        if warning:
+            step["warning"] = warning
     steps = pick_fields(steps, fields)
     if mode == "value":
         emit_json(steps, indent=True)
         return
     body = {"dry_run": True, "command": command, "target": target, "steps": steps,
             "summary": render.summary_counts(plans), "warnings": list(result.warnings)}
+    if len(result.targets) > 1:  # each target's own cone; the top summary counts each once
+        body["targets"] = {name: {"summary": render.summary_counts(
+            [p for p in plans if p.node_id in result.graph.cone([node_id])])}
+            for name, node_id in zip((target or "").split(","), result.targets)}
     if result.options.partition:
         body["partition_selection"] = partition_selection(result)
     emit_json(body)
@@ -361,6 +375,10 @@ def _step_fields(result: RunResult, node_id: str) -> dict[str, Any]:
         found = result.artifact_of(node_id, "")
         if found and step["status"] == "cached":
             step["artifact"] = _rel(found, result)
+    if node_id in result.step_times:  # what it executed: summed over keys, most attempts
+        seconds, attempts = result.step_times[node_id]
+        step["elapsed_seconds"] = round(seconds, 4)
+        step["attempts"] = attempts
     if node_id in result.bytes_changed:
         step["bytes_changed"] = True
     if step["status"] == "cached":
@@ -371,7 +389,8 @@ def _step_fields(result: RunResult, node_id: str) -> dict[str, Any]:
 
 
 def _ignored_refresh(result: RunResult, node_id: str) -> str | None:
-    """With --no-cascade, a cached reader of a refreshed asset keeps its old result."""
+    """With --no-cascade, a cached reader of a refreshed asset keeps its old result: what to
+    pass to recompute it with them (the `--refresh` list with the reader added)."""
     options = result.options
     if options.cascade or not options.refresh:
         return None
@@ -379,8 +398,49 @@ def _ignored_refresh(result: RunResult, node_id: str) -> str | None:
     if not sources:
         return None
     graph = result.graph
+    names = ",".join(graph.nodes[n].name for n in
+                     [n for n in result.order if n in options.refresh] + [node_id])
     return (f"'{graph.nodes[node_id].name}' was served from cache but depends on refreshed "
-            f"'{graph.nodes[sources[0]].name}'; drop --no-cascade to recompute it")
+            f"'{graph.nodes[sources[0]].name}'; pass --refresh {names} to recompute it too, "
+            "or drop --no-cascade")
+
+
+def _ignored_refresh_lines(result: RunResult) -> list[str]:
+    """The stderr warning of each cached reader a --no-cascade refresh leaves as it was, in
+    a real run and a dry run alike (the dry run predicts what the run would say)."""
+    out = []
+    for node_id in result.order:
+        plan = result.plans[node_id]
+        if plan.unknown or plan.run or node_id in result.skipped:
+            continue
+        warning = _ignored_refresh(result, node_id)
+        if warning:
+            out.append(warning)
+    return out
+
+
+def _say_skipped_tasks(result: RunResult, paths: list[str], env_name: str | None) -> None:
+    """`barca get` without a target brings assets and sensors up to date, never tasks: name
+    the tasks it left out and the command that runs one (all of it when there was nothing
+    else to get)."""
+    graph = result.graph
+    tasks = sorted((n for n in graph.nodes if graph.nodes[n].kind == "task"),
+                   key=lambda n: (graph.nodes[n].file, graph.nodes[n].line))  # as written
+    if not tasks:
+        return
+    names = [graph.nodes[n].name for n in tasks]
+    shown = ", ".join(names[:10]) + (f", +{len(names) - 10} more" if len(names) > 10 else "")
+    same_name = sum(d.name == names[0] for d in graph.nodes.values())
+    first = names[0] if same_name == 1 else tasks[0]  # a name in two files: its full id
+    words = ["barca", "run", first, *paths, *(["--env", env_name] if env_name else [])]
+    command = " ".join(words)
+    count = render.plural(len(tasks), "task")
+    if len(tasks) == len(graph.nodes):
+        note(f"[barca] nothing to get: {' '.join(paths) or 'the project'} has only tasks "
+             f"({shown}), which barca get never runs. Run a task with: {command}")
+    else:
+        note(f"[barca] skipped {count} ({shown}): barca get computes assets and sensors. "
+             f"Run a task with: {command}")
 
 
 def _has_value(result: RunResult, node_id: str | None) -> bool:

@@ -15,7 +15,7 @@ from typing import Any
 import click
 
 from barca.cli import render
-from barca.cli.output import (choose_listing_mode, emit, emit_json, listing, note,
+from barca.cli.output import (bounded, choose_listing_mode, emit, emit_json, listing, note,
                               note_truncated, parse_fields, parse_names, pick_fields, table)
 from barca.cli.server_option import server_options
 from barca.errors import UsageError
@@ -24,9 +24,10 @@ from barca.project import Project, open_project
 from barca.store import history as store
 from barca.store.db import connect
 
-RUN_FIELDS = ["run_id", "command", "files", "target", "status", "steps_total",
-              "steps_executed", "steps_cached", "started_at", "finished_at", "elapsed_seconds",
-              "failed_node", "error", "failure"]
+RUN_FIELDS = ["run_id", "command", "files", "target", "job", "status", "steps_total",
+              "steps_executed", "steps_cached", "attempts", "started_at", "finished_at",
+              "elapsed_seconds", "triggered_by", "scheduled_at", "schedule_id", "failed_node",
+              "error", "failure"]
 DEFAULT_RUNS = 10
 RUN_STATUSES = ("running", "success", "failed", "cancelled", "interrupted")
 KEYS_PER_NODE = 10
@@ -73,13 +74,24 @@ def find_run(conn: sqlite3.Connection | None, text: str, env_name: str | None
 
 
 def run_json(run: store.RunRow) -> dict[str, Any]:
+    """A run as `history --json` lists it. `job`: its resolved targets (sorted node ids, `all`
+    without a target; null for runs recorded before barca kept it). `attempts`: how many times
+    the run was started: 1, since barca never starts a run twice under one id (one cut short
+    stays `interrupted`; running it again is a new run), 0 for a run a server had queued and
+    closed before it started. `triggered_by`: cli, python, api, schedule or catch_up (null for
+    runs recorded before barca kept it). A run a schedule started has `schedule_id` (the
+    schedules' job ids, comma-separated when several were due together) and `scheduled_at`
+    (the tick, RFC 3339 UTC); both are null for every other run."""
     failure = {"node": run.failed_node, "error": run.error} if run.failed_node else None
     return {"run_id": run.run_id, "command": run.command, "files": list(run.files),
-            "target": run.target, "status": run.status, "steps_total": run.steps_total,
-            "steps_executed": run.steps_executed, "steps_cached": run.steps_cached,
+            "target": run.target, "job": run.job, "status": run.status,
+            "steps_total": run.steps_total, "steps_executed": run.steps_executed,
+            "steps_cached": run.steps_cached, "attempts": int(run.started),
             "started_at": render.utc_time(run.started_at),
             "finished_at": render.utc_time(run.finished_at),
-            "elapsed_seconds": _round(run.elapsed_seconds), "failed_node": run.failed_node,
+            "elapsed_seconds": _round(run.elapsed_seconds), "triggered_by": run.triggered_by,
+            "scheduled_at": render.iso_time(run.scheduled_at),
+            "schedule_id": run.schedule_id, "failed_node": run.failed_node,
             "error": run.error, "failure": failure}
 
 
@@ -92,8 +104,8 @@ def _round(value: float | None) -> float | None:
 @click.argument("run_id", required=False)
 @click.option("-l", "--limit", type=click.IntRange(min=1), metavar="N",
               help="Show N runs (default 10); with RUN_ID, at most N steps.")
-@click.option("--all", "show_all", is_flag=True, help="Every run; with RUN_ID, every key of "
-              "every node in the table.")
+@click.option("--all", "show_all", is_flag=True, help="Every run (not with --limit); with "
+              "RUN_ID, every key of every node in the table.")
 @click.option("--json", "json_flag", is_flag=True, help="JSON output (default when stdout is "
               "not a terminal).")
 @click.option("--pretty", is_flag=True, help="Human output (default in a terminal).")
@@ -123,7 +135,7 @@ def history_command(run_id, limit, show_all, json_flag, pretty, fields, env_name
     if run_id is not None:
         _show_run(conn, find_run(conn, run_id, env_name), limit, show_all, mode, project.root)
         return
-    runs, total = select_runs(conn, None if show_all else (limit or DEFAULT_RUNS), wanted,
+    runs, total = select_runs(conn, bounded(limit, show_all, DEFAULT_RUNS), wanted,
                               since_ts, target_name)
     _show_runs(runs, total, chosen, mode)
 
@@ -227,7 +239,7 @@ def step_json(conn: sqlite3.Connection, step: store.StepRow) -> dict[str, Any]:
     out = {"step_id": step.step_id, "node_id": step.node_id,
            "partition_key": partition_key(step), "status": step.status,
            "attempts": step.attempts, "elapsed_seconds": _round(step.elapsed_seconds),
-           "max_rss_bytes": step.max_rss_bytes, "run_hash": step.run_hash,
+           "cpu_seconds": _round(step.cpu_seconds), "max_rss_bytes": step.max_rss_bytes, "run_hash": step.run_hash,
            "artifact_path": step.artifact_path, "artifact_format": step.format,
            "artifact_size_bytes": step.size_bytes, "error": error,
            "error_type": step.error_type, "error_message": step.error_message,
@@ -289,6 +301,12 @@ def _run_header(run: store.RunRow) -> str:
              f"Time     {render.human_seconds(run.elapsed_seconds)}",
              f"Steps    {_count(run.steps_executed)} executed, {_count(run.steps_cached)} "
              f"cached, {_count(run.steps_total)} total"]
+    if run.job:
+        lines.insert(2, f"Job      {run.job}")
+    if run.triggered_by:
+        tick = f" ({run.schedule_id} at {render.utc_time(run.scheduled_at)} UTC)" \
+            if run.schedule_id else ""
+        lines.insert(3 if run.job else 2, f"Trigger  {run.triggered_by}{tick}")
     if run.failed_node:
         lines.append(f"Failed   {run.failed_node}: {render.first_line(run.error)}")
     return printable_lines(lines)

@@ -9,8 +9,8 @@ import click
 
 from barca.cli import render
 from barca.cli.load import split_positionals
-from barca.cli.output import (choose_listing_mode, choose_mode, emit, emit_json, listing,
-                              note, note_truncated, parse_fields, pick_fields, table)
+from barca.cli.output import (bounded, choose_listing_mode, choose_mode, emit, emit_json,
+                              listing, note, note_truncated, parse_fields, pick_fields, table)
 from barca.cli.server_option import server_options
 from barca.engine.driver import capacity_warnings, open_pipeline, run, unused_warnings
 from barca.engine.local import capacity, pool_size
@@ -32,7 +32,7 @@ LIST_FIELDS = ["id", "kind", "freshness", "schedule", "inputs", "env", "partitio
 @click.option("--pretty", is_flag=True, help="Human output.")
 @click.option("-l", "--limit", type=click.IntRange(min=1), metavar="N",
               help="Show N nodes (default 100), in topological order.")
-@click.option("--all", "show_all", is_flag=True, help="Show every node.")
+@click.option("--all", "show_all", is_flag=True, help="Show every node (not with --limit).")
 @click.option("--fields", metavar="A,B", help="Keep only these keys of each node (implies "
               "JSON): " + ", ".join(LIST_FIELDS) + ".")
 def list_command(files, json_flag, pretty, limit, show_all, fields) -> None:
@@ -45,6 +45,7 @@ def list_command(files, json_flag, pretty, limit, show_all, fields) -> None:
     """
     mode = choose_listing_mode(json_flag, pretty, fields)
     chosen = parse_fields(fields, LIST_FIELDS)
+    shown = bounded(limit, show_all, DEFAULT_NODES)
     _, paths = split_positionals(files, takes_target=False)
     loaded = open_pipeline(paths)
     graph = loaded.graph
@@ -60,7 +61,7 @@ def list_command(files, json_flag, pretty, limit, show_all, fields) -> None:
             item["next_fire"] = next_fire_text(d.schedule, now)
         nodes.append(item)
     total = len(nodes)
-    nodes = nodes if show_all else nodes[:limit or DEFAULT_NODES]
+    nodes = nodes[:shown]
     if mode == "json":
         emit_json(listing({"root": str(loaded.project.root)}, "nodes",
                           pick_fields(nodes, chosen), total, "nodes"), indent=True)
@@ -97,9 +98,12 @@ STATUS_FIELDS = ["id", "name", "kind", "inputs", "partitioned", "cache", "partit
 @click.option("--env", "env_name", metavar="NAME", help="Environment to read.")
 @click.option("-l", "--limit", type=click.IntRange(min=1), metavar="N",
               help=f"Show N nodes (default {DEFAULT_NODES}).")
-@click.option("--all", "show_all", is_flag=True, help="Show every node.")
+@click.option("--all", "show_all", is_flag=True, help="Show every node (not with --limit).")
 @click.option("--fields", metavar="A,B", help="Keep only these keys of each node (implies "
               "JSON): " + ", ".join(STATUS_FIELDS) + ".")
+@click.option("--sample", type=click.IntRange(min=1), metavar="N", help="Add the first N rows "
+              "(or entries) of each stored result to its shape, read from the file (never from "
+              "a pickle).")
 @click.option("--state", "states", metavar="S[,S]", help="Only nodes in these states: "
               + ", ".join(STATES) + " (hyphens accepted).")
 @click.option("--problems", is_flag=True, help="Only nodes that need a look: last attempt "
@@ -107,8 +111,8 @@ STATUS_FIELDS = ["id", "name", "kind", "inputs", "partitioned", "cache", "partit
 @click.option("--leave-out", "leave_out", metavar="ID[,ID]", hidden=True,
               help="Leave these nodes, and what reads them, out (a server's /state, for the "
               "nodes its load left out).")
-def status_command(args, json_flag, pretty, env_name, limit, show_all, fields, states,
-                   problems, leave_out) -> None:
+def status_command(args, json_flag, pretty, env_name, limit, show_all, fields, sample,
+                   states, problems, leave_out) -> None:
     """Cache state of every node (or of TARGET's cone), and why. Runs nothing, writes nothing.
 
     Sensors are assumed to return what they returned last time. Each node also shows its
@@ -120,9 +124,11 @@ def status_command(args, json_flag, pretty, env_name, limit, show_all, fields, s
       barca status summary pipeline.py --json
       barca status --problems
       barca status --state stale,never-run --fields id,cache
+      barca status summary pipeline.py --sample 5
     """
     mode = choose_listing_mode(json_flag, pretty, fields)
     chosen = parse_fields(fields, STATUS_FIELDS)
+    count = bounded(limit, show_all, DEFAULT_NODES)
     wanted = _parse_states(states)
     target, paths = split_positionals(args, takes_target=True)
     left_out = [n for n in (leave_out or "").split(",") if n]
@@ -139,9 +145,9 @@ def status_command(args, json_flag, pretty, env_name, limit, show_all, fields, s
     if problems:
         nodes = [n for n in nodes if _is_problem(n)]
     total = len(nodes)
-    shown = nodes if show_all else nodes[:limit or DEFAULT_NODES]
+    shown = nodes[:count]
     for node in shown:  # read from the files only for what is printed
-        node["shape"] = _shape(node, result.root)
+        node["shape"] = _shape(node, result.root, sample)
     if mode == "json":
         body = {"target": target, "targets": target.split(",") if target else [],
                 "summary": summary, "root": str(result.root)}
@@ -154,8 +160,22 @@ def status_command(args, json_flag, pretty, env_name, limit, show_all, fields, s
              _last_run_cell(n["last_materialization"]), shape_text(n["shape"])]
             for n in shown]
     emit(table(["NAME", "KIND", "STATE", "WHY", "LAST RUN", "SHAPE"], rows))
+    for node in shown:
+        if node["shape"] and "sample" in node["shape"]:
+            emit(f"\n{node['id']} (first rows):\n" + _sample_text(node["shape"]["sample"]))
     emit("\n" + ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in summary.items()))
     note_truncated(len(shown), total, "nodes")
+
+
+def _sample_text(sample: Any) -> str:
+    """A sample as indented JSON lines, each line escaped (barca.printable)."""
+    import orjson
+
+    from barca.printable import printable_lines
+
+    text = orjson.dumps(sample, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS,
+                        default=str).decode()
+    return printable_lines(["  " + line for line in text.splitlines()])
 
 
 def _parse_states(text: str | None) -> set[str] | None:
@@ -207,8 +227,9 @@ def _materialization(row) -> dict[str, Any] | None:
     return out
 
 
-def _shape(node: dict[str, Any], root) -> dict[str, Any] | None:
-    """The shape of the node's current result when it is one file (cached, unpartitioned)."""
+def _shape(node: dict[str, Any], root, sample: int | None = None) -> dict[str, Any] | None:
+    """The shape of the node's current result when it is one file (cached, unpartitioned),
+    with its first `sample` rows when asked."""
     cache = node["cache"]
     artifact = cache.get("artifact")
     if node["partitioned"] or not artifact:
@@ -216,7 +237,7 @@ def _shape(node: dict[str, Any], root) -> dict[str, Any] | None:
     path = root / artifact
     if not path.exists():
         return {"note": "result file missing"}
-    return artifact_shape(path, cache.get("format"))
+    return artifact_shape(path, cache.get("format"), sample)
 
 
 def _last_run_cell(last: dict[str, Any] | None) -> str:
@@ -333,12 +354,26 @@ def plan_json(paths: Sequence[str]) -> dict[str, Any]:
         ids = [n for n in graph.order if depth[n] == level]
         phases.append({"reason": {"type": "initial"} if level == 0 else
                        {"type": "fan_in", "node_id": ids[0]},
-                       "streams": [{"stream_id": i, "steps": [n]} for i, n in enumerate(ids)]})
+                       "streams": [{"stream_id": f"{level}.{i}", "steps": [n]}
+                                   for i, n in enumerate(ids)]})
     weights = {n: graph.nodes[n].weight for n in graph.order if graph.nodes[n].weight > 1}
     warnings = sorted([*unused_warnings(graph, graph.order),
                        *capacity_warnings(graph, graph.order, units, source)],
                       key=lambda w: (w["node"], w["param"] or "", w["kind"]))
+    workers, workers_source = _pool(units, source)
     return {"plan_version": 1, "total_steps": len(graph.order),
-            "pool_size": min(pool_size(), units), "capacity": units,
+            "pool_size": workers, "pool_source": workers_source, "capacity": units,
             "capacity_source": source, "weights": weights, "phases": phases,
             "warnings": warnings}
+
+
+def _pool(units: int, capacity_source: str) -> tuple[int, str]:
+    """The workers a run starts at most, and what set that number: `BARCA_POOL_SIZE`, the
+    machine's `cores`, or the capacity setting that caps it (`BARCA_CAPACITY`, `[run]
+    capacity`)."""
+    import os
+
+    size = pool_size()
+    if units < size:
+        return units, capacity_source
+    return size, "BARCA_POOL_SIZE" if os.environ.get("BARCA_POOL_SIZE") else "cores"

@@ -163,6 +163,15 @@ def parse_names(text: str | None, valid: Sequence[str], flag: str, what: str,
     return names
 
 
+def bounded(limit: int | None, show_all: bool, default: int) -> int | None:
+    """How many items a listing shows: `--limit N`, every one with `--all` (None), else
+    `default`. Both flags together contradict each other: exit 2, as the published barca."""
+    if limit is not None and show_all:
+        raise UsageError(f"--limit {limit} and --all contradict each other",
+                         "pass --limit N for the first N, or --all for every one")
+    return None if show_all else (limit or default)
+
+
 def pick_fields(items: list[dict[str, Any]], fields: list[str] | None) -> list[dict[str, Any]]:
     """Keep only the chosen keys of each item (valid keys absent from an item are omitted)."""
     if fields is None:

@@ -76,6 +76,10 @@ class CliReporter(Reporter):
         self._say("steps_waiting", f"[barca] waiting for run {run_id} (pid {pid}), which is "
                   f"computing {what}", node_id=node_id, keys=keys, run_id=run_id)
 
+    def still_running(self, step_id: str, seconds: float) -> None:
+        self._say("still_running", f"[barca] still running ({int(seconds)}s): {step_id}",
+                  step_id=step_id, elapsed_seconds=round(seconds, 3))
+
     def step_output(self, step_id: str, stream: str, text: str) -> None:
         self._say("log", f"[{step_id}] {text}", step_id=step_id, stream=stream, text=text)
 

@@ -17,7 +17,8 @@ from typing import Any
 
 import click
 
-from barca.cli.output import choose_mode, emit, emit_json, listing, note, note_truncated, table
+from barca.cli.output import (bounded, choose_mode, emit, emit_json, listing, note,
+                              note_truncated, table)
 from barca.engine.driver import open_pipeline
 from barca.store.db import connect
 from barca.store.history import latest_results
@@ -43,9 +44,9 @@ Examples:
 @click.command("sql", help=HELP)
 @click.argument("query")
 @click.argument("files", nargs=-1)
-@click.option("-l", "--limit", type=click.IntRange(min=1), default=DEFAULT_ROWS,
-              show_default=True, metavar="N", help="Print at most N rows.")
-@click.option("--all", "all_rows", is_flag=True, help="Print every row.")
+@click.option("-l", "--limit", type=click.IntRange(min=1), metavar="N",
+              help=f"Print at most N rows (default {DEFAULT_ROWS}).")
+@click.option("--all", "all_rows", is_flag=True, help="Print every row (not with --limit).")
 @click.option("--json", "json_flag", is_flag=True, help="JSON output (default when stdout is "
               "not a terminal).")
 @click.option("--pretty", is_flag=True, help="Human output (default in a terminal).")
@@ -53,6 +54,7 @@ Examples:
               "(or set BARCA_ENV).")
 def sql_command(query, files, limit, all_rows, json_flag, pretty, env_name) -> None:
     mode = choose_mode(json_flag, pretty)
+    rows_shown = bounded(limit, all_rows, DEFAULT_ROWS)
     loaded = open_pipeline(list(files), env_name)
     conn = connect(loaded.project.db_path, create=False)
     states = latest_results(conn, loaded.graph.order)
@@ -61,7 +63,7 @@ def sql_command(query, files, limit, all_rows, json_flag, pretty, env_name) -> N
     for warning in warnings:
         note(warning)
     hint = _get_hint(list(files), env_name)
-    columns, rows, total = run_query(query, found, None if all_rows else limit, hint,
+    columns, rows, total = run_query(query, found, rows_shown, hint,
                                      loaded.project.artifacts_dir)
     if mode == "json":
         emit_json(listing({"columns": columns}, "rows", rows, total, "rows"), indent=True,

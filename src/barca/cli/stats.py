@@ -25,7 +25,7 @@ from barca.store import history as store
 from barca.store.db import connect
 
 RECENT_FIELDS = ["run_id", "partition_key", "elapsed_seconds", "status", "created_at",
-                 "error_message", "attempts", "max_rss_bytes"]
+                 "error_message", "attempts", "cpu_seconds", "max_rss_bytes"]
 
 HELP = """Runs, median / p95 / max time, failures and repeated work of one node.
 
@@ -95,11 +95,15 @@ def stats_json(stats: store.NodeStats, kind: str) -> dict[str, Any]:
 
 
 def _recent(step: store.StepRow) -> dict[str, Any]:
+    """An execution; `cpu_seconds` is the worker's CPU time over its attempts, null for
+    executions recorded before barca kept it, a key of a batch call (the call's CPU is not
+    split among its keys) and a step whose worker died."""
     return {"run_id": step.run_id, "partition_key": partition_key(step),
             "elapsed_seconds": _r(step.elapsed_seconds), "status": step.status,
             "created_at": render.utc_time(step.created_at),
             "error_message": step.error_message if step.status == "failed" else None,
-            "attempts": step.attempts, "max_rss_bytes": step.max_rss_bytes}
+            "attempts": step.attempts, "cpu_seconds": _r(step.cpu_seconds),
+            "max_rss_bytes": step.max_rss_bytes}
 
 
 def _r(value: float | None) -> float | None:

@@ -39,6 +39,7 @@ from barca.engine.result import RunResult
 from barca.engine.run_state import RunState
 from barca.engine.step_leases import Claim, StepLeases, Steps
 from barca.engine.step_specs import blocked_keys, call_spec, step_spec
+from barca.engine.still_running import StillRunning
 from barca.errors import Cancelled, UsageError
 from barca.graph import Graph
 from barca.plan.planner import refreshed_nodes
@@ -53,10 +54,13 @@ TABLE_FORMATS = ("parquet", "csv")  # a forced one falls back to pickle for othe
 
 def execute(project: Project, graph: Graph, request: RunRequest, reporter: Reporter,
             new_executor: NewExecutor, run_id: str | None = None,
-            triggered_by: str = "cli", warnings: Sequence[dict] = ()) -> RunResult:
+            triggered_by: str = "cli", warnings: Sequence[dict] = (),
+            schedule: tuple[str, float] | None = None) -> RunResult:
     """Run a checked request; `new_executor` is called when a step first must run.
-    `warnings`: said already (the caller's), kept in the result with the run's own."""
+    `warnings`: said already (the caller's), kept in the result with the run's own;
+    `schedule`: (schedule id, tick time) of a run a schedule started, recorded with it."""
     run = _Run(project, graph, request, reporter, new_executor, run_id, triggered_by)
+    run.schedule = schedule
     run.warnings.extend(warnings)
     return run.go()
 
@@ -70,6 +74,7 @@ class _Run:
         self.reporter, self.new_executor = reporter, new_executor
         self.run_id = run_id or os.urandom(6).hex()
         self.triggered_by = triggered_by
+        self.schedule: tuple[str, float] | None = None
         self.executor: Executor | None = None  # made on first need
         self.conn: Any = None
         self.recorded = False  # its row is written: it ends recorded
@@ -83,6 +88,9 @@ class _Run:
         self.source_columns = SourceColumns()
         self.warnings: list[dict] = []  # {kind, node, param, message}, each said on stderr
         self.bytes_changed: dict[str, list[str]] = {}  # node id -> keys with new bytes
+        # BARCA_PROGRESS_SECS is checked before the run's row, and only where steps can run
+        # (not `barca status`, which observes no sensor)
+        self.still_running = StillRunning(reporter) if request.observe_sensors else None
 
     def go(self) -> RunResult:
         started = time.perf_counter()
@@ -126,7 +134,8 @@ class _Run:
         try:  # from its first row on, a run ends recorded, interrupted or not
             if not req.dry_run:  # refused (exit 2, nothing written) if the id is taken
                 metadata.start_run(self.conn, self.run_id, req.command, req.files,
-                                   req.target_text, self.triggered_by)
+                                   req.target_text, self.triggered_by,
+                                   ",".join(sorted(req.targets)) or "all", self.schedule)
                 self.recorded = True
             # after the row: a server answers a run accepted once it is recorded (or queued)
             self.reporter.run_accepted()
@@ -343,6 +352,8 @@ class _Run:
                 self.reporter.step_finished(event, done, max(total, done))
                 for message in event.sink_errors:
                     self._sink_failed(event.step_id, message)
+            if self.still_running is not None:
+                self.still_running.check(self.executor)
             if self.leases.poll_in() == 0:
                 completed |= self._take(self.leases.poll())
             if completed and advance:
@@ -385,6 +396,9 @@ class _Run:
         if not self.request.dry_run:
             self.unrecorded.append(outcome)
         node_id = outcome.node_id
+        spent = run.step_times.get(node_id, (0.0, 0))
+        run.step_times[node_id] = (spent[0] + outcome.elapsed_seconds,
+                                   max(spent[1], outcome.attempts))
         if outcome.status == "success":
             run.results.setdefault(node_id, {})[outcome.key] = ran_entry(outcome.index,
                                                                          outcome.format)
@@ -551,7 +565,7 @@ class _Run:
                          self.project.artifacts_dir, self.project.root, run.served,
                          self.batches.execution, self.metadata_seconds,
                          self.batches.planned, self.warnings,
-                         bytes_changed=self.bytes_changed)
+                         bytes_changed=self.bytes_changed, step_times=run.step_times)
 
 
 def _raise_interrupt(signum: int, frame: Any) -> None:

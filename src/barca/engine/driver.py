@@ -145,14 +145,15 @@ def run(command: str, target_text: str | None, paths: Sequence[str] = (), *,
         include_tasks: bool = False, reporter: Reporter | None = None,
         pipeline: Pipeline | None = None, new_executor: NewExecutor | None = None,
         cwd: Path | None = None, batch: Any = None, run_id: str | None = None,
-        triggered_by: str = "cli") -> RunResult:
+        triggered_by: str = "cli", schedule: tuple[str, float] | None = None) -> RunResult:
     """Run `command` ("get" or "run") on `target_text` (None: every asset and sensor).
 
     `batch` overrides the grouping of batched nodes: "all", 20, "none", {"scored": 20} or
     ["scored=20"] (as `--batch`). `run_id` names the run (default: a new random id; a server
     picks it so that it can answer before the run starts; an id already recorded is refused,
     exit 2); `triggered_by` is recorded with it ("cli", "python", "api", "schedule",
-    "catch_up"). `new_executor` builds the executor when a step first must run (default:
+    "catch_up"), and `schedule`: (schedule id, tick time) of a run a schedule started.
+    `new_executor` builds the executor when a step first must run (default:
     local worker processes, see `engine.local`); a fully cached run never calls it.
     """
     pipeline = pipeline or open_pipeline(paths, env, write_cache=not dry_run, cwd=cwd)
@@ -174,7 +175,8 @@ def run(command: str, target_text: str | None, paths: Sequence[str] = (), *,
     for warning in warnings:
         reporter.warning(warning["message"])
     result = execute(pipeline.project, pipeline.graph, request, reporter, new_executor,
-                     run_id=run_id, triggered_by=triggered_by, warnings=warnings)
+                     run_id=run_id, triggered_by=triggered_by, warnings=warnings,
+                     schedule=schedule)
     limit = pipeline.project.settings.cache_max_size
     if limit is not None and not dry_run:
         from barca.store.gc import trim

@@ -36,6 +36,10 @@ class Reporter:
         """Another run (`run_id`, process `pid`) is computing the node, or `keys` of its keys
         when partitioned: this run waits for it and then serves them from cache."""
 
+    def still_running(self, step_id: str, seconds: float) -> None:
+        """A step (a key, or a batch call) has been running for `seconds`: said every
+        BARCA_PROGRESS_SECS it runs (engine.still_running)."""
+
     def step_output(self, step_id: str, stream: str, text: str) -> None:
         """A line a step printed."""
 

@@ -27,6 +27,10 @@ class Executor(Protocol):
     def close(self, cancel: bool = False) -> None:
         """Release what the executor holds; with cancel, abandon steps still running."""
 
+    def running(self) -> list[tuple[str, float]]:
+        """(step id, seconds since it started) of each step running now, for the `still
+        running` lines (engine.still_running). Optional: an executor without it says none."""
+
     def prestart(self) -> None:
         """A hint that steps are coming: get ready (import the pipeline) while the caller
         plans. May do nothing."""

@@ -51,6 +51,10 @@ class InProcessExecutor:
         sys.path[:] = self.path_before
         import_paths.for_root(str(self.root)).forget()
 
+    def running(self) -> list[tuple[str, float]]:
+        """None: each step runs inside `events`, so none is running between two calls."""
+        return []
+
     def prestart(self) -> None:
         """Nothing to start."""
 

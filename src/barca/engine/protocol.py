@@ -117,6 +117,9 @@ class StepOutcome(NamedTuple):
     worker_exit: str | None = None  # how the worker process ended, when it died in the step
     batch: str | None = None  # the call's id, for a key run in a batch call
     sink_errors: tuple[str, ...] = ()  # each @sink that could not be written (store.sinks)
+    # the worker's CPU time (user + system) over the step's attempts; None for a key of a
+    # batch call (the call's CPU is not split among its keys) and a step whose worker died
+    cpu_seconds: float | None = None
 
 
 class CallFinished(NamedTuple):

@@ -90,6 +90,8 @@ class RunResult:
     cache: dict[str, int] | None = None
     cache_warnings: list[str] = field(default_factory=list)
     bytes_changed: dict[str, list[str]] = field(default_factory=dict)  # engine.byte_checks
+    # node id -> (seconds its executed keys took, summed; the most attempts a key took)
+    step_times: dict[str, tuple[float, int]] = field(default_factory=dict)
 
     def artifact_of(self, node_id: str, key: str) -> tuple[Path, str] | None:
         """Where a key's current result lives (run here, or cached), with its format."""

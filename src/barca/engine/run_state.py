@@ -31,6 +31,8 @@ class RunState:
     failed_keys node id -> keys that failed or were skipped in this run (their readers skip them)
     skipped_keys node id -> keys skipped because an input failed
     failures    the StepOutcome of each failed key
+    step_times  node id -> (seconds its executed keys took, summed over attempts and keys; the
+                most attempts a key took)
     served      node id -> run id -> keys another run computed while this one waited (or
                 between loading and claiming them), served from its results
     rewrite     nodes whose snapshot must be written even if no key ran (history hits, digests
@@ -56,6 +58,7 @@ class RunState:
     failed_keys: dict[str, list[str]] = field(default_factory=dict)
     skipped_keys: dict[str, list[str]] = field(default_factory=dict)
     failures: list[StepOutcome] = field(default_factory=list)
+    step_times: dict[str, tuple[float, int]] = field(default_factory=dict)
     served: dict[str, dict[str, int]] = field(default_factory=dict)
     executed: int = 0
     rewrite: set[str] = field(default_factory=set)

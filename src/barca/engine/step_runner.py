@@ -101,6 +101,7 @@ class StepRunner:
         saved = sys.stdout, sys.stderr
         sys.stdout, sys.stderr = streams
         started = time.perf_counter()
+        cpu_began = time.process_time()  # this process's CPU: the step's, as it runs alone here
         attempt = 0
         try:
             while True:
@@ -108,17 +109,18 @@ class StepRunner:
                 if attempt > 1:  # whoever delivered the step restarts its timeout
                     emit(StepStarted(step.step_id, attempt))
                 try:
-                    return self._attempt(step, attempt, started)
+                    outcome = self._attempt(step, attempt, started)
                 except BaseException as exc:  # the user's step failed: report it as data,
                     if isinstance(exc, RunInterrupted):  # its own KeyboardInterrupt too
                         raise
                     if attempt < step.retries and isinstance(exc, Exception):  # not an exit
                         time.sleep(step.retry_backoff * attempt)
                         continue
-                    return _failure(step, attempt, started, exc)
+                    outcome = _failure(step, attempt, started, exc)
                 finally:
                     for stream in streams:
                         stream.flush()
+                return outcome._replace(cpu_seconds=time.process_time() - cpu_began)
         finally:
             sys.stdout, sys.stderr = saved
 

@@ -126,11 +126,12 @@ SCHEMAS = {
                            "env": STRS}}}},
         ["target", "targets", "summary", "root", "nodes", "total", "truncated"]),
     "HistoryRun": _object({
-        "run_id": STR, "command": STR, "files": STRS, "target": NULL_STR, "status": STR,
-        "steps_total": NULL_INT, "steps_executed": NULL_INT, "steps_cached": NULL_INT,
-        "started_at": NULL_STR, "finished_at": NULL_STR, "elapsed_seconds": NULL_NUM,
-        "failed_node": NULL_STR, "error": NULL_STR,
-        "failure": {"type": ["object", "null"]}}),
+        "run_id": STR, "command": STR, "files": STRS, "target": NULL_STR, "job": NULL_STR,
+        "status": STR, "steps_total": NULL_INT, "steps_executed": NULL_INT,
+        "steps_cached": NULL_INT, "attempts": INT, "started_at": NULL_STR,
+        "finished_at": NULL_STR, "elapsed_seconds": NULL_NUM, "triggered_by": NULL_STR,
+        "scheduled_at": NULL_STR, "schedule_id": NULL_STR, "failed_node": NULL_STR,
+        "error": NULL_STR, "failure": {"type": ["object", "null"]}}),
     "History": _object({"runs": {"type": "array", "items": _ref("HistoryRun")},
                         "total": INT, "truncated": BOOL, "hint": STR},
                        ["runs", "total", "truncated"]),
@@ -148,7 +149,7 @@ SCHEMAS = {
         "recent_runs": {"type": "array", "items": _object({
             "run_id": STR, "partition_key": NULL_STR, "elapsed_seconds": NULL_NUM,
             "status": STR, "created_at": STR, "error_message": NULL_STR,
-            "attempts": NULL_INT, "max_rss_bytes": NULL_INT})}}),
+            "attempts": NULL_INT, "cpu_seconds": NULL_NUM, "max_rss_bytes": NULL_INT})}}),
 }
 
 

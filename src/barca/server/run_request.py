@@ -31,6 +31,10 @@ class RunRequest:
     partition: tuple[str, ...] = ()
     output: str = "json"  # what the CLI prints on stdout: json, or pretty (a remote terminal)
     value: bool = True  # False (a scheduled tick): the JSON leaves the target's value out
+    # a scheduled tick (set by the scheduler only, never from a client's JSON): the job ids
+    # due, comma-separated, and the tick's time, recorded with the run
+    schedule_id: str | None = None
+    scheduled_at: float | None = None
 
     def argv(self, files: Sequence[str], run_id: str, triggered_by: str,
              env: str | None) -> list[str]:
@@ -48,6 +52,8 @@ class RunRequest:
         argv += ["--refresh-all"] * self.refresh_all + ["--no-cascade"] * (not self.cascade)
         argv += ["--dry-run"] * self.dry_run + ["--shared"] * (self.command == "serve")
         argv += ["--no-value"] * (not self.value)
+        if self.schedule_id is not None and self.scheduled_at is not None:
+            argv += [f"--schedule-id={self.schedule_id}", f"--scheduled-at={self.scheduled_at!r}"]
         argv += [f"--batch={text}" for text in self.batch]
         argv += [f"--partition={text}" for text in self.partition]
         return argv + ([f"--env={env}"] if env else [])

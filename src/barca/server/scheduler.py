@@ -208,8 +208,9 @@ class Scheduler:
         command = commands.pop() if len(commands) == 1 else "serve"
         names = ", ".join(j.id for j in group)
         try:
-            run = await self.runs.start(RunRequest(command, targets, batch=batch, value=False),
-                                        why)
+            run = await self.runs.start(RunRequest(command, targets, batch=batch, value=False,
+                                                   schedule_id=",".join(j.id for j in group),
+                                                   scheduled_at=at), why)
         except (Busy, OSError, BarcaError) as exc:
             note(f"[barca] scheduled run {names} not started: {exc}")
             return []

@@ -17,7 +17,7 @@ from typing import Iterator
 from barca.errors import InfraError
 from barca.store.relayout import move_key_directories
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 # versions this barca upgrades in place: 1 kept each node's snapshot in one row; its snapshots
 # are dropped and rebuilt from the materializations by the next run that reads the node.
 # 2 had no key_source_chunk table; it is added (empty: the next tick sends whole columns).
@@ -32,14 +32,21 @@ SCHEMA_VERSION = 8
 # index is rebuilt by (node, key, run hash), where keys in order append (20 us a row).
 # 7 had no run_queue table (`barca serve` kept the runs waiting for a slot in memory only); it
 # is added, empty.
-UPGRADABLE = (1, 2, 3, 4, 5, 6, 7)
+# 8 had no runs.job (the resolved targets), runs.schedule_id and runs.scheduled_at (the
+# schedule and tick that started a scheduled run), nor materializations.cpu_seconds (a step's
+# CPU time); they are added, null for the rows before.
+UPGRADABLE = (1, 2, 3, 4, 5, 6, 7, 8)
+_ADDED_COLUMNS = {"materializations": (("worker_exit", "TEXT"), ("cpu_seconds", "REAL")),
+                  "runs": (("triggered_by", "TEXT"), ("job", "TEXT"), ("schedule_id", "TEXT"),
+                           ("scheduled_at", "REAL"))}
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
     run_id TEXT PRIMARY KEY, command TEXT NOT NULL, files TEXT NOT NULL, target TEXT,
     status TEXT NOT NULL, steps_total INTEGER, steps_executed INTEGER, steps_cached INTEGER,
     started_at REAL NOT NULL, finished_at REAL, elapsed_seconds REAL,
-    pid INTEGER, host TEXT, proc_start TEXT, failed_node TEXT, error TEXT, triggered_by TEXT
+    pid INTEGER, host TEXT, proc_start TEXT, failed_node TEXT, error TEXT, triggered_by TEXT,
+    job TEXT, schedule_id TEXT, scheduled_at REAL
 );
 CREATE TABLE IF NOT EXISTS materializations (
     id INTEGER PRIMARY KEY, run_id TEXT NOT NULL, node_id TEXT NOT NULL, key TEXT NOT NULL,
@@ -48,7 +55,7 @@ CREATE TABLE IF NOT EXISTS materializations (
     artifact_path TEXT, format TEXT, size_bytes INTEGER, output_hash TEXT,
     elapsed_seconds REAL, attempts INTEGER, error_type TEXT, error_message TEXT,
     error_traceback TEXT, max_rss_bytes INTEGER, created_at REAL NOT NULL, batch TEXT,
-    worker_exit TEXT
+    worker_exit TEXT, cpu_seconds REAL
 );
 DROP INDEX IF EXISTS mat_by_hash;
 CREATE INDEX IF NOT EXISTS mat_by_key ON materializations (node_id, key, run_hash);
@@ -103,12 +110,11 @@ def _create_schema(conn: sqlite3.Connection, path: Path) -> None:
                              f"{SCHEMA_VERSION}", "use the barca version that wrote it")
         if version == 1:
             conn.execute("DROP TABLE node_state")
-        columns = {row[1] for row in conn.execute("PRAGMA table_info(materializations)")}
-        if columns and "worker_exit" not in columns:
-            conn.execute("ALTER TABLE materializations ADD COLUMN worker_exit TEXT")
-        columns = {row[1] for row in conn.execute("PRAGMA table_info(runs)")}
-        if columns and "triggered_by" not in columns:
-            conn.execute("ALTER TABLE runs ADD COLUMN triggered_by TEXT")
+        for table, added in _ADDED_COLUMNS.items():
+            columns = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+            for name, kind in added:
+                if columns and name not in columns:
+                    conn.execute(f"ALTER TABLE {table} ADD COLUMN {name} {kind}")
         if version and version < 5:
             move_key_directories(conn, path)
         if version != SCHEMA_VERSION:

@@ -23,10 +23,11 @@ from barca.store.owners import owner_gone
 
 _RUN_COLUMNS = ("run_id, command, files, target, status, steps_total, steps_executed, "
                 "steps_cached, started_at, finished_at, elapsed_seconds, pid, host, proc_start, "
-                "failed_node, error, triggered_by")
+                "failed_node, error, triggered_by, job, schedule_id, scheduled_at")
 _STEP_COLUMNS = ("id, run_id, step_id, node_id, key, status, attempts, elapsed_seconds, "
                  "max_rss_bytes, run_hash, artifact_path, format, size_bytes, error_type, "
-                 "error_message, error_traceback, batch, created_at, worker_exit")
+                 "error_message, error_traceback, batch, created_at, worker_exit, cpu_seconds")
+_STEP_WIDTH = 20  # StepRow's fields: the columns above
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +46,10 @@ class RunRow:
     failed_node: str | None
     error: str | None
     triggered_by: str | None  # cli, python, api, schedule, catch_up; None before schema 6
+    job: str | None  # the resolved targets, sorted ids or `all`; None before schema 9
+    schedule_id: str | None  # the schedules (job ids) that started it; None unless scheduled
+    scheduled_at: float | None  # the tick that started it
+    started: bool  # its process started it (a queued run closed unstarted did not)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +75,7 @@ class StepRow:
     batch: str | None
     created_at: float
     worker_exit: str | None  # how the worker died during the step ("SIGSEGV", "code 3")
+    cpu_seconds: float | None  # the worker's CPU time; None before schema 9 and for batch keys
 
     @property
     def call_step_id(self) -> str:
@@ -223,7 +229,8 @@ def newest_run(conn: sqlite3.Connection) -> RunRow | None:
 
 def _run_row(conn: sqlite3.Connection, row: tuple) -> RunRow:
     (run_id, command, files, target, status, total, executed, cached, started, finished,
-     elapsed, pid, host, start, failed_node, error, triggered_by) = row
+     elapsed, pid, host, start, failed_node, error, triggered_by, job, schedule_id,
+     scheduled_at) = row
     if status == "running" and owner_gone(pid, host, start):
         status = "interrupted"
     if executed is None:  # still running, or never finished: count what it recorded
@@ -231,7 +238,7 @@ def _run_row(conn: sqlite3.Connection, row: tuple) -> RunRow:
                                 (run_id,)).fetchone()[0]
     return RunRow(run_id, command, tuple(orjson.loads(files or "[]")), target, status, total,
                   executed, cached, started, finished, elapsed, failed_node, error,
-                  triggered_by)
+                  triggered_by, job, schedule_id, scheduled_at, pid is not None)
 
 
 # -- steps ----------------------------------------------------------------------------------
@@ -265,7 +272,7 @@ def run_steps(conn: sqlite3.Connection, run_id: str, *, per_node: int | None = N
         params.append(limit)
     rows = conn.execute(f"SELECT * FROM ({sql}) ORDER BY node_first, call_first, rank_in_node",
                         params).fetchall()
-    return [StepRow(*row[:19]) for row in rows]
+    return [StepRow(*row[:_STEP_WIDTH]) for row in rows]
 
 
 def step_sample(conn: sqlite3.Connection, run_id: str, node_ids: Sequence[str],

@@ -164,7 +164,8 @@ def record(conn: sqlite3.Connection, run_id: str, outcomes: Sequence[Any],
         rows.append((run_id, o.node_id, o.key, o.step_id, o.run_hash, plan.context,
                      orjson.dumps(sig), o.status, o.artifact_path, o.format,
                      o.size_bytes, o.output_hash, o.elapsed_seconds, o.attempts, o.error_type,
-                     o.error_message, o.traceback, o.max_rss_bytes, o.worker_exit, o.batch, now))
+                     o.error_message, o.traceback, o.max_rss_bytes, o.worker_exit, o.batch, now,
+                     o.cpu_seconds))
     conn.execute("BEGIN IMMEDIATE")
     try:
         conn.executemany(
@@ -174,8 +175,8 @@ def record(conn: sqlite3.Connection, run_id: str, outcomes: Sequence[Any],
             "INSERT INTO materializations (run_id, node_id, key, step_id, run_hash, context, "
             "signature, status, artifact_path, format, size_bytes, output_hash, "
             "elapsed_seconds, attempts, error_type, error_message, error_traceback, "
-            "max_rss_bytes, worker_exit, batch, created_at) "
-            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+            "max_rss_bytes, worker_exit, batch, created_at, cpu_seconds) "
+            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
         step_leases.release(conn, run_id, leased)
         conn.execute("COMMIT")
     except BaseException:
@@ -249,20 +250,26 @@ def _write_columns(conn: sqlite3.Connection, node_id: str,
 
 
 def start_run(conn: sqlite3.Connection, run_id: str, command: str, files: Sequence[str],
-              target: str | None, triggered_by: str = "cli") -> None:
+              target: str | None, triggered_by: str = "cli", job: str | None = None,
+              schedule: tuple[str, float] | None = None) -> None:
     """Record a run's start, claiming its place in a server's queue when it had one
     (store.run_queue). An id already recorded is refused with nothing written: the run that
-    has it keeps its row (a second run under one id would finish it as its own)."""
+    has it keeps its row (a second run under one id would finish it as its own). `job`: the
+    resolved targets (sorted node ids, `all` without one); `schedule`: (schedule id, tick
+    time) of a run a schedule started."""
     with write_transaction(conn):
         if conn.execute("SELECT 1 FROM runs WHERE run_id = ?", (run_id,)).fetchone():
             raise UsageError(f"run id {run_id!r} is already a recorded run",
                              "leave --run-id out: each run gets a new id")
         run_queue.claim(conn, run_id)
+        schedule_id, scheduled_at = schedule or (None, None)
         conn.execute(
             "INSERT INTO runs (run_id, command, files, target, status, started_at, pid, host, "
-            "proc_start, triggered_by) VALUES (?, ?, ?, ?, 'running', ?, ?, ?, ?, ?)",
+            "proc_start, triggered_by, job, schedule_id, scheduled_at) "
+            "VALUES (?, ?, ?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?)",
             (run_id, command, orjson.dumps(list(files)).decode(), target, time.time(),
-             os.getpid(), socket.gethostname(), process_start(os.getpid()), triggered_by))
+             os.getpid(), socket.gethostname(), process_start(os.getpid()), triggered_by, job,
+             schedule_id, scheduled_at))
 
 
 def finish_run(conn: sqlite3.Connection, run_id: str, status: str, steps_total: int,

@@ -97,6 +97,7 @@ class _Worker:
     buffer: FrameBuffer = field(default_factory=FrameBuffer)
     leased: collections.deque = field(default_factory=collections.deque)
     running: StepSpec | CallSpec | None = None
+    started: float = 0.0  # monotonic time the running step started (its first attempt)
     deadline: float = 0.0
     attempt: int = 0
     held: int = 0  # capacity units held: the weight of the heaviest leased step
@@ -150,6 +151,12 @@ class LocalExecutor:
         out.extend(self._expire_timeouts())
         self._refill()
         return out
+
+    def running(self) -> list[tuple[str, float]]:
+        """(step id, seconds since it started) of each step a worker is running now."""
+        now = time.monotonic()
+        return [(w.running.step_id, now - w.started) for w in self.workers
+                if w.running is not None]
 
     def close(self, cancel: bool = False) -> None:
         if not cancel:  # all at once: each finishes its step while the others do
@@ -323,6 +330,8 @@ class LocalExecutor:
         return [message]
 
     def _mark_running(self, worker: _Worker, step: StepSpec | CallSpec, attempt: int) -> None:
+        if worker.running is not step:  # a retry in the same worker keeps its start
+            worker.started = time.monotonic()
         worker.running, worker.attempt = step, attempt
         worker.deadline = time.monotonic() + (step.timeout_seconds or math.inf)  # 0: none
 
