@@ -97,7 +97,7 @@ def bool_param(query, name: str) -> bool:
     text = query.get(name)
     if text is None or text in ("0", "false"):
         return False
-    if text in ("", "1", "true"):
+    if text in ("1", "true"):
         return True
     raise ApiError(400, f"{name}={text[:20]!r} is not a yes or no", f"pass ?{name}=1 or ?{name}=0")
 
