@@ -210,3 +210,15 @@ def test_a_dry_run_plans_a_key_source_whose_file_is_gone_again(project: Path):
     real = barca(project, "get", "per_key", "p.py").expect(0)
     assert real.json["final_output"] == {"k=x": "X", "k=y": "Y"}
     assert real.statuses() == {"src": "ran", "per_key": "cached"}
+
+
+def test_a_result_recorded_under_one_import_spelling_is_not_served_to_another(project: Path):
+    """`helpers` and `b.helpers` are one file to discovery but may be two modules to a worker
+    (the old build recorded rb = 11 under the bare spelling): qualifying the import computes
+    the value again instead of serving what the other spelling recorded."""
+    write(project, {"b/pb.py": reader("rb"), "b/helpers.py": returns(22)})
+    assert barca(project, "get", "rb", ".").expect(0).json["final_output"] == 22
+    edit(project / "b" / "pb.py", "from helpers import value", "from b.helpers import value")
+    again = barca(project, "get", "rb", ".").expect(0).json
+    assert again["steps_executed"] == 1 and again["final_output"] == 22
+    assert barca(project, "get", "rb", ".").expect(0).json["steps_executed"] == 0

@@ -63,7 +63,14 @@ class ConeGraph:
             self._what[label] = (module, None)
         return label
 
+    def import_label(self, path: str, file: str) -> str:
+        label = f"import {path} = {file}"
+        self.digests.setdefault(label, digest((label,)))
+        return label
+
     def _out(self, label: str, dirs: tuple[str, ...], step: str) -> tuple[str, ...]:
+        if label.startswith("import "):
+            return ()  # a name, not code: it leads nowhere
         key = (dirs, label)
         found = self._edges.get(key)
         if found is None:
@@ -140,18 +147,22 @@ class _Reach:
         target = self.modules.find(binding, module.file, self.dirs)
         if target is None:
             return
+        path = binding.written
+        self._named(path, target)
         if binding.attr is not None:
             sub = self.modules.submodule(target, binding.attr)
             if sub is None:
                 if target.file is not None:
                     self._name(self._load(target.file, module), binding.attr, tail, {})
                 return
-            target = sub
+            target, path = sub, f"{path}.{binding.attr}"
+            self._named(path, target)
         while tail:
             sub = self.modules.submodule(target, tail[0])
             if sub is None:
                 break
-            target, tail = sub, tail[1:]
+            target, path, tail = sub, f"{path}.{tail[0]}", tail[1:]
+            self._named(path, target)
         if target.file is None:
             return
         loaded = self._load(target.file, module)
@@ -159,6 +170,13 @@ class _Reach:
             self._name(loaded, tail[0], tail[1:], {})
         else:
             self.labels.add(self.graph.module_label(loaded))
+
+    def _named(self, path: str, target) -> None:
+        """A module of a subdirectory enters the hash with the name it was imported by:
+        `helpers` and `b.helpers` may be one file to discovery and two modules to a worker,
+        so a result recorded under one spelling is not served to the other."""
+        if target.file is not None and "/" in target.file:
+            self.labels.add(self.graph.import_label(path, target.file))
 
     def _load(self, file: str, importer: ModuleInfo) -> ModuleInfo:
         return self.modules.load(file, importer=importer.file, step=self.step)
