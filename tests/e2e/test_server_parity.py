@@ -49,7 +49,9 @@ VOLATILE = {"elapsed_seconds", "metadata_seconds", "started_at", "finished_at", 
             "max_rss_bytes", "avg_elapsed_seconds", "median_elapsed_seconds",
             "p95_elapsed_seconds", "max_elapsed_seconds", "ts", "elapsed", "traceback",
             "peak_rss_bytes", "rss_bytes", "median_max_rss_bytes", "p95_max_rss_bytes",
-            "import_seconds", "load_seconds", "compute_seconds", "split_seconds", "write_seconds"}
+            "import_seconds", "load_seconds", "compute_seconds", "split_seconds", "write_seconds",
+            "cpu_seconds",
+            "triggered_by"}  # by design: a run started through the server is the server's (api)
 RUN_ID = re.compile(r"\b[0-9a-f]{12}\b")
 SECONDS = re.compile(r"\d+(\.\d+)?s\b")
 DONE = re.compile(r"\(\d+/(\d+)\)")  # (done/total): parallel steps finish in any order
