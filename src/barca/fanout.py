@@ -126,8 +126,11 @@ def _failure(index: int, call: Callable[[], Any], exc: BaseException) -> BranchF
 # -- in a worker: forked branches (their imports are here: `import barca` stays light) --
 
 def _forked(calls: Sequence[Callable[[], Any]], limit: int) -> list[Any]:
-    """Run each call in a child process, `limit` at a time; outcomes in argument order."""
+    """Run each call in a child process, `limit` at a time; outcomes in argument order. Each
+    branch's peak memory counts for the step (engine.peak_memory)."""
     import select
+
+    from barca.engine import peak_memory
 
     outcomes: list[Any] = [None] * len(calls)
     waiting = list(range(len(calls)))
@@ -147,7 +150,8 @@ def _forked(calls: Sequence[Callable[[], Any]], limit: int) -> list[Any]:
                     continue
                 os.close(fd)
                 del running[fd]
-                _, status = os.waitpid(pid, 0)
+                _, status, usage = os.wait4(pid, 0)
+                peak_memory.note_branch(usage)
                 outcomes[index] = _received(index, calls[index], b"".join(chunks), status)
     finally:
         for fd, (_, pid, _) in running.items():  # interrupted: leave no branch behind

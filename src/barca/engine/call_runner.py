@@ -56,7 +56,7 @@ class Runner(Protocol):
 
     def error_parts(self, exc: BaseException) -> tuple[str, str, str | None]: ...
 
-    def peak_rss(self) -> int: ...
+    def peak_rss(self) -> int: ...  # the peak memory since the call began (engine.peak_memory)
 
 
 class _CallFailed(Exception):

@@ -4,6 +4,12 @@ For unit tests of the coordinator and the executor contract: no processes, no pi
 same step runner as every other executor. Step timeouts are not enforced (nothing can stop a
 step from outside in one thread). Project modules it imported are forgotten on `close`, so the
 next run (another project with a `pipeline.py`, say) imports its own.
+
+A step's peak memory is measured as in a worker (engine.peak_memory), but the process is the
+caller's: it is the caller's resident memory at the step's start plus what the step added, as
+its `cpu_seconds` is this process's CPU. Comparing two steps of one run is meaningful; the
+absolute figure is the host's. Measuring resets this process's high-water mark, so a caller
+that reads its own peak (VmHWM, `ru_maxrss`) afterwards gets the peak since the last step began.
 """
 
 from __future__ import annotations

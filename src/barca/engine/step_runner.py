@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import importlib
 import os
-import resource
 import sys
 import time
 import traceback
@@ -21,7 +20,7 @@ import types
 from pathlib import Path
 from typing import Any, Callable
 
-from barca.engine import import_paths
+from barca.engine import import_paths, peak_memory
 from barca.engine.key_source import KeySourceError, write_key_source
 from barca.engine.protocol import (CallFinished, CallSpec, LogLine, RunInterrupted,
                                   StepOutcome, StepSpec, StepStarted, stop_message)
@@ -79,7 +78,9 @@ class StepRunner:
 
     def run(self, step: StepSpec | CallSpec, emit: Emit) -> list[StepOutcome | CallFinished]:
         """Run a step, or a batch call (the keys it wrote go through `emit` as they are written;
-        the rest, then a `CallFinished`, are returned)."""
+        the rest, then a `CallFinished`, are returned). Its peak memory is its own: the
+        process's high-water mark is reset first (engine.peak_memory)."""
+        peak_memory.reset()
         if isinstance(step, StepSpec):
             return [self.run_step(step, emit)]
         from barca.engine.call_runner import run_call
@@ -156,7 +157,7 @@ class StepRunner:
                                   lambda: value) if step.sinks else ()
         return StepOutcome(step.step_id, step.node_id, step.key, step.index, step.run_hash,
                            "success", attempt, time.perf_counter() - started, str(path), fmt,
-                           size, digest, peak_rss(), key_columns=columns,
+                           size, digest, peak_memory.peak(), key_columns=columns,
                            sink_errors=sink_errors)
 
     def _keep(self, step: StepSpec, attempt: int, started: float) -> StepOutcome:
@@ -171,7 +172,7 @@ class StepRunner:
         digest = digest or hashlib.blake2b(data, digest_size=16).hexdigest()
         return StepOutcome(step.step_id, step.node_id, step.key, step.index, step.run_hash,
                            "success", attempt, time.perf_counter() - started, str(path), fmt,
-                           len(data), digest, peak_rss())
+                           len(data), digest, peak_memory.peak())
 
     def load_input(self, ref: Any) -> Any:
         return _load_input(self.root, ref)
@@ -180,7 +181,7 @@ class StepRunner:
         return error_parts(exc)
 
     def peak_rss(self) -> int:
-        return peak_rss()
+        return peak_memory.peak()
 
     def module(self, file: str) -> Any:
         """The pipeline file's module, with the process readied for its imports (its steps
@@ -284,7 +285,7 @@ def _failure(step: StepSpec, attempt: int, started: float, exc: BaseException) -
     error_type, message, tb = error_parts(exc)
     return StepOutcome(step.step_id, step.node_id, step.key, step.index, step.run_hash,
                        "failed", attempt,
-                       time.perf_counter() - started, max_rss_bytes=peak_rss(),
+                       time.perf_counter() - started, max_rss_bytes=peak_memory.peak(),
                        error_type=error_type, error_message=message, traceback=tb)
 
 
@@ -293,7 +294,3 @@ def forced_digest(digest: str) -> str:
     was updated even when its bytes are the same, so its readers' run hashes must change."""
     return hashlib.blake2b(f"{digest}:update:{os.urandom(8).hex()}".encode(),
                            digest_size=16).hexdigest()
-
-
-def peak_rss() -> int:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024

@@ -1,0 +1,81 @@
+"""A step's peak memory (`max_rss_bytes`): the most resident memory of the process that ran
+it, while it ran, not since the process started.
+
+A worker runs many steps, and the kernel's usual figure (`getrusage`'s `ru_maxrss`) only ever
+grows, so after one heavy step every later step would report that step's peak. On Linux the
+step runner therefore resets the process's high-water mark before each step or batch call
+(writing "5" to /proc/self/clear_refs sets `VmHWM` to the present RSS) and reads `VmHWM` from
+/proc/self/status after it: one small write and one read, about 6 us together. What the
+process held when the step began (Python, its imports, the worker's own state) is part of the
+figure, as it is part of the memory the step needed.
+
+A `parallel()` branch runs in a forked process of its own; its peak (from `wait4`, which
+counts the pages it shares with the worker too) is noted here, and the step's figure is the
+larger of its own process's and its largest branch's. Branches that ran at once are not added
+up, so the figure is the largest single process of the step, not the machine's total.
+
+Where /proc cannot be written or read (macOS, a sandbox), the figure falls back to the
+process's peak since it started, which is the step's own peak only for the first step of a
+process.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import sys
+
+_clearable = True  # until a reset fails: then every figure is the process's peak
+_cleared = False  # the last reset worked: VmHWM is this step's
+_branches = 0  # the largest parallel() branch since the last reset, in bytes
+
+# ru_maxrss is in kilobytes on Linux and in bytes on macOS
+_RUSAGE_UNIT = 1 if sys.platform == "darwin" else 1024
+
+
+def reset() -> None:
+    """Start a step's measure: the high-water mark is set to the memory held now."""
+    global _clearable, _cleared, _branches
+    _branches = 0
+    _cleared = False
+    if not _clearable:
+        return
+    try:
+        fd = os.open("/proc/self/clear_refs", os.O_WRONLY)
+        try:
+            os.write(fd, b"5")
+        finally:
+            os.close(fd)
+    except OSError:
+        _clearable = False  # not Linux, or not allowed: the same next time
+        return
+    _cleared = True
+
+
+def peak() -> int:
+    """The peak resident bytes since the last `reset` (its branches' included), or the
+    process's peak since it started where the high-water mark could not be reset."""
+    own = _hwm() if _cleared else None
+    if own is None:
+        own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * _RUSAGE_UNIT
+    return max(own, _branches)
+
+
+def note_branch(usage: resource.struct_rusage) -> None:
+    """A `parallel()` branch ended: its process's peak (from `os.wait4`) counts for the step."""
+    global _branches
+    _branches = max(_branches, usage.ru_maxrss * _RUSAGE_UNIT)
+
+
+def _hwm() -> int | None:
+    """VmHWM of /proc/self/status in bytes; None if it cannot be read."""
+    try:
+        fd = os.open("/proc/self/status", os.O_RDONLY)
+        try:
+            text = os.read(fd, 1 << 14)
+        finally:
+            os.close(fd)
+        start = text.index(b"VmHWM:") + 6
+        return int(text[start:text.index(b"kB", start)]) * 1024
+    except (OSError, ValueError):
+        return None
