@@ -1,8 +1,8 @@
 """The web UI of `barca serve` over a large project, in a real browser: how long each view takes.
 
 The project is the browser tests' (tests/browser/test_web_ui.py, BIG) at N keys: `orders`, a
-`batch="all"` asset over N retailers, fails N/9000 keys with a schema mismatch and about
-N/5000 with an HTTP 503 naming the key; a small chain beside it. It is built once with
+`batch="all"` asset over N retailers, fails about N/900 keys with a schema mismatch and N/500
+with an HTTP 503 naming the key; a small chain beside it. It is built once with
 `barca get orders,ranked` (the build row), then `barca serve` (its warm pool on, as a user
 runs it) is driven by Debian's chromium through playwright, as the tests do. Every view is
 opened in a fresh browser context (no cache), REPEAT times; each time is wall time in this
@@ -16,7 +16,8 @@ process from the navigation (or the click, the key press) to the view's conditio
     first keys page    open orders' keys tab -> its first page of key rows
     last keys page     type the last page's number + Enter -> that page's rows
     search             type a key prefix ten keys share -> exactly those ten rows
-    failure groups     open orders' failures tab -> its error groups (counts checked)
+    failure groups     open orders' failures tab -> its error groups (the schema mismatch
+                       group's count checked)
 
     memory             after the views: the server's resident memory (VmRSS) and its peak
                        (VmHWM), the warm pool's likewise, and the peak of the sum over the
@@ -39,6 +40,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import textwrap
 import threading
 import time
 from pathlib import Path
@@ -52,15 +54,13 @@ from keyed_partitions import machine, median  # noqa: E402
 from serve import BARCA, Server, _kib, _pool_pid, _stop_pool, env  # noqa: E402
 from test_web_ui import BIG, CHROMIUM_ARGS, PAGE, failing  # noqa: E402
 
-VIEWS = ["graph drawn", "first paint, as the page counts it", "graph coloured", "first keys page", "last keys page", "search",
-         "failure groups"]
+VIEWS = ["graph drawn", "first paint, as the page counts it", "graph coloured", "first keys page",
+         "last keys page", "search", "failure groups"]
 TIMEOUT_MS = 600_000
 
 
 def build(root: Path, keys: int) -> float:
     """Write and build the project; seconds of the build."""
-    import textwrap
-
     (root / "barca.toml").write_text("")
     (root / "pipeline.py").write_text(textwrap.dedent(BIG.format(keys=keys)).lstrip("\n"))
     t0 = time.perf_counter()
@@ -85,7 +85,7 @@ def views(browser, url: str, keys: int, nodes: int) -> dict[str, float]:
     orders = f"{url}/ui/#/assets/{quote('pipeline.py:orders', safe='')}"
     last = (keys + PAGE - 1) // PAGE
     needle = f"r{keys - 7:06d}"[:-1]  # ten keys share it
-    schema, http = failing(keys)
+    schema, _ = failing(keys)
     rows = "[...document.querySelectorAll('.key-row')]"
     out: dict[str, float] = {}
 
@@ -122,8 +122,8 @@ def views(browser, url: str, keys: int, nodes: int) -> dict[str, float]:
     counts = page.eval_on_selector_all("[data-pane=failures] .fail-group",
                                        "gs => gs.map(g => Number(g.dataset.count))")
     context.close()
-    if sorted(counts) != sorted(c for c in (schema, http) if c):
-        raise SystemExit(f"failure groups {counts}, expected {schema} and {http} keys")
+    if len(counts) != 2 or schema not in counts:  # the 503s: those of the top 20 errors
+        raise SystemExit(f"failure groups of {counts} keys, expected {schema} and the 503s")
     return out
 
 
@@ -138,8 +138,14 @@ class TreeRss:
 
     def _sample(self) -> None:
         while not self.done.wait(0.1):
-            self.peak = max(self.peak, sum(_kib(f"/proc/{p}/status", "VmRSS:") / 1024
-                                           for p in self._tree()))
+            self.peak = max(self.peak, sum(map(self._rss, self._tree())))
+
+    @staticmethod
+    def _rss(pid: int) -> float:
+        try:
+            return _kib(f"/proc/{pid}/status", "VmRSS:") / 1024
+        except OSError:
+            return 0.0  # it ended meanwhile
 
     def _tree(self) -> set[int]:
         seen, todo = set(), list(self.pids)
