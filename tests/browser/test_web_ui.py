@@ -9,12 +9,12 @@ its steps and log; read-only mode hides the Run button and shows the tag; load e
 banner; the UI works under a path prefix (every request relative); a phone-sized screen.
 
 The 20,000-key project (200 pages of keys; 23 keys fail with a schema mismatch and 40 with an
-HTTP 503 naming the key: more distinct errors than the server's 20 groups) is built once per session with a `batch="all"` asset (BARCA_UI_TEST_KEYS=N
-builds N keys instead; the assertions follow N). The same pages at 200,000 keys are timed by
-benchmarks/ui.py, not here: that build takes four times as long (13 s against 3 s on an idle
-2-core machine) in every CI run. Each test saves a screenshot in
-tests/browser/artifacts/<test>.png. Without chromium or the playwright package the tests skip,
-unless BARCA_REQUIRE_BROWSER=1 (then they fail).
+HTTP 503 naming the key: more distinct errors than the server's 20 groups) is built once per
+session with a `batch="all"` asset (BARCA_UI_TEST_KEYS=N builds N keys instead; the assertions
+follow N). The same pages at 200,000 keys are timed by benchmarks/ui.py, not here: that build
+takes four times as long (13 s against 3 s on an idle 2-core machine) in every CI run. Each test
+saves a screenshot in tests/browser/artifacts/<test>.png. Without chromium or the playwright
+package the tests skip, unless BARCA_REQUIRE_BROWSER=1 (then they fail).
 """
 
 from __future__ import annotations
