@@ -100,8 +100,9 @@ def test_a_bad_request_is_a_usage_error_before_anything_runs(project):
     assert not (project / ".barca" / "metadata.db").exists()
 
 
-def test_steps_name_their_files_relative_to_the_project_root(project):
-    """So that an executor on another machine resolves them against its own copy."""
+def test_steps_name_results_by_store_keys_and_the_store_by_a_relative_address(project):
+    """So that an executor on another machine resolves them against its own copy (or its own
+    connection to the store): no local path in a step."""
     seen = []
 
     class Recording(InProcessExecutor):
@@ -115,5 +116,6 @@ def test_steps_name_their_files_relative_to_the_project_root(project):
     assert result.values("p.py:total") == 21
     total = next(s for s in seen if s.node_id == "p.py:total")
     [ref] = total.inputs
-    assert ref.paths[0].startswith(".barca/artifacts/") and not ref.paths[0].startswith("/")
-    assert total.artifact_stem.startswith(".barca/artifacts/")
+    assert ref.paths[0].startswith("p.py--base/") and ref.paths[0].endswith(".json")
+    assert total.artifact_stem.startswith("p.py--total/")
+    assert total.store == ".barca/artifacts" and not total.scratch

@@ -1,7 +1,8 @@
 """What every executor promises the coordinator (engine.executor.Executor), held against each
-one: the in-process executor and local worker processes (fresh interpreters; the warm pool's
-forked workers are covered end to end in tests/e2e/test_warm_pool.py). A new executor (Ray)
-joins by adding itself to EXECUTORS.
+one over each artifact store (store.artifact_store): the in-process executor and local worker
+processes (fresh interpreters; the warm pool's forked workers are covered end to end in
+tests/e2e/test_warm_pool.py), over the project's local store and a `memory://` one. A new
+executor (Ray) or store (S3) joins by adding itself to EXECUTORS or STORES.
 
 Steps are real StepSpecs over real pipeline files in a temporary project; the tests run from
 another directory, so an executor that depends on the current directory fails them.
@@ -9,6 +10,7 @@ another directory, so an executor that depends on the current directory fails th
 
 from __future__ import annotations
 
+import hashlib
 import json
 import textwrap
 import time
@@ -21,6 +23,10 @@ from barca.engine.executor import Executor
 from barca.engine.inprocess import InProcessExecutor
 from barca.engine.local.pool import LocalExecutor
 from barca.engine.protocol import InputRef, LogLine, StepOutcome, StepSpec
+from barca.store.artifact_store import ArtifactStore
+from barca.store.artifacts import read_result
+from barca.store.local_store import LocalStore
+from barca.store.memory_store import MemoryStore
 
 PIPELINE = '''
 import os
@@ -66,26 +72,50 @@ EXECUTORS: dict[str, Callable[[Path], Executor]] = {
 }
 
 
-@pytest.fixture(params=sorted(EXECUTORS))
+STORES: dict[str, Callable[[Path], ArtifactStore]] = {
+    "local": lambda root: LocalStore.of_project(root, root / ".barca" / "artifacts"),
+    "memory": lambda root: MemoryStore(),
+}
+
+# a memory:// store is a dict in the coordinator's process: a worker process cannot reach it
+UNREACHABLE = {("local-processes", "memory"): "workers in other processes cannot reach a "
+                                                "memory:// store (fsspec's memory file system "
+                                                "lives in one process)"}
+PAIRS = [pytest.param((e, s), id=f"{e}-{s}",
+                      marks=[pytest.mark.skip(reason=UNREACHABLE[e, s])]
+                      if (e, s) in UNREACHABLE else [])
+         for e in sorted(EXECUTORS) for s in sorted(STORES)]
+
+
+class Setup:
+    def __init__(self, root: Path, executor: Executor, store: ArtifactStore) -> None:
+        self.root, self.executor, self.store = root, executor, store
+
+    def spec(self, function: str, index: int = 0, *, key_args=(), inputs=(), retries: int = 1,
+             kind: str = "asset", key_source: bool = False,
+             source_digest: str = "") -> StepSpec:
+        return StepSpec(f"p.py:{function}[{index}]", f"p.py:{function}", str(index), index,
+                        kind, "p.py", function, tuple(key_args), tuple(inputs),
+                        f"p.py--{function}/k_{index}.hash{index:04d}", f"hash{index:04d}", None,
+                        retries, 0.0, 60.0, key_source, store=self.store.address,
+                        source_digest=source_digest)
+
+
+@pytest.fixture(params=PAIRS)
 def setup(request, tmp_path: Path, monkeypatch):
+    executor_name, store_name = request.param
     root = tmp_path / "project"
     root.mkdir()
     (root / "p.py").write_text(textwrap.dedent(PIPELINE))
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
-    executor = EXECUTORS[request.param](root)
-    yield root, executor
+    store = STORES[store_name](root)
+    executor = EXECUTORS[executor_name](root)
+    yield Setup(root, executor, store)
     executor.close()
-
-
-def spec(function: str, index: int = 0, *, key_args=(), inputs=(), retries: int = 1,
-         kind: str = "asset", key_source: bool = False) -> StepSpec:
-    return StepSpec(f"p.py:{function}[{index}]", f"p.py:{function}", str(index), index, kind,
-                    "p.py", function, tuple(key_args), tuple(inputs),
-                    f".barca/artifacts/p.py--{function}/k_{index}.hash{index:04d}",
-                    f"hash{index:04d}", None,
-                    retries, 0.0, 60.0, key_source)
+    if isinstance(store, MemoryStore):
+        store.destroy()
 
 
 def drain(executor: Executor, outcomes: int, timeout: float = 60) -> list:
@@ -102,48 +132,48 @@ def only_outcomes(events: list) -> list[StepOutcome]:
     return [e for e in events if isinstance(e, StepOutcome)]
 
 
-def test_a_step_writes_its_value_under_the_project_root(setup):
-    root, executor = setup
-    executor.submit([spec("double", key_args=[("n", 21)])], 1)
-    [outcome] = only_outcomes(drain(executor, 1))
+def test_a_step_writes_its_value_to_the_store_under_its_key(setup):
+    setup.executor.submit([setup.spec("double", key_args=[("n", 21)])], 1)
+    [outcome] = only_outcomes(drain(setup.executor, 1))
     assert outcome.status == "success" and outcome.attempts == 1
     assert outcome.format == "json" and outcome.output_hash
-    assert outcome.artifact_path == ".barca/artifacts/p.py--double/k_0.hash0000.json"
-    assert json.loads((root / outcome.artifact_path).read_text()) == 42
+    assert outcome.artifact_key == "p.py--double/k_0.hash0000.json"
+    assert json.loads(setup.store.get(outcome.artifact_key)) == 42
+    assert setup.store.names("p.py--double") == {"k_0.hash0000.json"}
     assert not Path(".barca").exists()  # nothing written where the caller stands
 
 
 def test_each_submitted_step_gives_one_outcome_and_steps_are_drawn_as_needed(setup):
-    _, executor = setup
     drawn = []
 
     def steps():
         for i in range(40):
             drawn.append(i)
-            yield spec("double", i, key_args=[("n", i)])
+            yield setup.spec("double", i, key_args=[("n", i)])
 
-    executor.submit(steps(), 40)
+    setup.executor.submit(steps(), 40)
     assert len(drawn) < 40  # not all at once
-    outcomes = only_outcomes(drain(executor, 40))
+    outcomes = only_outcomes(drain(setup.executor, 40))
     assert sorted(o.index for o in outcomes) == list(range(40))
     assert all(o.status == "success" for o in outcomes)
-    assert executor.events(0.2) == []  # nothing more comes
+    assert setup.executor.events(0.2) == []  # nothing more comes
+    assert len(setup.store.names("p.py--double")) == 40
 
 
 def test_a_failing_step_is_an_outcome_with_the_users_traceback(setup):
-    _, executor = setup
-    executor.submit([spec("broken")], 1)
-    [outcome] = only_outcomes(drain(executor, 1))
+    setup.executor.submit([setup.spec("broken")], 1)
+    [outcome] = only_outcomes(drain(setup.executor, 1))
     assert outcome.status == "failed"
     assert outcome.error_type == "ValueError" and outcome.error_message == "this key is bad"
     assert 'raise ValueError("this key is bad")' in outcome.traceback
     assert "/barca/engine/" not in outcome.traceback
+    assert outcome.artifact_key is None and setup.store.names("p.py--broken") == set()
 
 
 def test_a_steps_own_keyboard_interrupt_is_its_failure_and_the_next_step_runs(setup):
-    _, executor = setup
-    executor.submit([spec("interrupts", retries=3), spec("double", 1, key_args=[("n", 2)])], 2)
-    outcomes = {o.step_id: o for o in only_outcomes(drain(executor, 2))}
+    setup.executor.submit([setup.spec("interrupts", retries=3),
+                           setup.spec("double", 1, key_args=[("n", 2)])], 2)
+    outcomes = {o.step_id: o for o in only_outcomes(drain(setup.executor, 2))}
     failed = outcomes["p.py:interrupts[0]"]
     assert (failed.status, failed.attempts, failed.error_type) == (
         "failed", 1, "KeyboardInterrupt")
@@ -152,10 +182,9 @@ def test_a_steps_own_keyboard_interrupt_is_its_failure_and_the_next_step_runs(se
 
 
 def test_printed_lines_arrive_tagged_with_the_step_before_its_outcome(setup):
-    _, executor = setup
-    step = spec("loud")
-    executor.submit([step], 1)
-    events = drain(executor, 1)
+    step = setup.spec("loud")
+    setup.executor.submit([step], 1)
+    events = drain(setup.executor, 1)
     lines = [(e.step_id, e.stream, e.text) for e in events if isinstance(e, LogLine)]
     assert lines == [(step.step_id, "stdout", "first line"),
                      (step.step_id, "stdout", "second line")]
@@ -163,27 +192,46 @@ def test_printed_lines_arrive_tagged_with_the_step_before_its_outcome(setup):
 
 
 def test_a_step_is_retried_up_to_its_retries(setup, tmp_path):
-    _, executor = setup
     marker = str(tmp_path / "attempted")
-    executor.submit([spec("flaky", key_args=[("marker", marker)], retries=2)], 1)
-    [outcome] = only_outcomes(drain(executor, 1))
+    setup.executor.submit([setup.spec("flaky", key_args=[("marker", marker)], retries=2)], 1)
+    [outcome] = only_outcomes(drain(setup.executor, 1))
     assert (outcome.status, outcome.attempts) == ("success", 2)
 
 
-def test_an_input_file_is_read_by_the_step(setup):
-    root, executor = setup
-    executor.submit([spec("double", key_args=[("n", 5)])], 1)
-    [first] = only_outcomes(drain(executor, 1))
-    ref = InputRef("upstream", "artifact", (str(root / first.artifact_path),), ("json",))
-    executor.submit([spec("plus_one", 1, inputs=[ref])], 1)
-    [second] = only_outcomes(drain(executor, 1))
-    assert json.loads((root / second.artifact_path).read_text()) == 11
+def test_an_input_is_read_from_the_store_by_its_key(setup):
+    setup.executor.submit([setup.spec("double", key_args=[("n", 5)])], 1)
+    [first] = only_outcomes(drain(setup.executor, 1))
+    ref = InputRef("upstream", "artifact", (first.artifact_key,), ("json",))
+    setup.executor.submit([setup.spec("plus_one", 1, inputs=[ref])], 1)
+    [second] = only_outcomes(drain(setup.executor, 1))
+    assert read_result(setup.store, second.artifact_key, "json") == 11
 
 
 def test_a_key_source_sends_back_its_packed_keys(setup):
-    _, executor = setup
-    executor.submit([spec("versions", kind="sensor", key_source=True)], 1)
-    [outcome] = only_outcomes(drain(executor, 1))
+    setup.executor.submit([setup.spec("versions", kind="sensor", key_source=True)], 1)
+    [outcome] = only_outcomes(drain(setup.executor, 1))
     assert outcome.status == "success" and outcome.format == "keyed-json"
     assert outcome.key_columns.count == 3
     assert len(outcome.key_columns.key_digests) == len(outcome.key_columns.keys) >= 1
+    assert read_result(setup.store, outcome.artifact_key, "keyed-json") == {
+        "r1": "a", "r2": "b", "r3": "c"}
+
+
+def test_a_step_planned_from_other_source_bytes_fails_and_writes_nothing(setup):
+    """A worker whose copy of the pipeline file is not the one the run was planned with (a
+    stale copy on another machine, or a file edited after planning) fails the step, at once
+    (not retried), and writes nothing: new run hashes are never recorded over old code."""
+    on_disk = (setup.root / "p.py").read_bytes()
+    planned = hashlib.blake2b(on_disk + b"\n# edited\n", digest_size=16).hexdigest()
+    current = hashlib.blake2b(on_disk, digest_size=16).hexdigest()
+    setup.executor.submit([setup.spec("double", 0, key_args=[("n", 1)], retries=3,
+                                      source_digest=planned),
+                           setup.spec("double", 1, key_args=[("n", 2)],
+                                      source_digest=current)], 2)
+    outcomes = {o.index: o for o in only_outcomes(drain(setup.executor, 2))}
+    stale = outcomes[0]
+    assert (stale.status, stale.attempts, stale.error_type) == ("failed", 1, "SourceChanged")
+    assert "p.py is not the source this run was planned with" in stale.error_message
+    assert stale.traceback is None
+    assert outcomes[1].status == "success"
+    assert setup.store.names("p.py--double") == {"k_1.hash0001.json"}

@@ -1,4 +1,4 @@
-"""Writing one artifact file (store.artifacts.write_bytes) on the real file system: a new
+"""Writing one artifact file (store.local_files.write_bytes) on the real file system: a new
 file appears under its name only complete and leaves no temporary file; an existing one is
 replaced whole; a directory squatting on the name is moved aside; a file system without
 unnamed files (O_TMPFILE) gets the temporary name and the rename."""
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from barca.store import artifacts
-from barca.store.artifacts import write_bytes
+from barca.store import local_files
+from barca.store.local_files import write_bytes
 
 
 def test_a_new_file_is_written_whole_with_nothing_left_beside_it(tmp_path: Path) -> None:
@@ -40,7 +40,7 @@ def test_a_directory_on_the_name_is_moved_aside(tmp_path: Path) -> None:
 
 def test_without_unnamed_files_the_temporary_name_is_renamed(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(artifacts, "_UNNAMED", [False])
+    monkeypatch.setattr(local_files, "_UNNAMED", [False])
     target = tmp_path / "sub" / "k_a.0123.json"
     write_bytes(b"1", target)
     write_bytes(b"2", target)

@@ -1,4 +1,5 @@
-"""batch_tables: lazy table inputs over many keys' artifacts, and a table result split per key.
+"""Batch tables: lazy table inputs over many keys' artifacts (store.batch_inputs), and a table
+result split per key (store.batch_split) into a local artifact store.
 
 Real files in tmp_path throughout; the libraries are the real ones.
 """
@@ -19,10 +20,19 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
 
-from barca.store.artifacts import _digest_file
-from barca.store import batch_tables
-from barca.store.batch_tables import (BatchInputError, BatchResultError, lazy_table,
-                                      split_table)
+from barca.store import batch_split
+from barca.store.batch_inputs import BatchInputError, lazy_table
+from barca.store.batch_split import BatchResultError
+from barca.store.local_files import digest_file
+from barca.store.local_store import LocalStore
+
+def split_table(value, dims, key_values, targets: list[Path]):
+    """store.batch_split.split_table into a local store two levels above the files, so that
+    `targets` (`<store>/<node>/<file>`) are its keys."""
+    base = Path(os.path.commonpath([t.parent.parent for t in targets])) if targets else Path("/")
+    keys = [t.relative_to(base).as_posix() for t in targets]
+    return batch_split.split_table(value, dims, key_values, LocalStore(base, str(base)), keys)
+
 
 ANNOTATIONS = ["duckdb.DuckDBPyRelation", "polars.LazyFrame", "pyarrow.dataset.Dataset"]
 
@@ -254,7 +264,7 @@ def test_each_key_gets_its_rows_sorted_by_every_column_with_the_dimension_kept(t
          {"retailer": "r2", "amount": 2, "note": None},
          {"retailer": "r2", "amount": 3, "note": "c"}],
     ]
-    assert out == [_digest_file(str(t)) for t in targets]
+    assert out == [digest_file(str(t)) for t in targets]
     assert [size for size, _ in out] == [t.stat().st_size for t in targets]
 
 
@@ -404,7 +414,7 @@ def test_many_keys_over_several_row_groups_and_copy_ranges_stay_sorted(tmp_path,
 def test_a_bucket_of_several_copy_ranges_gives_each_key_its_rows(tmp_path, kind, monkeypatch):
     """Past _MAX_BUCKETS buckets, one bucket holds several ranges of keys (here 2 buckets of
     512 keys for 705 keys, 3 ranges): each range still reads only its keys' rows."""
-    monkeypatch.setattr(batch_tables, "_MAX_BUCKETS", 2)
+    monkeypatch.setattr(batch_split, "_MAX_BUCKETS", 2)
     rng = random.Random(5)
     table = pa.table({"k": [rng.randrange(700) for _ in range(20_000)],
                       "a": [rng.random() for _ in range(20_000)]})

@@ -10,7 +10,16 @@ import orjson
 import pytest
 
 from barca.packed_columns import pack_chunks
-from barca.store.artifacts import KeyedJsonWriter, read_value
+from barca.store.artifacts import read_value
+from barca.store.keyed_json_writer import KeyedJsonWriter
+from barca.store.local_store import LocalStore
+
+
+def _writer(path: Path, key_chunks) -> KeyedJsonWriter:
+    """A writer of `path`, as the key `<dir>/<name>` of a local store at its grandparent."""
+    base = path.parent.parent
+    return KeyedJsonWriter(LocalStore(base, str(base)), path.relative_to(base).as_posix(),
+                           key_chunks)
 
 
 def _chunks(items: list, size: int) -> tuple[bytes, ...]:
@@ -23,7 +32,7 @@ def test_the_file_reads_back_as_the_dict_in_key_order(tmp_path: Path, count: int
     keys = [f"k{i:05d}" for i in range(count)]
     values = [{"n": i, "s": "x" * (i % 7)} if i % 3 else i for i in range(count)]
     path = tmp_path / "a" / "v.json"
-    writer = KeyedJsonWriter(path, _chunks(keys, size))  # 3000 keys by 2: 3,000 buffers
+    writer = _writer(path, _chunks(keys, size))  # 3000 keys by 2: 3,000 buffers
     writer.finish(_chunks(values, size))
     size_written = writer.close()
     assert size_written == path.stat().st_size
@@ -34,7 +43,7 @@ def test_the_file_reads_back_as_the_dict_in_key_order(tmp_path: Path, count: int
 
 def test_pack_chunks_output_is_what_the_writer_takes(tmp_path: Path) -> None:
     keys, values = ["a", "b", "c"], [[1, 2], {"z": 1, "a": [None]}, "t"]
-    writer = KeyedJsonWriter(tmp_path / "v.json", pack_chunks(keys))
+    writer = _writer(tmp_path / "v.json", pack_chunks(keys))
     writer.finish(pack_chunks(values))
     writer.close()
     assert read_value(tmp_path / "v.json", "keyed-json") == dict(zip(keys, values))
@@ -43,7 +52,7 @@ def test_pack_chunks_output_is_what_the_writer_takes(tmp_path: Path) -> None:
 def test_an_aborted_write_keeps_the_earlier_file(tmp_path: Path) -> None:
     path = tmp_path / "v.json"
     path.write_bytes(b'{"keys":["old"],"values":[1]}')
-    writer = KeyedJsonWriter(path, pack_chunks(["new"]))
+    writer = _writer(path, pack_chunks(["new"]))
     writer.abort()
     assert read_value(path, "keyed-json") == {"old": 1}
     assert [p.name for p in tmp_path.iterdir()] == ["v.json"]  # no temporary file left
@@ -58,7 +67,7 @@ def test_a_failed_write_raises_on_close_and_keeps_the_earlier_file(
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr("os.writev", disk_full)
-    writer = KeyedJsonWriter(path, pack_chunks(["new"]))
+    writer = _writer(path, pack_chunks(["new"]))
     writer.finish(pack_chunks([2]))
     with pytest.raises(OSError, match="No space"):
         writer.close()

@@ -94,7 +94,8 @@ def _definition(node: RawNode, resolver: Resolver, hasher: _Hasher) -> Definitio
         cutoff=o.cutoff, weight=o.weight, batch=o.batch, description=o.description,
         tags=o.tags, definition_hash=hashing.definition_hash(parts), hash_parts=parts,
         schedule_batch=o.schedule_batch, sinks=node.sinks, deterministic=o.deterministic,
-        unused=unused_params(node.fn, (i.param for i in inputs if i.mode != "order")))
+        unused=unused_params(node.fn, (i.param for i in inputs if i.mode != "order")),
+        source_digest=hasher.modules.digests[node.file])
 
 
 class _Hasher:

@@ -82,6 +82,9 @@ class Definition:
     sinks: tuple[SinkSpec, ...] = ()  # @sink decorators, top to bottom
     unused: tuple[str, ...] = ()  # input parameters the body never mentions (discover.unused)
     deterministic: bool = True  # False: new bytes for the same run hash are expected
+    # digest of the file's bytes discovery read: a worker checks it imports the same file
+    # (engine.source_check)
+    source_digest: str = ""
 
     @property
     def pinned(self) -> bool:

@@ -3,7 +3,7 @@ result written and reported as if it had run alone.
 
 The function gets the call's keys as a list in every dimension parameter; an input read key
 for key arrives as {key: value} or, by its annotation, as one lazy table over the keys'
-artifacts (store.batch_tables). It returns {key: value} or a table with the dimension
+results (store.batch_inputs). It returns {key: value} or a table with the dimension
 column(s), split into one artifact per key. `Failed(...)` or a missing key fails that key
 alone; a key the call was not given, one given twice (1 and "1"), or a call that raises,
 fails every key. A retry runs the keys that failed, together. Each key written is reported
@@ -15,7 +15,6 @@ write).
 from __future__ import annotations
 
 import numbers
-import os
 import time
 import types
 from dataclasses import dataclass
@@ -26,9 +25,11 @@ import orjson
 
 from barca.engine.protocol import (NOT_RETRIED, CallFinished, CallSpec, InputRef,
                                    RunInterrupted, StepOutcome, StepStarted)
+from barca.engine.step_inputs import load_input
 from barca.plan.keys import label_of
-from barca.store.artifacts import (SerializeError, choose_format, read_value, table_kind,
-                                   write_value)
+from barca.store.artifact_store import ArtifactStore
+from barca.store.artifacts import (SerializeError, choose_format, read_result, table_kind,
+                                   write_result)
 from barca.store.paths import EXTENSIONS
 from barca.store.sinks import write_sinks
 
@@ -50,9 +51,9 @@ class Runner(Protocol):
     root: Path
     last_value: Any
 
-    def module(self, file: str) -> Any: ...
+    def module(self, file: str, planned: str = "") -> Any: ...
 
-    def load_input(self, ref: InputRef) -> Any: ...
+    def store(self, address: str) -> ArtifactStore: ...
 
     def error_parts(self, exc: BaseException) -> tuple[str, str, str | None]: ...
 
@@ -107,21 +108,22 @@ def _attempt(runner: Runner, call: CallSpec, positions: list[int], attempt: int,
         emit(outcome)
 
     try:
-        fn = getattr(runner.module(call.file), call.function)
+        fn = getattr(runner.module(call.file, call.source_digest), call.function)
+        store = runner.store(call.store)
         mark = _lap(times, "import_", began)
         keys = [call.keys[p] for p in positions]
         call_keys = [_key_value(call.dims, k) for k in keys]
         kwargs: dict[str, Any] = dict.fromkeys(call.dims, call_keys)
         for ref in call.inputs:
-            kwargs[ref.param] = _call_input(runner, ref, call.dims, positions, call_keys)
+            kwargs[ref.param] = _call_input(store, ref, call.dims, positions, call_keys)
         mark = _lap(times, "load", mark)
         value = fn(**kwargs)
         if isinstance(value, types.CoroutineType):
             value.close()
         runner.last_value = value
         mark = _lap(times, "compute", mark)
-        failed = _split_and_write(runner, call, positions, call_keys, value, times, mark,
-                                  attempt, report)
+        failed = _split_and_write(runner, store, call, positions, call_keys, value, times,
+                                  mark, attempt, report)
     except BaseException as exc:  # the call failed (its own KeyboardInterrupt or sys.exit()
         if isinstance(exc, RunInterrupted):  # too): every key given and not written fails
             raise
@@ -164,26 +166,25 @@ def _twice(dims: Sequence[str], text: str, value: dict, key: Any) -> str:
             "return each key once")
 
 
-def _call_input(runner: Runner, ref: InputRef, dims: Sequence[str], positions: list[int],
-                call_keys: list[Any]) -> Any:
+def _call_input(store: ArtifactStore, ref: InputRef, dims: Sequence[str],
+                positions: list[int], call_keys: list[Any]) -> Any:
     if ref.kind == "keyed_inline":
         return {k: ref.value[p] for k, p in zip(call_keys, positions)}
     if ref.kind != "keyed":
-        return runner.load_input(ref)
+        return load_input(store, ref)
     formats = [ref.formats[p] for p in positions]
     text = (ref.annotation or "").replace(" ", "")
     if text.rsplit(".", 1)[-1] in _LAZY:
-        from barca.store.batch_tables import lazy_table
+        from barca.store.batch_inputs import lazy_table
 
         key_values = [k if isinstance(k, tuple) else (k,) for k in call_keys]
-        paths = [runner.root / ref.paths[p] for p in positions]
+        paths = [store.local_path(ref.paths[p]) for p in positions]
         return lazy_table(text, dims, key_values, paths, formats)
 
-    # text paths and one thread: the files were mostly just written, so reading them is
-    # Python's work (50,000 took 0.64 s so; 1.2 s with Path joins, 1.9 s on two threads)
+    # one thread: the results were mostly just written, so reading them is Python's work
+    # (50,000 local files took 0.64 s so; 1.9 s on two threads)
     element = _dict_value_annotation(text)
-    root = str(runner.root)
-    return {k: read_value(os.path.join(root, ref.paths[p]), fmt, element)
+    return {k: read_result(store, ref.paths[p], fmt, element)
             for k, p, fmt in zip(call_keys, positions, formats)}
 
 
@@ -200,7 +201,7 @@ def _dict_value_annotation(text: str) -> str | None:
     return None
 
 
-def _split_and_write(runner: Runner, call: CallSpec, positions: list[int],
+def _split_and_write(runner: Runner, store: ArtifactStore, call: CallSpec, positions: list[int],
                      call_keys: list[Any], value: Any, times: _Times, mark: float, attempt: int,
                      report: Callable[[int, StepOutcome], None]) -> dict[int, StepOutcome]:
     """Each key's share of the result, written and reported; the outcomes of the keys that
@@ -211,12 +212,12 @@ def _split_and_write(runner: Runner, call: CallSpec, positions: list[int],
     shared_began = mark
     out: dict[int, StepOutcome] = {}
     if table_kind(value) is not None:
-        from barca.store.batch_tables import BatchResultError, split_table
+        from barca.store.batch_split import BatchResultError, split_table
 
         key_values = [k if isinstance(k, tuple) else (k,) for k in call_keys]
-        paths = [root / _target(call, p, "parquet") for p in positions]
+        keys = [_target(call, p, "parquet") for p in positions]
         try:
-            written = split_table(value, call.dims, key_values, paths)
+            written = split_table(value, call.dims, key_values, store, keys)
         except BatchResultError as exc:
             raise _CallFailed(str(exc)) from None
         mark = _lap(times, "split", mark)
@@ -224,8 +225,8 @@ def _split_and_write(runner: Runner, call: CallSpec, positions: list[int],
         rss = runner.peak_rss()
         for p, (size, digest) in zip(positions, written):
             path = _target(call, p, "parquet")
-            errors = _sinks(root, call, p, path, "parquet", lambda path=path: read_value(
-                root / path, "parquet"))
+            errors = _sinks(root, store, call, p, path, "parquet",
+                            lambda path=path: read_result(store, path, "parquet"))
             report(p, _success(call, p, attempt, share, path, "parquet", size, digest, rss,
                                errors))
         times.write += time.perf_counter() - mark
@@ -269,11 +270,11 @@ def _split_and_write(runner: Runner, call: CallSpec, positions: list[int],
         try:
             fmt = choose_format(item, call.serializer)
             path = _target(call, p, fmt)
-            size, digest = write_value(item, f"{root}/{path}", fmt)
+            size, digest = write_result(store, path, item, fmt)
         except SerializeError as exc:
             out[p] = _key_failed(call, p, attempt, share, "SerializeError", str(exc))
             continue
-        errors = _sinks(root, call, p, path, fmt, lambda item=item: item)
+        errors = _sinks(root, store, call, p, path, fmt, lambda item=item: item)
         report(p, _success(call, p, attempt, share + time.perf_counter() - key_began, path,
                            fmt, size, digest, rss, errors))
     times.write += time.perf_counter() - began
@@ -281,16 +282,16 @@ def _split_and_write(runner: Runner, call: CallSpec, positions: list[int],
 
 
 def _target(call: CallSpec, p: int, fmt: str) -> str:
-    """Where key `p` of the call writes, root-relative: as if it had run alone."""
+    """The store key key `p` of the call writes: as if it had run alone."""
     return f"{call.artifact_stems[p]}.{EXTENSIONS[fmt]}"
 
 
-def _sinks(root: Path, call: CallSpec, p: int, path: str, fmt: str,
+def _sinks(root: Path, store: ArtifactStore, call: CallSpec, p: int, key: str, fmt: str,
            value: Callable[[], Any]) -> tuple[str, ...]:
     """Write key `p`'s sinks (store.sinks); what failed."""
     if not call.sinks:
         return ()
-    return write_sinks(str(root), call.sinks[p], f"{root}/{path}", fmt, value)
+    return write_sinks(str(root), call.sinks[p], store.local_path(key), fmt, value)
 
 
 def _success(call: CallSpec, p: int, attempt: int, elapsed: float, path: str, fmt: str,

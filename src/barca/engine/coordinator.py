@@ -22,7 +22,6 @@ from __future__ import annotations
 import os
 import signal
 import time
-from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 from barca.engine.events import Reporter
@@ -46,7 +45,9 @@ from barca.plan.planner import refreshed_nodes
 from barca.project import Project
 from barca.state import EMPTY_STATE, ran_entry, state_after_run, unpack_entry
 from barca.store import metadata
+from barca.store.artifact_store import ArtifactStore
 from barca.store.db import checkpoint, connect, defer_checkpoint
+from barca.store.local_store import LocalStore
 
 FLUSH_SECONDS = 0.5
 TABLE_FORMATS = ("parquet", "csv")  # a forced one falls back to pickle for other values
@@ -55,11 +56,14 @@ TABLE_FORMATS = ("parquet", "csv")  # a forced one falls back to pickle for othe
 def execute(project: Project, graph: Graph, request: RunRequest, reporter: Reporter,
             new_executor: NewExecutor, run_id: str | None = None,
             triggered_by: str = "cli", warnings: Sequence[dict] = (),
-            schedule: tuple[str, float] | None = None) -> RunResult:
+            schedule: tuple[str, float] | None = None,
+            store: ArtifactStore | None = None) -> RunResult:
     """Run a checked request; `new_executor` is called when a step first must run.
     `warnings`: said already (the caller's), kept in the result with the run's own;
-    `schedule`: (schedule id, tick time) of a run a schedule started, recorded with it."""
-    run = _Run(project, graph, request, reporter, new_executor, run_id, triggered_by)
+    `schedule`: (schedule id, tick time) of a run a schedule started, recorded with it;
+    `store`: where results live (default: the project's local store, `.barca/artifacts/`)."""
+    store = store or LocalStore.of_project(project.root, project.artifacts_dir)
+    run = _Run(project, graph, request, reporter, new_executor, run_id, triggered_by, store)
     run.schedule = schedule
     run.warnings.extend(warnings)
     return run.go()
@@ -69,8 +73,9 @@ class _Run:
     """One run: its request, its `RunState`, the executor and the database connection."""
 
     def __init__(self, project: Project, graph: Graph, request: RunRequest, reporter: Reporter,
-                 new_executor: NewExecutor, run_id: str | None, triggered_by: str) -> None:
-        self.project, self.graph, self.request = project, graph, request
+                 new_executor: NewExecutor, run_id: str | None, triggered_by: str,
+                 store: ArtifactStore) -> None:
+        self.project, self.graph, self.request, self.store = project, graph, request, store
         self.reporter, self.new_executor = reporter, new_executor
         self.run_id = run_id or os.urandom(6).hex()
         self.triggered_by = triggered_by
@@ -78,11 +83,14 @@ class _Run:
         self.executor: Executor | None = None  # made on first need
         self.conn: Any = None
         self.recorded = False  # its row is written: it ends recorded
-        self.scratch: Path | None = None
+        self.scratch: ArtifactStore | None = None  # a dry run's sensors write here
         self.unrecorded: list[StepOutcome] = []
         self.logs: list[tuple] = []
         self.log_count = 0
         self.log_cap = LogCap()  # what of the steps' output is stored
+        # how the metadata records a result's store key: as its path in the project's local
+        # layout (`artifact_path` in JSON), whichever store holds it
+        self.recorded_dir = project.artifacts_dir.relative_to(project.root).as_posix()
         self.batches = BatchCalls(graph, project.root, request.options.batch)
         self.metadata_seconds = 0.0  # handling finished keys and writing the metadata DB
         self.source_columns = SourceColumns()
@@ -105,15 +113,9 @@ class _Run:
             # a sensor always runs: start its worker now, so its imports overlap our planning
             self.executor = self.new_executor()
             self.executor.prestart()
-        artifacts_root = self.project.artifacts_dir
         if req.dry_run:
-            import tempfile
-
-            self.scratch = artifacts_root = Path(tempfile.mkdtemp(prefix="barca-dry-run-"))
-        # where steps write: root-relative when recorded, so that a project can move
-        self.step_dirs = artifacts_root if self.scratch else \
-            artifacts_root.relative_to(self.project.root)
-        run = self.run = RunState(order, artifacts_root, self.project.artifacts_dir)
+            self.scratch = self.store.scratch()
+        run = self.run = RunState(order, self.store, self.scratch or self.store)
         # sensors first: the rest of the state loads while they run
         sensors = [n for n in order if self.graph.nodes[n].kind == "sensor"]
         early = self.graph.cone(sensors) if sensors else frozenset()
@@ -282,7 +284,6 @@ class _Run:
             self.executor = self.new_executor()
         sources = [n for n, _, keys in steps if keys and self.graph.is_key_source(n)]
         self.source_columns.read_digests(self.conn, sources)
-        root = f"{self.project.root}/"
         calls = {node_id: self.batches.group(node_id, plan, keys)
                  for node_id, plan, keys in steps if node_id in self.request.options.batch}
         for node_id, _, keys in steps:
@@ -290,26 +291,26 @@ class _Run:
                 self.reporter.steps_submitted(node_id, len(keys), len(calls[node_id])
                                               if node_id in calls else None)
         count = sum(len(calls[n]) if n in calls else len(keys) for n, _, keys in steps)
-        self.executor.submit(self._specs(steps, calls, root), count)
+        self.executor.submit(self._specs(steps, calls), count)
         self.source_columns.load(self.conn, sources)  # while their steps run
 
-    def _specs(self, steps: Steps, calls: dict, root: str) -> Iterator[StepSpec | CallSpec]:
+    def _specs(self, steps: Steps, calls: dict) -> Iterator[StepSpec | CallSpec]:
         """The steps to run, made as the executor draws them: one per key, or one per call."""
+        store = self.store.address
+        scratch = self.scratch.address if self.scratch is not None else ""
         for node_id, plan, keys in steps:
             if node_id not in calls:
                 known = self.source_columns.known(node_id)
                 sensor = self.graph.nodes[node_id].kind == "sensor"
                 for i in keys:
-                    previous = self.planning.last_observation(node_id, plan.keys[i], root) \
+                    previous = self.planning.last_observation(node_id, plan.keys[i]) \
                         if sensor else None
-                    yield step_spec(self.graph, self.run.plans, node_id, plan, i,
-                                    self.step_dirs, self.planning.artifact, root, known,
-                                    previous)
+                    yield step_spec(self.graph, self.run.plans, node_id, plan, i, store,
+                                    scratch, self.planning.artifact, known, previous)
                 continue
             for indices in calls[node_id]:
                 yield call_spec(self.graph, self.run.plans, node_id, plan, indices,
-                                self.batches.next_id(), self.step_dirs,
-                                self.planning.artifact, root)
+                                self.batches.next_id(), store, self.planning.artifact)
 
     def _serve(self, node_id: str, hits: list) -> bool:
         """Keys another run computed while this one waited (or planned): cached now; True
@@ -471,7 +472,7 @@ class _Run:
         if not self.unrecorded:
             return
         metadata.record(self.conn, self.run_id, self.unrecorded, self.run.plans,
-                        self.leases.held(self.unrecorded))
+                        self.leases.held(self.unrecorded), self.recorded_dir)
         self.unrecorded = []
 
     # -- end of run -------------------------------------------------------------------------
@@ -480,9 +481,7 @@ class _Run:
         if self.executor is not None:
             self.executor.close(cancel=status == "cancelled")
         if self.scratch is not None:
-            import shutil
-
-            shutil.rmtree(self.scratch, ignore_errors=True)
+            self.scratch.destroy()
         if not self.recorded:
             return
         for step_id, text in self.log_cap.summaries():
@@ -563,7 +562,7 @@ class _Run:
                          run.states, run.results, run.failures, skipped, run.executed,
                          self._cached_keys(), phases,
                          self.project.artifacts_dir, self.project.root, run.served,
-                         self.batches.execution, self.metadata_seconds,
+                         self.store, self.batches.execution, self.metadata_seconds,
                          self.batches.planned, self.warnings,
                          bytes_changed=self.bytes_changed, step_times=run.step_times)
 

@@ -18,6 +18,7 @@ from barca.engine.request import Pipeline, build_request
 from barca.engine.result import RunResult
 from barca.errors import BarcaError
 from barca.project import open_project
+from barca.store.artifact_store import ArtifactStore
 
 
 def open_pipeline(paths: Sequence[str], env: str | None = None, write_cache: bool = False,
@@ -145,7 +146,8 @@ def run(command: str, target_text: str | None, paths: Sequence[str] = (), *,
         include_tasks: bool = False, reporter: Reporter | None = None,
         pipeline: Pipeline | None = None, new_executor: NewExecutor | None = None,
         cwd: Path | None = None, batch: Any = None, run_id: str | None = None,
-        triggered_by: str = "cli", schedule: tuple[str, float] | None = None) -> RunResult:
+        triggered_by: str = "cli", schedule: tuple[str, float] | None = None,
+        store: ArtifactStore | None = None) -> RunResult:
     """Run `command` ("get" or "run") on `target_text` (None: every asset and sensor).
 
     `batch` overrides the grouping of batched nodes: "all", 20, "none", {"scored": 20} or
@@ -155,6 +157,8 @@ def run(command: str, target_text: str | None, paths: Sequence[str] = (), *,
     "catch_up"), and `schedule`: (schedule id, tick time) of a run a schedule started.
     `new_executor` builds the executor when a step first must run (default:
     local worker processes, see `engine.local`); a fully cached run never calls it.
+    `store`: where results live (default: the project's `.barca/artifacts/`); a store only
+    this process can reach (a MemoryStore) needs an in-process `new_executor`.
     """
     pipeline = pipeline or open_pipeline(paths, env, write_cache=not dry_run, cwd=cwd)
     request = build_request(pipeline, command, target_text, refresh=refresh,
@@ -176,7 +180,7 @@ def run(command: str, target_text: str | None, paths: Sequence[str] = (), *,
         reporter.warning(warning["message"])
     result = execute(pipeline.project, pipeline.graph, request, reporter, new_executor,
                      run_id=run_id, triggered_by=triggered_by, warnings=warnings,
-                     schedule=schedule)
+                     schedule=schedule, store=store)
     limit = pipeline.project.settings.cache_max_size
     if limit is not None and not dry_run:
         from barca.store.gc import trim

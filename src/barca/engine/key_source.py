@@ -15,21 +15,23 @@ import hashlib
 import math
 import operator
 from collections import Counter
-from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from barca.packed_columns import CHUNK, HASH_WIDTH, chunk_digest, pack_chunks
 from barca.engine.protocol import Known, PackedColumns
 from barca.plan.keys import key_text
-from barca.store.artifacts import KeyedJsonWriter, SerializeError, encode_json, write_value
+from barca.store.artifact_store import ArtifactStore
+from barca.store.artifacts import SerializeError, encode_json, write_result
+from barca.store.keyed_json_writer import KeyedJsonWriter
 
 
 class KeySourceError(Exception):
     """A partitions_from source returned something that cannot define keys."""
 
 
-def write_key_source(value: Any, path: Path, known: Known) -> tuple[str, int, str, PackedColumns]:
-    """Write a key source's value; returns (format, size, digest, its keys and values packed).
+def write_key_source(value: Any, store: ArtifactStore, key: str, known: Known
+                     ) -> tuple[str, int, str, PackedColumns]:
+    """Write a key source's value as `key` in `store`; returns (format, size, digest, its keys and values packed).
     `known` holds the digests of the chunks the coordinator has: those are not sent again."""
     if isinstance(value, (list, tuple)):
         keys = [key_text(_checked_key(item)) for item in value]
@@ -38,27 +40,27 @@ def write_key_source(value: Any, path: Path, known: Known) -> tuple[str, int, st
             raise KeySourceError(f"key {twice!r} appears twice in the list; each key must "
                                  "appear once")
         try:
-            size, digest = write_value(value, path, "json")
+            size, digest = write_result(store, key, value, "json")
         except SerializeError:
             raise _not_text(next(k for k in keys if encode_json(k) is None)) from None
         return "json", size, digest, _packed(len(keys), pack_chunks(keys), None, known)[0]
     if not isinstance(value, dict):
         raise KeySourceError(f"a partitions_from source must return a list or a dict, not "
                              f"{type(value).__name__}")
-    return _write_dict(value, path, known, checked=False)
+    return _write_dict(value, store, key, known, checked=False)
 
 
-def _write_dict(value: dict, path: Path, known: Known, checked: bool
+def _write_dict(value: dict, store: ArtifactStore, key: str, known: Known, checked: bool
                 ) -> tuple[str, int, str, PackedColumns]:
     """Sort, pack and write; the file is written in threads while the values are packed and
     the chunks hashed. A key that is not a str, or a value that JSON would not give back as it
     is, sends the dict through `_text_keys` once, which converts int keys or names the key."""
     keys = _str_keys_sorted(value)
     if keys is None:
-        return _write_dict(_text_keys(value), path, known, checked=True)
+        return _write_dict(_text_keys(value), store, key, known, checked=True)
     try:
         key_chunks = tuple(map(_strict_chunk, _runs(keys)))
-        writer = KeyedJsonWriter(path, key_chunks)
+        writer = KeyedJsonWriter(store, key, key_chunks)
         try:
             value_chunks = tuple(_strict_chunk(_values(value, run)) for run in _runs(keys))
         except BaseException:
@@ -67,7 +69,7 @@ def _write_dict(value: dict, path: Path, known: Known, checked: bool
     except TypeError:
         if checked:
             raise
-        return _write_dict(_text_keys(value), path, known, checked=True)
+        return _write_dict(_text_keys(value), store, key, known, checked=True)
     writer.finish(value_chunks)
     packed, digests = _packed(len(keys), key_chunks, value_chunks, known)
     return "keyed-json", writer.close(), hashlib.sha256(digests).hexdigest()[:HASH_WIDTH], packed

@@ -3,19 +3,19 @@
 The rules live in plan/ and are pure (plan.planner, plan.history, plan.missing); this module
 only fetches what they take as data and applies what they return to the run's state: older
 successes a new run hash matches (SQLite), output digests a snapshot lacks (SQLite), a key
-source's keys and values (its stored chunks, or its file), and whether the cached files that
-will be read are still on disk. The coordinator asks it to plan and never decides itself.
+source's keys and values (its stored chunks, or its result), and whether the cached results
+that will be read are still in the artifact store (one listing per node, never a request per
+key). The coordinator asks it to plan and never decides itself.
 """
 
 from __future__ import annotations
 
-import os
 import sqlite3
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from barca.engine.events import Reporter
 from barca.engine.key_source_columns import SourceColumns
-from barca.engine.result import locate, stored_artifact
+from barca.engine.result import locate_key, stored_key
 from barca.engine.run_state import RunState
 from barca.errors import InfraError
 from barca.graph import Graph
@@ -27,7 +27,8 @@ from barca.plan.outputs import UNKNOWN_DIGEST, output_digests, with_found
 from barca.plan.planner import plan_nodes
 from barca.state import EMPTY_STATE
 from barca.store import metadata
-from barca.store.artifacts import read_value
+from barca.store.artifacts import read_result
+from barca.store.paths import node_dir_name
 
 class Planning:
     def __init__(self, graph: Graph, options: PlanOptions,
@@ -120,8 +121,7 @@ class Planning:
         hashes = self._output_hashes(node_id, self.run.plans[node_id], ran)
         if not self.graph.is_key_source(node_id):
             return KnownOutput(hashes)
-        keys, values = self.source_columns.columns(
-            node_id, lambda: read_value(*self.artifact(node_id, "")))
+        keys, values = self.source_columns.columns(node_id, lambda: self._read(node_id, ""))
         return KnownOutput(hashes, keys, values)
 
     def _output_hashes(self, node_id: str, plan: NodePlan, ran: Mapping[str, str]) -> HashColumn:
@@ -165,41 +165,58 @@ class Planning:
                 return
 
     def _reopen_missing(self, node_id: str, keys: Sequence[str]) -> bool:
-        missing = [k for k in keys if not os.path.exists(self.artifact(node_id, k)[0])]
+        missing = self._missing(node_id, keys)
         if not missing:
             return False
         for key in missing:
             self.reporter.warning(f"{node_id}: cached result of {key or 'the node'} is missing "
-                                  f"({self.artifact(node_id, key)[0]}); computing it again")
+                                  f"({self.run.store.location(self.artifact(node_id, key)[0])});"
+                                  " computing it again")
         run = self.run
         run.plans[node_id] = reopen(run.plans[node_id], missing)
         run.complete.discard(node_id)
         run.submitted.discard(node_id)
         return True
 
+    def _missing(self, node_id: str, keys: Sequence[str]) -> list[str]:
+        """The keys whose cached result is not in the store: the node's results listed once
+        (a request per key would be 200,000 requests to an object store at 200,000 keys)."""
+        ran = self.run.results.get(node_id, {})
+        cached = [k for k in keys if k not in ran]  # this run's own results are there
+        if not cached:
+            return []
+        d = self.graph.nodes[node_id]
+        present = self.run.store.names(node_dir_name(d.file, d.name))
+        return [k for k in cached
+                if self.artifact(node_id, k)[0].rpartition("/")[2] not in present]
+
     # -- where results are ------------------------------------------------------------------
 
-    def last_observation(self, node_id: str, key: str,
-                         root: str) -> tuple[str, str, str | None] | None:
-        """A sensor key's last recorded value: its file (relative to `root` when under it),
-        format and output digest; None before its first observation."""
+    def last_observation(self, node_id: str, key: str) -> tuple[str, str, str | None] | None:
+        """A sensor key's last recorded value: its store key, format and output digest; None
+        before its first observation."""
         state = self.run.states.get(node_id, EMPTY_STATE)
         if len(state) > 16:
             state.keys.indexed()  # once: a partitioned sensor asks for every key
         j = state.find(key)
         if j is None:
             return None
-        found = stored_artifact(self.run.stored_dir, self.graph.nodes[node_id], state, key)
+        found = stored_key(self.graph.nodes[node_id], state, key)
         if found is None:
             return None
-        path = found[0][len(root):] if found[0].startswith(root) else found[0]
-        return path, found[1], state.output_hash_at(j)
+        return found[0], found[1], state.output_hash_at(j)
 
     def artifact(self, node_id: str, key: str) -> tuple[str, str]:
+        """The store key of a key's current result, with its format."""
         run = self.run
-        found = locate(self.graph.nodes[node_id], key, run.plans[node_id],
-                       run.results.get(node_id, {}), run.states.get(node_id, EMPTY_STATE),
-                       run.artifacts_root, run.stored_dir)
+        found = locate_key(self.graph.nodes[node_id], key, run.plans[node_id],
+                           run.results.get(node_id, {}), run.states.get(node_id, EMPTY_STATE))
         if found is None:
             raise InfraError(f"no recorded result for {node_id} {key}".strip())
         return found
+
+    def _read(self, node_id: str, key: str) -> Any:
+        """A key's current value: from the store this run wrote it to, or the recorded one."""
+        run = self.run
+        store = run.written if key in run.results.get(node_id, {}) else run.store
+        return read_result(store, *self.artifact(node_id, key))

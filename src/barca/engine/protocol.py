@@ -14,12 +14,12 @@ from typing import Any, NamedTuple
 class InputRef(NamedTuple):
     """How a step receives one parameter.
 
-    paths are relative to the project root (absolute only outside it: a dry run's scratch)
-    kind: "artifact"  one file, read by the parameter's annotation
-          "artifacts" several files (collect), read into a list in the order given
+    paths are keys in the step's artifact store (store.artifact_store), never local paths
+    kind: "artifact"  one result, read by the parameter's annotation
+          "artifacts" several results (collect), read into a list in the order given
           "inline"    a value carried in the message (a keyed source's value for this key)
           "none"      an ordering-only input: the parameter receives None
-          "keyed"     a batch call's input read key for key: one file per key of the call,
+          "keyed"     a batch call's input read key for key: one result per key of the call,
                       given as {key: value} or as one lazy table, by the annotation
           "keyed_inline"  a batch call's keyed-source values, one per key of the call
     """
@@ -56,7 +56,7 @@ class StepSpec(NamedTuple):
     function: str
     key_args: tuple[tuple[str, str], ...]  # (dimension parameter, value)
     inputs: tuple[InputRef, ...]
-    artifact_stem: str  # root-relative path of the artifact, but for its extension
+    artifact_stem: str  # the result's store key, but for its extension
     run_hash: str
     serializer: str | None
     retries: int
@@ -64,10 +64,15 @@ class StepSpec(NamedTuple):
     timeout_seconds: float
     key_source: bool  # the value must be a list or a {key: value} dict of JSON values
     known_chunks: Known = ((), ())  # a key source's: what the coordinator has stored
-    # a sensor key's last observation: (path, format, output digest or None)
+    # a sensor key's last observation: (store key, format, output digest or None)
     previous: tuple[str, str, str | None] | None = None
     sinks: tuple[tuple[str, str | None], ...] = ()  # (destination, serializer) per @sink
     weight: int = 1  # units of the run's capacity it holds while it runs (weight=)
+    store: str = ""  # the run's artifact store, by address (store.artifact_store.open_store)
+    scratch: str = ""  # a dry run's: the store the result is written to instead
+    # the digest of the pipeline file's bytes the run was planned with ("": not checked); a
+    # worker whose copy differs fails the step (engine.source_check)
+    source_digest: str = ""
 
 
 class CallSpec(NamedTuple):
@@ -94,6 +99,8 @@ class CallSpec(NamedTuple):
     timeout_seconds: float
     sinks: tuple[tuple[tuple[str, str | None], ...], ...] = ()  # per key, as StepSpec.sinks
     weight: int = 1  # units of the run's capacity the whole call holds (the node's weight=)
+    store: str = ""  # as StepSpec's
+    source_digest: str = ""  # as StepSpec's
 
 
 class StepOutcome(NamedTuple):
@@ -105,7 +112,7 @@ class StepOutcome(NamedTuple):
     status: str  # "success" | "failed"
     attempts: int
     elapsed_seconds: float
-    artifact_path: str | None = None
+    artifact_key: str | None = None  # where the result is, in the step's store
     format: str | None = None
     size_bytes: int | None = None
     output_hash: str | None = None

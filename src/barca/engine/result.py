@@ -1,8 +1,8 @@
 """What a run returns: plain data between the engine and every caller.
 
 `RunResult.artifact_of` answers where a key's current result lives, whether this run wrote it
-or it was served from cache; `value` and `values` read it. The CLI and the Python API both
-read results through these.
+or it was served from cache; `value` and `values` read it from the run's artifact store. The
+CLI and the Python API both read results through these.
 """
 
 from __future__ import annotations
@@ -18,8 +18,9 @@ from barca.plan.batching import BatchPlan
 from barca.plan.keys import key_pairs
 from barca.plan.model import NodePlan, PlanOptions
 from barca.state import EMPTY_STATE, NodeState, unpack_entry
-from barca.store.artifacts import read_value
-from barca.store.paths import artifact_file
+from barca.store.artifact_store import ArtifactStore
+from barca.store.artifacts import read_result
+from barca.store.paths import artifact_key
 
 
 @dataclass(slots=True)
@@ -82,6 +83,7 @@ class RunResult:
     artifacts_dir: Path
     root: Path  # the project root, which displayed paths are relative to
     served: dict[str, dict[str, int]]  # node id -> run id -> keys that run computed for this one
+    store: ArtifactStore  # where the results live
     batch_execution: dict[str, BatchExecution] = field(default_factory=dict)  # batched nodes
     metadata_seconds: float = 0.0  # handling finished keys and writing the metadata DB
     batch_plans: dict[str, BatchPlan] = field(default_factory=dict)  # a dry run's calls
@@ -93,15 +95,19 @@ class RunResult:
     # node id -> (seconds its executed keys took, summed; the most attempts a key took)
     step_times: dict[str, tuple[float, int]] = field(default_factory=dict)
 
-    def artifact_of(self, node_id: str, key: str) -> tuple[Path, str] | None:
-        """Where a key's current result lives (run here, or cached), with its format."""
+    def key_of(self, node_id: str, key: str) -> tuple[str, str] | None:
+        """The store key of a key's current result (run here, or cached), with its format."""
         plan = self.plans.get(node_id)
         if plan is None or plan.unknown:
             return None
-        found = locate(self.graph.nodes[node_id], key, plan, self.results.get(node_id, {}),
-                       self.states.get(node_id, EMPTY_STATE), self.artifacts_dir,
-                       self.artifacts_dir)
-        return None if found is None else (Path(found[0]), found[1])
+        return locate_key(self.graph.nodes[node_id], key, plan, self.results.get(node_id, {}),
+                          self.states.get(node_id, EMPTY_STATE))
+
+    def artifact_of(self, node_id: str, key: str) -> tuple[Path, str] | None:
+        """The local file of a key's current result in the project's local store, with its
+        format (what the command line prints and reads)."""
+        found = self.key_of(node_id, key)
+        return None if found is None else (self.artifacts_dir / found[0], found[1])
 
     def final_node(self) -> str | None:
         """The last target, or without one the last asset in topological order."""
@@ -112,8 +118,8 @@ class RunResult:
 
     def value(self, node_id: str, key: str = "") -> Any:
         """A key's current value (None if it has no result)."""
-        found = self.artifact_of(node_id, key)
-        return read_value(*found) if found else None
+        found = self.key_of(node_id, key)
+        return None if found is None else read_result(self.store, *found)
 
     def values(self, node_id: str) -> Any:
         """The node's value, or {key label: value} for every key of a partitioned node."""
@@ -124,24 +130,31 @@ class RunResult:
                 for key in sorted(plan.keys, key=plan.label)}
 
 
-def locate(d: Definition, key: str, plan: NodePlan, ran: dict[str, int], state: NodeState,
-           run_dir: Path, stored_dir: Path) -> tuple[str, str] | None:
-    """Where a key's current result lives: written by this run (under `run_dir`, a scratch
-    directory in a dry run) or its last recorded success (under `stored_dir`)."""
+def locate_key(d: Definition, key: str, plan: NodePlan, ran: dict[str, int],
+               state: NodeState) -> tuple[str, str] | None:
+    """The store key of a key's current result, with its format: written by this run (in
+    its scratch store, in a dry run) or its last recorded success."""
     hit = ran.get(key)
     if hit is not None:
         i, fmt = unpack_entry(hit)
-        return artifact_file(run_dir, d.file, d.name, key_pairs(d, key), plan.run_hashes[i],
-                             fmt), fmt
-    return stored_artifact(stored_dir, d, state, key)
+        return artifact_key(d.file, d.name, key_pairs(d, key), plan.run_hashes[i], fmt), fmt
+    return stored_key(d, state, key)
 
 
-def stored_artifact(artifacts_dir: Path, d: Definition, state: NodeState,
-                    key: str) -> tuple[str, str] | None:
-    """Where the last success of a key was written, with its format."""
+def locate(d: Definition, key: str, plan: NodePlan, ran: dict[str, int], state: NodeState,
+           run_dir: Path, stored_dir: Path) -> tuple[str, str] | None:
+    """`locate_key` as a file in a local store: this run's results under `run_dir`, recorded
+    ones under `stored_dir`."""
+    found = locate_key(d, key, plan, ran, state)
+    if found is None:
+        return None
+    return f"{run_dir if key in ran else stored_dir}/{found[0]}", found[1]
+
+
+def stored_key(d: Definition, state: NodeState, key: str) -> tuple[str, str] | None:
+    """The store key of the last success of a key, with its format."""
     i = state.find(key)
     if i is None:
         return None
     fmt = state.fmt_at(i)
-    return artifact_file(artifacts_dir, d.file, d.name, key_pairs(d, key), state.run_hash[i],
-                         fmt), fmt
+    return artifact_key(d.file, d.name, key_pairs(d, key), state.run_hash[i], fmt), fmt

@@ -4,11 +4,11 @@ dispatches and records) and its planning (which decides, with the facts it gathe
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from barca.engine.protocol import StepOutcome
 from barca.plan.model import KnownOutput, NodePlan, Reason
 from barca.state import NodeState
+from barca.store.artifact_store import ArtifactStore
 from barca.store.metadata import Stored
 
 
@@ -37,13 +37,13 @@ class RunState:
                 between loading and claiming them), served from its results
     rewrite     nodes whose snapshot must be written even if no key ran (history hits, digests
                 looked up)
-    artifacts_root  where this run's steps write (a scratch directory in a dry run)
-    stored_dir      where recorded results live
+    store       the artifact store recorded results live in
+    written     the store this run's steps write to (a scratch store in a dry run)
     """
 
     order: tuple[str, ...]
-    artifacts_root: Path
-    stored_dir: Path
+    store: ArtifactStore
+    written: ArtifactStore
     states: dict[str, NodeState] = field(default_factory=dict)
     loaded: dict[str, NodeState] = field(default_factory=dict)
     stored: dict[str, Stored] = field(default_factory=dict)

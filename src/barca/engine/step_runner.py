@@ -4,8 +4,10 @@ artifact, and report the result as a `StepOutcome`.
 It knows nothing of how the step reached it: a worker process reading leases from a pipe, an
 in-process executor in a test, a remote worker. What the step prints goes to `emit` as
 `LogLine`s tagged with its step id, and a retry announces itself there with `StepStarted`.
-Artifacts are written under the project root given to the runner, whatever the current
-directory; the outcome names them as the step did (root-relative).
+Results are read from and written to the artifact store the step names (by its address,
+store.artifact_store.open_store; a local store resolves against the project root given to the
+runner, whatever the current directory); the outcome names the result by its store key. The
+pipeline file must be the one the run was planned with (engine.source_check).
 """
 
 from __future__ import annotations
@@ -20,12 +22,13 @@ import types
 from pathlib import Path
 from typing import Any, Callable
 
-from barca.engine import import_paths, peak_memory
+from barca.engine import import_paths, peak_memory, source_check
 from barca.engine.key_source import KeySourceError, write_key_source
 from barca.engine.protocol import (CallFinished, CallSpec, LogLine, RunInterrupted,
                                   StepOutcome, StepSpec, StepStarted, stop_message)
-from barca.store.artifacts import (SerializeError, choose_format, read_value, write_bytes,
-                                   write_value)
+from barca.engine.step_inputs import load_input
+from barca.store.artifact_store import ArtifactStore, open_store
+from barca.store.artifacts import SerializeError, choose_format, read_result, write_result
 from barca.store.paths import EXTENSIONS
 from barca.store.sinks import write_sinks
 
@@ -63,6 +66,8 @@ class StepRunner:
     def __init__(self, root: Path) -> None:
         self.root = root
         self.modules: dict[str, Any] = {}
+        self.digests: dict[str, str] = {}  # pipeline file -> digest of the bytes imported
+        self.stores: dict[str, ArtifactStore] = {}
         # the last step's value, kept until its caller has sent the outcome: freeing a key
         # source's 200,000 entries takes about 10 ms that need not delay the outcome
         self.last_value: Any = None
@@ -114,7 +119,8 @@ class StepRunner:
                 except BaseException as exc:  # the user's step failed: report it as data,
                     if isinstance(exc, RunInterrupted):  # its own KeyboardInterrupt too
                         raise
-                    if attempt < step.retries and isinstance(exc, Exception):  # not an exit
+                    if attempt < step.retries and isinstance(exc, Exception) and \
+                            not isinstance(exc, source_check.SourceChanged):  # not an exit
                         time.sleep(step.retry_backoff * attempt)
                         continue
                     outcome = _failure(step, attempt, started, exc)
@@ -126,10 +132,11 @@ class StepRunner:
             sys.stdout, sys.stderr = saved
 
     def _attempt(self, step: StepSpec, attempt: int, started: float) -> StepOutcome:
-        fn = getattr(self.module(step.file), step.function)
+        fn = getattr(self.module(step.file, step.source_digest), step.function)
+        store = self.store(step.store)
         kwargs: dict[str, Any] = dict(step.key_args)
         for ref in step.inputs:
-            kwargs[ref.param] = _load_input(self.root, ref)
+            kwargs[ref.param] = load_input(store, ref)
         value = fn(**kwargs)
         if isinstance(value, types.CoroutineType):
             value.close()  # never run, so that Python does not warn where barca drops it
@@ -137,45 +144,50 @@ class StepRunner:
         if step.kind == "sensor" and isinstance(value, tuple) and len(value) == 2 \
                 and isinstance(value[0], bool):
             update, value = value
+        out = self.store(step.scratch) if step.scratch else store
         if update is False and step.previous is not None:
             if not step.key_source:
-                return self._keep(step, attempt, started)
-            value = read_value(self.root / step.previous[0], step.previous[1])
+                return self._keep(step, store, out, attempt, started)
+            value = read_result(store, step.previous[0], step.previous[1])
             update = None  # its digest is that of the same value, as before
         self.last_value = value
         fmt = "json" if step.key_source else choose_format(value, step.serializer)
-        path = Path(f"{step.artifact_stem}.{EXTENSIONS[fmt]}")
+        key = f"{step.artifact_stem}.{EXTENSIONS[fmt]}"
         columns = None
         if step.key_source:
-            fmt, size, digest, columns = write_key_source(value, self.root / path,
-                                                          step.known_chunks)
+            fmt, size, digest, columns = write_key_source(value, out, key, step.known_chunks)
         else:
-            size, digest = write_value(value, self.root / path, fmt)
+            size, digest = write_result(out, key, value, fmt)
         if update is True:  # an update however alike the bytes: every reader reruns
             digest = forced_digest(digest)
-        sink_errors = write_sinks(str(self.root), step.sinks, str(self.root / path), fmt,
+        sink_errors = write_sinks(str(self.root), step.sinks, out.local_path(key), fmt,
                                   lambda: value) if step.sinks else ()
         return StepOutcome(step.step_id, step.node_id, step.key, step.index, step.run_hash,
-                           "success", attempt, time.perf_counter() - started, str(path), fmt,
+                           "success", attempt, time.perf_counter() - started, key, fmt,
                            size, digest, peak_memory.peak(), key_columns=columns,
                            sink_errors=sink_errors)
 
-    def _keep(self, step: StepSpec, attempt: int, started: float) -> StepOutcome:
+    def _keep(self, step: StepSpec, store: ArtifactStore, out: ArtifactStore, attempt: int,
+              started: float) -> StepOutcome:
         """A sensor's `(False, value)`: no update, so its last observation stands, byte for
-        byte, as this one (copied when its file name changed with the sensor's code)."""
-        old_path, fmt, digest = step.previous  # type: ignore[misc]
-        path = Path(f"{step.artifact_stem}.{EXTENSIONS[fmt]}")
-        data = (self.root / old_path).read_bytes()
-        if (self.root / path) != (self.root / old_path):
-            write_bytes(data, self.root / path)
+        byte, as this one (copied when its key changed with the sensor's code)."""
+        old_key, fmt, digest = step.previous  # type: ignore[misc]
+        key = f"{step.artifact_stem}.{EXTENSIONS[fmt]}"
+        data = store.get(old_key)
+        if out is not store or key != old_key:
+            out.put(key, data)
         # the digest readers were computed from (an update's, if the last one was forced)
         digest = digest or hashlib.blake2b(data, digest_size=16).hexdigest()
         return StepOutcome(step.step_id, step.node_id, step.key, step.index, step.run_hash,
-                           "success", attempt, time.perf_counter() - started, str(path), fmt,
+                           "success", attempt, time.perf_counter() - started, key, fmt,
                            len(data), digest, peak_memory.peak())
 
-    def load_input(self, ref: Any) -> Any:
-        return _load_input(self.root, ref)
+    def store(self, address: str) -> ArtifactStore:
+        """The artifact store a step names, opened once per runner."""
+        store = self.stores.get(address)
+        if store is None:
+            store = self.stores[address] = open_store(address, self.root)
+        return store
 
     def error_parts(self, exc: BaseException) -> tuple[str, str, str | None]:
         return error_parts(exc)
@@ -183,20 +195,26 @@ class StepRunner:
     def peak_rss(self) -> int:
         return peak_memory.peak()
 
-    def module(self, file: str) -> Any:
+    def module(self, file: str, planned: str = "") -> Any:
         """The pipeline file's module, with the process readied for its imports (its steps
-        import lazily, and read pickles, in the same surroundings as the file did)."""
+        import lazily, and read pickles, in the same surroundings as the file did). `planned`:
+        the digest of the file the run was planned with; other bytes are a SourceChanged."""
         import_paths.for_root(str(self.root)).enter(file)
         module = self.modules.get(file)
         if module is None:
+            before = source_check.digest_of(self.root / file)
             try:
                 module = self.modules[file] = import_pipeline(self.root, file)
             except Exception as exc:  # the file's own top-level code: say so, not the step
                 raise PipelineImportError(file, _line_in(self.root / file, exc), exc) from exc
+            after = source_check.digest_of(self.root / file)
+            # changed while it was imported: which bytes ran is not known, so none match
+            self.digests[file] = before if before == after else f"changed-{after}"
             if "duckdb" in sys.modules:
                 from barca.engine import duckdb_reuse
 
                 duckdb_reuse.install(sys.modules["duckdb"])
+        source_check.check(file, planned, self.digests[file])
         return module
 
 
@@ -242,30 +260,12 @@ def _check_importable(name: str, path: Path) -> None:
                           f"reads as a package; rename it (e.g. {path.stem.replace('.', '_')}.py)")
 
 
-def _load_input(root: Path, ref: Any) -> Any:
-    if ref.kind == "inline":
-        return ref.value
-    if ref.kind == "none":
-        return None
-    if ref.kind == "artifact":
-        return read_value(root / ref.paths[0], ref.formats[0], ref.annotation)
-    return [read_value(root / p, f, _element_annotation(ref.annotation))
-            for p, f in zip(ref.paths, ref.formats)]
-
-
-def _element_annotation(annotation: str | None) -> str | None:
-    """`list[pd.DataFrame]` -> `pd.DataFrame`, so collect() reads each element by its type."""
-    if annotation and annotation.startswith("list[") and annotation.endswith("]"):
-        return annotation[5:-1]
-    return annotation
-
-
 _OWN_FRAMES = ("/barca/engine/step_runner.py", "/barca/engine/key_source.py",
                "/barca/engine/call_runner.py", "/barca/fanout.py", "<frozen importlib.",
                "/importlib/__init__.py")
 # What the step returned could not be stored or cannot define keys: the user's code did not
 # raise, so there is no traceback of theirs to show, and the message names the fix.
-_VALUE_ERRORS = (SerializeError, KeySourceError)
+_VALUE_ERRORS = (SerializeError, KeySourceError, source_check.SourceChanged)
 
 
 def error_parts(exc: BaseException) -> tuple[str, str, str | None]:

@@ -1,8 +1,10 @@
-"""What a worker is handed for one key of a node: the function, the key's arguments, where
-each input's bytes are (or the key's own value, inline), and where to write the result.
+"""What a worker is handed for one key of a node: the function, the key's arguments, the
+store key of each input's result (or the key's own value, inline), and the key to write the
+result to, in the run's artifact store (named by its address), with the digest of the pipeline
+file the run was planned with.
 
-Pure functions of the graph and the run's plans; `artifact(node_id, key)` finds a result this
-run wrote or the state recorded (see `engine.result.locate`).
+Pure functions of the graph and the run's plans; `artifact(node_id, key)` finds the store key
+of a result this run wrote or the state recorded (see `engine.result.locate_key`).
 """
 
 from __future__ import annotations
@@ -18,41 +20,36 @@ from barca.plan.model import NodePlan
 from barca.store.paths import artifact_stem
 from barca.store.sinks import destination
 
-Artifact = Callable[[str, str], tuple[Any, str]]  # (node id, key) -> (path, format)
+Artifact = Callable[[str, str], tuple[str, str]]  # (node id, key) -> (store key, format)
 
 
 def step_spec(graph: Graph, plans: Mapping[str, NodePlan], node_id: str, plan: NodePlan,
-              i: int, step_dirs: Any, artifact: Artifact, root: str,
+              i: int, store: str, scratch: str, artifact: Artifact,
               known_chunks: Known = ((), ()),
               previous: tuple[str, str, str | None] | None = None) -> StepSpec:
-    """The step for key `i` of the node's plan; its artifact under `step_dirs`; the files
-    it reads relative to `root` (the project root, ending in "/") when under it, so that
-    whoever runs the step resolves them against its own copy of the project;
-    `known_chunks` for a key source (barca.store.key_source_chunks); `previous`, a sensor
-    key's last observation, which a `(False, value)` return keeps."""
+    """The step for key `i` of the node's plan, reading and writing the store at address
+    `store` (writing to `scratch` instead, when given: a dry run's); `known_chunks` for a key
+    source (barca.store.key_source_chunks); `previous`, a sensor key's last observation,
+    which a `(False, value)` return keeps."""
     d = graph.nodes[node_id]
     key = plan.keys[i]
     step_id = f"{node_id}[{plan.label(key)}]" if plan.partitioned else node_id
 
-    located = _relative_to(artifact, root)
-    inputs = tuple(_input_ref(graph, plans, d, spec, plan, i, located) for spec in d.inputs)
-    stem = artifact_stem(step_dirs, d.file, d.name, key_pairs(d, key), plan.run_hashes[i])
+    inputs = tuple(_input_ref(graph, plans, d, spec, plan, i, artifact) for spec in d.inputs)
+    stem = artifact_stem(d.file, d.name, key_pairs(d, key), plan.run_hashes[i])
     return StepSpec(step_id, node_id, key, i, d.kind, d.file, d.function,
                     tuple(key_args(d, key).items()), inputs, stem, plan.run_hashes[i],
                     d.serializer, max(1, d.retries), d.retry_backoff, d.timeout_seconds,
                     graph.is_key_source(node_id), known_chunks, previous,
-                    sink_targets(d, key), d.weight)
+                    sink_targets(d, key), d.weight, store, scratch, d.source_digest)
 
 
 def call_spec(graph: Graph, plans: Mapping[str, NodePlan], node_id: str, plan: NodePlan,
-              indices: tuple[int, ...], batch: str, step_dirs: Any, artifact: Artifact,
-              root: str) -> CallSpec:
+              indices: tuple[int, ...], batch: str, store: str, artifact: Artifact) -> CallSpec:
     """The batch call `batch` over the keys at `indices` of the node's plan; inputs read
-    key for key carry one file (or value) per key of the call, in the call's order."""
+    key for key carry one result (or value) per key of the call, in the call's order."""
     d = graph.nodes[node_id]
     keys = tuple(plan.keys[i] for i in indices)
-
-    located = _relative_to(artifact, root)
     inputs = []
     for spec in d.inputs:
         per_key = spec.mode not in ("order", "collect")
@@ -60,20 +57,21 @@ def call_spec(graph: Graph, plans: Mapping[str, NodePlan], node_id: str, plan: N
             inputs.append(InputRef(spec.param, "keyed_inline",
                                    value=tuple(plan.key_values[i] for i in indices)))
         elif per_key and graph.nodes[spec.source].dimensions:
-            found = [located(spec.source, key) for key in keys]
+            found = [artifact(spec.source, key) for key in keys]
             inputs.append(InputRef(spec.param, "keyed", tuple(f[0] for f in found),
                                    tuple(f[1] for f in found),
                                    annotation=d.annotation(spec.param)))
         else:  # read whole, once per call
-            inputs.append(_input_ref(graph, plans, d, spec, plan, indices[0], located))
+            inputs.append(_input_ref(graph, plans, d, spec, plan, indices[0], artifact))
     return CallSpec(f"{node_id}[batch={batch}]", node_id, batch, d.kind, d.file, d.function,
                     plan.dims, keys, tuple(f"{node_id}[{plan.label(k)}]" for k in keys),
                     indices, tuple(plan.run_hashes[i] for i in indices),
-                    tuple(artifact_stem(step_dirs, d.file, d.name, key_pairs(d, plan.keys[i]),
+                    tuple(artifact_stem(d.file, d.name, key_pairs(d, plan.keys[i]),
                                         plan.run_hashes[i]) for i in indices),
                     tuple(inputs), d.serializer, max(1, d.retries), d.retry_backoff,
                     d.timeout_seconds,
-                    tuple(sink_targets(d, k) for k in keys) if d.sinks else (), d.weight)
+                    tuple(sink_targets(d, k) for k in keys) if d.sinks else (), d.weight,
+                    store, d.source_digest)
 
 
 def sink_targets(d: Definition, key: str) -> tuple[tuple[str, str | None], ...]:
@@ -84,15 +82,6 @@ def sink_targets(d: Definition, key: str) -> tuple[tuple[str, str | None], ...]:
     return tuple((destination(s.path, pairs), s.serializer) for s in d.sinks)
 
 
-def _relative_to(artifact: Artifact, root: str) -> Artifact:
-    """`artifact` giving paths relative to `root` when under it."""
-    def located(source: str, source_key: str) -> tuple[str, str]:
-        text, fmt = artifact(source, source_key)
-        return (text[len(root):] if text.startswith(root) else text), fmt
-
-    return located
-
-
 def _input_ref(graph: Graph, plans: Mapping[str, NodePlan], d: Definition, spec: Any,
                plan: NodePlan, i: int, artifact: Artifact) -> InputRef:
     annotation = d.annotation(spec.param)
@@ -100,7 +89,7 @@ def _input_ref(graph: Graph, plans: Mapping[str, NodePlan], d: Definition, spec:
     if spec.mode == "order":
         return InputRef(spec.param, "none")
     up = graph.nodes[spec.source]
-    if spec.mode == "collect":  # every key's file, in label order (see plan.keys.label_order)
+    if spec.mode == "collect":  # every key's result, in label order (see plan.keys.label_order)
         up_plan = plans[spec.source]
         keys = up_plan.keys.items
         order = label_order(up_plan.dims, keys)

@@ -149,11 +149,14 @@ def find_successes(conn: sqlite3.Connection | None, node_id: str,
 
 
 def record(conn: sqlite3.Connection, run_id: str, outcomes: Sequence[Any],
-           plans: dict[str, Any], leased: Sequence[tuple[str, str, str]]) -> None:
+           plans: dict[str, Any], leased: Sequence[tuple[str, str, str]],
+           artifacts_dir: str) -> None:
     """Insert finished steps (`StepOutcome`s) in one transaction, with the hash parts their
     node's plan (a NodePlan) gives them, so that a later run can say what changed; the
     `leased` steps among them (node id, key, run hash) are given back in the same
-    transaction, so that a run waiting for one finds its outcome when the lease is gone."""
+    transaction, so that a run waiting for one finds its outcome when the lease is gone.
+    A result's store key is recorded as its path under `artifacts_dir` (root-relative,
+    `.barca/artifacts`): the project's local layout, which `artifact_path` shows."""
     now = time.time()
     rows = []
     new_contexts = {}
@@ -162,7 +165,9 @@ def record(conn: sqlite3.Connection, run_id: str, outcomes: Sequence[Any],
         new_contexts[plan.context] = plan.context_parts
         sig = [column[o.index] for column in plan.signatures]
         rows.append((run_id, o.node_id, o.key, o.step_id, o.run_hash, plan.context,
-                     orjson.dumps(sig), o.status, o.artifact_path, o.format,
+                     orjson.dumps(sig), o.status,
+                     None if o.artifact_key is None else f"{artifacts_dir}/{o.artifact_key}",
+                     o.format,
                      o.size_bytes, o.output_hash, o.elapsed_seconds, o.attempts, o.error_type,
                      o.error_message, o.traceback, o.max_rss_bytes, o.worker_exit, o.batch, now,
                      o.cpu_seconds))

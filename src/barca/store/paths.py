@@ -1,4 +1,4 @@
-"""Artifact locations: one directory per node, one file per key and run hash.
+"""Artifact keys: one directory per node, one file per key and run hash.
 
 A partition key may be any string. Its part of a file name keeps `[A-Za-z0-9._-]` and writes
 every other byte as `%XX` (and `_` too when several dimensions are joined by `_`), so two keys
@@ -72,16 +72,21 @@ def _fit(name: str, pairs: Pairs) -> str:
     return name[:_MAX_LEAF_BYTES - 17] + "~" + digest
 
 
-def artifact_stem(artifacts_dir: Path | str, file: str, name: str, pairs: Pairs,
-                  run_hash: str) -> str:
-    """Where a result goes, but for its extension: `<node dir>/<key>.<run hash>` for a key of
+def artifact_stem(file: str, name: str, pairs: Pairs, run_hash: str) -> str:
+    """A result's store key, but for its extension: `<node dir>/<key>.<run hash>` for a key of
     a partitioned node, `<node dir>/<run hash>` otherwise. All the keys of a node share its
     directory: creating one per key cost more than writing the key's file."""
     key = f"{key_stem(pairs)}." if pairs else ""
-    return f"{artifacts_dir}/{node_dir_name(file, name)}/{key}{run_hash}"
+    return f"{node_dir_name(file, name)}/{key}{run_hash}"
+
+
+def artifact_key(file: str, name: str, pairs: Pairs, run_hash: str, fmt: str) -> str:
+    """A result's store key (store.artifact_store), as text: step specs carry thousands."""
+    return f"{artifact_stem(file, name, pairs, run_hash)}.{EXTENSIONS[fmt]}"
 
 
 def artifact_file(artifacts_dir: Path | str, file: str, name: str, pairs: Pairs, run_hash: str,
                   fmt: str) -> str:
-    """The artifact's path, as text: step specs carry thousands at once."""
-    return f"{artifact_stem(artifacts_dir, file, name, pairs, run_hash)}.{EXTENSIONS[fmt]}"
+    """The result's file in a local store at `artifacts_dir`."""
+    return f"{artifacts_dir}/{artifact_key(file, name, pairs, run_hash, fmt)}"
+

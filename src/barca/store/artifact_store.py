@@ -1,0 +1,95 @@
+"""The artifact-store seam: where results live, addressed by store-relative keys.
+
+A key is `<node dir>/<key stem>.<run hash>.<ext>` (store.paths.artifact_key), the same in every
+store, so step specs, outcomes and the metadata carry keys and never a local path. The
+coordinator plans with one store object; a worker opens the same store from its `address`
+(`open_store`), so that a step runs the same on this machine or another. Implementations:
+`LocalStore` (the project's `.barca/artifacts/`, today's layout and speed) and `MemoryStore`
+(fsspec's `memory://`, one process only: it proves the seam in tests). A remote store is a
+third module (issue 30). `tests/engine/test_executor_contract.py` runs over executor x store.
+
+A result becomes visible only whole: small results are `put` as bytes; a library that writes a
+file itself (parquet, a keyed-json written in threads, a batch split) writes a `staging` path on
+this machine, which `commit` makes the key's result (or `discard` drops).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+from typing import BinaryIO, Iterable, Iterator, Protocol
+
+
+class ArtifactStore(Protocol):
+    address: str  # what open_store takes to open this store again, in any process that can
+
+    def put(self, key: str, data: bytes) -> None:
+        """Store `data` under `key`, visible only once whole (replacing what was there)."""
+
+    def staging(self, key: str) -> str:
+        """A local file path to write `key`'s result to; invisible until `commit`."""
+
+    def commit(self, staged: str, key: str) -> None:
+        """Make the staged file `key`'s result, whole; the staged path is gone after."""
+
+    def discard(self, staged: str) -> None:
+        """Drop a staged file that will not be committed (no error if it is gone)."""
+
+    def work_dir(self, keys: Iterable[str]) -> str:
+        """A new local directory for intermediate files that will be committed as `keys`
+        (where a commit from it is cheapest); the caller removes it."""
+
+    def get(self, key: str) -> bytes:
+        """The key's bytes (FileNotFoundError when it has none)."""
+
+    def open(self, key: str) -> BinaryIO:
+        """The key's bytes as a binary file object, to stream (pickle.load)."""
+
+    def local_path(self, key: str) -> str:
+        """A file on this machine holding the key's bytes, for readers that take a path (DuckDB,
+        polars, pyarrow): the file itself for a local store, a copy kept for the store's life
+        otherwise (FileNotFoundError when it has none)."""
+
+    def location(self, key: str) -> str:
+        """Where the key is, as messages name it (a path, or a URL)."""
+
+    def names(self, node_dir: str) -> frozenset[str]:
+        """The file names of every result under a node's directory, in one call: what
+        planning checks a node's cached keys against (never one request per key)."""
+
+    def delete(self, keys: Iterable[str]) -> None:
+        """Remove these keys' results (those already gone are skipped)."""
+
+    def scratch(self) -> "ArtifactStore":
+        """An empty store of the same kind elsewhere, for a dry run's sensors: it records
+        nothing in this one. `destroy` removes it."""
+
+    def destroy(self) -> None:
+        """Remove this (scratch) store and everything in it."""
+
+
+def open_store(address: str, root: Path | str) -> ArtifactStore:
+    """The store an address names, as a worker opens it: `memory://...` a MemoryStore of this
+    process, a relative path a local store under the project `root` (the project's own,
+    `.barca/artifacts`, resolved wherever the project is), an absolute one a local directory
+    (a dry run's scratch)."""
+    if address.startswith("memory://"):
+        from barca.store.memory_store import MemoryStore
+
+        return MemoryStore.reopen(address)
+    from barca.store.local_store import LocalStore
+
+    return LocalStore(os.path.join(root, address), address)
+
+
+@contextlib.contextmanager
+def staged(store: ArtifactStore, key: str) -> Iterator[str]:
+    """A staging path for `key`, committed when the block ends without error, else dropped."""
+    path = store.staging(key)
+    try:
+        yield path
+    except BaseException:
+        store.discard(path)
+        raise
+    store.commit(path, key)

@@ -1,0 +1,105 @@
+"""The artifact store on this machine's disk: the project's `.barca/artifacts/`, as it always was.
+
+A key is a path under the store's directory, so a key's file is one string join away: a batch
+call writes and reads thousands of small results, and nothing here may cost more per file than
+the write itself (store.local_files: an unnamed file linked into place, else a rename).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import BinaryIO, Iterable
+
+from barca.store.local_files import read_bytes, replace, temporary_name, write_bytes
+
+
+class LocalStore:
+    """Results as files under `directory`. The project's store has the directory's path
+    relative to the project root as its address, which a worker resolves against its own copy
+    of the project (so a project can move); a scratch store's address is its directory."""
+
+    def __init__(self, directory: Path | str, address: str) -> None:
+        self.dir = os.fspath(directory).rstrip("/")
+        self.address = address
+
+    @classmethod
+    def of_project(cls, root: Path, artifacts_dir: Path) -> "LocalStore":
+        """The project's store (`.barca/artifacts/`, or an environment's)."""
+        return cls(artifacts_dir, artifacts_dir.relative_to(root).as_posix())
+
+    def put(self, key: str, data: bytes) -> None:
+        write_bytes(data, f"{self.dir}/{key}")
+
+    def staging(self, key: str) -> str:
+        path = f"{self.dir}/{key}"
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        return temporary_name(path)
+
+    def commit(self, staged: str, key: str) -> None:
+        path = f"{self.dir}/{key}"
+        try:
+            replace(staged, path)
+        except FileNotFoundError:
+            if not os.path.exists(staged):
+                raise
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            replace(staged, path)
+        except OSError as exc:
+            if exc.errno != errno.EXDEV:
+                raise
+            tmp = temporary_name(path)  # staged on another file system: copy, then rename
+            try:
+                shutil.copyfile(staged, tmp)
+                replace(tmp, path)
+            finally:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(tmp)
+            os.unlink(staged)
+
+    def discard(self, staged: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(staged)
+
+    def work_dir(self, keys: Iterable[str]) -> str:
+        """Under the deepest directory holding every key: on their file system, so that
+        committing from it is a rename."""
+        parent = os.path.commonpath([os.path.dirname(f"{self.dir}/{k}") for k in keys])
+        os.makedirs(parent, exist_ok=True)
+        return tempfile.mkdtemp(prefix=".batch-split-", dir=parent)
+
+    def get(self, key: str) -> bytes:
+        return read_bytes(f"{self.dir}/{key}")
+
+    def open(self, key: str) -> BinaryIO:
+        return open(f"{self.dir}/{key}", "rb")
+
+    def local_path(self, key: str) -> str:
+        return f"{self.dir}/{key}"
+
+    def location(self, key: str) -> str:
+        return f"{self.dir}/{key}"
+
+    def names(self, node_dir: str) -> frozenset[str]:
+        try:
+            return frozenset(os.listdir(f"{self.dir}/{node_dir}"))
+        except (FileNotFoundError, NotADirectoryError):
+            return frozenset()
+
+    def delete(self, keys: Iterable[str]) -> None:
+        for key in keys:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(f"{self.dir}/{key}")
+
+    def scratch(self) -> "LocalStore":
+        folder = tempfile.mkdtemp(prefix="barca-dry-run-")
+        return LocalStore(folder, folder)
+
+    def destroy(self) -> None:
+        if not os.path.isabs(self.address):
+            raise ValueError("the project's own store is never destroyed")
+        shutil.rmtree(self.dir, ignore_errors=True)
