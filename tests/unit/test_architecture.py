@@ -133,6 +133,42 @@ def test_store_imports_neither_run_nor_cli_nor_server():
     assert violations(("barca.store",), ("barca.engine", "barca.cli", "barca.server")) == []
 
 
+def private_imports(trees) -> list[str]:
+    """`from barca.x import _name`: a module reaching into another's private helpers."""
+    return [f"{where}:{node.lineno} imports {node.module}.{alias.name}"
+            for where, tree in trees for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("barca")
+            for alias in node.names
+            if alias.name.startswith("_") and not alias.name.startswith("__")]
+
+
+def test_no_module_imports_private_helpers_of_another():
+    """A helper two modules share is public in one of them (store.local_files, say)."""
+    assert private_imports((m.rel, m.tree) for m in modules()) == []
+
+
+def test_the_private_import_check_sees_one():
+    tree = ast.parse("from barca.store.artifacts import _digest_file, table_kind")
+    assert private_imports([("x.py", tree)]) == [
+        "x.py:1 imports barca.store.artifacts._digest_file"]
+
+
+# what runs a step reaches results only through the artifact-store seam (a store it opens by
+# address), never a concrete store or local files: a remote store must be one more module
+STEP_SIDE = ("barca.engine.step_runner", "barca.engine.call_runner", "barca.engine.key_source",
+             "barca.engine.step_inputs")
+CONCRETE_STORES = ("barca.store.local_store", "barca.store.memory_store",
+                   "barca.store.local_files")
+
+
+def test_the_step_side_reaches_results_only_through_the_store_seam():
+    assert violations(STEP_SIDE, CONCRETE_STORES) == []
+
+
+def test_the_store_seam_check_sees_a_concrete_store():
+    assert violations(("barca.store.artifacts",), CONCRETE_STORES) != []
+
+
 def test_only_cli_imports_click_or_rich():
     assert violations(("barca",), ("click", "rich"), exclude=("barca.cli",)) == []
 

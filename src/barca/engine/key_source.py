@@ -31,8 +31,9 @@ class KeySourceError(Exception):
 
 def write_key_source(value: Any, store: ArtifactStore, key: str, known: Known
                      ) -> tuple[str, int, str, PackedColumns]:
-    """Write a key source's value as `key` in `store`; returns (format, size, digest, its keys and values packed).
-    `known` holds the digests of the chunks the coordinator has: those are not sent again."""
+    """Write a key source's value as `key` in `store`; returns (format, size, digest, its keys
+    and values packed). `known` holds the digests of the chunks the coordinator has: those are
+    not sent again."""
     if isinstance(value, (list, tuple)):
         keys = [key_text(_checked_key(item)) for item in value]
         if len(set(keys)) != len(keys):
