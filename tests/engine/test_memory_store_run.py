@@ -138,3 +138,19 @@ def test_a_result_gone_from_the_store_is_computed_again_found_by_one_listing(pro
     assert result.values("p.py:summary")["rows"] == keys
     # summary's inputs (finds r3 gone), scored's reopened key's input, summary's again
     assert store.listed == ["p.py--scored", "p.py--cleaned", "p.py--scored"]
+
+
+def test_a_dry_run_on_the_memory_store_observes_in_a_scratch_store(project, store):
+    """A dry run's sensors write to a scratch store of the same kind, destroyed after: the
+    plan names the changed key, and the run's store is left as it was."""
+    get(project, store, "summary")
+    before = {node: store.names(node) for node in
+              ("p.py--versions", "p.py--cleaned", "p.py--scored", "p.py--summary")}
+    (project / "versions.json").write_text(json.dumps({"r1": "v1", "r2": "v2", "r3": "v1"}))
+    result = driver.run("get", "summary", ["p.py"], cwd=project, dry_run=True,
+                        new_executor=lambda: InProcessExecutor(project), store=store)
+    assert result.status == "dry_run"
+    plan = result.plans["p.py:cleaned"]
+    assert [plan.keys[i] for i in plan.run] == ["r2"]
+    assert {node: store.names(node) for node in before} == before
+    assert list(MemoryStore._opened) == [store.address]  # the scratch store is gone
