@@ -55,6 +55,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from keyed_partitions import (SEED_PIPELINE, build_warehouse, change_one_retailer,  # noqa: E402
                               machine, median)
+from process_memory import PeakRss, kib, rss_mb  # noqa: E402
 
 BARCA = [sys.executable, "-m", "barca.cli.main"]
 TICK_CRON = "*/15 * * * * *"
@@ -157,7 +158,7 @@ def measure_idle(jobs: int) -> tuple[float, ...]:
         try:
             time.sleep(3)
             pool = _pool_pid(root)
-            out = [_kib(f"/proc/{pid}/{name}", field) / 1024 for pid in (server.proc.pid, pool)
+            out = [kib(f"/proc/{pid}/{name}", field) / 1024 for pid in (server.proc.pid, pool)
                    for name, field in (("status", "VmRSS:"), ("smaps_rollup", "Pss:"))]
         finally:
             server.stop()
@@ -225,13 +226,6 @@ def _pool_pid(root: Path, timeout: float = 120) -> int:
 
 def _stop_pool(root: Path) -> None:
     subprocess.run([*BARCA, "pool", "stop"], cwd=root, env=env(), capture_output=True)
-
-
-def _kib(path: str, field: str) -> float:
-    for line in open(path):
-        if line.startswith(field):
-            return float(re.findall(r"\d+", line)[0])
-    return 0.0
 
 
 # -- load (issue 26) ----------------------------------------------------------------------------
@@ -302,10 +296,10 @@ def measure_load(clients: int, gets: int, seed: int = 26) -> tuple[list[str], li
             _drain(port)
             load = os.getloadavg()
             recorded = _count_runs(port)
-            before = _rss(server.proc.pid)
+            before = rss_mb(server.proc.pid)
             answers, wall = _hammer(port, jobs, clients)
             _drain(port)
-            after = _rss(server.proc.pid)
+            after = rss_mb(server.proc.pid)
             again, wall_again = _hammer(port, jobs, clients)  # does memory keep growing?
             _drain(port)
             rows = _load_rows(jobs, answers)
@@ -316,7 +310,7 @@ def measure_load(clients: int, gets: int, seed: int = 26) -> tuple[list[str], li
             unexpected = sum(1 for kind, status, _ in again if status not in (wanted[kind], 503))
             rows.append(f"| the same {len(jobs):,} again | {wall_again:.1f} s wall, "
                         f"{sum(1 for a in again if a[1] == 503)} x 503, {unexpected} other "
-                        f"than expected | server RSS {_rss(server.proc.pid):.1f} MB after | |")
+                        f"than expected | server RSS {rss_mb(server.proc.pid):.1f} MB after | |")
             for how in ("Content-Length", "chunked"):
                 status, grown, sent = _big_body(port, server.proc.pid, chunked=how == "chunked")
                 rows.append(f"| POST /runs, one 64 MB body ({how}) | {status} after the client "
@@ -421,25 +415,13 @@ def _load_rows(jobs: list[tuple], answers: list[tuple]) -> list[str]:
     return rows
 
 
-def _rss(pid: int) -> float:
-    return _kib(f"/proc/{pid}/status", "VmRSS:") / 1024
-
-
 def _big_body(port: int, pid: int, chunked: bool) -> tuple[str, float, int]:
     """POST a 64 MB body while sampling the server's RSS: (the status line's code, peak RSS
     over RSS before in MB, bytes the client got to send before the server closed)."""
     import socket
 
-    before = _rss(pid)
-    peak, done = [before], threading.Event()
-
-    def sample() -> None:
-        while not done.is_set():
-            peak.append(_rss(pid))
-            time.sleep(0.005)
-
-    sampler = threading.Thread(target=sample)
-    sampler.start()
+    before = rss_mb(pid)
+    sampler = PeakRss(pid, every=0.005)
     framing = b"Transfer-Encoding: chunked" if chunked else b"Content-Length: %d" % BIG_BODY
     head = (b"POST /runs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
             + framing + b"\r\n\r\n")
@@ -473,10 +455,9 @@ def _big_body(port: int, pid: int, chunked: bool) -> tuple[str, float, int]:
         sock.close()
         sender.join(60)
     time.sleep(0.2)  # a last sample after the connection's buffers are released
-    done.set()
-    sampler.join()
+    peak = sampler.stop()
     status = answer.split(b" ", 2)[1].decode() if answer.startswith(b"HTTP/") else "no answer"
-    return status, max(peak) - before, sent
+    return status, max(peak, before) - before, sent
 
 
 def main() -> None:

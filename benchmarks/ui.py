@@ -41,7 +41,6 @@ import subprocess
 import sys
 import tempfile
 import textwrap
-import threading
 import time
 from pathlib import Path
 from urllib.parse import quote
@@ -51,7 +50,8 @@ HERE = Path(__file__).resolve().parent
 TESTS = HERE.parent / "tests"
 sys.path[:0] = [str(HERE), str(TESTS), str(TESTS / "browser")]
 from keyed_partitions import machine, median  # noqa: E402
-from serve import BARCA, Server, _kib, _pool_pid, _stop_pool, env  # noqa: E402
+from process_memory import PeakRss, kib, rss_mb  # noqa: E402
+from serve import BARCA, Server, _pool_pid, _stop_pool, env  # noqa: E402
 from test_web_ui import BIG, CHROMIUM_ARGS, PAGE, failing  # noqa: E402
 
 VIEWS = ["graph drawn", "first paint, as the page counts it", "graph coloured", "first keys page",
@@ -127,45 +127,6 @@ def views(browser, url: str, keys: int, nodes: int) -> dict[str, float]:
     return out
 
 
-class TreeRss:
-    """The peak, sampled every 0.1 s, of the resident memory summed over some processes and
-    all their descendants (MB)."""
-
-    def __init__(self, *pids: int) -> None:
-        self.pids, self.peak, self.done = pids, 0.0, threading.Event()
-        self.thread = threading.Thread(target=self._sample, daemon=True)
-        self.thread.start()
-
-    def _sample(self) -> None:
-        while not self.done.wait(0.1):
-            self.peak = max(self.peak, sum(map(self._rss, self._tree())))
-
-    @staticmethod
-    def _rss(pid: int) -> float:
-        try:
-            return _kib(f"/proc/{pid}/status", "VmRSS:") / 1024
-        except OSError:
-            return 0.0  # it ended meanwhile
-
-    def _tree(self) -> set[int]:
-        seen, todo = set(), list(self.pids)
-        while todo:
-            pid = todo.pop()
-            if pid in seen:
-                continue
-            seen.add(pid)
-            try:
-                todo += map(int, Path(f"/proc/{pid}/task/{pid}/children").read_text().split())
-            except OSError:
-                pass  # it ended meanwhile
-        return seen
-
-    def stop(self) -> float:
-        self.done.set()
-        self.thread.join()
-        return self.peak
-
-
 def measure(keys: int, repeat: int) -> tuple[list[str], list[str]]:
     """The table's rows and its notes."""
     from playwright.sync_api import sync_playwright
@@ -179,8 +140,8 @@ def measure(keys: int, repeat: int) -> tuple[list[str], list[str]]:
         server = Server(root, "pipeline.py")
         try:
             pool = _pool_pid(root)
-            tree = TreeRss(server.proc.pid, pool)
-            rss_before = _kib(f"/proc/{server.proc.pid}/status", "VmRSS:") / 1024
+            tree = PeakRss(server.proc.pid, pool, every=0.1, descendants=True)
+            rss_before = rss_mb(server.proc.pid)
             load = os.getloadavg()
             with sync_playwright() as p:
                 browser = p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
@@ -192,7 +153,7 @@ def measure(keys: int, repeat: int) -> tuple[list[str], list[str]]:
                 finally:
                     browser.close()
             peak = tree.stop()
-            memory = [_kib(f"/proc/{pid}/status", field) / 1024
+            memory = [kib(f"/proc/{pid}/status", field) / 1024
                       for pid in (server.proc.pid, pool) for field in ("VmRSS:", "VmHWM:")]
         finally:
             server.stop()

@@ -4,8 +4,9 @@ Entry points: `find_files` (which files are pipeline files), `discover` (parse, 
 hash the nodes of given files) and `load_definitions` (both, for the CLI). Everything is read
 with `ast`; a pipeline's own code never runs here, so discovery is safe and fast on every
 command. Submodules: files (the walk), bindings (which names are barca's), names (what code
-binds and reads), modules (reading files once, import lookup), arguments and parse (decorator
-arguments and signature checks), resolve (references to node ids), hashing and cone (the
+binds and reads), modules (reading files once, import lookup), literals (values read without
+running the file), arguments and options (decorator arguments: references, settings), parse
+(decorators and signature checks), resolve (references to node ids), hashing and cone (the
 definition hash and its helper code), definitions (assembling it all).
 """
 

@@ -15,11 +15,13 @@ import ast
 from typing import NamedTuple
 
 from barca.api import DECORATOR_ARGS
-from barca.discover.arguments import (Options, RawDimension, RawInput, Site, module_constant,
-                                      read_inputs, read_name, read_options, read_partitions)
+from barca.discover.arguments import (RawDimension, RawInput, Site, read_inputs, read_name,
+                                      read_partitions)
 from barca.discover.bindings import DECORATORS, BarcaNames, barca_names
+from barca.discover.literals import module_constant
 from barca.discover.modules import ModuleInfo
 from barca.discover.model import SinkSpec
+from barca.discover.options import Options, read_options
 from barca.discover.sinks import read_sinks, refuse_lone_sink, sink_decorators
 
 FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef

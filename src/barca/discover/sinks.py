@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import ast
 
-from barca.discover.arguments import SERIALIZERS, Site, module_constant
+from barca.discover.arguments import Site
 from barca.discover.bindings import SINK, BarcaNames
+from barca.discover.literals import literal, module_constant
 from barca.discover.model import SinkSpec
 from barca.discover.modules import ModuleInfo
+from barca.discover.options import SERIALIZERS
 
 _FORM = 'write it like @sink("exports/summary.parquet") or @sink("out.json", serializer="json")'
 
@@ -63,14 +65,14 @@ def _read(decorator: ast.expr, site: Site, module: ModuleInfo) -> SinkSpec:
         raise site.error(f"@sink takes one positional argument, the path, and serializer=, "
                          f"not `{ast.unparse(decorator)}`{shown}", _FORM, decorator)
     written = decorator.args[0]
-    path = _literal(module_constant(written, module))
+    path = literal(module_constant(written, module))
     if not isinstance(path, str) or not path.strip():
         raise site.error(f"the path of @sink must be a non-empty string literal (or a "
                          f"module-level name bound once to one), not `{ast.unparse(written)}`",
                          _FORM, written)
     serializer = None
     for keyword in decorator.keywords:
-        value = _literal(module_constant(keyword.value, module))
+        value = literal(module_constant(keyword.value, module))
         if value is not None and value not in SERIALIZERS:
             raise site.error(f"@sink serializer= must be one of "
                              f"{', '.join(map(repr, SERIALIZERS))}, not "
@@ -79,10 +81,3 @@ def _read(decorator: ast.expr, site: Site, module: ModuleInfo) -> SinkSpec:
                              "the path's extension", keyword.value)
         serializer = value
     return SinkSpec(path, serializer)
-
-
-def _literal(expr: ast.expr) -> object:
-    try:
-        return ast.literal_eval(expr)
-    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-        return ast  # never a str or a serializer name: refused by the caller

@@ -12,7 +12,7 @@ state is one `RunState`. Finished steps are recorded in batches at most twice a 
 then dropped, so a killed run keeps all but the last half second of its work and memory does
 not grow with the run.
 
-Other runs on the same project are met through the metadata database (engine.step_leases):
+Other runs on the same project are met through the metadata database (engine.concurrent_runs):
 an asset step another run is computing is not submitted but waited for, while the rest of the
 run goes on, and then served from that run's result.
 """
@@ -36,7 +36,7 @@ from barca.engine.protocol import (CallFinished, CallSpec, LogLine, RunInterrupt
 from barca.engine.request import RunRequest
 from barca.engine.result import RunResult
 from barca.engine.run_state import RunState
-from barca.engine.step_leases import Claim, StepLeases, Steps
+from barca.engine.concurrent_runs import Claim, StepLeases, Steps
 from barca.engine.step_specs import blocked_keys, call_spec, step_spec
 from barca.engine.still_running import StillRunning
 from barca.errors import Cancelled, UsageError

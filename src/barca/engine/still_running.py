@@ -8,30 +8,19 @@ without that method (a test double) is taken to have none.
 
 from __future__ import annotations
 
-import math
-import os
 from typing import Any
 
+from barca import env_settings
 from barca.engine.events import Reporter
-from barca.errors import UsageError
 
 DEFAULT_SECONDS = 15.0
 
 
 def progress_seconds() -> float:
     """BARCA_PROGRESS_SECS as seconds; 0: never say it. Exit 2 for anything else."""
-    text = os.environ.get("BARCA_PROGRESS_SECS")
-    if not text:
-        return DEFAULT_SECONDS
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0 <= value < math.inf:
-        raise UsageError(f"BARCA_PROGRESS_SECS={text!r} is not a number of seconds",
-                         "set it to a number of seconds such as 15, 0 to never print "
-                         "`still running` lines, or unset it")
-    return value
+    return env_settings.seconds("BARCA_PROGRESS_SECS", DEFAULT_SECONDS,
+                                "set it to a number of seconds such as 15, 0 to never print "
+                                "`still running` lines, or unset it")
 
 
 class StillRunning:

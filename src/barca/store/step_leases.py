@@ -6,7 +6,7 @@ its process (pid, host and kernel start time, see store.owners). A run takes lea
 records the step's outcome (`release`, called by `metadata.record`) and whatever it still
 holds when it ends (`release_run`). A lease is stale when its run no longer runs: the process
 is gone (or its pid now belongs to another process), or the run's row says it ended.
-Which steps are leased and what a run does about a held one is engine.step_leases' business.
+Which steps are leased and what a run does about a held one is engine.concurrent_runs' business.
 """
 
 from __future__ import annotations

@@ -13,9 +13,9 @@ What a forked child gets must be what a fresh process would:
 - no library code older than its files: the pool stamps every file it loaded from outside the
   installed packages (an editable install, a PYTHONPATH directory) and, if one changed,
   refuses the next request and exits;
-- nothing of the pool's: its sockets, lock and signal handlers are let go in the child, and
-  the pool keeps no copy of a client's connection, so a client sees the end of its command the
-  moment it dies.
+- nothing of the pool's: its sockets, lock and signal handlers are let go in the child
+  (`forked_child`: how a child becomes a worker or a command), and the pool keeps no copy of
+  a client's connection, so a client sees the end of its command the moment it dies.
 The pool reaps its children itself (pidfds) and tells a client how one ended (`Status`).
 One pool per identity (a second finds the lock taken and exits), and at most a few per user
 (`pool_registry.evict_beyond`).
@@ -26,30 +26,25 @@ from __future__ import annotations
 import collections
 import fcntl
 import gc
-import io
 import importlib
 import importlib.util
 import os
-import select
 import selectors
 import signal
 import socket
 import sys
 import sysconfig
-import threading
 import time
 import warnings
 from pathlib import Path
-from typing import Any, Callable, NamedTuple
+from typing import Any, NamedTuple
 
-from barca.engine.local import pool_registry, warm_pool, worker
-from barca.engine.local.pool_messages import (Exited, ForkWorker, Forked, Hello, Preload,
-                                              Reaped, Refused, RunCommand, Status, Welcome,
-                                              apply_limits, describe_exit, exceeds_own_limits,
-                                              receive, send)
+from barca.engine.local import forked_child, pool_registry, warm_pool
+from barca.engine.local.forked_child import RunArgv
+from barca.engine.local.pool_messages import (ForkWorker, Forked, Hello, Preload, Reaped,
+                                              Refused, RunCommand, Status, Welcome,
+                                              describe_exit, exceeds_own_limits, receive, send)
 from barca.engine.local.project_code import is_project_file
-
-RunArgv = Callable[[list[str]], int]  # runs `barca ARGV` in this process; its exit code
 
 CHECK_SECONDS = 5.0  # how often the fork server checks that its identity still holds
 EXITS_KEPT = 256  # how many children's exit statuses the fork server remembers
@@ -244,55 +239,14 @@ class ForkServer:
         pid = os.fork()
         if pid:
             return self._watch(pid)
-        try:  # the child: become a fresh worker of the requesting run
-            self._leave_server(keep=None)
-            apply_limits(request.limits)
-            os.setsid()  # the run stops a worker and whatever it started with one killpg
-            in_fd, out_fd, stderr = fds
-            devnull = os.open(os.devnull, os.O_RDWR)
-            _take_stdio((devnull, os.dup(devnull), stderr), request.env, request.root)
-            worker.run(in_fd, out_fd, Path(request.root))
-        finally:
-            os._exit(0)
+        forked_child.run_worker(forked_child.Inherited(self.selector, self.lock), request, fds)
 
     def _fork_command(self, conn: socket.socket, request: RunCommand, fds: list[int]) -> int:
         pid = os.fork()
         if pid:
             return self._watch(pid)
-        code = 1
-        try:  # the child: run `barca ARGV` as the client process would have
-            self._leave_server(keep=conn)
-            apply_limits(request.limits)
-            os.umask(request.umask)
-            _take_stdio(fds, request.env, request.cwd)
-            _die_with_client(conn)
-            sys.argv = ["barca", *request.argv]
-            assert self.run_argv is not None
-            code = self.run_argv(request.argv)
-        finally:
-            for stream in (sys.stdout, sys.stderr):
-                try:
-                    stream.flush()
-                except Exception:  # noqa: BLE001 - whatever a stream raises (cli.output's
-                    pass  # InfraError for stdout), this child must still report and exit
-            try:
-                send(conn, Exited(int(code)))
-            finally:
-                os._exit(int(code))
-
-    def _leave_server(self, keep: socket.socket | None) -> None:
-        """In a forked child: let go of the fork server's sockets, pidfds, lock and signal
-        handling."""
-        for key in list(self.selector.get_map().values()):
-            if isinstance(key.fileobj, int):
-                os.close(key.fd)  # a sibling's or a server's pidfd
-            elif key.fileobj is not keep:
-                key.fileobj.close()
-        self.selector.close()
-        self.lock.close()
-        for sig in (signal.SIGTERM, signal.SIGHUP):
-            signal.signal(sig, signal.SIG_DFL)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+        forked_child.run_command(forked_child.Inherited(self.selector, self.lock), conn,
+                                 request, fds, self.run_argv)
 
     def save_modules(self) -> None:
         _, modules_path = pool_registry.project_paths(self.directory, self.root)
@@ -303,20 +257,6 @@ class _Server(NamedTuple):
     """Selector data of a server's pidfd (a child's is its pid, a client's "client")."""
 
     pid: int
-
-
-def _die_with_client(conn: socket.socket) -> None:
-    """A command forked for a client ends with it: when the client's end of the connection
-    closes (it was killed, say by a scheduler's timeout), this process is killed as the
-    client was, and its workers follow when their pipes close. Its run is later shown
-    `interrupted`, as a killed fresh run is."""
-    def watch() -> None:
-        poller = select.poll()
-        poller.register(conn.fileno(), select.POLLIN | select.POLLHUP)
-        poller.poll()  # the client never writes after `RunCommand`: this is its end
-        os.kill(os.getpid(), signal.SIGKILL)
-
-    threading.Thread(target=watch, daemon=True, name="barca-client-watch").start()
 
 
 def _installed_dirs() -> tuple[str, ...]:
@@ -339,25 +279,6 @@ def _files_outside_installs() -> list[str]:
         if origin and not os.path.realpath(origin).startswith(installed):
             files.append(origin)
     return files
-
-
-def _take_stdio(fds: list[int] | tuple[int, ...], env: dict, cwd: str) -> None:
-    """Make the caller's stdin/stdout/stderr, environment and directory this process's own."""
-    for target, fd in enumerate(fds):
-        os.dup2(fd, target)
-        os.close(fd)
-    encoding, errors = sys.__stdout__.encoding, sys.__stdout__.errors
-    sys.stdin = sys.__stdin__ = io.TextIOWrapper(io.FileIO(0, "r", closefd=False),
-                                                 encoding=encoding, errors=errors)
-    sys.stdout = sys.__stdout__ = io.TextIOWrapper(
-        io.FileIO(1, "w", closefd=False), encoding=encoding, errors=errors,
-        line_buffering=os.isatty(1))
-    sys.stderr = sys.__stderr__ = io.TextIOWrapper(
-        io.FileIO(2, "w", closefd=False), encoding=encoding, errors="backslashreplace",
-        line_buffering=True)
-    os.environ.clear()
-    os.environ.update(env)
-    os.chdir(cwd)
 
 
 def _write_atomically(path: Path, text: str) -> None:

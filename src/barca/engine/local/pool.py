@@ -15,23 +15,17 @@ than the whole capacity waits until nothing else runs, then runs alone. With eve
 and the capacity at least the pool size this never holds anything back; its cost is one
 integer comparison per step.
 
-Workers are forked from the project's warm pool (with the pipeline's libraries already
-imported, see `warm_pool`); a run that finds none starts one first, preloading what the
-pipeline files import, and teaches it what its workers imported on top. Where no pool can run,
-workers are fresh interpreters.
+Workers are forked from the project's warm pool where one can run, else fresh interpreters
+(`worker_processes`: starting, ending and telling how one ended).
 """
 
 from __future__ import annotations
 
 import collections
-import fcntl
 import math
 import os
 import select
 import selectors
-import signal
-import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,58 +34,15 @@ from typing import Any, Iterable, Iterator, Sequence
 from barca.errors import InfraError
 from barca.engine.local.frames import (FrameBuffer, Imported, Lease, Outcomes, Shutdown, Warm,
                                        write_frame)
+from barca.engine.local.worker_processes import Starter, WorkerProcess, end, exit_status
 from barca.engine.protocol import (CallFinished, CallSpec, LogLine, StepOutcome, StepSpec,
                                   StepStarted, call_lost, failed_outcomes,
                                   unreported_part)
 
 
-class _ForkedProcess:
-    """A worker forked by the warm pool: the fork server's child, not ours, so watched by pidfd.
-    Its exit status goes to the fork server, which says it when asked (`exit_status`)."""
-
-    def __init__(self, pid: int, pool: Any) -> None:
-        self.pid, self.pool = pid, pool
-        try:
-            self._fd: int | None = os.pidfd_open(pid)
-        except ProcessLookupError:
-            self._fd = None
-
-    def _exited(self, timeout: float) -> bool:
-        if self._fd is None:
-            return True
-        ready, _, _ = select.select([self._fd], [], [], timeout)
-        if ready:
-            os.close(self._fd)
-            self._fd = None
-        return bool(ready)
-
-    def poll(self) -> int | None:
-        return 0 if self._exited(0) else None
-
-    def wait(self, timeout: float | None = None) -> None:
-        if not self._exited(timeout if timeout is not None else 1e9):
-            raise subprocess.TimeoutExpired("warm worker", timeout or 0)
-
-    def kill(self) -> None:
-        if self._fd is not None:
-            signal.pidfd_send_signal(self._fd, signal.SIGKILL)
-
-    def exit_status(self) -> str | None:
-        return self.pool.exit_status(self.pid) or None
-
-
-def _exit_status(process: subprocess.Popen | _ForkedProcess) -> str | None:
-    """How a worker that died in a step ended, as `history` shows it (`worker_exit`)."""
-    if isinstance(process, _ForkedProcess):
-        return process.exit_status()
-    from barca.engine.local.pool_messages import describe_exit
-
-    return None if process.returncode is None else describe_exit(process.returncode)
-
-
 @dataclass(slots=True)
 class _Worker:
-    process: subprocess.Popen | _ForkedProcess
+    process: WorkerProcess
     to_worker: int
     from_worker: int
     buffer: FrameBuffer = field(default_factory=FrameBuffer)
@@ -108,11 +59,8 @@ class LocalExecutor:
     def __init__(self, root: Path, pool_size: int, files: Sequence[str] = (),
                  lease_size: int = 32, warm_seconds: float = 0.0,
                  capacity: int | None = None) -> None:
-        self.root = root
         self.files = tuple(files)  # the pipeline files, root-relative: what workers import
-        self.warm_seconds = warm_seconds
-        self.warm_pool: Any = None  # a warm_pool.WarmPool, looked up at the first worker
-        self.fresh_workers = 0
+        self.starter = Starter(root, self.files, warm_seconds)
         self.imported: set[str] = set()
         self.pool_size = max(1, pool_size)
         self.capacity = max(1, capacity or self.pool_size)  # units of weight= at once
@@ -166,8 +114,8 @@ class LocalExecutor:
         for worker in list(self.workers):
             self._stop(worker, kill=cancel)
         self.workers.clear()
-        if self.warm_seconds > 0 and not cancel:
-            self._leave_warm_pool()
+        if self.starter.warm_seconds > 0 and not cancel:
+            self.starter.leave(self.imported)
 
     def prestart(self) -> None:
         """Start one worker now and have it import the pipeline, while the caller plans."""
@@ -188,56 +136,9 @@ class LocalExecutor:
         return sum(1 for w in self.workers if w.leased)
 
     def _spawn(self) -> _Worker:
-        to_r, to_w = os.pipe()
-        from_r, from_w = os.pipe()
-        _widen(from_w)
-        env = dict(os.environ, BARCA_WORKER="1")
-        process = self._fork_warm(env, (to_r, from_w))
-        if process is None:
-            try:
-                process = subprocess.Popen(  # -P: a project file (json.py) shadows no module
-                    [sys.executable, "-P", "-m", "barca.engine.local.worker", str(to_r),
-                     str(from_w)],
-                    cwd=self.root, env=env, pass_fds=(to_r, from_w), stdin=subprocess.DEVNULL,
-                    start_new_session=True)
-            except OSError as exc:
-                raise InfraError(f"cannot start a worker process: {exc}") from exc
-            self.fresh_workers += 1
-        os.close(to_r)
-        os.close(from_w)
-        worker = _Worker(process, to_w, from_r)
-        self.selector.register(from_r, selectors.EVENT_READ, worker)
+        worker = _Worker(*self.starter.start())
+        self.selector.register(worker.from_worker, selectors.EVENT_READ, worker)
         return worker
-
-    def _fork_warm(self, env: dict[str, str], fds: tuple[int, int]) -> _ForkedProcess | None:
-        """A worker from the warm pool, or None to start a fresh one."""
-        if self.warm_seconds <= 0:
-            return None
-        from barca.engine.local import warm_pool
-
-        if self.warm_pool is None and not self.fresh_workers and not warm_pool.unresponsive():
-            self.warm_pool = warm_pool.WarmPool.connect(self.root) or warm_pool.start_and_connect(
-                self.root, warm_pool.top_level_imports(self.root, self.files), self.warm_seconds)
-        if self.warm_pool is None:
-            return None
-        try:
-            pid = self.warm_pool.fork_worker(self.root, env, fds, self.warm_seconds)
-            return _ForkedProcess(pid, self.warm_pool)
-        except (OSError, EOFError, ValueError):
-            self.warm_pool.close()
-            self.warm_pool = None
-            return None
-
-    def _leave_warm_pool(self) -> None:
-        """Teach the warm pool what this run's workers imported, or start one if there was none."""
-        from barca.engine.local import warm_pool
-
-        if self.warm_pool is not None:
-            self.warm_pool.learn(self.imported)
-            self.warm_pool.close()
-            self.warm_pool = None
-        elif self.fresh_workers:
-            warm_pool.start_pool_process(self.root, self.imported, self.warm_seconds)
 
     def _refill(self) -> None:
         if not self.waiting:
@@ -382,7 +283,7 @@ class LocalExecutor:
             self.queue.appendleft(running)
             self.waiting += 1
             return []
-        ended = _exit_status(worker.process) if error_type == "WorkerLost" else None
+        ended = exit_status(worker.process) if error_type == "WorkerLost" else None
         if ended:
             why += f" ({ended})"
         failed = failed_outcomes(running, attempts, error_type, why, ended)
@@ -416,22 +317,5 @@ class LocalExecutor:
                 os.close(fd)
             except OSError:
                 pass
-        if kill:
-            try:
-                os.killpg(worker.process.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-        try:
-            worker.process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            worker.process.kill()
-            worker.process.wait()
+        end(worker.process, kill)
 
-
-def _widen(fd: int) -> None:
-    """A 1 MiB pipe: a key source's columns (megabytes at 200,000 keys) then cross in a few
-    reads instead of one per 64 KiB."""
-    try:
-        fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, 1 << 20)
-    except OSError:  # above the system's pipe-max-size: the default size works, slower
-        pass

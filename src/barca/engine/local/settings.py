@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+from barca import env_settings
 from barca.errors import UsageError
 
 DEFAULT_WARM_SECONDS = 900.0
@@ -35,18 +36,9 @@ def capacity(configured: int | None, pool: int) -> tuple[int, str]:
 
 def warm_seconds() -> float:
     """BARCA_WARM_SECONDS: how long a warm pool waits for the next run; 0 turns it off."""
-    text = os.environ.get("BARCA_WARM_SECONDS")
-    if not text:
-        return DEFAULT_WARM_SECONDS
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0 <= value < float("inf"):
-        raise UsageError(f"BARCA_WARM_SECONDS={text!r} is not a number of seconds",
-                         "set BARCA_WARM_SECONDS to 0 (start workers fresh every run) or a "
-                         "number of seconds such as 900, or unset it")
-    return value
+    return env_settings.seconds("BARCA_WARM_SECONDS", DEFAULT_WARM_SECONDS,
+                                "set BARCA_WARM_SECONDS to 0 (start workers fresh every run) or "
+                                "a number of seconds such as 900, or unset it")
 
 
 def max_pools() -> int:

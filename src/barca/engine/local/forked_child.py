@@ -1,0 +1,121 @@
+"""The warm pool's forked children: how a child of the fork server becomes what a fresh process
+would have been, a worker of the requesting run (`run_worker`) or a whole `barca` command
+(`run_command`).
+
+A child first lets go of everything of the fork server's (its listener, clients' connections,
+pidfds, lock and signal handlers), then takes the caller's limits, stdin/stdout/stderr,
+environment and directory. Neither function returns: the child exits when its work ends.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import select
+import selectors
+import signal
+import socket
+import sys
+import threading
+from pathlib import Path
+from typing import Any, Callable, NamedTuple, NoReturn
+
+from barca.engine.local import worker
+from barca.engine.local.pool_messages import (Exited, ForkWorker, RunCommand, apply_limits,
+                                              send)
+
+RunArgv = Callable[[list[str]], int]  # runs `barca ARGV` in this process; its exit code
+
+
+class Inherited(NamedTuple):
+    """What a child inherits of the fork server and must let go of."""
+
+    selector: selectors.BaseSelector  # its listener, clients' connections and pidfds
+    lock: Any  # the identity's lock file: held while the fork server lives
+
+
+def run_worker(inherited: Inherited, request: ForkWorker, fds: list[int]) -> NoReturn:
+    """Become a fresh worker of the requesting run (`fds`: its pipes and stderr)."""
+    try:
+        _let_go(inherited, keep=None)
+        apply_limits(request.limits)
+        os.setsid()  # the run stops a worker and whatever it started with one killpg
+        in_fd, out_fd, stderr = fds
+        devnull = os.open(os.devnull, os.O_RDWR)
+        _take_stdio((devnull, os.dup(devnull), stderr), request.env, request.root)
+        worker.run(in_fd, out_fd, Path(request.root))
+    finally:
+        os._exit(0)
+
+
+def run_command(inherited: Inherited, conn: socket.socket, request: RunCommand,
+                fds: list[int], run_argv: RunArgv | None) -> NoReturn:
+    """Run `barca ARGV` as the client process would have (`fds`: its stdin, stdout, stderr),
+    and tell the client its exit code over `conn`."""
+    code = 1
+    try:
+        _let_go(inherited, keep=conn)
+        apply_limits(request.limits)
+        os.umask(request.umask)
+        _take_stdio(fds, request.env, request.cwd)
+        _die_with_client(conn)
+        sys.argv = ["barca", *request.argv]
+        assert run_argv is not None
+        code = run_argv(request.argv)
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:  # noqa: BLE001 - whatever a stream raises (cli.output's
+                pass  # InfraError for stdout), this child must still report and exit
+        try:
+            send(conn, Exited(int(code)))
+        finally:
+            os._exit(int(code))
+
+
+def _let_go(inherited: Inherited, keep: socket.socket | None) -> None:
+    """Let go of the fork server's sockets, pidfds, lock and signal handling."""
+    for key in list(inherited.selector.get_map().values()):
+        if isinstance(key.fileobj, int):
+            os.close(key.fd)  # a sibling's or a server's pidfd
+        elif key.fileobj is not keep:
+            key.fileobj.close()
+    inherited.selector.close()
+    inherited.lock.close()
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def _die_with_client(conn: socket.socket) -> None:
+    """A command forked for a client ends with it: when the client's end of the connection
+    closes (it was killed, say by a scheduler's timeout), this process is killed as the
+    client was, and its workers follow when their pipes close. Its run is later shown
+    `interrupted`, as a killed fresh run is."""
+    def watch() -> None:
+        poller = select.poll()
+        poller.register(conn.fileno(), select.POLLIN | select.POLLHUP)
+        poller.poll()  # the client never writes after `RunCommand`: this is its end
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    threading.Thread(target=watch, daemon=True, name="barca-client-watch").start()
+
+
+def _take_stdio(fds: list[int] | tuple[int, ...], env: dict, cwd: str) -> None:
+    """Make the caller's stdin/stdout/stderr, environment and directory this process's own."""
+    for target, fd in enumerate(fds):
+        os.dup2(fd, target)
+        os.close(fd)
+    encoding, errors = sys.__stdout__.encoding, sys.__stdout__.errors
+    sys.stdin = sys.__stdin__ = io.TextIOWrapper(io.FileIO(0, "r", closefd=False),
+                                                 encoding=encoding, errors=errors)
+    sys.stdout = sys.__stdout__ = io.TextIOWrapper(
+        io.FileIO(1, "w", closefd=False), encoding=encoding, errors=errors,
+        line_buffering=os.isatty(1))
+    sys.stderr = sys.__stderr__ = io.TextIOWrapper(
+        io.FileIO(2, "w", closefd=False), encoding=encoding, errors="backslashreplace",
+        line_buffering=True)
+    os.environ.clear()
+    os.environ.update(env)
+    os.chdir(cwd)
