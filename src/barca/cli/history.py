@@ -15,8 +15,11 @@ from typing import Any
 import click
 
 from barca.cli import render
-from barca.cli.output import (bounded, choose_listing_mode, emit, emit_json, listing, note,
+from barca.views.plan_text import first_line, human_size, plural
+from barca.views.times import iso_time, utc_time
+from barca.cli.output import (bounded, choose_listing_mode, emit, emit_json, listing,
                               note_truncated, parse_fields, parse_names, pick_fields, table)
+from barca.printable import note
 from barca.cli.server_option import server_options
 from barca.errors import UsageError
 from barca.printable import printable_lines
@@ -87,10 +90,10 @@ def run_json(run: store.RunRow) -> dict[str, Any]:
             "target": run.target, "job": run.job, "status": run.status,
             "steps_total": run.steps_total, "steps_executed": run.steps_executed,
             "steps_cached": run.steps_cached, "attempts": int(run.started),
-            "started_at": render.utc_time(run.started_at),
-            "finished_at": render.utc_time(run.finished_at),
+            "started_at": utc_time(run.started_at),
+            "finished_at": utc_time(run.finished_at),
             "elapsed_seconds": _round(run.elapsed_seconds), "triggered_by": run.triggered_by,
-            "scheduled_at": render.iso_time(run.scheduled_at),
+            "scheduled_at": iso_time(run.scheduled_at),
             "schedule_id": run.schedule_id, "failed_node": run.failed_node,
             "error": run.error, "failure": failure}
 
@@ -211,7 +214,7 @@ def _runs_table(runs: list[store.RunRow]) -> tuple[list[str], list[list[str]]]:
     for r in runs:
         row = [r.run_id, r.command, render.clip(r.target or "all", 24), r.status,
                _count(r.steps_executed), _count(r.steps_cached),
-               render.human_seconds(r.elapsed_seconds), f"{render.utc_time(r.started_at)} UTC"]
+               render.human_seconds(r.elapsed_seconds), f"{utc_time(r.started_at)} UTC"]
         if failed:
             name = (r.failed_node or "").split(":", 1)[-1]
             row.append(render.clip(f"{name}: {r.error}", 72) if r.failed_node else "")
@@ -245,7 +248,7 @@ def step_json(conn: sqlite3.Connection, step: store.StepRow) -> dict[str, Any]:
            "error_type": step.error_type, "error_message": step.error_message,
            "error_traceback": step.error_traceback, "worker_exit": step.worker_exit,
            "batch": step.batch,
-           "created_at": render.utc_time(step.created_at)}
+           "created_at": utc_time(step.created_at)}
     if failed:
         out["output_tail"] = store.output_tail(conn, step.run_id, step.call_step_id)
     return out
@@ -297,18 +300,18 @@ def _run_header(run: store.RunRow) -> str:
     command = " ".join(["barca", run.command, *([run.target] if run.target else []),
                         *run.files])
     lines = [f"Run {run.run_id}: {command}", f"Status   {run.status}",
-             f"Started  {render.utc_time(run.started_at)} UTC",
+             f"Started  {utc_time(run.started_at)} UTC",
              f"Time     {render.human_seconds(run.elapsed_seconds)}",
              f"Steps    {_count(run.steps_executed)} executed, {_count(run.steps_cached)} "
              f"cached, {_count(run.steps_total)} total"]
     if run.job:
         lines.insert(2, f"Job      {run.job}")
     if run.triggered_by:
-        tick = f" ({run.schedule_id} at {render.utc_time(run.scheduled_at)} UTC)" \
+        tick = f" ({run.schedule_id} at {utc_time(run.scheduled_at)} UTC)" \
             if run.schedule_id else ""
         lines.insert(3 if run.job else 2, f"Trigger  {run.triggered_by}{tick}")
     if run.failed_node:
-        lines.append(f"Failed   {run.failed_node}: {render.first_line(run.error)}")
+        lines.append(f"Failed   {run.failed_node}: {first_line(run.error)}")
     return printable_lines(lines)
 
 
@@ -331,13 +334,13 @@ def _steps_table(steps: list[store.StepRow], summaries: list[store.NodeSummary],
                                        != group):
             call = calls[group]
             failed = any(s.status == "failed" for s in steps if (s.node_id, s.batch) == group)
-            rows.append([f"{step.node_id}[{render.plural(call.keys, 'key')}]",
+            rows.append([f"{step.node_id}[{plural(call.keys, 'key')}]",
                          "failed" if failed else "success", _count(step.attempts),
                          render.human_seconds(call.elapsed_seconds),
-                         render.human_size(call.max_rss_bytes), "-", f"batch {step.batch}"])
+                         human_size(call.max_rss_bytes), "-", f"batch {step.batch}"])
         rows.append([step.step_id, step.status, _count(step.attempts),
                      render.human_seconds(step.elapsed_seconds),
-                     render.human_size(None if step.batch else step.max_rss_bytes),
+                     human_size(None if step.batch else step.max_rss_bytes),
                      step.run_hash[:12], _artifact_cell(step, root)])
         last = i + 1 == len(steps) or (steps[i + 1].node_id, steps[i + 1].batch) != group
         more = keys.get(group, 0) - shown[group]
@@ -351,14 +354,14 @@ def _artifact_cell(step: store.StepRow, root: Path) -> str:
     if not step.artifact_path:
         return "-"
     gone = "" if (root / step.artifact_path).exists() else ", removed"
-    return (f"{step.artifact_path} ({step.format}, {render.human_size(step.size_bytes)}"
+    return (f"{step.artifact_path} ({step.format}, {human_size(step.size_bytes)}"
             f"{gone})")
 
 
 def _failure_text(conn: sqlite3.Connection, step: store.StepRow) -> str:
     attempts = step.attempts or 1
     head = (f"{step.step_id} failed after {attempts} attempt{'s' if attempts != 1 else ''}: "
-            f"{step.error_type or 'Error'}: {render.first_line(step.error_message)}")
+            f"{step.error_type or 'Error'}: {first_line(step.error_message)}")
     lines = [head + (f" (worker ended: {step.worker_exit})" if step.worker_exit else "")]
     trace = (step.error_traceback or "").rstrip().splitlines()
     if trace:

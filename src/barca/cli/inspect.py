@@ -7,10 +7,12 @@ from typing import Any, Sequence
 
 import click
 
-from barca.cli import render
+from barca.views import plan_text
+from barca.views.times import utc_time
 from barca.cli.load import split_positionals
-from barca.cli.output import (bounded, choose_listing_mode, choose_mode, emit, emit_json,
-                              listing, note, note_truncated, parse_fields, pick_fields, table)
+from barca.cli.output import (bounded, choose_listing_mode, choose_mode, emit, emit_json, listing,
+                              note_truncated, parse_fields, pick_fields, table)
+from barca.printable import note
 from barca.cli.server_option import server_options
 from barca.engine.driver import capacity_warnings, open_pipeline, run, unused_warnings
 from barca.engine.local import capacity, pool_size
@@ -154,7 +156,7 @@ def status_command(args, json_flag, pretty, env_name, limit, show_all, fields, s
         emit_json(listing(body, "nodes", pick_fields(shown, chosen), total, "nodes"),
                   indent=True)
         return
-    short = {n: render.why(result.plans[n], width=render.WHY_WIDTH) for n in result.order}
+    short = {n: plan_text.why(result.plans[n], width=plan_text.WHY_WIDTH) for n in result.order}
     rows = [[n["id"], n["kind"], n["cache"]["state"].replace("_", "-"),
              n["cache"]["detail"] if n["cache"]["state"] == "blocked" else short[n["id"]],
              _last_run_cell(n["last_materialization"]), shape_text(n["shape"])]
@@ -215,7 +217,7 @@ def _last_runs(result, env_name: str | None) -> dict[str, Any]:
 def _materialization(row) -> dict[str, Any] | None:
     if row is None:
         return None
-    out: dict[str, Any] = {"status": row.status, "created_at": render.utc_time(row.created_at),
+    out: dict[str, Any] = {"status": row.status, "created_at": utc_time(row.created_at),
                            "elapsed_seconds": None if row.elapsed_seconds is None else
                            round(row.elapsed_seconds, 4), "run_id": row.run_id,
                            "run_hash": row.run_hash, "artifact": row.artifact_path,
@@ -264,9 +266,9 @@ def _status_node(plan, result, last=None) -> dict[str, Any]:
                   "failed": "failed"}.get(first.code, first.code)
     elif plan.pinned:  # a Manual asset kept as it is: stale until it is refreshed
         state = "stale"
-    cache: dict[str, Any] = {"state": state, "reason": reason, "detail": render.why(plan)}
+    cache: dict[str, Any] = {"state": state, "reason": reason, "detail": plan_text.why(plan)}
     if plan.pinned and not plan.run:
-        render.pinned_fields(plan, cache)
+        plan_text.pinned_fields(plan, cache)
     if not plan.unknown and not plan.partitioned:
         cache["run_hash"] = plan.run_hashes[0]
         if plan.run and plan.reasons[plan.run[0]].changed:

@@ -10,7 +10,7 @@ from barca.errors import UsageError
 
 def announce_root() -> None:
     """Say so on stderr when the project root is not the directory the user is in."""
-    from barca.cli.output import note
+    from barca.printable import note
     from barca.project import find_root
 
     cwd = Path.cwd().resolve()

@@ -13,9 +13,11 @@ from typing import Any
 
 import click
 
-from barca.cli import render
+from barca.views.plan_text import first_line
+from barca.views.times import iso_time, utc_time
 from barca.cli.history import find_run, open_history
-from barca.cli.output import emit, emit_json, note
+from barca.cli.output import emit, emit_json
+from barca.printable import note
 from barca.cli.server_option import server_options
 from barca.errors import UsageError
 from barca.printable import printable, printable_lines
@@ -117,7 +119,7 @@ def _end_as(run: store.RunRow) -> None:
     see = f"barca history {run.run_id}"
     if run.status == "failed":
         raise StepFailed(f"run {run.run_id} failed: step '{run.failed_node}' failed: "
-                         f"{render.first_line(run.error)}", f"see {see}", node=run.failed_node)
+                         f"{first_line(run.error)}", f"see {see}", node=run.failed_node)
     if run.status == "cancelled":
         raise Cancelled(f"run {run.run_id} was cancelled", f"see {see}")
     if run.status == "interrupted":
@@ -147,7 +149,7 @@ def _the_run(conn: sqlite3.Connection | None, run_id: str | None, env_name: str 
                          (f" in environment '{env_name}'" if env_name else ""),
                          "run `barca get TARGET pipeline.py` first")
     note(f"barca: logs of the most recent run: {run.run_id} ({run.command} "
-         f"{run.target or 'all'}, {run.status}, started {render.utc_time(run.started_at)} UTC)")
+         f"{run.target or 'all'}, {run.status}, started {utc_time(run.started_at)} UTC)")
     return run
 
 
@@ -196,7 +198,7 @@ def _line_json(line: store.LogRow) -> dict[str, Any]:
     node, bracket, label = line.step_id.partition("[")
     return {"step_id": line.step_id, "node_id": node,
             "partition_key": label[:-1] if bracket else None, "stream": line.stream,
-            "ts": render.iso_time(line.ts), "line": line.line}
+            "ts": iso_time(line.ts), "line": line.line}
 
 
 def _print_grouped(lines: list[store.LogRow]) -> None:

@@ -15,7 +15,7 @@ from typing import Any, Sequence
 import orjson
 
 from barca.errors import InfraError, UsageError
-from barca.printable import printable
+from barca.printable import note, printable
 
 
 def choose_mode(json_flag: bool, pretty_flag: bool) -> str:
@@ -98,19 +98,6 @@ def emit_json(obj: Any, indent: bool = False, default: Any = str) -> None:
     emit(orjson.dumps(obj, option=option, default=default).decode())
 
 
-def note(text: str) -> None:
-    """One line on stderr, its control characters escaped (barca.printable): a key or a
-    message from user code in it cannot end the line or recolour the terminal."""
-    note_exact(printable(text))
-
-
-def note_exact(text: str) -> None:
-    """A line on stderr as it is: JSON (an error envelope, an `--events` line)."""
-    try:
-        sys.stderr.write(text + "\n")
-        sys.stderr.flush()
-    except BrokenPipeError:
-        pass
 
 
 def _silence_stdout() -> None:

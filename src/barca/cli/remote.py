@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-from barca.cli.output import note
+from barca.printable import note
 from barca.errors import BarcaError, InfraError, UsageError
 
 TIMEOUT_SECONDS = 30.0

@@ -13,6 +13,8 @@ from typing import Any, Sequence
 import click
 
 from barca.cli import render
+from barca.views.plan_text import human_size
+from barca.views.times import utc_time
 from barca.cli.history import partition_key
 from barca.cli.load import is_path_arg
 from barca.cli.output import (choose_listing_mode, emit, emit_json, parse_fields, pick_fields,
@@ -100,7 +102,7 @@ def _recent(step: store.StepRow) -> dict[str, Any]:
     split among its keys) and a step whose worker died."""
     return {"run_id": step.run_id, "partition_key": partition_key(step),
             "elapsed_seconds": _r(step.elapsed_seconds), "status": step.status,
-            "created_at": render.utc_time(step.created_at),
+            "created_at": utc_time(step.created_at),
             "error_message": step.error_message if step.status == "failed" else None,
             "attempts": step.attempts, "cpu_seconds": _r(step.cpu_seconds),
             "max_rss_bytes": step.max_rss_bytes}
@@ -125,8 +127,8 @@ def _report(body: dict[str, Any]) -> str:
              f"Total materializations: {body['total_runs']}{failed}",
              f"Timing:  avg {secs('avg')}  median {secs('median')}  p95 {secs('p95')}  "
              f"max {secs('max')}",
-             f"Peak memory:  median {render.human_size(body['median_max_rss_bytes'])}  "
-             f"max {render.human_size(body['max_rss_bytes'])}",
+             f"Peak memory:  median {human_size(body['median_max_rss_bytes'])}  "
+             f"max {human_size(body['max_rss_bytes'])}",
              "Re-executed with unchanged inputs (rerun_rate): "
              + ("-" if rate is None else f"{rate * 100:.1f}%")]
     recent = body["recent_runs"]

@@ -49,7 +49,7 @@ from barca.engine.local.pool_messages import (Exited, ForkWorker, Forked, Hello,
                                               receive, send)
 from barca.engine.local.project_code import is_project_file
 
-RunArgv = Callable[[list[str]], int]  # runs `barca ARGV` in this process; its exit code
+RunArgv = Callable[[str, list[str]], int]  # runs an entry (RunCommand) here; its exit code
 
 CHECK_SECONDS = 5.0  # how often the fork server checks that its identity still holds
 EXITS_KEPT = 256  # how many children's exit statuses the fork server remembers
@@ -260,7 +260,7 @@ class ForkServer:
         if pid:
             return self._watch(pid)
         code = 1
-        try:  # the child: run `barca ARGV` as the client process would have
+        try:  # the child: run the command as the client process would have
             self._leave_server(keep=conn)
             apply_limits(request.limits)
             os.umask(request.umask)
@@ -268,7 +268,7 @@ class ForkServer:
             _die_with_client(conn)
             sys.argv = ["barca", *request.argv]
             assert self.run_argv is not None
-            code = self.run_argv(request.argv)
+            code = self.run_argv(request.entry, request.argv)
         finally:
             for stream in (sys.stdout, sys.stderr):
                 try:
