@@ -10,17 +10,16 @@ import click
 from barca.cli import render
 from barca.cli.load import split_positionals
 from barca.cli.output import choose_listing_mode, emit, emit_json, parse_fields, pick_fields
-from barca.printable import note
 from barca.cli.progress import CliReporter
 from barca.cli.server_option import server_options
 from barca.engine.driver import run
 from barca.engine.events import Reporter
 from barca.engine.result import RunResult
 from barca.errors import StepFailed, UsageError
-from barca.printable import printable, printable_lines
+from barca.printable import note, printable, printable_lines
 from barca.views.plan_text import first_line, plural
-from barca.views.run_report import (SHOWN_KEYS, STEP_FIELDS, DryRunReport, RunReport,
-                                    label_order, relative_path)
+from barca.views.run_report import (SHOWN_KEYS, STEP_FIELDS, DryRunReport, RunReport, label_order,
+                                    relative_path)
 
 OUTPUTS = ("json", "pretty", "value", "path")
 

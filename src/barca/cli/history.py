@@ -15,17 +15,16 @@ from typing import Any
 import click
 
 from barca.cli import render
-from barca.views.plan_text import first_line, human_size, plural
-from barca.views.times import iso_time, utc_time
 from barca.cli.output import (bounded, choose_listing_mode, emit, emit_json, listing,
                               note_truncated, parse_fields, parse_names, pick_fields, table)
-from barca.printable import note
 from barca.cli.server_option import server_options
 from barca.errors import UsageError
-from barca.printable import printable_lines
+from barca.printable import note, printable_lines
 from barca.project import Project, open_project
 from barca.store import history as store
 from barca.store.db import connect
+from barca.views.plan_text import first_line, human_size, plural
+from barca.views.times import iso_time, utc_time
 
 RUN_FIELDS = ["run_id", "command", "files", "target", "job", "status", "steps_total",
               "steps_executed", "steps_cached", "attempts", "started_at", "finished_at",

@@ -13,15 +13,14 @@ from typing import Any
 
 import click
 
-from barca.views.plan_text import first_line
-from barca.views.times import iso_time, utc_time
 from barca.cli.history import find_run, open_history
 from barca.cli.output import emit, emit_json
-from barca.printable import note
 from barca.cli.server_option import server_options
 from barca.errors import UsageError
-from barca.printable import printable, printable_lines
+from barca.printable import note, printable, printable_lines
 from barca.store import history as store
+from barca.views.plan_text import first_line
+from barca.views.times import iso_time, utc_time
 
 HELP = """Print what each step of a run wrote to stdout and stderr, in order.
 

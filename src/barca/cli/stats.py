@@ -13,18 +13,17 @@ from typing import Any, Sequence
 import click
 
 from barca.cli import render
-from barca.views.plan_text import human_size
-from barca.views.times import utc_time
 from barca.cli.history import partition_key
 from barca.cli.load import is_path_arg
-from barca.cli.output import (choose_listing_mode, emit, emit_json, parse_fields, pick_fields,
-                              table)
+from barca.cli.output import choose_listing_mode, emit, emit_json, parse_fields, pick_fields, table
 from barca.cli.server_option import server_options
+from barca.engine.driver import open_pipeline
 from barca.errors import UsageError
 from barca.printable import printable
-from barca.engine.driver import open_pipeline
 from barca.store import history as store
 from barca.store.db import connect
+from barca.views.plan_text import human_size
+from barca.views.times import utc_time
 
 RECENT_FIELDS = ["run_id", "partition_key", "elapsed_seconds", "status", "created_at",
                  "error_message", "attempts", "cpu_seconds", "max_rss_bytes"]
