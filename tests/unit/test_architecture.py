@@ -197,6 +197,21 @@ def test_the_server_imports_nothing_of_the_cli():
     assert violations(("barca.server",), ("barca.cli",), among=(bad,)) != []
 
 
+def test_the_cli_runs_no_sql():
+    """What a command shows is queried by store/ and shaped by views/; cli/ renders it."""
+    found = [v for v in violations(("barca.cli",), ("sqlite3",))]
+    assert found == []
+    bad = synthetic("barca.cli.bad", "import sqlite3\n")
+    assert violations(("barca.cli",), ("sqlite3",), among=(bad,)) != []
+
+
+def test_the_python_api_imports_nothing_of_the_cli():
+    """`barca.get`, `barca.history` and the rest return views, as the CLI prints them."""
+    assert violations(("barca.python_api", "barca.api"), ("barca.cli",)) == []
+    bad = synthetic("barca.python_api", "from barca.cli.history import runs_json\n")
+    assert violations(("barca.python_api",), ("barca.cli",), among=(bad,)) != []
+
+
 def test_views_import_no_interface_layer():
     """Views are what the CLI, the Python API and the server all show: none of theirs."""
     assert violations(("barca.views",), ("barca.cli", "barca.server", "barca.python_api",

@@ -9,7 +9,8 @@ import click
 
 from barca.cli import render
 from barca.cli.load import split_positionals
-from barca.cli.output import choose_listing_mode, emit, emit_json, parse_fields, pick_fields
+from barca.cli.output import choose_listing_mode, emit, emit_json, parse_fields
+from barca.views.listing import pick_fields
 from barca.cli.progress import CliReporter
 from barca.cli.server_option import server_options
 from barca.engine.driver import run

@@ -16,6 +16,7 @@ import orjson
 
 from barca.errors import InfraError, UsageError
 from barca.printable import note, printable
+from barca.views.listing import page_hint
 
 
 def choose_mode(json_flag: bool, pretty_flag: bool) -> str:
@@ -157,30 +158,6 @@ def bounded(limit: int | None, show_all: bool, default: int) -> int | None:
         raise UsageError(f"--limit {limit} and --all contradict each other",
                          "pass --limit N for the first N, or --all for every one")
     return None if show_all else (limit or default)
-
-
-def pick_fields(items: list[dict[str, Any]], fields: list[str] | None) -> list[dict[str, Any]]:
-    """Keep only the chosen keys of each item (valid keys absent from an item are omitted)."""
-    if fields is None:
-        return items
-    return [{k: item[k] for k in fields if k in item} for item in items]
-
-
-def page_hint(shown: int, total: int, noun: str) -> str | None:
-    """The hint for a listing cut at `shown` of `total`, None when nothing was cut."""
-    if shown >= total:
-        return None
-    return f"pass --limit N for more, or --all for all {total} {noun}"
-
-
-def listing(body: dict[str, Any], items_key: str, items: list, total: int, noun: str
-            ) -> dict[str, Any]:
-    """The bounded JSON envelope `{<items_key>: [...], total, truncated, hint?}` (plus body)."""
-    out = {**body, items_key: items, "total": total, "truncated": len(items) < total}
-    hint = page_hint(len(items), total, noun)
-    if hint:
-        out["hint"] = hint
-    return out
 
 
 def note_truncated(shown: int, total: int, noun: str) -> None:

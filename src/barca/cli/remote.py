@@ -79,7 +79,7 @@ def _view(client, argv: list[str], json_mode: bool) -> int:
 
 
 def _run(client, argv: list[str], json_mode: bool) -> int:
-    from barca.cli.load import is_path_arg
+    from barca.discover.files import is_path_arg
 
     params = _parse(argv)
     args = list(params["args"])
