@@ -86,6 +86,13 @@ BARCA = [sys.executable, "-m", "barca.cli.main"]
 # (--json would read every key's value: a read per key, which is output, not the tick)
 TICK = [*BARCA, "get", "scored", "pipeline.py", "--pretty"]
 CHILD_ENV = dict(os.environ)
+REPORT_WITHOUT_VALUE = """
+import orjson
+from barca.engine.driver import run
+from barca.views.run_report import RunReport
+result = run("get", "orders", ["pipeline.py"])
+print(orjson.dumps(RunReport(result, "get", "orders", values=False).to_json()).decode())
+"""
 POOL_RSS: dict[int, float] = {}  # N -> resident MB of the warm pool after the ticks
 KEPT: dict[int, tuple[Path, int, int]] = {}  # N -> project, pool pid, ticks taken so far
 DISCARDED: list[Path] = []  # projects removed when the script ends
@@ -471,10 +478,10 @@ def _split_run(n: int, rows: int) -> tuple[float, float, dict]:
     try:
         (directory / "pipeline.py").write_text(SPLIT_PIPELINE.format(n=n, rows=rows))
         env = dict(CHILD_ENV, BARCA_WARM_SECONDS="0")
-        # --no-value (what a server's tick passes): the split is measured, not reading
-        # 10,000 pointers back for the printed value
-        wall, peak, stdout, _ = timed_run([*BARCA, "get", "orders", "pipeline.py",
-                                           "--json", "--no-value"], directory, env)
+        # the report without the target's value (what a server's tick sends): the split is
+        # measured, not reading 10,000 pointers back for the printed value
+        wall, peak, stdout, _ = timed_run([sys.executable, "-c", REPORT_WITHOUT_VALUE],
+                                          directory, env)
         import json
 
         steps = next(s for s in json.loads(stdout)["steps"] if s["id"].endswith("orders"))

@@ -32,7 +32,7 @@ def get(target: str | None = None, files: Files = (), *,
     a list of such, or {"region": ["emea"]}. `batch` regroups the stale keys of batched nodes
     for this run: "all", "none", 20, or {"scored": 20}.
     """
-    from barca.cli.load import is_path_arg  # the command line's own rule
+    from barca.discover.files import is_path_arg  # the command line's rule
 
     paths = _paths(files)
     if target is not None and is_path_arg(target):
@@ -50,7 +50,7 @@ def run(target: str, files: Files = (), *,
 
 def plan(files: Files = ()) -> Plan:
     """The execution phases of every node in `files`: what `barca plan FILES` prints."""
-    from barca.cli.inspect import plan_json
+    from barca.views.plan import plan_json
 
     return plan_json(_paths(files))  # type: ignore[return-value]
 
@@ -71,8 +71,8 @@ def history(limit: int | None = None, *, run_id: str | None = None, all: bool = 
     (10 unless given), or every run with `all=True`. With `run_id` (or a unique prefix),
     that run and its executed steps instead (`barca history RUN_ID --json`: every step
     unless `limit`)."""
-    from barca.cli import history as cli
     from barca.errors import UsageError
+    from barca.views import history as views
 
     if isinstance(limit, str):  # history(RUN_ID) read the run before runs were a list
         raise UsageError(f"history({limit!r}): the first argument is how many runs to list",
@@ -80,17 +80,17 @@ def history(limit: int | None = None, *, run_id: str | None = None, all: bool = 
     if limit is not None and (isinstance(limit, bool) or limit < 1):
         raise UsageError(f"limit={limit} is not a positive number",
                          "pass limit=N with N >= 1, or all=True for every run")
-    _, conn = cli.open_history(env)
+    _, conn = views.open_history(env)
     if run_id is not None:
-        return cli.run_detail_json(conn, cli.find_run(conn, run_id, env),  # type: ignore
-                                   limit)
-    runs, total = cli.select_runs(conn, None if all else (limit or cli.DEFAULT_RUNS))
-    return cli.runs_json(runs, total)["runs"]  # type: ignore[return-value]
+        return views.run_detail_json(conn, views.find_run(conn, run_id, env),  # type: ignore
+                                     limit)
+    runs, total = views.select_runs(conn, None if all else (limit or views.DEFAULT_RUNS))
+    return views.runs_json(runs, total)["runs"]  # type: ignore[return-value]
 
 
 def stats(target: str, files: Files = (), *, env: str | None = None) -> NodeStats:
     """Timings, failures and repeated work of one node: `barca stats TARGET FILES --json`."""
-    from barca.cli.stats import node_stats_json
+    from barca.views.stats import node_stats_json
 
     return node_stats_json(target, _paths(files), env)  # type: ignore[return-value]
 

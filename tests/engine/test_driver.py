@@ -119,3 +119,25 @@ def test_steps_name_results_by_store_keys_and_the_store_by_a_relative_address(pr
     assert ref.paths[0].startswith("p.py--base/") and ref.paths[0].endswith(".json")
     assert total.artifact_stem.startswith("p.py--total/")
     assert total.store == ".barca/artifacts" and not total.scratch
+
+
+def test_a_run_id_already_recorded_is_refused_and_its_row_kept(project):
+    """A server names its runs before they start; an id already recorded must not overwrite
+    that run's row or add steps to it."""
+    import sqlite3
+
+    result, _ = get(project, "total", run_id="a1b2c3d4e5f6")
+    assert (result.run_id, result.status) == ("a1b2c3d4e5f6", "success")
+
+    def rows():
+        with sqlite3.connect(project / ".barca" / "metadata.db") as conn:
+            return (conn.execute("SELECT * FROM runs").fetchall(),
+                    conn.execute("SELECT * FROM materializations ORDER BY id").fetchall())
+
+    before = rows()
+    assert len(before[1]) == 2
+    with pytest.raises(UsageError, match="run id 'a1b2c3d4e5f6' is already a recorded run") \
+            as refused:
+        get(project, "total", refresh_all=True, run_id="a1b2c3d4e5f6")
+    assert "leave run_id out" in refused.value.remediation
+    assert rows() == before

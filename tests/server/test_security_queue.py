@@ -13,7 +13,7 @@ from pathlib import Path
 
 import httpx
 
-from conftest import barca, db_rows, edit, lines, poll, write
+from conftest import db_rows, edit, lines, poll, write
 
 HOLD = """
     import os
@@ -120,7 +120,7 @@ def test_runs_queued_when_the_server_is_killed_run_on_the_next_server(project: P
 
 
 def _server_children(pid: int) -> list[int]:
-    """The `barca` commands a server process started (its children running barca.cli.main)."""
+    """The runs a server process started (its children running barca.cli.served_run)."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -130,7 +130,7 @@ def _server_children(pid: int) -> list[int]:
             argv = (entry / "cmdline").read_bytes()
         except (OSError, ValueError, IndexError):
             continue
-        if ppid == pid and b"barca.cli.main" in argv:
+        if ppid == pid and b"barca.cli.served_run" in argv:
             found.append(int(entry.name))
     return found
 
@@ -166,22 +166,6 @@ def test_a_burst_of_dry_runs_waits_for_slots_like_runs(project: Path, serve) -> 
     assert all(a.json()["dry_run"] is True for a in answers)
     assert len(list(project.glob("observing.*"))) == burst
     assert db_rows(project, "SELECT count(*) FROM runs") == [(0,)]  # dry runs record nothing
-
-
-def test_a_run_id_already_recorded_is_refused_and_its_row_kept(project: Path) -> None:
-    write(project, {"p.py": HOLD})
-    barca(project, "get", "regional", "p.py", "--run-id", "a1b2c3d4e5f6").expect(0)
-    row = db_rows(project, "SELECT * FROM runs WHERE run_id = 'a1b2c3d4e5f6'")
-    steps = db_rows(project, "SELECT * FROM materializations ORDER BY id")
-    assert row and row[0][4] == "success" and len(steps) == 2, (row, steps)
-
-    again = barca(project, "get", "regional", "p.py", "--refresh-all", "--run-id",
-                  "a1b2c3d4e5f6").expect(2)
-    assert again.envelope["error"] == "run id 'a1b2c3d4e5f6' is already a recorded run"
-    assert "leave --run-id out" in again.envelope["remediation"]
-    assert db_rows(project, "SELECT * FROM runs") == row
-    assert db_rows(project, "SELECT * FROM materializations ORDER BY id") == steps
-    assert sorted(lines(project / "executed.log")) == ["a", "b"]  # nothing ran again
 
 
 def test_a_request_value_that_looks_like_an_option_stays_a_value(project: Path,

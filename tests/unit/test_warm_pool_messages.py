@@ -15,7 +15,7 @@ from barca.engine.local.pool_messages import (MESSAGES, ForkWorker, Hello, Reape
 @pytest.mark.parametrize("message", [
     Hello(), Welcome(["pandas", "duckdb"], 4242),
     ForkWorker("/p", {"HOME": "/root"}, 900.0, [9, 1024, 4096]),
-    RunCommand(["get", "x", "p.py"], "/p/sub", {"A": "1"}, 0o022, 60, []),
+    RunCommand("cli", ["get", "x", "p.py"], "/p/sub", {"A": "1"}, 0o022, 60, []),
     Status(12), Reaped(12, "SIGSEGV"),
 ])
 def test_a_message_comes_back_as_it_was_sent(message):

@@ -91,7 +91,7 @@ def _json_mode(argv: list[str]) -> bool:
 
 
 def report_error(error: BarcaError, json_mode: bool) -> None:
-    from barca.cli.output import note, note_exact
+    from barca.printable import note, note_exact
 
     if json_mode:
         import orjson

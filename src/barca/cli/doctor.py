@@ -25,7 +25,7 @@ import click
 
 from barca import __version__
 from barca.cli.load import split_positionals
-from barca.cli.render import human_size
+from barca.views.plan_text import human_size
 from barca.cli.output import choose_mode, emit, emit_json
 from barca.errors import InfraError, UsageError
 from barca.printable import printable_lines

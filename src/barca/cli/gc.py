@@ -10,8 +10,9 @@ from typing import Any
 import click
 
 from barca import config
-from barca.cli import render
-from barca.cli.output import choose_mode, emit, emit_json, note
+from barca.views.plan_text import human_size
+from barca.cli.output import choose_mode, emit, emit_json
+from barca.printable import note
 from barca.errors import BarcaError, UsageError
 from barca.project import open_project
 from barca.store.gc import collect
@@ -84,7 +85,7 @@ def _planned(env_name: str | None) -> set[Path]:
 
 
 def _report(body: dict[str, Any]) -> str:
-    size = render.human_size
+    size = human_size
 
     def files(n: int, what: str) -> str:
         return f"{n} {what}{'s' if n != 1 else ''}"

@@ -8,28 +8,23 @@ finding a run by id.
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
-from typing import Any
 
 import click
 
 from barca.cli import render
-from barca.cli.output import (bounded, choose_listing_mode, emit, emit_json, listing, note,
-                              note_truncated, parse_fields, parse_names, pick_fields, table)
+from barca.cli.output import (bounded, choose_listing_mode, emit, emit_json, note_truncated,
+                              parse_fields, parse_names, table)
 from barca.cli.server_option import server_options
 from barca.errors import UsageError
-from barca.printable import printable_lines
-from barca.project import Project, open_project
+from barca.printable import note, printable_lines
 from barca.store import history as store
-from barca.store.db import connect
+from barca.store.db import Connection
+from barca.views.history import (DEFAULT_RUNS, RUN_FIELDS, RUN_STATUSES, find_run, open_history,
+                                 run_detail_json, runs_json, select_runs)
+from barca.views.plan_text import first_line, human_size, plural
+from barca.views.times import utc_time
 
-RUN_FIELDS = ["run_id", "command", "files", "target", "job", "status", "steps_total",
-              "steps_executed", "steps_cached", "attempts", "started_at", "finished_at",
-              "elapsed_seconds", "triggered_by", "scheduled_at", "schedule_id", "failed_node",
-              "error", "failure"]
-DEFAULT_RUNS = 10
-RUN_STATUSES = ("running", "success", "failed", "cancelled", "interrupted")
 KEYS_PER_NODE = 10
 TRACEBACK_LINES = 15
 NO_HISTORY = "No run history found."
@@ -46,57 +41,6 @@ Examples:
   barca history --limit 50 --fields run_id,status,elapsed_seconds
   barca history 3bc29e9a2595
 """
-
-
-def open_history(env_name: str | None) -> tuple[Project, sqlite3.Connection | None]:
-    """The project and its metadata database, None when nothing was ever recorded."""
-    project = open_project(env_name)
-    conn = connect(project.db_path, create=False)
-    if conn is not None:
-        store.reconcile_interrupted(conn)
-    return project, conn
-
-
-def find_run(conn: sqlite3.Connection | None, text: str, env_name: str | None
-             ) -> store.RunRow:
-    """The run an id (or a unique prefix of one) names; exit 2 otherwise."""
-    where = f" in environment '{env_name}'" if env_name else ""
-    matches = store.match_runs(conn, text) if conn is not None else []
-    if len(matches) > 1:
-        raise UsageError(f"run id '{text}' is ambiguous: {', '.join(matches)}",
-                         "pass more characters of the run id")
-    if not matches:
-        raise UsageError(f"unknown run id '{text}'{where}",
-                         "run `barca history` to list recorded runs and their ids")
-    run = store.get_run(conn, matches[0])
-    assert run is not None
-    return run
-
-
-def run_json(run: store.RunRow) -> dict[str, Any]:
-    """A run as `history --json` lists it. `job`: its resolved targets (sorted node ids, `all`
-    without a target; null for runs recorded before barca kept it). `attempts`: how many times
-    the run was started: 1, since barca never starts a run twice under one id (one cut short
-    stays `interrupted`; running it again is a new run), 0 for a run a server had queued and
-    closed before it started. `triggered_by`: cli, python, api, schedule or catch_up (null for
-    runs recorded before barca kept it). A run a schedule started has `schedule_id` (the
-    schedules' job ids, comma-separated when several were due together) and `scheduled_at`
-    (the tick, RFC 3339 UTC); both are null for every other run."""
-    failure = {"node": run.failed_node, "error": run.error} if run.failed_node else None
-    return {"run_id": run.run_id, "command": run.command, "files": list(run.files),
-            "target": run.target, "job": run.job, "status": run.status,
-            "steps_total": run.steps_total, "steps_executed": run.steps_executed,
-            "steps_cached": run.steps_cached, "attempts": int(run.started),
-            "started_at": render.utc_time(run.started_at),
-            "finished_at": render.utc_time(run.finished_at),
-            "elapsed_seconds": _round(run.elapsed_seconds), "triggered_by": run.triggered_by,
-            "scheduled_at": render.iso_time(run.scheduled_at),
-            "schedule_id": run.schedule_id, "failed_node": run.failed_node,
-            "error": run.error, "failure": failure}
-
-
-def _round(value: float | None) -> float | None:
-    return None if value is None else round(value, 4)
 
 
 @click.command("history", help=HELP)
@@ -140,27 +84,6 @@ def history_command(run_id, limit, show_all, json_flag, pretty, fields, env_name
     _show_runs(runs, total, chosen, mode)
 
 
-def select_runs(conn: sqlite3.Connection | None, limit: int | None,
-                statuses: list[str] | None = None, since: float | None = None,
-                target: str | None = None) -> tuple[list[store.RunRow], int]:
-    """The newest `limit` runs (None: all) of these statuses, started since `since`, naming
-    `target`; and how many match in all."""
-    if conn is None:
-        return [], 0
-    if target:  # matched by the names in each run's target text: filtered here
-        runs = [r for r in store.list_runs(conn, None, statuses, since)
-                if _names_target(r.target, target)]
-        return (runs[:limit] if limit else runs), len(runs)
-    return (store.list_runs(conn, limit, statuses, since),
-            store.count_matching_runs(conn, statuses, since))
-
-
-def runs_json(runs: list[store.RunRow], total: int,
-              fields: list[str] | None = None) -> dict[str, Any]:
-    """`history --json` without a run id (and `barca.history()`)."""
-    return listing({}, "runs", pick_fields([run_json(r) for r in runs], fields), total, "runs")
-
-
 def parse_since(text: str | None) -> float | None:
     """`30m`, `2h`, `7d`, `45s` ago, or a UTC date / date and time, as epoch seconds."""
     if text is None:
@@ -183,15 +106,6 @@ def parse_since(text: str | None) -> float | None:
                      "pass a duration ago (30m, 2h, 7d) or a UTC time (2026-10-02 11:00)")
 
 
-def _names_target(target: str | None, name: str) -> bool:
-    """Whether a run's target text (`a,b`, names or ids as typed) names `name`."""
-    for item in (target or "").split(","):
-        if name in (item, item.rpartition(":")[2]) or item == name.rpartition(":")[2] \
-                and ":" not in item:
-            return True
-    return False
-
-
 def _show_runs(runs: list[store.RunRow], total: int, fields: list[str] | None,
                mode: str) -> None:
     if mode == "json":
@@ -211,7 +125,7 @@ def _runs_table(runs: list[store.RunRow]) -> tuple[list[str], list[list[str]]]:
     for r in runs:
         row = [r.run_id, r.command, render.clip(r.target or "all", 24), r.status,
                _count(r.steps_executed), _count(r.steps_cached),
-               render.human_seconds(r.elapsed_seconds), f"{render.utc_time(r.started_at)} UTC"]
+               render.human_seconds(r.elapsed_seconds), f"{utc_time(r.started_at)} UTC"]
         if failed:
             name = (r.failed_node or "").split(":", 1)[-1]
             row.append(render.clip(f"{name}: {r.error}", 72) if r.failed_node else "")
@@ -225,50 +139,8 @@ def _count(value: int | None) -> str:
 
 # -- one run --------------------------------------------------------------------------------
 
-def partition_key(step: store.StepRow) -> str | None:
-    """The key label of a step (`retailer=r7`), None for an unpartitioned node."""
-    if step.step_id == step.node_id:
-        return None
-    return step.step_id[len(step.node_id) + 1:-1]
 
-
-def step_json(conn: sqlite3.Connection, step: store.StepRow) -> dict[str, Any]:
-    failed = step.status == "failed"
-    error = f"{step.error_type}: {step.error_message}" if failed and step.error_type else (
-        step.error_message if failed else None)
-    out = {"step_id": step.step_id, "node_id": step.node_id,
-           "partition_key": partition_key(step), "status": step.status,
-           "attempts": step.attempts, "elapsed_seconds": _round(step.elapsed_seconds),
-           "cpu_seconds": _round(step.cpu_seconds), "max_rss_bytes": step.max_rss_bytes, "run_hash": step.run_hash,
-           "artifact_path": step.artifact_path, "artifact_format": step.format,
-           "artifact_size_bytes": step.size_bytes, "error": error,
-           "error_type": step.error_type, "error_message": step.error_message,
-           "error_traceback": step.error_traceback, "worker_exit": step.worker_exit,
-           "batch": step.batch,
-           "created_at": render.utc_time(step.created_at)}
-    if failed:
-        out["output_tail"] = store.output_tail(conn, step.run_id, step.call_step_id)
-    return out
-
-
-def run_detail_json(conn: sqlite3.Connection, run: store.RunRow, limit: int | None
-                    ) -> dict[str, Any]:
-    """`history RUN_ID --json`: the run, its first `limit` steps (None: all), per-node totals."""
-    total = store.count_steps(conn, run.run_id)
-    summaries = store.node_summaries(conn, run.run_id)
-    steps = store.run_steps(conn, run.run_id, limit=limit)
-    page = {"total": total, "truncated": len(steps) < total,
-            "nodes": [{"node_id": s.node_id, "keys": s.keys, "failed": s.failed,
-                       "elapsed_seconds": s.elapsed_seconds, "calls": s.calls}
-                      for s in summaries]}
-    body: dict[str, Any] = {"run": run_json(run), "steps": [step_json(conn, s) for s in steps],
-                            "steps_page": page}
-    if page["truncated"]:
-        body["hint"] = f"pass --limit N for more, or omit --limit for all {total} steps"
-    return body
-
-
-def _show_run(conn: sqlite3.Connection, run: store.RunRow, limit: int | None,
+def _show_run(conn: Connection, run: store.RunRow, limit: int | None,
               show_all: bool, mode: str, root: Path) -> None:
     if mode == "json":
         emit_json(run_detail_json(conn, run, limit), indent=True)
@@ -297,18 +169,18 @@ def _run_header(run: store.RunRow) -> str:
     command = " ".join(["barca", run.command, *([run.target] if run.target else []),
                         *run.files])
     lines = [f"Run {run.run_id}: {command}", f"Status   {run.status}",
-             f"Started  {render.utc_time(run.started_at)} UTC",
+             f"Started  {utc_time(run.started_at)} UTC",
              f"Time     {render.human_seconds(run.elapsed_seconds)}",
              f"Steps    {_count(run.steps_executed)} executed, {_count(run.steps_cached)} "
              f"cached, {_count(run.steps_total)} total"]
     if run.job:
         lines.insert(2, f"Job      {run.job}")
     if run.triggered_by:
-        tick = f" ({run.schedule_id} at {render.utc_time(run.scheduled_at)} UTC)" \
+        tick = f" ({run.schedule_id} at {utc_time(run.scheduled_at)} UTC)" \
             if run.schedule_id else ""
         lines.insert(3 if run.job else 2, f"Trigger  {run.triggered_by}{tick}")
     if run.failed_node:
-        lines.append(f"Failed   {run.failed_node}: {render.first_line(run.error)}")
+        lines.append(f"Failed   {run.failed_node}: {first_line(run.error)}")
     return printable_lines(lines)
 
 
@@ -331,13 +203,13 @@ def _steps_table(steps: list[store.StepRow], summaries: list[store.NodeSummary],
                                        != group):
             call = calls[group]
             failed = any(s.status == "failed" for s in steps if (s.node_id, s.batch) == group)
-            rows.append([f"{step.node_id}[{render.plural(call.keys, 'key')}]",
+            rows.append([f"{step.node_id}[{plural(call.keys, 'key')}]",
                          "failed" if failed else "success", _count(step.attempts),
                          render.human_seconds(call.elapsed_seconds),
-                         render.human_size(call.max_rss_bytes), "-", f"batch {step.batch}"])
+                         human_size(call.max_rss_bytes), "-", f"batch {step.batch}"])
         rows.append([step.step_id, step.status, _count(step.attempts),
                      render.human_seconds(step.elapsed_seconds),
-                     render.human_size(None if step.batch else step.max_rss_bytes),
+                     human_size(None if step.batch else step.max_rss_bytes),
                      step.run_hash[:12], _artifact_cell(step, root)])
         last = i + 1 == len(steps) or (steps[i + 1].node_id, steps[i + 1].batch) != group
         more = keys.get(group, 0) - shown[group]
@@ -351,14 +223,14 @@ def _artifact_cell(step: store.StepRow, root: Path) -> str:
     if not step.artifact_path:
         return "-"
     gone = "" if (root / step.artifact_path).exists() else ", removed"
-    return (f"{step.artifact_path} ({step.format}, {render.human_size(step.size_bytes)}"
+    return (f"{step.artifact_path} ({step.format}, {human_size(step.size_bytes)}"
             f"{gone})")
 
 
-def _failure_text(conn: sqlite3.Connection, step: store.StepRow) -> str:
+def _failure_text(conn: Connection, step: store.StepRow) -> str:
     attempts = step.attempts or 1
     head = (f"{step.step_id} failed after {attempts} attempt{'s' if attempts != 1 else ''}: "
-            f"{step.error_type or 'Error'}: {render.first_line(step.error_message)}")
+            f"{step.error_type or 'Error'}: {first_line(step.error_message)}")
     lines = [head + (f" (worker ended: {step.worker_exit})" if step.worker_exit else "")]
     trace = (step.error_traceback or "").rstrip().splitlines()
     if trace:

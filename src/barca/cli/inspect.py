@@ -3,20 +3,23 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Sequence
+from typing import Any
 
 import click
 
-from barca.cli import render
 from barca.cli.load import split_positionals
 from barca.cli.output import (bounded, choose_listing_mode, choose_mode, emit, emit_json,
-                              listing, note, note_truncated, parse_fields, pick_fields, table)
+                              note_truncated, parse_fields, table)
 from barca.cli.server_option import server_options
-from barca.engine.driver import capacity_warnings, open_pipeline, run, unused_warnings
-from barca.engine.local import capacity, pool_size
+from barca.engine.driver import open_pipeline, run
 from barca.errors import UsageError
+from barca.printable import note
 from barca.schedules import next_fire_text
 from barca.store.shape import artifact_shape, shape_text
+from barca.views import plan_text
+from barca.views.listing import listing, pick_fields
+from barca.views.plan import plan_json
+from barca.views.times import utc_time
 
 DEFAULT_NODES = 100
 
@@ -154,7 +157,7 @@ def status_command(args, json_flag, pretty, env_name, limit, show_all, fields, s
         emit_json(listing(body, "nodes", pick_fields(shown, chosen), total, "nodes"),
                   indent=True)
         return
-    short = {n: render.why(result.plans[n], width=render.WHY_WIDTH) for n in result.order}
+    short = {n: plan_text.why(result.plans[n], width=plan_text.WHY_WIDTH) for n in result.order}
     rows = [[n["id"], n["kind"], n["cache"]["state"].replace("_", "-"),
              n["cache"]["detail"] if n["cache"]["state"] == "blocked" else short[n["id"]],
              _last_run_cell(n["last_materialization"]), shape_text(n["shape"])]
@@ -215,7 +218,7 @@ def _last_runs(result, env_name: str | None) -> dict[str, Any]:
 def _materialization(row) -> dict[str, Any] | None:
     if row is None:
         return None
-    out: dict[str, Any] = {"status": row.status, "created_at": render.utc_time(row.created_at),
+    out: dict[str, Any] = {"status": row.status, "created_at": utc_time(row.created_at),
                            "elapsed_seconds": None if row.elapsed_seconds is None else
                            round(row.elapsed_seconds, 4), "run_id": row.run_id,
                            "run_hash": row.run_hash, "artifact": row.artifact_path,
@@ -264,9 +267,9 @@ def _status_node(plan, result, last=None) -> dict[str, Any]:
                   "failed": "failed"}.get(first.code, first.code)
     elif plan.pinned:  # a Manual asset kept as it is: stale until it is refreshed
         state = "stale"
-    cache: dict[str, Any] = {"state": state, "reason": reason, "detail": render.why(plan)}
+    cache: dict[str, Any] = {"state": state, "reason": reason, "detail": plan_text.why(plan)}
     if plan.pinned and not plan.run:
-        render.pinned_fields(plan, cache)
+        plan_text.pinned_fields(plan, cache)
     if not plan.unknown and not plan.partitioned:
         cache["run_hash"] = plan.run_hashes[0]
         if plan.run and plan.reasons[plan.run[0]].changed:
@@ -337,43 +340,3 @@ def plan_command(files, json_flag, pretty) -> None:
     for warning in body["warnings"]:
         note(f"[barca] warning: {warning['message']}")
     emit_json(body, indent=True)
-
-
-def plan_json(paths: Sequence[str]) -> dict[str, Any]:
-    """What `barca plan` prints (and `barca.plan` returns): each node's phase by depth, the
-    capacity and the weights."""
-    pipeline = open_pipeline(paths)
-    graph = pipeline.graph
-    units, source = capacity(pipeline.project.settings.capacity)
-    depth: dict[str, int] = {}
-    for node_id in graph.order:
-        ups = graph.upstream[node_id]
-        depth[node_id] = 1 + max((depth[u] for u in ups), default=-1)
-    phases = []
-    for level in sorted(set(depth.values())):
-        ids = [n for n in graph.order if depth[n] == level]
-        phases.append({"reason": {"type": "initial"} if level == 0 else
-                       {"type": "fan_in", "node_id": ids[0]},
-                       "streams": [{"stream_id": f"{level}.{i}", "steps": [n]}
-                                   for i, n in enumerate(ids)]})
-    weights = {n: graph.nodes[n].weight for n in graph.order if graph.nodes[n].weight > 1}
-    warnings = sorted([*unused_warnings(graph, graph.order),
-                       *capacity_warnings(graph, graph.order, units, source)],
-                      key=lambda w: (w["node"], w["param"] or "", w["kind"]))
-    workers, workers_source = _pool(units, source)
-    return {"plan_version": 1, "total_steps": len(graph.order),
-            "pool_size": workers, "pool_source": workers_source, "capacity": units,
-            "capacity_source": source, "weights": weights, "phases": phases,
-            "warnings": warnings}
-
-
-def _pool(units: int, capacity_source: str) -> tuple[int, str]:
-    """The workers a run starts at most, and what set that number: `BARCA_POOL_SIZE`, the
-    machine's `cores`, or the capacity setting that caps it (`BARCA_CAPACITY`, `[run]
-    capacity`)."""
-    import os
-
-    size = pool_size()
-    if units < size:
-        return units, capacity_source
-    return size, "BARCA_POOL_SIZE" if os.environ.get("BARCA_POOL_SIZE") else "cores"

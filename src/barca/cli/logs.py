@@ -8,18 +8,19 @@ piped to grep; `--pretty` groups lines by step; `--json` gives one object per li
 from __future__ import annotations
 
 import os
-import sqlite3
 from typing import Any
 
 import click
 
-from barca.cli import render
-from barca.cli.history import find_run, open_history
-from barca.cli.output import emit, emit_json, note
+from barca.views.history import find_run, open_history
+from barca.cli.output import emit, emit_json
 from barca.cli.server_option import server_options
 from barca.errors import UsageError
-from barca.printable import printable, printable_lines
+from barca.printable import note, printable, printable_lines
 from barca.store import history as store
+from barca.store.db import Connection
+from barca.views.plan_text import first_line
+from barca.views.times import iso_time, utc_time
 
 HELP = """Print what each step of a run wrote to stdout and stderr, in order.
 
@@ -82,7 +83,7 @@ def logs_command(run_id, step, stream, json_flag, pretty, env_name, follow) -> N
 POLL_SECONDS = 0.2  # how often a follower looks for new lines (the run writes them twice a second)
 
 
-def _follow(conn: sqlite3.Connection, run: store.RunRow, step: str | None,
+def _follow(conn: Connection, run: store.RunRow, step: str | None,
             stream: str | None, mode: str) -> None:
     """Print the run's lines as they are recorded, then end as the run ended. The run's row
     is read before its lines, so the lines read after it says `finished` are all of them."""
@@ -117,7 +118,7 @@ def _end_as(run: store.RunRow) -> None:
     see = f"barca history {run.run_id}"
     if run.status == "failed":
         raise StepFailed(f"run {run.run_id} failed: step '{run.failed_node}' failed: "
-                         f"{render.first_line(run.error)}", f"see {see}", node=run.failed_node)
+                         f"{first_line(run.error)}", f"see {see}", node=run.failed_node)
     if run.status == "cancelled":
         raise Cancelled(f"run {run.run_id} was cancelled", f"see {see}")
     if run.status == "interrupted":
@@ -137,7 +138,7 @@ def _mode(json_flag: bool, pretty: bool) -> str:
     return "json" if env == "json" else "text"
 
 
-def _the_run(conn: sqlite3.Connection | None, run_id: str | None, env_name: str | None
+def _the_run(conn: Connection | None, run_id: str | None, env_name: str | None
              ) -> store.RunRow:
     if run_id is not None:
         return find_run(conn, run_id, env_name)
@@ -147,7 +148,7 @@ def _the_run(conn: sqlite3.Connection | None, run_id: str | None, env_name: str 
                          (f" in environment '{env_name}'" if env_name else ""),
                          "run `barca get TARGET pipeline.py` first")
     note(f"barca: logs of the most recent run: {run.run_id} ({run.command} "
-         f"{run.target or 'all'}, {run.status}, started {render.utc_time(run.started_at)} UTC)")
+         f"{run.target or 'all'}, {run.status}, started {utc_time(run.started_at)} UTC)")
     return run
 
 
@@ -176,7 +177,7 @@ def match_steps(step_ids: list[str], text: str) -> list[str]:
     return found
 
 
-def _unknown_step(conn: sqlite3.Connection, run_id: str, text: str) -> UsageError:
+def _unknown_step(conn: Connection, run_id: str, text: str) -> UsageError:
     known = store.step_ids(conn, run_id)
     if not known:
         return UsageError(f"no step '{text}' in run {run_id}: this run executed no step",
@@ -196,7 +197,7 @@ def _line_json(line: store.LogRow) -> dict[str, Any]:
     node, bracket, label = line.step_id.partition("[")
     return {"step_id": line.step_id, "node_id": node,
             "partition_key": label[:-1] if bracket else None, "stream": line.stream,
-            "ts": render.iso_time(line.ts), "line": line.line}
+            "ts": iso_time(line.ts), "line": line.line}
 
 
 def _print_grouped(lines: list[store.LogRow]) -> None:

@@ -15,7 +15,8 @@ from typing import Any, Sequence
 import orjson
 
 from barca.errors import InfraError, UsageError
-from barca.printable import printable
+from barca.printable import note, printable
+from barca.views.listing import page_hint
 
 
 def choose_mode(json_flag: bool, pretty_flag: bool) -> str:
@@ -98,19 +99,6 @@ def emit_json(obj: Any, indent: bool = False, default: Any = str) -> None:
     emit(orjson.dumps(obj, option=option, default=default).decode())
 
 
-def note(text: str) -> None:
-    """One line on stderr, its control characters escaped (barca.printable): a key or a
-    message from user code in it cannot end the line or recolour the terminal."""
-    note_exact(printable(text))
-
-
-def note_exact(text: str) -> None:
-    """A line on stderr as it is: JSON (an error envelope, an `--events` line)."""
-    try:
-        sys.stderr.write(text + "\n")
-        sys.stderr.flush()
-    except BrokenPipeError:
-        pass
 
 
 def _silence_stdout() -> None:
@@ -170,30 +158,6 @@ def bounded(limit: int | None, show_all: bool, default: int) -> int | None:
         raise UsageError(f"--limit {limit} and --all contradict each other",
                          "pass --limit N for the first N, or --all for every one")
     return None if show_all else (limit or default)
-
-
-def pick_fields(items: list[dict[str, Any]], fields: list[str] | None) -> list[dict[str, Any]]:
-    """Keep only the chosen keys of each item (valid keys absent from an item are omitted)."""
-    if fields is None:
-        return items
-    return [{k: item[k] for k in fields if k in item} for item in items]
-
-
-def page_hint(shown: int, total: int, noun: str) -> str | None:
-    """The hint for a listing cut at `shown` of `total`, None when nothing was cut."""
-    if shown >= total:
-        return None
-    return f"pass --limit N for more, or --all for all {total} {noun}"
-
-
-def listing(body: dict[str, Any], items_key: str, items: list, total: int, noun: str
-            ) -> dict[str, Any]:
-    """The bounded JSON envelope `{<items_key>: [...], total, truncated, hint?}` (plus body)."""
-    out = {**body, items_key: items, "total": total, "truncated": len(items) < total}
-    hint = page_hint(len(items), total, noun)
-    if hint:
-        out["hint"] = hint
-    return out
 
 
 def note_truncated(shown: int, total: int, noun: str) -> None:

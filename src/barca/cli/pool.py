@@ -37,7 +37,7 @@ def pool_command(ctx: click.Context, json_flag: bool, pretty: bool) -> None:
     if ctx.invoked_subcommand is not None:
         return
     from barca.cli.output import choose_mode, emit, emit_json
-    from barca.cli.render import human_size
+    from barca.views.plan_text import human_size
     from barca.engine.local import warm_pools
 
     pools = warm_pools()

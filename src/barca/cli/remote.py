@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-from barca.cli.output import note
+from barca.printable import note
 from barca.errors import BarcaError, InfraError, UsageError
 
 TIMEOUT_SECONDS = 30.0
@@ -79,7 +79,7 @@ def _view(client, argv: list[str], json_mode: bool) -> int:
 
 
 def _run(client, argv: list[str], json_mode: bool) -> int:
-    from barca.cli.load import is_path_arg
+    from barca.discover.files import is_path_arg
 
     params = _parse(argv)
     args = list(params["args"])

@@ -17,8 +17,9 @@ from typing import Any
 
 import click
 
-from barca.cli.output import (bounded, choose_mode, emit, emit_json, listing, note,
-                              note_truncated, table)
+from barca.cli.output import bounded, choose_mode, emit, emit_json, note_truncated, table
+from barca.views.listing import listing
+from barca.printable import note
 from barca.engine.driver import open_pipeline
 from barca.store.db import connect
 from barca.store.history import latest_results

@@ -8,24 +8,20 @@ nothing.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any
 
 import click
 
 from barca.cli import render
-from barca.cli.history import partition_key
-from barca.cli.load import is_path_arg
-from barca.cli.output import (choose_listing_mode, emit, emit_json, parse_fields, pick_fields,
-                              table)
+from barca.discover.files import is_path_arg
+from barca.cli.output import choose_listing_mode, emit, emit_json, parse_fields, table
+from barca.views.listing import pick_fields
 from barca.cli.server_option import server_options
 from barca.errors import UsageError
 from barca.printable import printable
-from barca.engine.driver import open_pipeline
-from barca.store import history as store
-from barca.store.db import connect
+from barca.views.plan_text import human_size
+from barca.views.stats import RECENT_FIELDS, node_stats_json
 
-RECENT_FIELDS = ["run_id", "partition_key", "elapsed_seconds", "status", "created_at",
-                 "error_message", "attempts", "cpu_seconds", "max_rss_bytes"]
 
 HELP = """Runs, median / p95 / max time, failures and repeated work of one node.
 
@@ -69,51 +65,6 @@ def stats_command(target, files, json_flag, pretty, fields, env_name) -> None:
         emit(_report(body))
 
 
-def node_stats_json(target: str, files: Sequence[str], env_name: str | None
-                    ) -> dict[str, Any]:
-    """`barca stats TARGET FILES --json`: the target's executions in environment `env_name`."""
-    loaded = open_pipeline(list(files), env_name)
-    node_id = loaded.graph.resolve_target(target)
-    conn = connect(loaded.project.db_path, create=False)
-    stats = store.node_stats(conn, node_id) if conn is not None else store.NodeStats(
-        node_id, 0, 0, 0, (), (), ())
-    return stats_json(stats, loaded.graph.nodes[node_id].kind)
-
-
-def stats_json(stats: store.NodeStats, kind: str) -> dict[str, Any]:
-    elapsed = stats.elapsed
-    return {"id": stats.node_id, "kind": kind, "total_runs": stats.total_runs,
-            "failures": stats.failures, "rerun_rate": stats.rerun_rate,
-            "cache_hit_rate": None,
-            "avg_elapsed_seconds": _r(sum(elapsed) / len(elapsed) if elapsed else None),
-            "median_elapsed_seconds": _r(store.median(elapsed)),
-            "p95_elapsed_seconds": _r(store.percentile(elapsed, 0.95)),
-            "max_elapsed_seconds": _r(max(elapsed) if elapsed else None),
-            "max_rss_bytes": max(stats.rss) if stats.rss else None,
-            "median_max_rss_bytes": _int(store.median(stats.rss)),
-            "recent_runs": [_recent(s) for s in stats.recent]}
-
-
-def _recent(step: store.StepRow) -> dict[str, Any]:
-    """An execution; `cpu_seconds` is the worker's CPU time over its attempts, null for
-    executions recorded before barca kept it, a key of a batch call (the call's CPU is not
-    split among its keys) and a step whose worker died."""
-    return {"run_id": step.run_id, "partition_key": partition_key(step),
-            "elapsed_seconds": _r(step.elapsed_seconds), "status": step.status,
-            "created_at": render.utc_time(step.created_at),
-            "error_message": step.error_message if step.status == "failed" else None,
-            "attempts": step.attempts, "cpu_seconds": _r(step.cpu_seconds),
-            "max_rss_bytes": step.max_rss_bytes}
-
-
-def _r(value: float | None) -> float | None:
-    return None if value is None else round(value, 4)
-
-
-def _int(value: float | None) -> int | None:
-    return None if value is None else int(value)
-
-
 def _report(body: dict[str, Any]) -> str:
     def secs(name: str) -> str:
         value = body[f"{name}_elapsed_seconds"]
@@ -125,8 +76,8 @@ def _report(body: dict[str, Any]) -> str:
              f"Total materializations: {body['total_runs']}{failed}",
              f"Timing:  avg {secs('avg')}  median {secs('median')}  p95 {secs('p95')}  "
              f"max {secs('max')}",
-             f"Peak memory:  median {render.human_size(body['median_max_rss_bytes'])}  "
-             f"max {render.human_size(body['max_rss_bytes'])}",
+             f"Peak memory:  median {human_size(body['median_max_rss_bytes'])}  "
+             f"max {human_size(body['max_rss_bytes'])}",
              "Re-executed with unchanged inputs (rerun_rate): "
              + ("-" if rate is None else f"{rate * 100:.1f}%")]
     recent = body["recent_runs"]

@@ -57,7 +57,7 @@ def parse_view(name: str, args: Sequence[str]) -> ViewLine:
     import click
     from click.core import ParameterSource
 
-    from barca.cli.load import is_path_arg
+    from barca.discover.files import is_path_arg
 
     module, attribute = VIEW_COMMANDS[name]
     command = getattr(importlib.import_module(module), attribute)

@@ -42,7 +42,7 @@ def _run_command(pool, argv: list[str], idle: float, root: Path) -> int | None:
             os.fstat(fd)
         umask = os.umask(0)
         os.umask(umask)
-        send(pool.sock, RunCommand(argv, os.getcwd(), dict(os.environ), umask, idle,
+        send(pool.sock, RunCommand("cli", argv, os.getcwd(), dict(os.environ), umask, idle,
                                    resource_limits()), [0, 1, 2])
         pool.sock.settimeout(None)  # a run takes as long as it takes
         message, _ = receive(pool.sock)
@@ -74,12 +74,17 @@ def _died(root: Path, pid: int) -> int:
     return 3
 
 
-def _run_argv(argv: list[str]) -> int:
-    """Run `barca ARGV` here, in a process the pool forked; its exit code, as Python itself
-    would exit with it (an uncaught error prints its traceback)."""
-    from barca.cli.app import main
-
+def _run_entry(entry: str, argv: list[str]) -> int:
+    """Run a command here, in a process the pool forked: `barca ARGV`, or a server's run
+    (`barca.cli.served_run`); its exit code, as Python itself would exit with it (an uncaught
+    error prints its traceback)."""
     try:
+        if entry == "served_run":
+            from barca.cli.served_run import main as served_run
+
+            return served_run()
+        from barca.cli.app import main
+
         main(argv)
     except SystemExit as exc:
         if isinstance(exc.code, str):
@@ -96,7 +101,7 @@ def _run_argv(argv: list[str]) -> int:
 def _serve() -> None:
     from barca.engine.local import fork_server
 
-    fork_server.main(sys.argv[1:], _run_argv)
+    fork_server.main(sys.argv[1:], _run_entry)
 
 
 if __name__ == "__main__":

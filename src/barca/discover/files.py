@@ -94,3 +94,10 @@ def _imports_barca(path: str) -> bool:
             return _IMPORTS_BARCA.search(handle.read()) is not None
     except OSError:
         return False
+
+
+def is_path_arg(text: str) -> bool:
+    """A positional names a file or directory when it looks like one; otherwise it is a target."""
+    if text.endswith((".py", "/")) or text in (".", ".."):
+        return True
+    return "/" in text and Path(text).is_dir()

@@ -139,6 +139,14 @@ def start_command(root: Path, argv: Sequence[str], env: dict[str, str],
     return start(root, argv, env, fds)
 
 
+def start_served_run(root: Path, env: dict[str, str], fds: tuple[int, int, int]):
+    """A server's run in a child process (`barca.cli.served_run`: its order on stdin, its
+    events on stdout): a `CommandProcess` with its pid, `signal()` and `wait()`."""
+    from barca.engine.local import start_served_run as start
+
+    return start(root, env, fds)
+
+
 def run(command: str, target_text: str | None, paths: Sequence[str] = (), *,
         refresh: str | Sequence[str] | None = None, refresh_all: bool = False,
         partition: Sequence[str] | str | dict | None = None, cascade: bool = True,

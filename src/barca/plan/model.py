@@ -1,6 +1,6 @@
 """The planner's vocabulary: why a key runs, what a node will do, what the caller must supply.
 
-Reasons are codes with their evidence; sentences are written only by cli/render.py.
+Reasons are codes with their evidence; sentences are written only by views/plan_text.py.
 """
 
 from __future__ import annotations

@@ -1,6 +1,8 @@
 """`barca serve`: the pipeline on its schedule, an HTTP API and a web UI, in one process.
 
-Runs are whole CLI commands in child processes (forked from the project's warm pool), so what
-the server answers is what the CLI prints; this package only starts, follows and reads them.
-Of the engine it imports the driver alone (tests/unit/test_architecture.py).
+Each run is a child process (forked from the project's warm pool) given a typed order and
+running through the driver (`barca.cli.served_run`); its typed events come back on a pipe and
+its result is what `barca get|run` prints. Of the engine this package imports the driver
+alone, and nothing of the CLI but the parsers of the read-only commands it runs for clients
+(tests/unit/test_architecture.py).
 """

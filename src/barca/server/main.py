@@ -21,7 +21,7 @@ from datetime import datetime
 import uvicorn
 
 from barca.engine.driver import end_pools_with_this_process, keep_warm, open_pipeline
-from barca.cli.output import note
+from barca.printable import note
 from barca.config import CONFIG_FILE
 from barca.server.app import build_app
 from barca.server.connections import BoundedH11Protocol

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import barca.store.history as history
-from barca.cli.render import iso_time
+from barca.views.times import iso_time
 from barca.store.db import connect, connect_readonly
 
 

@@ -8,7 +8,7 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from barca.cli.render import iso_time
+from barca.views.times import iso_time
 from barca.server import blocking, reads
 from barca.server.events import sse
 from barca.server.http import ApiError, Served, int_param, json, whole_number

@@ -1,7 +1,6 @@
 """What a client asks the server to run: `RunRequest` (the body of `POST /runs`, the CLI's
 options for `barca get|run` as JSON), checked whole before anything is matched, echoed or
-started, and turned into the command line of the run's child, where no value can pass for an
-option."""
+started, then handed as it is to the run's process (`barca.cli.served_run`)."""
 
 from __future__ import annotations
 
@@ -14,7 +13,7 @@ import orjson
 from barca.errors import UsageError
 
 MAX_ITEMS, MAX_TEXT = 256, 4096  # a RunRequest's lists, and each text in them
-MAX_FIELD_BYTES = 64 * 1024  # a field's JSON: it becomes one argument (Linux allows 128 KiB)
+MAX_FIELD_BYTES = 64 * 1024  # a field's JSON: node names and keys, never data
 
 
 @dataclass
@@ -35,28 +34,6 @@ class RunRequest:
     # due, comma-separated, and the tick's time, recorded with the run
     schedule_id: str | None = None
     scheduled_at: float | None = None
-
-    def argv(self, files: Sequence[str], run_id: str, triggered_by: str,
-             env: str | None) -> list[str]:
-        """The child's command line. Every value travels in its option's own word
-        (`--partition=TEXT`): a value such as `--local` or `--server` is never read as an
-        option, by click or by the scan of the command line before it (`cli.server_option`).
-        Targets are nodes of the graph (checked before a run is admitted)."""
-        # "serve": the scheduler's run of assets and tasks due together (`run --shared`)
-        command = "run" if self.command == "serve" else self.command
-        argv = [command, *([",".join(self.targets)] if self.targets else []), *files,
-                f"--{self.output}", "--events", f"--run-id={run_id}",
-                f"--triggered-by={triggered_by}"]
-        if self.refresh:
-            argv.append("--refresh=" + ",".join(self.refresh))
-        argv += ["--refresh-all"] * self.refresh_all + ["--no-cascade"] * (not self.cascade)
-        argv += ["--dry-run"] * self.dry_run + ["--shared"] * (self.command == "serve")
-        argv += ["--no-value"] * (not self.value)
-        if self.schedule_id is not None and self.scheduled_at is not None:
-            argv += [f"--schedule-id={self.schedule_id}", f"--scheduled-at={self.scheduled_at!r}"]
-        argv += [f"--batch={text}" for text in self.batch]
-        argv += [f"--partition={text}" for text in self.partition]
-        return argv + ([f"--env={env}"] if env else [])
 
     def to_json(self) -> dict:
         return dataclasses.asdict(self)
@@ -109,8 +86,7 @@ def parse_request(body: Any, served_files: Sequence[str]) -> RunRequest:
 def _check_size(name: str, value: Any) -> None:
     """Lists of at most MAX_ITEMS texts of at most MAX_TEXT characters, at most
     MAX_FIELD_BYTES a field, no NUL: a request names nodes and keys; anything else is refused
-    before it is matched or echoed, or made into the run's command line (where a NUL or an
-    argument over 128 KiB would fail the server's exec, a 500)."""
+    before it is matched or echoed, or handed to the run."""
     items = value if isinstance(value, list) else list(value.values()) \
         if isinstance(value, dict) else [value]
     if len(items) > MAX_ITEMS:
@@ -140,3 +116,26 @@ def missing_target(request: RunRequest, graph: Any) -> str | None:
         except UsageError as exc:
             return exc.message
     return None
+
+
+@dataclass(frozen=True)
+class ServedRun:
+    """What a server asks its run's process to do: the client's request (the fields of the
+    server's `RunRequest`) and what the server decided (files, env, run id, who triggered
+    it, where the result goes)."""
+
+    request: dict[str, Any]
+    files: tuple[str, ...]
+    env: str | None
+    run_id: str
+    triggered_by: str
+    result_path: str
+
+    def to_json(self) -> bytes:
+        return orjson.dumps({**self.__dict__, "files": list(self.files)})
+
+    @classmethod
+    def from_json(cls, data: bytes) -> "ServedRun":
+        fields = orjson.loads(data)
+        return cls(fields["request"], tuple(fields["files"]), fields["env"], fields["run_id"],
+                   fields["triggered_by"], fields["result_path"])

@@ -1,9 +1,10 @@
-"""The runs this server started: each a `barca get|run ... --json --events` child process
-(`driver.start_command`), followed by a thread that turns its stderr into events. Its stdout,
+"""The runs this server started: each a child process (`driver.start_served_run`, the
+process `barca.cli.served_run` describes) given its order (`ServedRun`) as a file, followed by
+a thread that reads its typed events and one that keeps the other lines it says. Its result,
 the JSON the CLI prints (all 200,000 values of a partitioned target: megabytes), goes to a
 file in the server's spool directory (`spool.py`), read only when a client asks for it.
 
-A run id is chosen here and passed to the child, so a client has it before the run starts.
+A run id is chosen here and given to the child, so a client has it before the run starts.
 One run per core (a slot: more at once would only share the cores) runs at a time, dry runs
 included (a dry run runs sensors); the others wait in order, at most MAX_WAITING. A run that
 must wait is first kept in the metadata database's queue (`store.run_queue`), then answered
@@ -30,19 +31,18 @@ import signal
 import threading
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 import orjson
 
-from barca.cli.output import note
-from barca.cli.progress import EVENT_MARK
-from barca.engine.driver import start_command
+from barca.printable import note
+from barca.engine.driver import start_served_run
 from barca.errors import BarcaError
 from barca.server.commands import child_env
 from barca.server.events import EventLog
-from barca.server.run_request import RunRequest, missing_target
+from barca.server.live_run import INLINE_BYTES, LiveRun
+from barca.server.run_request import RunRequest, ServedRun, missing_target
 from barca.server.spool import make_spool
 import barca.store.run_queue as run_queue
 from barca.store.db import connect
@@ -51,81 +51,7 @@ CANCEL_GRACE_SECONDS = 5.0
 KEEP_FINISHED_SECONDS = 3600.0
 KEEP_FINISHED = 1000  # ended runs kept in memory at most (their rows stay in the database)
 MAX_WAITING = 100  # runs queued for a slot; past this a request is refused (503)
-WAKE_SECONDS = 0.5  # a client waiting for a run looks again at least this often
-INLINE_BYTES = 256 * 1024  # an output up to this size travels in the run's last event
 STATUS_BY_CODE = {0: "complete", 1: "failed", 130: "cancelled"}
-
-
-@dataclass(eq=False)
-class LiveRun:
-    run_id: str
-    request: RunRequest
-    triggered_by: str
-    events: EventLog
-    started_at: float = field(default_factory=time.time)
-    status: str = "pending"  # pending | running | complete | failed | cancelled
-    finished_at: float | None = None
-    exit_code: int | None = None
-    stdout_path: Path | None = None  # what the command printed on stdout (spooled)
-    error: dict | None = None  # the CLI's error envelope, when it printed one
-    process: Any = None  # its CommandProcess, once started
-    accepted: bool = False  # the child checked the request and recorded the run
-    queued: bool = False  # kept in the database's queue (answered 202 before it ran)
-    timed_out: float | None = None  # the time limit it was cancelled at
-    settled: threading.Event = field(default_factory=threading.Event)  # accepted or ended
-    ended: threading.Event = field(default_factory=threading.Event)
-    timer: threading.Timer | None = None  # its time limit
-
-    @property
-    def live(self) -> bool:
-        return self.status in ("pending", "running")
-
-    async def wait(self, flag: threading.Event, timeout: float | None = None) -> None:
-        """Wait on the event loop until `flag` (`settled` or `ended`) is set, holding no
-        thread: a hundred clients waiting for queued dry runs must not take every thread
-        the other routes read with. The run's events wake it (and a poll, should a wake-up
-        come between a look at the flag and the wait)."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while not flag.is_set():
-            changed = self.events.changed
-            if flag.is_set():
-                return
-            left = WAKE_SECONDS if deadline is None else min(WAKE_SECONDS,
-                                                             deadline - time.monotonic())
-            if left <= 0:
-                return
-            try:
-                await asyncio.wait_for(changed.wait(), left)
-            except asyncio.TimeoutError:
-                pass
-
-    def signal(self, signum: int) -> None:
-        if self.process is not None:
-            self.process.signal(signum)
-
-    def stdout_size(self) -> int:
-        try:
-            return self.stdout_path.stat().st_size if self.stdout_path else 0
-        except OSError:
-            return 0
-
-    def stdout(self, limit: int | None = None) -> str | None:
-        """What the command printed on stdout; None when it is over `limit` bytes, or gone."""
-        if limit is not None and self.stdout_size() > limit:
-            return None
-        try:
-            return self.stdout_path.read_text("utf-8", "replace") if self.stdout_path else ""
-        except OSError:
-            return None
-
-    def outcome(self, limit: int | None = INLINE_BYTES) -> Any:
-        """The JSON the CLI printed (None when it printed none, or more than `limit` bytes:
-        GET /runs/{id}/stdout has it whole)."""
-        text = self.stdout(limit)
-        try:
-            return orjson.loads(text) if text and text.strip() else None
-        except orjson.JSONDecodeError:
-            return None
 
 
 class Runs:
@@ -270,35 +196,49 @@ class Runs:
         run.events.close()
 
     def _launch(self, run: LiveRun) -> LiveRun:
-        request, triggered_by = run.request, run.triggered_by
-        argv = request.argv(self.files, run.run_id, triggered_by, self.env)
         run.stdout_path = self.spool / f"{run.run_id}.out"
-        out = os.open(run.stdout_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        err_r, err_w = os.pipe()
-        devnull = os.open(os.devnull, os.O_RDONLY)
+        order = self.spool / f"{run.run_id}.order"
+        order.write_bytes(ServedRun(run.request.to_json(), tuple(self.files), self.env,
+                                    run.run_id, run.triggered_by, str(run.stdout_path)
+                                    ).to_json())
+        events_r, events_w = os.pipe()
+        lines_r, lines_w = os.pipe()
+        stdin = os.open(order, os.O_RDONLY)
         try:
-            process = start_command(self.root, argv, child_env(), (devnull, out, err_w))
+            process = start_served_run(self.root, child_env(), (stdin, events_w, lines_w))
         except BaseException:
-            os.close(err_r)
-            run.stdout_path.unlink(missing_ok=True)
+            os.close(events_r)
+            os.close(lines_r)
             raise
         finally:
-            for fd in (devnull, out, err_w):
+            for fd in (stdin, events_w, lines_w):
                 os.close(fd)
+            order.unlink(missing_ok=True)  # the child has it open, or never will
         run.process = process
         if self.time_limit:  # a dry run too: it holds a slot while its sensors run
             limit = self.time_limit * max(1, len(run.request.targets))
             run.timer = threading.Timer(limit, self._time_out, args=(run, limit))
             run.timer.daemon = True
             run.timer.start()
-        threading.Thread(target=self._follow, args=(run, process, err_r), daemon=True,
-                         name=f"barca-run-{run.run_id}").start()
+        lines = threading.Thread(target=self._read_lines, args=(run, lines_r), daemon=True,
+                                 name=f"barca-run-{run.run_id}-lines")
+        lines.start()
+        threading.Thread(target=self._follow, args=(run, process, events_r, lines),
+                         daemon=True, name=f"barca-run-{run.run_id}").start()
         return run
 
-    def _follow(self, run: LiveRun, process, err_r: int) -> None:
-        with os.fdopen(err_r, "r", encoding="utf-8", errors="replace") as stderr:
-            for text in stderr:
-                self._on_line(run, text.rstrip("\n"))
+    def _read_lines(self, run: LiveRun, lines_r: int) -> None:
+        """What the run says besides its events (notes, warnings, a library's output): kept
+        as `line` events, as they come."""
+        with os.fdopen(lines_r, "r", encoding="utf-8", errors="replace") as stream:
+            for text in stream:
+                run.events.append({"type": "line", "line": text.rstrip("\n")})
+
+    def _follow(self, run: LiveRun, process, events_r: int, lines: threading.Thread) -> None:
+        with os.fdopen(events_r, "rb") as stream:
+            for data in stream:
+                self._on_event(run, orjson.loads(data))
+        lines.join()
         code = process.wait()
         run.exit_code = code
         run.status = "failed" if run.timed_out else STATUS_BY_CODE.get(code, "failed")
@@ -320,6 +260,17 @@ class Runs:
             run.timer.cancel()
         self._start_waiting()
 
+    def _on_event(self, run: LiveRun, event: dict) -> None:
+        """One event of the run's (`barca.views.run_events`; `error`: the envelope of the
+        error it ended with, kept as the run's error)."""
+        if event["type"] == "error":
+            run.error = event["error"]
+            return
+        if event["type"] == "run_accepted":
+            run.status, run.accepted = "running", True
+            run.settled.set()  # before the event: whoever it wakes finds the run settled
+        run.events.append(event)
+
     def _record_unclaimed(self, run: LiveRun, code: int) -> None:
         """A queued run whose child ended before recording it (it refused the request, was
         cancelled or died): its 202 was answered, so its row says how it ended."""
@@ -338,26 +289,6 @@ class Runs:
             note(f"[barca] run {run.run_id} timed out after {limit:g}s: cancelling it")
             run.timed_out = limit
             self.cancel(run)
-
-    def _on_line(self, run: LiveRun, text: str) -> None:
-        if text.startswith(EVENT_MARK):
-            try:
-                event = orjson.loads(text[1:])
-            except orjson.JSONDecodeError:
-                event = {"type": "line", "line": text[1:]}
-        else:
-            event = {"type": "line", "line": text}
-            if text.startswith("{"):
-                try:
-                    envelope = orjson.loads(text)
-                    if isinstance(envelope, dict) and "kind" in envelope:
-                        run.error = envelope  # the CLI's error envelope (it runs with --json)
-                except orjson.JSONDecodeError:
-                    pass
-        if event.get("type") == "run_accepted":
-            run.status, run.accepted = "running", True
-            run.settled.set()  # before the event: whoever it wakes finds the run settled
-        run.events.append(event)
 
     def get(self, run_id: str) -> LiveRun | None:
         return self.runs.get(run_id)

@@ -23,7 +23,7 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 from barca.schedules import next_fire
-from barca.cli.output import note
+from barca.printable import note
 from barca.errors import BarcaError
 from barca.server.run_request import RunRequest
 from barca.server.runs import Busy, Runs

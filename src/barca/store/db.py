@@ -128,6 +128,9 @@ def _create_schema(conn: sqlite3.Connection, path: Path) -> None:
         raise
 
 
+Connection = sqlite3.Connection  # what `connect` returns: the name outside store/ uses
+
+
 def connect(path: Path, *, create: bool) -> sqlite3.Connection | None:
     """Open the database; None when it does not exist and `create` is False (read-only use).
     With BARCA_READ_ONLY=1 (what `barca serve --read-only` gives the commands it runs) it is

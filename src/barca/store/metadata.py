@@ -265,7 +265,7 @@ def start_run(conn: sqlite3.Connection, run_id: str, command: str, files: Sequen
     with write_transaction(conn):
         if conn.execute("SELECT 1 FROM runs WHERE run_id = ?", (run_id,)).fetchone():
             raise UsageError(f"run id {run_id!r} is already a recorded run",
-                             "leave --run-id out: each run gets a new id")
+                             "leave run_id out: barca gives each run a new id")
         run_queue.claim(conn, run_id)
         schedule_id, scheduled_at = schedule or (None, None)
         conn.execute(

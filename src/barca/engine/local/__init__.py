@@ -103,6 +103,13 @@ def start_command(root: Path, argv: Sequence[str], env: dict[str, str],
     return start(root, argv, env, fds)
 
 
+def start_served_run(root: Path, env: dict[str, str], fds: tuple[int, int, int]):
+    """Run a server's run in a child process: see `engine.local.commands`."""
+    from barca.engine.local.commands import start_served_run as start
+
+    return start(root, env, fds)
+
+
 def start_warm_pool(root: Path, files: Sequence[str]) -> None:
     """Start the project's warm pool now, preloading what `files` import, unless one is up or
     BARCA_WARM_SECONDS is 0 (a server does this at start, so that its first tick is warm)."""

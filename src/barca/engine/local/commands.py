@@ -1,10 +1,10 @@
-"""Whole `barca` commands in child processes, for a server that runs them on a project.
+"""A server's runs (`barca.cli.served_run`) and the read-only commands it runs for its
+views, each in a child process.
 
-A command is forked from the project's warm pool when one is up (barca and the pipeline's
-libraries already imported: a tick costs a fork), else started as a fresh `python -m barca`,
-which also starts the pool for the next one. Either way the child is the CLI itself: it checks,
-records, prints and exits as the same command typed in a terminal would, so what a server
-answers is what the CLI prints.
+A child is forked from the project's warm pool when one is up (barca and the pipeline's
+libraries already imported: a tick costs a fork), else started as a fresh Python. Either way
+the child checks, records and prints as the command typed in a terminal would, and a crash
+in it (a library that segfaults, the OOM killer) ends that run, never the server.
 """
 
 from __future__ import annotations
@@ -62,15 +62,29 @@ class CommandProcess:
 
 def start_command(root: Path, argv: Sequence[str], env: dict[str, str],
                   fds: tuple[int, int, int]) -> CommandProcess:
-    """Start `barca ARGV` in `root` with `env` on these stdin, stdout and stderr descriptors
-    (the caller keeps and closes its copies)."""
+    """Start `barca ARGV` (a read-only command a server runs for a view) in `root` with
+    `env` on these stdin, stdout and stderr descriptors (the caller keeps and closes its
+    copies)."""
+    return _start(root, "cli", list(argv), env, fds, ["barca.cli.main", *argv])
+
+
+def start_served_run(root: Path, env: dict[str, str], fds: tuple[int, int, int]
+                     ) -> CommandProcess:
+    """Start a server's run (`barca.cli.served_run`) in `root` with `env` on these stdin
+    (its order), stdout (its events) and stderr descriptors."""
+    return _start(root, "served_run", [], env, fds, ["barca.cli.served_run"])
+
+
+def _start(root: Path, entry: str, argv: list[str], env: dict[str, str],
+           fds: tuple[int, int, int], fresh: list[str]) -> CommandProcess:
+    """Forked from the warm pool when one is up, else `python -m FRESH`."""
     idle = settings.warm_seconds()
     pool = warm_pool.WarmPool.connect(root) if idle else None
     if pool is not None:
         try:
             umask = os.umask(0)
             os.umask(umask)
-            send(pool.sock, RunCommand(list(argv), str(root), dict(env), umask, idle,
+            send(pool.sock, RunCommand(entry, argv, str(root), dict(env), umask, idle,
                                        resource_limits()), list(fds))
             pool.sock.settimeout(None)
             message, _ = receive(pool.sock)
@@ -79,7 +93,6 @@ def start_command(root: Path, argv: Sequence[str], env: dict[str, str],
         except (OSError, EOFError, ValueError):
             pass
         pool.close()  # refused (its code changed, a limit): start this one fresh
-    popen = subprocess.Popen([sys.executable, "-m", "barca.cli.main", *argv], cwd=root,
-                             env=env, stdin=fds[0], stdout=fds[1], stderr=fds[2],
-                             close_fds=True)
+    popen = subprocess.Popen([sys.executable, "-m", *fresh], cwd=root, env=env, stdin=fds[0],
+                             stdout=fds[1], stderr=fds[2], close_fds=True)
     return CommandProcess(popen.pid, popen=popen)

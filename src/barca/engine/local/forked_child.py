@@ -24,7 +24,7 @@ from barca.engine.local import worker
 from barca.engine.local.pool_messages import (Exited, ForkWorker, RunCommand, apply_limits,
                                               send)
 
-RunArgv = Callable[[list[str]], int]  # runs `barca ARGV` in this process; its exit code
+RunArgv = Callable[[str, list[str]], int]  # runs an entry (RunCommand) here; its exit code
 
 
 class Inherited(NamedTuple):
@@ -61,7 +61,7 @@ def run_command(inherited: Inherited, conn: socket.socket, request: RunCommand,
         _die_with_client(conn)
         sys.argv = ["barca", *request.argv]
         assert run_argv is not None
-        code = run_argv(request.argv)
+        code = run_argv(request.entry, request.argv)
     finally:
         for stream in (sys.stdout, sys.stderr):
             try:

@@ -35,8 +35,10 @@ class ForkWorker(NamedTuple):
 
 
 class RunCommand(NamedTuple):
-    """Client -> pool, with stdin, stdout and stderr: fork a process that runs `barca ARGV`."""
+    """Client -> pool, with stdin, stdout and stderr: fork a process that runs `entry`:
+    "cli" is `barca ARGV`, "served_run" a server's run (its order on stdin, no argv)."""
 
+    entry: str
     argv: list[str]
     cwd: str
     env: dict[str, str]

@@ -1,0 +1,318 @@
+"""A run's report, built once from the driver's `RunResult`: the JSON `barca get|run` prints,
+what a server's run sends its client, and the notes said beside it (`notes()`).
+
+`RunReport` is a run that executed, `DryRunReport` one that only planned. Values of a
+partitioned target are read here, key by key, only when the report asks for them (`values`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from barca.engine.result import RunResult
+from barca.views import plan_text
+from barca.views.run_values import final_output, has_value, keys_with_value, relative_path
+
+SHOWN_KEYS = 20  # keys of a partitioned value a terminal shows before a count
+STEP_FIELDS = ["id", "kind", "action", "status", "reason", "detail", "changed", "run_hash",
+               "artifact", "warning", "partitions", "computed_by", "batch", "batch_execution",
+               "elapsed_seconds", "attempts", "env"]
+
+
+@dataclass(frozen=True)
+class RunReport:
+    """An executed run. `values`: read the targets' values (False for `-o path` and a
+    scheduled tick nobody reads: 200,000 keys' values take seconds); `limit`: a partitioned
+    value's first keys only (a terminal shows SHOWN_KEYS)."""
+
+    result: RunResult
+    command: str
+    target: str | None
+    values: bool = True
+    limit: int | None = None
+
+    def steps(self) -> list[dict[str, Any]]:
+        return [_step_json(self.result, n) for n in self.result.order]
+
+    def to_json(self) -> dict[str, Any]:
+        result = self.result
+        body: dict[str, Any] = {"status": result.status, "run_id": result.run_id,
+                                "elapsed_seconds": round(result.elapsed, 4),
+                                "steps_executed": result.executed, "phases": result.phases}
+        failure = result.failed[0] if result.failed else None
+        if len(result.targets) > 1:
+            body["targets"] = _targets_json(result, self.target, self.limit, self.values)
+        elif self.values and (failure is None or has_value(result, result.final_node())):
+            body["final_output"] = final_output(result, result.final_node(), self.limit)
+        if failure is not None:
+            body["failed_node"] = failure.step_id
+            body["error"] = failure.error_message
+        if result.status == "success":
+            body["metadata_seconds"] = round(result.metadata_seconds, 4)
+        body["steps"] = self.steps()
+        body["warnings"] = [*result.warnings, *selection_warnings(result)]
+        if result.cache is not None:
+            body["cache"] = result.cache
+        if result.options.partition:
+            body["partition_selection"] = partition_selection(result)
+        return body
+
+    def notes(self, paths: Sequence[str], env_name: str | None) -> list[str]:
+        """What is said beside the report (stderr, a server's run events), in order.
+        `paths` and `env_name` as the user gave them, for the commands the notes suggest."""
+        out = _plan_notes(self.result, self.command, self.target, paths, env_name)
+        out += [f"[barca] warning: {w['message']}" for w in selection_warnings(self.result)]
+        return out + trimmed_notes(self.result)
+
+    def keys_with_value(self) -> int:
+        """How many keys of a partitioned target have a current result."""
+        return keys_with_value(self.result, self.result.final_node())
+
+
+@dataclass(frozen=True)
+class DryRunReport:
+    """What a run would do, and why (nothing executed, nothing written)."""
+
+    result: RunResult
+    command: str
+    target: str | None
+
+    def steps(self) -> list[dict[str, Any]]:
+        result = self.result
+        steps = [plan_text.dry_run_step(
+            p, relative_path(result.artifact_of(p.node_id, ""), result)
+            if not p.partitioned or p.unknown else None, result.batch_plans.get(p.node_id))
+            for p in (result.plans[n] for n in result.order)]
+        for step in steps:
+            _add_env(step, result)
+            warning = _ignored_refresh(result, step["id"]) if step["action"] == "cached" \
+                else None
+            if warning:
+                step["warning"] = warning
+        return steps
+
+    def to_json(self) -> dict[str, Any]:
+        result = self.result
+        plans = [result.plans[n] for n in result.order]
+        body = {"dry_run": True, "command": self.command, "target": self.target,
+                "steps": self.steps(), "summary": plan_text.summary_counts(plans),
+                "warnings": list(result.warnings)}
+        if len(result.targets) > 1:  # each target's own cone; the top summary counts each once
+            body["targets"] = {name: {"summary": plan_text.summary_counts(
+                [p for p in plans if p.node_id in result.graph.cone([node_id])])}
+                for name, node_id in zip((self.target or "").split(","), result.targets)}
+        if result.options.partition:
+            body["partition_selection"] = partition_selection(result)
+        return body
+
+    def notes(self, paths: Sequence[str], env_name: str | None) -> list[str]:
+        return _plan_notes(self.result, self.command, self.target, paths, env_name)
+
+
+def _plan_notes(result: RunResult, command: str, target: str | None, paths: Sequence[str],
+                env_name: str | None) -> list[str]:
+    """Fan-ins `--partition` skipped, tasks `get` left out, cached readers of a refresh."""
+    out = []
+    skipped = [n for n in result.order if result.plans[n].unknown == "partition_selection"]
+    if skipped:
+        names = ", ".join(result.graph.nodes[n].name for n in skipped)
+        out.append(f"[barca] note: --partition skips a fan-in that reads every key: {names}. "
+                   "Run without --partition to update it.")
+    if command == "get" and target is None:
+        out += _skipped_tasks(result, paths, env_name)
+    return out + [f"[barca] warning: {line}" for line in _ignored_refresh_lines(result)]
+
+
+def trimmed_notes(result: RunResult) -> list[str]:
+    """`[cache] max_size` was exceeded: what the run's trim removed."""
+    cache = result.cache
+    if cache is None:
+        return []
+    size, plural = plan_text.human_size, plan_text.plural
+    out = [f"[barca] cache {size(cache['size_bytes'])} over its {size(cache['limit_bytes'])} "
+           f"limit ([cache] max_size); removed {plural(cache['evicted_files'], 'file')} "
+           f"({size(cache['evicted_bytes'])}), oldest first", *result.cache_warnings]
+    if cache["after_bytes"] > cache["limit_bytes"]:
+        out.append(f"[barca] warning: current results take {size(cache['after_bytes'])}, "
+                   f"more than [cache] max_size {size(cache['limit_bytes'])}; gc never "
+                   "removes them")
+    return out
+
+
+def _skipped_tasks(result: RunResult, paths: Sequence[str], env_name: str | None
+                   ) -> list[str]:
+    """`barca get` without a target brings assets and sensors up to date, never tasks: name
+    the tasks it left out and the command that runs one (all of it when there was nothing
+    else to get)."""
+    graph = result.graph
+    tasks = sorted((n for n in graph.nodes if graph.nodes[n].kind == "task"),
+                   key=lambda n: (graph.nodes[n].file, graph.nodes[n].line))  # as written
+    if not tasks:
+        return []
+    names = [graph.nodes[n].name for n in tasks]
+    shown = ", ".join(names[:10]) + (f", +{len(names) - 10} more" if len(names) > 10 else "")
+    same_name = sum(d.name == names[0] for d in graph.nodes.values())
+    first = names[0] if same_name == 1 else tasks[0]  # a name in two files: its full id
+    words = ["barca", "run", first, *paths, *(["--env", env_name] if env_name else [])]
+    command = " ".join(words)
+    count = plan_text.plural(len(tasks), "task")
+    if len(tasks) == len(graph.nodes):
+        return [f"[barca] nothing to get: {' '.join(paths) or 'the project'} has only tasks "
+                f"({shown}), which barca get never runs. Run a task with: {command}"]
+    return [f"[barca] skipped {count} ({shown}): barca get computes assets and sensors. "
+            f"Run a task with: {command}"]
+
+
+def _add_env(step: dict[str, Any], result: RunResult) -> dict[str, Any]:
+    """`env {NAME: value|null}`: a node's declared env= values, as its run hash saw them."""
+    names = result.graph.nodes[step["id"]].env
+    if names:
+        step["env"] = plan_text.env_json(names, result.options.env)
+    return step
+
+
+def _step_json(result: RunResult, node_id: str) -> dict[str, Any]:
+    step = _step_fields(result, node_id)
+    return _add_env(step, result)
+
+
+def _step_fields(result: RunResult, node_id: str) -> dict[str, Any]:
+    plan = result.plans[node_id]
+    step: dict[str, Any] = {"id": node_id, "kind": plan.kind}
+    ran = result.results.get(node_id, {})
+    failed = [o for o in result.failed if o.node_id == node_id]
+    if plan.unknown == "partition_selection":
+        step.update(status="skipped", reason="partition_selection", detail=plan_text.why(plan))
+        return step
+    if plan.unknown or node_id in result.skipped and not ran and not failed:
+        step.update(status="skipped", reason="upstream_failed")
+        return step
+    if failed:
+        step["status"] = "failed" if not plan.partitioned or not ran else "partial"
+    elif not plan.run:
+        step["status"] = "cached"
+    elif plan.partitioned and (len(plan.run) < len(plan.keys) or node_id in result.skipped):
+        step["status"] = "partial"
+    else:
+        step["status"] = "ran"
+    if plan.run:
+        first = plan.reasons[plan.run[0]]
+        step["reason"] = plan_text.reason_field(first)
+        if first.changed:
+            step["changed"] = list(first.changed)
+    elif step["status"] == "cached":
+        plan_text.pinned_fields(plan, step)
+    step["detail"] = plan_text.why(plan)
+    served = result.served.get(node_id)
+    if served:
+        step["computed_by"] = dict(sorted(served.items()))
+        if step["status"] == "cached":
+            step["reason"] = "computed_by_other_run"
+        text = plan_text.served_text(served, plan.partitioned)
+        step["detail"] = f"{step['detail']}; {text}" if plan.partitioned else text
+    if plan.partitioned:
+        step["partitions"] = plan_text.partitions_json(plan)
+        if node_id in result.batch_execution:
+            step["batch_execution"] = result.batch_execution[node_id].as_json()
+    else:
+        step["run_hash"] = plan.run_hashes[0]
+        found = result.artifact_of(node_id, "")
+        if found and step["status"] == "cached":
+            step["artifact"] = relative_path(found, result)
+    if node_id in result.step_times:  # what it executed: summed over keys, most attempts
+        seconds, attempts = result.step_times[node_id]
+        step["elapsed_seconds"] = round(seconds, 4)
+        step["attempts"] = attempts
+    if node_id in result.bytes_changed:
+        step["bytes_changed"] = True
+    if step["status"] == "cached":
+        warning = _ignored_refresh(result, node_id)
+        if warning:
+            step["warning"] = warning
+    return step
+
+
+def _ignored_refresh(result: RunResult, node_id: str) -> str | None:
+    """With --no-cascade, a cached reader of a refreshed asset keeps its old result: what to
+    pass to recompute it with them (the `--refresh` list with the reader added)."""
+    options = result.options
+    if options.cascade or not options.refresh:
+        return None
+    sources = sorted(options.refresh & (result.graph.cone([node_id]) - {node_id}))
+    if not sources:
+        return None
+    graph = result.graph
+    names = ",".join(graph.nodes[n].name for n in
+                     [n for n in result.order if n in options.refresh] + [node_id])
+    return (f"'{graph.nodes[node_id].name}' was served from cache but depends on refreshed "
+            f"'{graph.nodes[sources[0]].name}'; pass --refresh {names} to recompute it too, "
+            "or drop --no-cascade")
+
+
+def _ignored_refresh_lines(result: RunResult) -> list[str]:
+    """The stderr warning of each cached reader a --no-cascade refresh leaves as it was, in
+    a real run and a dry run alike (the dry run predicts what the run would say)."""
+    out = []
+    for node_id in result.order:
+        plan = result.plans[node_id]
+        if plan.unknown or plan.run or node_id in result.skipped:
+            continue
+        warning = _ignored_refresh(result, node_id)
+        if warning:
+            out.append(warning)
+    return out
+
+
+def partition_selection(result: RunResult) -> dict[str, Any]:
+    """What `--partition` selected: per node carrying a selected dimension, how many keys it
+    kept and left out (null while its keys are unknown), and the fan-ins it skipped."""
+    selection = result.options.partition
+    nodes = []
+    for node_id in result.order:
+        plan = result.plans[node_id]
+        d = result.graph.nodes[node_id]
+        if plan.unknown == "partition_selection" or \
+                not any(dim.name in selection for dim in d.dimensions):
+            continue
+        known = plan.selected_from is not None  # unset while the node's keys are unknown
+        nodes.append({"id": node_id, "selected": len(plan.keys) if known else None,
+                      "skipped": plan.selected_from - len(plan.keys) if known else None})
+    return {"selection": {dim: sorted(values) for dim, values in sorted(selection.items())},
+            "nodes": nodes,
+            "skipped_nodes": [n for n in result.order
+                              if result.plans[n].unknown == "partition_selection"]}
+
+
+def selection_warnings(result: RunResult) -> list[dict[str, Any]]:
+    """`--partition` values that none of a node's keys has (keys known only after a run)."""
+    selection = result.options.partition
+    out = []
+    for node_id in result.order:
+        plan = result.plans[node_id]
+        for dim in plan.dims:
+            if dim in selection and not plan.unknown and not plan.keys:
+                message = (f"--partition {dim}={','.join(sorted(selection[dim]))} matches no "
+                           f"key of {node_id}; it computes nothing")
+                out.append({"kind": "partition_selection", "node": node_id, "param": dim,
+                            "message": message})
+    return out
+
+
+def _targets_json(result: RunResult, text: str | None, limit: int | None = None,
+                  values: bool = True) -> dict[str, Any]:
+    """Each target as typed: its value, or the failure in its cone."""
+    out = {}
+    for name, node_id in zip((text or "").split(","), result.targets):
+        cone = result.graph.cone([node_id])
+        failed = [o for o in result.failed if o.node_id in cone]
+        if failed:
+            out[name] = {"status": "failed", "failed_node": failed[0].step_id,
+                         "error": failed[0].error_message}
+            if values and has_value(result, node_id):
+                out[name]["final_output"] = final_output(result, node_id, limit)
+        else:
+            out[name] = {"status": "success"}
+            if values:
+                out[name]["final_output"] = final_output(result, node_id, limit)
+    return out

@@ -1,0 +1,101 @@
+"""A run's values as its report shows them: a target's value, every current key's of a
+partitioned one, read only when asked for (200,000 keys' values take seconds), and where
+each result file is, relative to the project."""
+
+from __future__ import annotations
+
+import heapq
+import os
+from pathlib import Path
+from typing import Any
+
+from barca.engine.result import RunResult, locate
+from barca.state import EMPTY_STATE
+from barca.store.artifacts import read_value
+
+
+def has_value(result: RunResult, node_id: str | None) -> bool:
+    """After failures: a partitioned target still gives its good keys; an unpartitioned one
+    its value, if it neither failed nor was skipped."""
+    if node_id is None:
+        return False
+    if result.plans[node_id].partitioned:
+        return True
+    return node_id not in result.skipped and all(o.node_id != node_id for o in result.failed)
+
+
+def not_current(result: RunResult, node_id: str) -> set[str]:
+    """Keys of the node that failed in this run or were skipped for a failed input: any file
+    they have is an older result, not what a successful run would give."""
+    out = set(result.skipped.get(node_id, ()))
+    out.update(o.key for o in result.failed if o.node_id == node_id)
+    return out
+
+
+def keys_with_value(result: RunResult, node_id: str) -> int:
+    """How many keys of a partitioned target have a current result, without looking for
+    their files: its cached keys and the keys this run computed."""
+    plan = result.plans[node_id]
+    return len(plan.keys) - len(plan.run) + len(result.results.get(node_id, {}))
+
+
+def final_output(result: RunResult, node_id: str | None, limit: int | None = None) -> Any:
+    """The target's value; for a partitioned one every current key's (the first `limit`
+    keys' when given)."""
+    if node_id is None:
+        return None
+    plan = result.plans[node_id]
+    if not plan.partitioned:
+        found = result.artifact_of(node_id, "")
+        return None if found is None else value_at(str(found[0]), found[1], result)
+    if plan.unknown:
+        return {}
+    bad = not_current(result, node_id) if result.failed else ()
+    d = result.graph.nodes[node_id]
+    ran = result.results.get(node_id, {})
+    state = result.states.get(node_id, EMPTY_STATE)
+    if len(plan.keys) > 16:
+        state.keys.indexed()  # one dict, not a scan per key
+    where = result.artifacts_dir
+    out = {}
+    for key in label_order(plan, limit):  # every current key, however many
+        found = None if key in bad else locate(d, key, plan, ran, state, where, where)
+        if found is not None:  # plain strings: a Path per key costs more than its read
+            out[plan.label(key)] = value_at(found[0], found[1], result)
+            if len(out) == limit:
+                break
+    return out
+
+
+def label_order(plan, limit: int | None) -> list[str]:
+    """The keys in the order of their labels (`dim=value`); with one dimension that is the
+    keys' own order, sorted without making 200,000 labels. With `limit`, enough keys for that
+    many values (keys without a result are skipped: a few more are taken)."""
+    if len(plan.dims) != 1:
+        return sorted(plan.keys, key=plan.label)
+    if limit is None:
+        return sorted(plan.keys)
+    return heapq.nsmallest(limit + len(plan.run), plan.keys)
+
+
+def value_at(path: str, fmt: str, result: RunResult) -> Any:
+    """A JSON result as its value; any other as a pointer to its file."""
+    if fmt in ("json", "keyed-json"):
+        try:
+            return read_value(path, fmt)
+        except FileNotFoundError:
+            pass
+    size = os.stat(path).st_size if os.path.exists(path) else None
+    return {"_barca_artifact": {"path": relative_path((Path(path), fmt), result), "format": fmt,
+                                "size_bytes": size}}
+
+
+def relative_path(found: tuple[Path, str] | None, result: RunResult) -> str | None:
+    """A result's path as displayed: relative to the project root."""
+    if found is None:
+        return None
+    path = found[0]
+    try:
+        return str(path.relative_to(result.root))
+    except ValueError:
+        return str(path)
