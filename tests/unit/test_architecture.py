@@ -294,19 +294,27 @@ def test_only_the_driver_starts_runs():
                                 "barca.engine.inprocess", "barca.engine.step_runner")) == []
 
 
-# the server runs through the driver and shows what barca.views builds; it reads the metadata
-# database itself (store is not the engine: issue 27 item 1 moves these reads behind views),
-# keeps its queue there (store.run_queue), tells a dead server's spool by its owner
-# (store.owners) and reads snapshots of the database when read-only (store.snapshot);
-# barca.cli.view_args parses the read-only commands it runs for `--server` clients and /state
-# (issue 27 item 1: those become views too)
-SERVER_MAY_IMPORT = ("barca.server", "barca.engine.driver", "barca.engine.result",
-                     "barca.engine.events", "barca.views", "barca.printable",
-                     "barca.cli.view_args",
-                     "barca.errors", "barca.schedules", "barca.__version__",
-                     "barca.store.history", "barca.store.db", "barca.store.schedule_state",
-                     "barca.store.partition_pages", "barca.store.run_queue",
-                     "barca.store.owners", "barca.store.snapshot", "barca.config")
+# the server runs through the driver and shows what barca.views builds; what it writes
+# besides runs (its queue, when schedules fired, runs killed at shutdown) goes through
+# engine.serving; barca.cli.view_args parses the read-only commands it runs for `--server`
+# clients and /state (issue 27 item 1: those become views too)
+SERVER_MAY_IMPORT = ("barca.server", "barca.engine.driver", "barca.engine.serving",
+                     "barca.engine.result", "barca.engine.events", "barca.views",
+                     "barca.printable", "barca.cli.view_args",
+                     "barca.errors", "barca.schedules", "barca.__version__", "barca.config")
+
+
+def test_the_server_imports_nothing_of_the_store():
+    """The server serialises what views return and writes through engine.serving: it holds
+    no database connection and names no table, so the store can change under it."""
+    assert violations(("barca.server",), ("barca.store", "sqlite3")) == []
+    assert not [ok for ok in SERVER_MAY_IMPORT if matches(ok, "barca.store")]
+    bad = synthetic("barca.server.bad", "from barca.store.history import list_runs\n"
+                                        "import sqlite3\n")
+    assert violations(("barca.server",), ("barca.store", "sqlite3"), among=(bad,)) == [
+        "barca/server/bad.py:1 imports barca.store.history",
+        "barca/server/bad.py:1 imports barca.store.history.list_runs",
+        "barca/server/bad.py:2 imports sqlite3"]
 
 
 def test_the_server_imports_only_the_driver_and_the_renderers():

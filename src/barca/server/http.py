@@ -12,11 +12,10 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from barca.errors import BarcaError, UsageError
-from barca.server import reads
 from barca.server.runs import Runs
 from barca.server.scheduler import Scheduler
 from barca.server.state import StateCache
-from barca.store.partition_pages import PartitionPages
+from barca.views.reader import reading
 
 
 @dataclass
@@ -29,12 +28,12 @@ class Served:
     runs: Runs | None = None
     scheduler: Scheduler | None = None
     state: StateCache | None = None
-    pages: PartitionPages | None = None
+    pages: Any = None  # barca.views.node_pages.key_pages
     generation: int = 0  # pipeline loads: a client seeing it change reloads the graph
 
     def read(self, fn, *args):
         """`fn(conn, *args)` on a connection of its own (read-only in read-only mode)."""
-        with reads.reading(self.pipeline.project.db_path, self.options.read_only) as conn:
+        with reading(self.pipeline.project.db_path, self.options.read_only) as conn:
             return fn(conn, *args)
 
     def node_id(self, text: str) -> str:

@@ -21,6 +21,7 @@ from datetime import datetime
 import uvicorn
 
 from barca.engine.driver import end_pools_with_this_process, keep_warm, open_pipeline
+from barca.engine.serving import check_readable, close_killed, read_through_snapshots
 from barca.printable import note
 from barca.config import CONFIG_FILE
 from barca.server.app import build_app
@@ -28,14 +29,10 @@ from barca.server.connections import BoundedH11Protocol
 from barca.server.guard import Guard
 from barca.server.http import Served
 from barca.server.options import ServeOptions, check, resolve_token, zone
-from barca.server.reads import open_reader
 from barca.server.runs import Runs
 from barca.server.scheduler import Scheduler, scheduled_jobs
 from barca.server.state import StateCache
-import barca.store.snapshot as snapshot
-from barca.store.db import SCHEMA_VERSION, connect, connect_readonly
-from barca.store.history import mark_cancelled
-from barca.store.partition_pages import PartitionPages
+from barca.views.node_pages import key_pages
 
 STOP_SECONDS = 7.0
 POOL_IDLE_SECONDS = 3600
@@ -52,16 +49,14 @@ def serve(options: ServeOptions) -> int:
         _warn_if_others_read(pipeline.project.root / CONFIG_FILE)
     tz = zone(options.timezone)
     if options.read_only:
-        _check_readable(pipeline.project.db_path)
+        check_readable(pipeline.project.db_path)
     else:
         pipeline.project.ensure_state_dir()
     jobs = scheduled_jobs(pipeline.graph) if options.scheduler_on else []
     served = Served(options, pipeline)
     served.state = StateCache(pipeline.project.root, pipeline.files, options.env, served.read,
                               pipeline.left_out)
-    served.pages = PartitionPages(
-        lambda: open_reader(pipeline.project.db_path, options.read_only),
-        (lambda: snapshot.current(pipeline.project.db_path)) if options.read_only else None)
+    served.pages = key_pages(pipeline.project.db_path, options.read_only)
     sock = _bind(options.host, options.port)
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
@@ -132,10 +127,7 @@ class _Server(uvicorn.Server):
             served.scheduler.stop()
         if served.runs is not None:
             killed = served.runs.stop_all(time.monotonic() + STOP_SECONDS)
-            conn = connect(served.pipeline.project.db_path, create=False) if killed else None
-            if conn is not None:
-                mark_cancelled(conn, [r.run_id for r in killed])
-                conn.close()
+            close_killed(served.pipeline.project.db_path, [r.run_id for r in killed])
         self.should_exit = True
 
 
@@ -181,7 +173,7 @@ def _read_only() -> None:
     os.environ["BARCA_READ_ONLY"] = "1"
     os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
     sys.dont_write_bytecode = True
-    snapshot.directory()
+    read_through_snapshots()
 
 
 def _warn_if_others_read(path) -> None:
@@ -192,25 +184,6 @@ def _warn_if_others_read(path) -> None:
     if mode & 0o077:
         note(f"[barca] warning: {path} holds the server's token and other users may read it: "
              f"chmod 600 {path}")
-
-
-def _check_readable(db_path) -> None:
-    """A read-only server never upgrades the database, and neither may the commands it runs
-    (`status`, a dry run): an older schema is refused at start."""
-    from barca.errors import UsageError
-
-    conn = connect_readonly(db_path)
-    if conn is None:
-        return
-    try:
-        version = conn.execute("PRAGMA user_version").fetchone()[0]
-    finally:
-        conn.close()
-    if version not in (0, SCHEMA_VERSION):
-        raise UsageError(f"{db_path} has schema version {version}; a read-only server does "
-                         f"not upgrade it to {SCHEMA_VERSION}",
-                         "run any barca command on the project once (it upgrades in place), "
-                         "or serve without --read-only")
 
 
 def _bind(host: str, port: int) -> socket.socket:

@@ -8,10 +8,10 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from barca import __version__
-from barca.server import blocking, reads
+from barca.server import blocking
 from barca.server.http import ApiError, Served, int_param, json
 from barca.server.openapi import document
-from barca.server.state import with_timings
+from barca.views.node_pages import node_stats, with_timings
 
 
 def inspect_routes(s: Served) -> list[Route]:
@@ -35,7 +35,7 @@ def inspect_routes(s: Served) -> list[Route]:
 
     async def asset_detail(request: Request) -> Response:
         node = s.node_id(request.path_params["name"])
-        stats = await blocking.read(s.read, reads.node_stats, node)
+        stats = await blocking.read(s.read, node_stats, node)
         return json({"asset": asset(node), "stats": stats})
 
     async def state(request: Request) -> Response:

@@ -8,12 +8,12 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from barca.views.times import iso_time
-from barca.server import blocking, reads
+from barca.server import blocking
 from barca.server.events import sse
 from barca.server.http import ApiError, Served, int_param, json, whole_number
 from barca.server.run_request import RunRequest, parse_request
 from barca.server.runs import Busy
+from barca.views import server_runs as views
 
 ACCEPT_WAIT_SECONDS = 60.0  # how long a POST waits for the run to check its request
 RUN_ID_HEADER = "Barca-Run-Id"  # on every answer of a POST that started a run
@@ -29,7 +29,7 @@ def run_routes(s: Served) -> list[Route]:
         limit = int_param(query, "limit", 100, 1, 1000)
         offset = int_param(query, "offset", 0, 0, 10**9)
         live = {r.run_id: r for r in (s.runs.live_runs() if s.runs else [])}
-        rows, total, unrecorded = await blocking.read(s.read, reads.list_runs, limit,
+        rows, total, unrecorded = await blocking.read(s.read, views.list_runs, limit,
                                                           offset, list(live)[::-1])
         # runs not recorded yet (waiting for a slot, or starting) are the newest
         runs = ([_live_summary(live[i]) for i in unrecorded[offset:]] + rows)[:limit]
@@ -37,29 +37,29 @@ def run_routes(s: Served) -> list[Route]:
 
     async def run_detail(request: Request) -> Response:
         run_id = request.path_params["run_id"]
-        detail = await blocking.read(s.read, reads.run_detail, run_id)
+        detail = await blocking.read(s.read, views.run_detail, run_id)
         live = s.runs.get(run_id) if s.runs else None
         if detail is None and live is None:
             raise ApiError(404, f"no run '{run_id}'", "list runs with GET /runs")
         if detail is None:
-            detail = {"run": _live_summary(live), "steps": [], "nodes": [], "logs": []}
+            detail = views.unrecorded_run_detail(_live_summary(live))
         detail["result"] = live.outcome() if live and not live.live else None
         if live is not None and detail["run"]["status"] == "running":
             # recorded as running: what this server knows is newer (it ended, or not yet
             # begun); once the row says how it ended, the row is the truth
-            detail["run"]["status"] = _durable_status(live.status)
+            detail["run"]["status"] = views.run_status_word(live.status)
         return json(detail)
 
     async def logs(request: Request) -> Response:
         run_id = request.path_params["run_id"]
-        return json({"logs": await blocking.read(s.read, reads.run_logs, run_id)})
+        return json({"logs": await blocking.read(s.read, views.run_logs, run_id)})
 
     async def events(request: Request) -> Response:
         run_id = request.path_params["run_id"]
         live = s.runs.get(run_id) if s.runs else None
         after = _last_event_id(request)
         if live is None:
-            detail = await blocking.read(s.read, reads.run_detail, run_id)
+            detail = await blocking.read(s.read, views.run_detail, run_id)
             if detail is None:
                 raise ApiError(404, f"no run '{run_id}'", "list runs with GET /runs")
             if after >= 1:
@@ -84,7 +84,7 @@ def run_routes(s: Served) -> list[Route]:
         """The bytes of a run's result: its target's (or `?node=`'s), `?key=` when
         partitioned; the file as stored, typed by its format."""
         run_id = request.path_params["run_id"]
-        detail = await blocking.read(s.read, reads.run_detail, run_id)
+        detail = await blocking.read(s.read, views.run_detail, run_id)
         if detail is None:
             raise ApiError(404, f"no run '{run_id}'", "list runs with GET /runs")
         targets = (detail["run"]["target"] or "").split(",")
@@ -97,7 +97,7 @@ def run_routes(s: Served) -> list[Route]:
         dims = s.pipeline.graph.nodes[node].dimensions
         if len(dims) == 1 and key.startswith(dims[0].name + "="):
             key = key.split("=", 1)[1]  # as the CLI names keys: DIM=VALUE
-        found = await blocking.read(s.read, reads.result_of_run, run_id, node, key)
+        found = await blocking.read(s.read, views.result_of_run, run_id, node, key)
         if found is None:
             raise ApiError(404, f"run '{run_id}' left no result for {node}"
                            + (f" key {key!r}" if key else ""),
@@ -197,16 +197,9 @@ def run_routes(s: Served) -> list[Route]:
 
 
 def _live_summary(run) -> dict:
-    return {"id": run.run_id, "run_id": run.run_id, "command": run.request.command,
-            "files": [], "target": ",".join(run.request.targets) or None,
-            "status": _durable_status(run.status), "triggered_by": run.triggered_by,
-            "started_at": iso_time(run.started_at),
-            "finished_at": iso_time(run.finished_at), "elapsed_seconds": None,
-            "steps_total": None, "steps_executed": 0, "steps_cached": 0, "error": None}
-
-
-def _durable_status(status: str) -> str:
-    return "success" if status == "complete" else status
+    return views.unrecorded_run_json(run.run_id, run.request.command, run.request.targets,
+                                     run.status, run.triggered_by, run.started_at,
+                                     run.finished_at)
 
 
 def _last_event_id(request: Request) -> int:

@@ -15,6 +15,7 @@ from starlette.routing import Route
 from barca.server import blocking
 from barca.server.http import ApiError, Served, bool_param, int_param, json, only_params
 from barca.server.views import cli_argv, run_view, view_json
+from barca.views.server_runs import matching_runs
 
 MAX_LIMIT = 1_000_000  # a listing's --limit: past it, ask for all
 
@@ -85,9 +86,7 @@ def view_routes(s: Served) -> list[Route]:
 def _run_id(conn, text: str) -> str:
     """The recorded run an id (or a unique prefix of one, as the CLI takes it) names: 404
     none, 409 several."""
-    from barca.store.history import match_runs
-
-    matches = match_runs(conn, text) if conn is not None else []
+    matches = matching_runs(conn, text)
     if len(matches) > 1:
         raise ApiError(409, f"run id '{text[:64]}' is ambiguous: {', '.join(matches)}",
                        "pass more characters of the run id")

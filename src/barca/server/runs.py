@@ -7,7 +7,7 @@ file in the server's spool directory (`spool.py`), read only when a client asks 
 A run id is chosen here and given to the child, so a client has it before the run starts.
 One run per core (a slot: more at once would only share the cores) runs at a time, dry runs
 included (a dry run runs sensors); the others wait in order, at most MAX_WAITING. A run that
-must wait is first kept in the metadata database's queue (`store.run_queue`), then answered
+must wait is first kept in the metadata database's queue (`engine.serving`), then answered
 202: a server killed meanwhile leaves it there, and the next server on the project runs it,
 or records it cancelled with the reason when the pipeline no longer has its target. A dry
 run, answered only when it ends, waits in memory. A run that starts at once is answered when
@@ -30,22 +30,20 @@ import shutil
 import signal
 import threading
 import time
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Sequence
 
 import orjson
 
 from barca.printable import note
 from barca.engine.driver import start_served_run
+import barca.engine.serving as serving
 from barca.errors import BarcaError
 from barca.server.commands import child_env
 from barca.server.events import EventLog
 from barca.server.live_run import INLINE_BYTES, LiveRun
 from barca.server.run_request import RunRequest, ServedRun, missing_target
 from barca.server.spool import make_spool
-import barca.store.run_queue as run_queue
-from barca.store.db import connect
 
 CANCEL_GRACE_SECONDS = 5.0
 KEEP_FINISHED_SECONDS = 3600.0
@@ -96,9 +94,8 @@ class Runs:
                     raise
                 return
             if not run.request.dry_run:  # kept before it is answered: a 202 survives a kill
-                with self._db() as conn:
-                    run_queue.enqueue(conn, run_queue.Queued(
-                        run.run_id, run.request.to_json(), run.triggered_by, run.started_at))
+                serving.enqueue_run(self.db_path, serving.Queued(
+                    run.run_id, run.request.to_json(), run.triggered_by, run.started_at))
                 run.queued = True
             self.runs[run.run_id] = run
             self.waiting.append(run)
@@ -116,9 +113,8 @@ class Runs:
         if runs:
             await asyncio.to_thread(self._take_over, runs, graph)
 
-    def _orphans(self) -> list[run_queue.Queued]:
-        with self._db(create=False) as conn:  # no database yet: nothing was queued
-            return run_queue.orphans(conn, adopt=not self.read_only) if conn else []
+    def _orphans(self) -> list[serving.Queued]:
+        return serving.queued_orphans(self.db_path, adopt=not self.read_only)
 
     def _take_over(self, runs: list[LiveRun], graph: Any) -> None:
         with self.lock:
@@ -145,15 +141,6 @@ class Runs:
                                         if unfit else ""))
         self._start_waiting()
 
-    @contextmanager
-    def _db(self, create: bool = True) -> Iterator[Any]:
-        conn = connect(self.db_path, create=create and not self.read_only)
-        try:
-            yield conn
-        finally:
-            if conn is not None:
-                conn.close()
-
     def _running(self) -> int:
         return sum(r.live and r.process is not None for r in list(self.runs.values()))
 
@@ -176,12 +163,9 @@ class Runs:
     def _record_unstarted(self, ended: Sequence[tuple[LiveRun, str]], status: str) -> None:
         """Close the queue rows of runs that end without having run: `runs` rows with this
         status and each one's reason, in one transaction."""
-        if not ended:
-            return
-        with self._db() as conn:
-            run_queue.close(conn, [run_queue.Closing(
-                r.run_id, status, why, r.request.command, tuple(self.files),
-                ",".join(r.request.targets) or None) for r, why in ended])
+        serving.close_queued(self.db_path, [serving.Closing(
+            r.run_id, status, why, r.request.command, tuple(self.files),
+            ",".join(r.request.targets) or None) for r, why in ended])
 
     def _end_unstarted(self, run: LiveRun, status: str, error: str) -> None:
         """A waiting run ends without having started (cancelled, or it could not start)."""

@@ -28,8 +28,7 @@ from barca.errors import BarcaError
 from barca.server.run_request import RunRequest
 from barca.server.runs import Busy, Runs
 from barca.server.sharing import depths, share
-from barca.store.db import connect
-from barca.store.schedule_state import Fired, load, record
+from barca.engine.serving import Fired, load_fires, record_fires
 
 MAX_SLEEP_SECONDS = 60.0
 
@@ -157,25 +156,21 @@ class Scheduler:
     def _load_state(self) -> list[Job]:
         """Anchor every job at its last fire (or now, if never seen, or if its cron or zone
         changed); the jobs whose next fire after their last one has passed."""
-        conn = connect(self.db_path, create=True)
-        try:
-            seen = load(conn)
-            now = time.time()
-            missed, anchors = [], []
-            for job in self.jobs:
-                row = seen.get(job.id)
-                if row and (row.cron, row.timezone) == (job.cron, self.zone_name):
-                    self.anchor[job.id] = row.last_fired
-                    if row.last_run_id:
-                        self.last_run[job.id] = row.last_run_id
-                    if self.next_fire(job) <= now:
-                        missed.append(job)
-                else:
-                    self.anchor[job.id] = now
-                    anchors.append((job.id, Fired(job.cron, self.zone_name, now, None)))
-            record(conn, anchors)
-        finally:
-            conn.close()
+        seen = load_fires(self.db_path)
+        now = time.time()
+        missed, anchors = [], []
+        for job in self.jobs:
+            row = seen.get(job.id)
+            if row and (row.cron, row.timezone) == (job.cron, self.zone_name):
+                self.anchor[job.id] = row.last_fired
+                if row.last_run_id:
+                    self.last_run[job.id] = row.last_run_id
+                if self.next_fire(job) <= now:
+                    missed.append(job)
+            else:
+                self.anchor[job.id] = now
+                anchors.append((job.id, Fired(job.cron, self.zone_name, now, None)))
+        record_fires(self.db_path, anchors)
         return missed
 
     async def _fire(self, jobs: list[Job], at: float, why: str) -> None:
@@ -221,8 +216,4 @@ class Scheduler:
         return [(job.id, Fired(job.cron, self.zone_name, at, run.run_id)) for job in group]
 
     def _record(self, fired: list) -> None:
-        conn = connect(self.db_path, create=True)
-        try:
-            record(conn, fired)
-        finally:
-            conn.close()
+        record_fires(self.db_path, fired)

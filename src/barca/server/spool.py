@@ -17,7 +17,7 @@ import stat
 import tempfile
 from pathlib import Path
 
-from barca.store.owners import owner_gone, process_start
+from barca.engine.serving import owner_gone, process_start
 
 PREFIX = "barca-serve-"
 _NAME = re.compile(re.escape(PREFIX) + r"(\d+)-(\d+)-(\d+)-")

@@ -13,9 +13,9 @@ from typing import Any, Callable, Sequence
 
 import orjson
 
-import barca.store.history as history
 from barca.errors import InfraError
 from barca.server.commands import run_captured
+from barca.views.node_pages import recorded_stamp
 
 
 class StateCache:
@@ -30,7 +30,7 @@ class StateCache:
     def nodes_now(self) -> list[dict]:
         """The status entries, recomputed if anything changed since the last ones (blocks)."""
         with self.lock:
-            stamp = (self.read(_stamp), tuple(_mtime(self.root / f) for f in self.files),
+            stamp = (self.read(recorded_stamp), tuple(_mtime(self.root / f) for f in self.files),
                      tuple(self.left_out))
             if stamp != self.stamp:
                 self.nodes = self._status()
@@ -45,23 +45,6 @@ class StateCache:
             last = done["stderr"].strip().splitlines()[-1:] or [""]
             raise InfraError(f"barca status failed (exit {done['exit_code']}): {last[0]}")
         return orjson.loads(done["stdout"])["nodes"]
-
-
-def with_timings(conn: Any, nodes: list[dict], next_runs: dict[str, int]) -> list[dict]:
-    """Each entry plus `durations` (median and p95 of the last 20 successful executions)
-    and `next_run` (epoch of its next scheduled fire)."""
-    out = []
-    for node in nodes:
-        recent = history.recent_durations(conn, node["id"]) if conn is not None else []
-        durations = {"median_seconds": history.median(recent),
-                     "p95_seconds": history.percentile(recent, 0.95),
-                     "samples": len(recent)} if recent else None
-        out.append({**node, "durations": durations, "next_run": next_runs.get(node["id"])})
-    return out
-
-
-def _stamp(conn: Any) -> tuple | None:
-    return history.changed_stamp(conn) if conn is not None else None
 
 
 def _mtime(path: Path) -> int:

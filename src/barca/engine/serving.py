@@ -1,0 +1,109 @@
+"""What `barca serve` writes besides the runs themselves, each a call that opens the metadata
+database, does one thing and closes it: its queue of accepted runs (`store.run_queue`), when
+each schedule last fired (`store.schedule_state`), the runs it killed at shutdown. Also how it
+reads when read-only (private snapshots, the schema it will not upgrade) and whether the
+process that left something behind still runs (`store.owners`).
+
+The server holds no connection and names no table: the store's layout may change (another
+store, another database) without a change to `server/`.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterable, Iterator
+
+import barca.store.run_queue as run_queue
+import barca.store.schedule_state as schedule_state
+import barca.store.snapshot as snapshot
+from barca.errors import UsageError
+from barca.store.db import SCHEMA_VERSION, connect, connect_readonly
+from barca.store.history import mark_cancelled
+from barca.store.owners import owner_gone, process_start
+from barca.store.run_queue import Closing, Queued
+from barca.store.schedule_state import Fired
+
+__all__ = ["Closing", "Fired", "Queued", "owner_gone", "process_start", "enqueue_run",
+           "queued_orphans", "close_queued", "load_fires", "record_fires", "close_killed",
+           "read_through_snapshots", "check_readable"]
+
+
+@contextmanager
+def _opened(db_path: Path, create: bool) -> Iterator:
+    conn = connect(db_path, create=create)
+    try:
+        yield conn
+    finally:
+        if conn is not None:
+            conn.close()
+
+
+def enqueue_run(db_path: Path, run: Queued) -> None:
+    """Keep an accepted run, held by this process, before it is answered (a 202 survives a
+    kill)."""
+    with _opened(db_path, create=True) as conn:
+        run_queue.enqueue(conn, run)
+
+
+def queued_orphans(db_path: Path, adopt: bool) -> list[Queued]:
+    """The runs a server now gone had queued, oldest first; `adopt`: held by this process from
+    now on. No database yet: nothing was queued."""
+    with _opened(db_path, create=False) as conn:
+        return run_queue.orphans(conn, adopt=adopt) if conn is not None else []
+
+
+def close_queued(db_path: Path, closing: Iterable[Closing]) -> None:
+    """Queued runs that end without having run become finished `runs` rows, in one
+    transaction."""
+    closing = list(closing)
+    if not closing:
+        return
+    with _opened(db_path, create=True) as conn:
+        run_queue.close(conn, closing)
+
+
+def load_fires(db_path: Path) -> dict[str, Fired]:
+    """When each scheduled job last fired (creates the database on a first start)."""
+    with _opened(db_path, create=True) as conn:
+        return schedule_state.load(conn)
+
+
+def record_fires(db_path: Path, fired: Iterable[tuple[str, Fired]]) -> None:
+    """These jobs' fires, in one transaction."""
+    with _opened(db_path, create=True) as conn:
+        schedule_state.record(conn, fired)
+
+
+def close_killed(db_path: Path, run_ids: Iterable[str]) -> None:
+    """Runs killed before they could record their end (a stopping server kills what does not
+    stop in time): recorded cancelled, if their rows still say running."""
+    run_ids = list(run_ids)
+    if not run_ids:
+        return
+    with _opened(db_path, create=False) as conn:
+        if conn is not None:
+            mark_cancelled(conn, run_ids)
+
+
+def read_through_snapshots() -> None:
+    """This process, and every command it runs, reads the database through private snapshots
+    sharing one directory (`store.snapshot`)."""
+    snapshot.directory()
+
+
+def check_readable(db_path: Path) -> None:
+    """A read-only server never upgrades the database, and neither may the commands it runs
+    (`status`, a dry run): an older schema is refused at start."""
+    conn = connect_readonly(db_path)
+    if conn is None:
+        return
+    try:
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+    finally:
+        conn.close()
+    if version not in (0, SCHEMA_VERSION):
+        raise UsageError(f"{db_path} has schema version {version}; a read-only server does "
+                         f"not upgrade it to {SCHEMA_VERSION}",
+                         "run any barca command on the project once (it upgrades in place), "
+                         "or serve without --read-only")
