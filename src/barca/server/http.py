@@ -15,6 +15,7 @@ from barca.errors import BarcaError, UsageError
 from barca.server.runs import Runs
 from barca.server.scheduler import Scheduler
 from barca.server.state import StateCache
+from barca.views.node_pages import KeyPages
 from barca.views.reader import reading
 
 
@@ -28,7 +29,7 @@ class Served:
     runs: Runs | None = None
     scheduler: Scheduler | None = None
     state: StateCache | None = None
-    pages: Any = None  # barca.views.node_pages.key_pages
+    pages: KeyPages | None = None
     generation: int = 0  # pipeline loads: a client seeing it change reloads the graph
 
     def read(self, fn, *args):

@@ -32,7 +32,7 @@ from barca.server.options import ServeOptions, check, resolve_token, zone
 from barca.server.runs import Runs
 from barca.server.scheduler import Scheduler, scheduled_jobs
 from barca.server.state import StateCache
-from barca.views.node_pages import key_pages
+from barca.views.node_pages import KeyPages
 
 STOP_SECONDS = 7.0
 POOL_IDLE_SECONDS = 3600
@@ -56,7 +56,7 @@ def serve(options: ServeOptions) -> int:
     served = Served(options, pipeline)
     served.state = StateCache(pipeline.project.root, pipeline.files, options.env, served.read,
                               pipeline.left_out)
-    served.pages = key_pages(pipeline.project.db_path, options.read_only)
+    served.pages = KeyPages(pipeline.project.db_path, options.read_only)
     sock = _bind(options.host, options.port)
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host

@@ -57,7 +57,8 @@ SCHEMAS = {
     "AssetDetail": _object({"asset": _ref("Asset"), "stats": _ref("Stats")}),
     "Job": _object({"id": STR, "cron": STR, "kind": STR,
                     "next_fire": {"type": ["integer", "null"]}, "last_fired": NULL_NUM,
-                    "last_run": NULL_STR, "last_status": NULL_STR}),
+                    "last_run": NULL_STR, "last_status": NULL_STR,
+                    "last_run_status": NULL_STR}),
     "RunRequest": _object({
         "command": {"enum": ["get", "run"]}, "targets": STRS, "files": STRS,
         "refresh": STRS, "refresh_all": BOOL, "cascade": BOOL, "dry_run": BOOL,
@@ -84,6 +85,8 @@ SCHEMAS = {
         "nodes": {"type": "array", "items": _object({
             "node_id": STR, "keys": INT, "failed": INT, "elapsed_seconds": NUM, "calls": INT})},
         "logs": {"type": "array", "items": _ref("Log")},
+        "failure_groups": {"type": "array", "items": _object({
+            "error": STR, "node_id": STR, "count": INT, "sample_steps": STRS})},
         "result": {"description": "the JSON `barca get --json` printed, while the server "
                                   "keeps the run (an hour)"}}),
     "RunState": _object({
@@ -104,7 +107,11 @@ SCHEMAS = {
             "error": NULL_STR, "created_at": NUM})},
         "next_offset": {"type": ["integer", "null"]},
         "failures": {"type": "array", "items": _object({
-            "error": STR, "error_type": NULL_STR, "count": INT, "sample_keys": STRS})}}),
+            "error": STR, "error_type": NULL_STR, "count": INT, "sample_keys": STRS})},
+        "failure_groups": {"type": "array", "items": _object({
+            "error": STR, "error_type": NULL_STR, "count": INT, "sample_keys": STRS,
+            "at_least": BOOL, "generic": BOOL})},
+        "failed_ungrouped": INT}),
     "CommandOutput": _object({"exit_code": INT, "stdout": STR, "stderr": STR}),
     # the CLI's --json bodies (`barca list`, `status`, `history`, `stats`), as it prints them
     "NodeList": _object({

@@ -12,6 +12,7 @@ from barca.server import blocking
 from barca.server.http import ApiError, Served, int_param, json
 from barca.server.openapi import document
 from barca.views.node_pages import node_stats, with_timings
+from barca.views.server_runs import run_status_word
 
 
 def inspect_routes(s: Served) -> list[Route]:
@@ -61,7 +62,11 @@ def inspect_routes(s: Served) -> list[Route]:
         return json(page)
 
     async def schedule(request: Request) -> Response:
-        return json(s.scheduler.describe() if s.scheduler else [])
+        """The jobs; `last_status` in the words of a live run (`complete`), `last_run_status`
+        in those of run rows (`success`), which the web UI shows."""
+        jobs = s.scheduler.describe() if s.scheduler else []
+        return json([{**job, "last_run_status": job["last_status"] and
+                      run_status_word(job["last_status"])} for job in jobs])
 
     async def openapi(request: Request) -> Response:
         return json(document(__version__))

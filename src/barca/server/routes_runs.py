@@ -70,7 +70,8 @@ def run_routes(s: Served) -> list[Route]:
                                "progress is not streamed", f"poll GET /runs/{run_id}")
             # a run this server no longer follows: its end, from the database
             body = sse(1, {"type": "run_finished", "run_id": run_id, "status": run["status"],
-                           "ok": run["status"] == "success", "outcome": None})
+                           "run_status": run["status"], "ok": run["status"] == "success",
+                           "outcome": None})
             return Response(body, media_type="text/event-stream", headers=SSE_HEADERS)
         if live.events.closed and after >= live.events.last_id:
             return Response(status_code=204)  # tells EventSource to stop reconnecting

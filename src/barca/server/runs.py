@@ -44,6 +44,8 @@ from barca.server.events import EventLog
 from barca.server.live_run import INLINE_BYTES, LiveRun
 from barca.server.run_request import RunRequest, ServedRun, missing_target
 from barca.server.spool import make_spool
+from barca.views.failure_groups import error_group
+from barca.views.server_runs import run_status_word
 
 CANCEL_GRACE_SECONDS = 5.0
 KEEP_FINISHED_SECONDS = 3600.0
@@ -173,7 +175,8 @@ class Runs:
         run.exit_code = 130 if status == "cancelled" else 3
         run.error = {"error": error, "kind": status}
         run.events.append({"type": "run_finished", "run_id": run.run_id, "ok": False,
-                           "status": status, "exit_code": run.exit_code, "outcome": None,
+                           "status": status, "run_status": run_status_word(status),
+                           "exit_code": run.exit_code, "outcome": None,
                            "error": run.error, "stdout": "", "stdout_bytes": 0})
         run.ended.set()  # before the log closes: whoever it wakes finds the run ended
         run.settled.set()
@@ -233,7 +236,8 @@ class Runs:
             self._record_unclaimed(run, code)
         run.finished_at = time.time()
         run.events.append({"type": "run_finished", "run_id": run.run_id,
-                           "ok": code == 0, "status": run.status, "exit_code": code,
+                           "ok": code == 0, "status": run.status,
+                           "run_status": run_status_word(run.status), "exit_code": code,
                            "outcome": run.outcome(), "error": run.error,
                            "stdout": run.stdout(INLINE_BYTES),
                            "stdout_bytes": run.stdout_size()})
@@ -246,10 +250,13 @@ class Runs:
 
     def _on_event(self, run: LiveRun, event: dict) -> None:
         """One event of the run's (`barca.views.run_events`; `error`: the envelope of the
-        error it ended with, kept as the run's error)."""
+        error it ended with, kept as the run's error). A failed step's gets the group its
+        error falls in, as the run's page groups them."""
         if event["type"] == "error":
             run.error = event["error"]
             return
+        if event["type"] == "step_finished" and not event["ok"]:
+            event["error_group"] = error_group(event.get("error"), event["step_id"])
         if event["type"] == "run_accepted":
             run.status, run.accepted = "running", True
             run.settled.set()  # before the event: whoever it wakes finds the run settled

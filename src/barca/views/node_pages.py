@@ -11,6 +11,7 @@ import barca.store.history as history
 from barca.store.db import Connection
 from barca.store.partition_pages import PartitionPages
 from barca.store.snapshot import current as current_snapshot
+from barca.views.failure_groups import merged_key_failures
 from barca.views.reader import open_reader
 
 
@@ -48,8 +49,22 @@ def recorded_stamp(conn: Connection | None) -> Any:
     return history.changed_stamp(conn) if conn is not None else None
 
 
-def key_pages(db_path: Path, read_only: bool) -> PartitionPages:
+class KeyPages:
     """The pages of partitioned nodes' keys, over a connection of their own (a read-only
     server's follows the newest snapshot)."""
-    return PartitionPages(lambda: open_reader(db_path, read_only),
-                          (lambda: current_snapshot(db_path)) if read_only else None)
+
+    def __init__(self, db_path: Path, read_only: bool) -> None:
+        self.pages = PartitionPages(lambda: open_reader(db_path, read_only),
+                                    (lambda: current_snapshot(db_path)) if read_only else None)
+
+    def page(self, node_id: str, status: str | None = None, q: str | None = None,
+             offset: int = 0, limit: int = 100, error: str | None = None) -> dict:
+        """A page of keys by key order (`store.partition_pages`: `failures` by the first line
+        of their error, `?error=` names one), plus `failure_groups` as the UI shows them
+        (`views.failure_groups`) and `failed_ungrouped`, the failed keys in none of them."""
+        page = self.pages.page(node_id, status, q, offset, limit, error)
+        groups, grouped = merged_key_failures(page["failures"])
+        return {**page, "failure_groups": groups, "failed_ungrouped": page["failed"] - grouped}
+
+    def close(self) -> None:
+        self.pages.close()

@@ -15,6 +15,7 @@ from typing import Any
 
 import barca.store.history as history
 from barca.store.db import Connection
+from barca.views.failure_groups import run_failure_groups
 from barca.views.times import iso_time
 
 # a live run's status words that run rows say otherwise (the server's pages show the rows')
@@ -69,8 +70,9 @@ _finished_lock = threading.Lock()  # requests read on several threads
 
 
 def run_detail(conn: Connection | None, run_id: str) -> dict | None:
-    """A run's row, its steps (20 a node), per-node counts and last 200 log lines. A 200,000
-    key run takes seconds to sum up: an ended run's is kept."""
+    """A run's row, its steps (20 a node), per-node counts, last 200 log lines and the
+    failures among those steps grouped (`views.failure_groups`). A 200,000 key run takes
+    seconds to sum up: an ended run's is kept."""
     with _finished_lock:
         if run_id in _finished:
             _finished.move_to_end(run_id)
@@ -86,7 +88,8 @@ def run_detail(conn: Connection | None, run_id: str) -> dict | None:
               "elapsed_seconds": round(n.elapsed_seconds, 6), "calls": n.calls}
              for n in summaries]
     logs = [_log_json(line) for line in history.last_logs(conn, run_id, 200)]
-    detail = {"run": served_run_json(row), "steps": steps, "nodes": nodes, "logs": logs}
+    detail = {"run": served_run_json(row), "steps": steps, "nodes": nodes, "logs": logs,
+              "failure_groups": run_failure_groups(steps)}
     if row.status != "running":
         with _finished_lock:
             _finished[run_id] = copy.deepcopy(detail)
@@ -97,7 +100,7 @@ def run_detail(conn: Connection | None, run_id: str) -> dict | None:
 
 def unrecorded_run_detail(run: dict[str, Any]) -> dict[str, Any]:
     """`run_detail` of a run with no row yet (`unrecorded_run_json`)."""
-    return {"run": run, "steps": [], "nodes": [], "logs": []}
+    return {"run": run, "steps": [], "nodes": [], "logs": [], "failure_groups": []}
 
 
 def run_logs(conn: Connection | None, run_id: str) -> list[dict]:

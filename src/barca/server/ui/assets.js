@@ -548,16 +548,16 @@ class NodePanel {
 
   paintFailures() {
     const page = this.page;
-    const { groups, shownKeys } = mergeFailures(page.failures || []);
+    const groups = page.failure_groups || [];
     const failed = page.failed || 0;
     if (!failed) {
       this.topFailBox.hidden = true;
       replace(this.failBox, h("div", { class: "empty-state" }, h("h3", null, "No failed key"), h("p", { class: "subtle" }, "Every key with an attempt succeeded on its last attempt.")));
       return;
     }
-    const rest = failed - shownKeys;
+    const rest = page.failed_ungrouped || 0;
     const card = (g) => h("div", { class: "fail-group", "data-count": String(g.count) },
-      h("div", { class: "fail-count num", title: `${fmtInt(g.count)}${g.atLeast ? " or more" : ""} keys` }, `${fmtCompact(g.count)}${g.atLeast ? "+" : ""}`, h("span", null, g.count === 1 ? "key" : "keys")),
+      h("div", { class: "fail-count num", title: `${fmtInt(g.count)}${g.at_least ? " or more" : ""} keys` }, `${fmtCompact(g.count)}${g.at_least ? "+" : ""}`, h("span", null, g.count === 1 ? "key" : "keys")),
       h("div", { class: "fail-body" },
         h("div", { class: "fail-error" }, g.error || "(no message)"),
         h("div", { class: "fail-meta" },
@@ -618,34 +618,6 @@ class NodePanel {
           h("td", { class: "num small" }, fmtDur(r.elapsed_seconds)),
           h("td", { class: "small subtle", title: fmtTime(r.created_at) }, fmtAgo(r.created_at)))))) : h("p", { class: "subtle small" }, "No attempt recorded yet."));
   }
-}
-
-/** Failure groups as the server sends them (by the first line of the error), with the groups
- * whose message names their one key merged into one, the key written {key}: an error that
- * quotes its key ("no data for r7") is one problem, not one per key. */
-export function mergeFailures(failures) {
-  const merged = new Map();
-  let shownKeys = 0;
-  const truncated = failures.length >= 20;
-  for (const f of failures) {
-    shownKeys += f.count;
-    let error = f.error || "", generic = false;
-    const only = f.count === 1 && f.sample_keys && f.sample_keys[0];
-    if (only && only.length >= 2 && error.includes(only)) { error = error.split(only).join("{key}"); generic = true; }
-    const id = `${f.error_type}\u0000${error}`;
-    const g = merged.get(id);
-    if (g) {
-      g.count += f.count;
-      g.sample_keys.push(...(f.sample_keys || []));
-      g.atLeast = g.atLeast || (generic && truncated);
-    } else {
-      merged.set(id, { error, error_type: f.error_type, count: f.count, sample_keys: [...(f.sample_keys || [])], atLeast: false, generic });
-    }
-  }
-  const groups = [...merged.values()];
-  for (const g of groups) if (g.generic && g.count > 1 && truncated) g.atLeast = true;
-  groups.sort((a, b) => b.count - a.count);
-  return { groups, shownKeys };
 }
 
 function closeButton() {

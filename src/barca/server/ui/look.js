@@ -59,21 +59,8 @@ export function nodeLook(asset, entry, act, loading) {
   }
 }
 
-/** A run's status as a tone. */
+/** A run's status word, as the server says it, as a tone. */
 export function runTone(status) {
-  return { success: "ok", complete: "ok", failed: "failed", cancelled: "stale", interrupted: "stale",
+  return { success: "ok", failed: "failed", cancelled: "stale", interrupted: "stale",
     running: "running", pending: "never", ended: "never" }[status] || "never";
-}
-
-/** An error's first line with its step's key values written {key}: "no data for r7" from
- * step `orders[retailer=r7]` reads "no data for {key}", so errors that name their key group
- * together. */
-export function genericError(error, stepId) {
-  let text = String(error || "failed").split("\n")[0];
-  const i = (stepId || "").indexOf("[");
-  if (i < 0) return text;
-  const values = stepId.slice(i + 1, -1).split(",").map((p) => p.slice(p.indexOf("=") + 1)).filter((v) => v.length >= 2);
-  values.sort((a, b) => b.length - a.length);
-  for (const v of values) text = text.split(v).join("{key}");
-  return text;
 }

@@ -5,7 +5,7 @@
 import { api, apiUrl, authorized, token } from "./api.js";
 import { store, on, follow, loadRuns, readOnly } from "./store.js";
 import { h, replace, icon, fmtInt, fmtCompact, fmtDur, fmtAgo, fmtTime, toDate, splitId, stepKey, toast } from "./util.js";
-import { runTone, genericError } from "./look.js";
+import { runTone } from "./look.js";
 
 /** A link's target fetched with the token (a plain link cannot send it), shown in a new tab. */
 async function openWithToken(path) {
@@ -21,10 +21,11 @@ async function openWithToken(path) {
 const LOG_PAGE = 500;
 const LIVE_LINES = 400;
 
+/** A run's status as the server words it for run rows (`success`, never a live run's
+ * `complete`). */
 export function statusBadge(status, cls = "") {
-  const shown = status === "complete" ? "success" : status;
-  return h("span", { class: `badge tone-${runTone(shown)} ${cls}`, "data-status": shown },
-    shown === "running" || shown === "pending" ? h("span", { class: "spinner xs" }) : h("i", { class: "dot" }), shown);
+  return h("span", { class: `badge tone-${runTone(status)} ${cls}`, "data-status": status },
+    status === "running" || status === "pending" ? h("span", { class: "spinner xs" }) : h("i", { class: "dot" }), status);
 }
 
 function commandText(run) {
@@ -334,20 +335,13 @@ export class RunPage {
         h("tbody", null, rows.length || cachedRows.length ? [rows, cachedRows] : h("tr", null, h("td", { colspan: 5, class: "empty" }, this.live && !this.live.closed ? "Waiting for the first step…" : "No step ran: everything came from cache."))))));
   }
 
+  /** The failures as the server grouped them: each failed step's event names its group
+   * while the run is followed; after, the groups of the steps kept with the run. */
   failureGroups() {
     if (this.live && this.live.failures.size) {
       return { groups: [...this.live.failures.values()].sort((a, b) => b.count - a.count), exact: true };
     }
-    const byError = new Map();
-    for (const st of this.detail.steps || []) {
-      if (st.status !== "failed") continue;
-      const key = genericError(st.error, st.step_id);
-      const g = byError.get(key) || { error: key, count: 0, samples: [], node: st.node_id };
-      g.count++;
-      if (g.samples.length < 5) g.samples.push(st.step_id);
-      byError.set(key, g);
-    }
-    return { groups: [...byError.values()].sort((a, b) => b.count - a.count), exact: false };
+    return { groups: this.detail.failure_groups || [], exact: false };
   }
 
   paintFailures() {
@@ -363,8 +357,8 @@ export class RunPage {
         h("div", { class: "fail-body" },
           h("div", { class: "fail-error" }, g.error),
           h("div", { class: "fail-meta" },
-            h("a", { class: "chip chip-link", href: `#/assets/${encodeURIComponent(g.node)}` }, splitId(g.node).name),
-            g.samples.map((sid) => h("span", { class: "chip mono" }, stepKey(sid) || splitId(sid).name))))))));
+            h("a", { class: "chip chip-link", href: `#/assets/${encodeURIComponent(g.node_id)}` }, splitId(g.node_id).name),
+            g.sample_steps.map((sid) => h("span", { class: "chip mono" }, stepKey(sid) || splitId(sid).name))))))));
   }
 
   paintOutcome() {
@@ -493,6 +487,6 @@ export class SchedulePage {
         h("td", { class: "mono" }, j.cron),
         h("td", null, j.next_fire ? [fmtTime(j.next_fire), h("div", { class: "small subtle" }, fmtAgo(j.next_fire))] : "—"),
         h("td", null, j.last_fired ? [fmtTime(j.last_fired), h("div", { class: "small subtle" }, fmtAgo(j.last_fired))] : h("span", { class: "subtle" }, "never")),
-        h("td", null, j.last_run ? [h("a", { class: "mono", href: `#/runs/${j.last_run}` }, j.last_run), " ", j.last_status ? statusBadge(j.last_status, "sm") : null] : h("span", { class: "subtle" }, "—")))))));
+        h("td", null, j.last_run ? [h("a", { class: "mono", href: `#/runs/${j.last_run}` }, j.last_run), " ", j.last_run_status ? statusBadge(j.last_run_status, "sm") : null] : h("span", { class: "subtle" }, "—")))))));
   }
 }

@@ -2,7 +2,6 @@
 // follows live over their event streams. Views subscribe with on(fn) and re-render what changed.
 
 import { api, EventStream } from "./api.js";
-import { genericError } from "./look.js";
 
 export const store = {
   health: null,
@@ -141,7 +140,7 @@ export class LiveRun {
     this.cachedNodes = new Map(); // node id -> keys cached
     this.perNode = new Map();     // node id -> {ok, failed, elapsed, last}
     this.submitted = new Map();   // node id -> {keys, calls} handed to the workers
-    this.failures = new Map();    // first line of the error -> {error, count, samples[]}
+    this.failures = new Map();    // the error's group (the server's) -> {error, count, sample_steps[], node_id}
     this.lines = [];              // {kind, text, stream, step}
     this.dropped = 0;
     this.firstStepAt = null;
@@ -211,10 +210,10 @@ export class LiveRun {
         n.elapsed += ev.elapsed_seconds || 0;
         if (ev.ok) { n.ok++; this.stepsOk++; } else {
           n.failed++; this.stepsFailed++;
-          const key = genericError(ev.error, ev.step_id);
-          const g = this.failures.get(key) || { error: key, count: 0, samples: [], node: ev.node_id };
+          const key = ev.error_group;
+          const g = this.failures.get(key) || { error: key, count: 0, sample_steps: [], node_id: ev.node_id };
           g.count++;
-          if (g.samples.length < 5) g.samples.push(ev.step_id);
+          if (g.sample_steps.length < 5) g.sample_steps.push(ev.step_id);
           this.failures.set(key, g);
           this.line("error", ev.line || `${ev.step_id} failed: ${ev.error}`);
         }
@@ -272,7 +271,7 @@ export class LiveRun {
     ended.add(this.id);
     this.finishedAt = Date.now();
     if (ev) {
-      this.status = ev.status === "complete" ? "success" : ev.status;
+      this.status = ev.run_status;
       this.ok = ev.ok;
       this.error = ev.error;
       this.outcome = ev.outcome;
