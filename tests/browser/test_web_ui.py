@@ -4,7 +4,7 @@ the real server on a real project.
 Covered: the graph draws one SVG node per asset and one edge per input, first paint under a
 second; a node of 20,000 keys pages its keys (never more rows than a page in the DOM, the next
 page shows other keys, a page number jumps, a search narrows); failed keys are grouped by their
-error; the Run button starts a run whose live progress and end (success) the page shows, with
+error, as on a failed run's page; the Run button starts a run whose live progress and end (success) the page shows, with
 its steps and log; read-only mode hides the Run button and shows the tag; load errors show as a
 banner; the UI works under a path prefix (every request relative); a phone-sized screen.
 
@@ -353,6 +353,21 @@ def test_failed_keys_are_grouped_by_error(big, page):
     page.goto(node_url(big, "pipeline.py:ranked"))
     page.wait_for_selector(".panel .badge.tone-blocked", timeout=120_000)
     assert "store=s13" in page.locator(".panel").text_content()
+
+
+def test_a_failed_runs_page_shows_the_failure_groups_the_server_sent(big, page):
+    """The run page shows the groups of the run's detail (`failure_groups`, grouped by the
+    server): an error that quotes its key reads `{key}`, the look the UI had when it grouped
+    them itself."""
+    [run] = [r for r in big.runs() if r["target"] == "orders,ranked"]
+    detail = big.get(f"runs/{run['run_id']}").json()
+    page.goto(f"{big.url}/ui/#/runs/{run['run_id']}")
+    page.wait_for_selector("[data-run-status=failed]")
+    page.wait_for_selector(".fail-group")
+    shown = page.locator(".fail-group .fail-error").all_text_contents()
+    assert shown == [g["error"] for g in detail["failure_groups"]][:20]
+    assert "store {key} has no address" in shown
+    assert "upstream feed for {key} returned HTTP 503" in shown
 
 
 def test_run_button_runs_the_target_and_shows_it_finish(big, page):
