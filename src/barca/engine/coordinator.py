@@ -7,13 +7,11 @@ keys cached or finished), all its stale keys at once, in key order. A node whose
 on an output (a cutoff asset's bytes, a key source's list or dict) is planned again when that
 output exists. Ties break by node id, so the same inputs give the same order. Which node is
 ready, which keys run, are blocked, wait for another run or end the node is decided by
-engine.step_scheduler, on plain data; this loop carries out what it says.
-
-Dispatch is one loop: take what the executor reports, record it, then advance (plan what
-became decidable, dispatch what became ready) until nothing changes, and wait again. Finished
-steps are recorded (engine.run_recorder) in batches at most twice a second and then dropped,
-so a killed run keeps all but the last half second of its work and memory does not grow with
-the run.
+engine.step_scheduler on plain data; this loop carries out what it says: take what the
+executor reports, record it, then advance (plan what became decidable, dispatch what became
+ready) until nothing changes, and wait again. Finished steps are recorded (engine.run_recorder)
+in batches at most twice a second and then dropped, so a killed run keeps all but the last
+half second of its work and memory does not grow with the run.
 
 Other runs on the same project are met through the metadata database (engine.concurrent_runs):
 an asset step another run is computing is not submitted but waited for, while the rest of the
@@ -25,7 +23,7 @@ from __future__ import annotations
 import os
 import signal
 import time
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Sequence
 
 from barca.engine import step_scheduler
 from barca.engine.batch_calls import BatchCalls
@@ -33,16 +31,15 @@ from barca.engine.concurrent_runs import Claim, Steps
 from barca.engine.events import Reporter
 from barca.engine.executor import Executor, NewExecutor
 from barca.engine.planning import Planning
-from barca.engine.protocol import (CallFinished, CallSpec, LogLine, RunInterrupted, StepOutcome,
-                                   StepSpec)
+from barca.engine.protocol import CallFinished, LogLine, RunInterrupted, StepOutcome
 from barca.engine.request import RunRequest
 from barca.engine.result import RunResult, run_phases
 from barca.engine.run_recorder import RunRecorder
 from barca.engine.run_checks import (bytes_changed_warnings, check_manual_computed,
                                      table_format_fallback)
-from barca.engine.run_state import RunState
-from barca.engine.step_scheduler import Action, Edge, Finish, Skip, Stop
-from barca.engine.step_specs import call_spec, step_spec
+from barca.engine.run_state import new_run_state
+from barca.engine.step_scheduler import Action, Finish, Skip, Stop
+from barca.engine.step_submission import StepSubmission
 from barca.engine.still_running import StillRunning
 from barca.errors import Cancelled
 from barca.graph import Graph
@@ -71,19 +68,6 @@ def execute(project: Project, graph: Graph, request: RunRequest, reporter: Repor
     return run.go(triggered_by, schedule)
 
 
-def inputs_of(graph: Graph, order: Sequence[str]) -> dict[str, tuple[Edge, ...]]:
-    """Each node's inputs as the scheduler sees them: a failed key of a partitioned input
-    blocks only the same key of a partitioned reader that reads it key for key."""
-    out = {}
-    for node_id in order:
-        d = graph.nodes[node_id]
-        collected = {s.source for s in d.inputs if s.mode == "collect"}
-        out[node_id] = tuple(
-            Edge(up, bool(graph.nodes[up].dimensions and d.dimensions) and up not in collected)
-            for up in graph.upstream[node_id])
-    return out
-
-
 class _Run:
     """One run: its request, its `RunState`, the executor and the recorder."""
 
@@ -107,8 +91,7 @@ class _Run:
         order = tuple(n for n in graph.order if n in req.cone)
         if not req.dry_run:
             self.project.ensure_state_dir()
-        self.run = run = RunState(order, self.store, self.store, step_scheduler.new_schedule(
-            order, inputs_of(graph, order)))
+        self.run = run = new_run_state(graph, order, self.store)
         self.recorder = recorder = RunRecorder(self.project, self.run_id, graph, run,
                                                 req.dry_run)
         if req.observe_sensors:  # a get or run, not an inspection predicting one
@@ -127,6 +110,9 @@ class _Run:
         run.refreshed = refreshed_nodes(graph, req.cone, req.options)
         self.planning = Planning(graph, req.options, req.expr_keys, run, recorder,
                                  self.reporter)
+        self.submission = StepSubmission(graph, self.planning, self.batches, recorder,
+                                         self.reporter, self.store.address,
+                                         self.scratch.address if self.scratch else "")
         declared = {n: {name: req.options.env.get(name) for name in graph.nodes[n].env}
                     for n in order if graph.nodes[n].env}
         if declared:
@@ -275,40 +261,11 @@ class _Run:
         return finished
 
     def _submit(self, steps: Steps) -> None:
-        count = sum(len(keys) for _, _, keys in steps)
-        if not count:
+        if not any(keys for _, _, keys in steps):
             return
         if self.executor is None:
             self.executor = self.new_executor()
-        sources = [n for n, _, keys in steps if keys and self.graph.is_key_source(n)]
-        self.recorder.read_sources(sources)
-        calls = {node_id: self.batches.group(node_id, plan, keys)
-                 for node_id, plan, keys in steps if node_id in self.request.options.batch}
-        for node_id, _, keys in steps:
-            if keys:
-                self.reporter.steps_submitted(node_id, len(keys), len(calls[node_id])
-                                              if node_id in calls else None)
-        count = sum(len(calls[n]) if n in calls else len(keys) for n, _, keys in steps)
-        self.executor.submit(self._specs(steps, calls), count)
-        self.recorder.load_sources(sources)  # while their steps run
-
-    def _specs(self, steps: Steps, calls: dict) -> Iterator[StepSpec | CallSpec]:
-        """The steps to run, made as the executor draws them: one per key, or one per call."""
-        store = self.store.address
-        scratch = self.scratch.address if self.scratch is not None else ""
-        for node_id, plan, keys in steps:
-            if node_id not in calls:
-                known = self.recorder.sources.known(node_id)
-                sensor = self.graph.nodes[node_id].kind == "sensor"
-                for i in keys:
-                    previous = self.planning.last_observation(node_id, plan.keys[i]) \
-                        if sensor else None
-                    yield step_spec(self.graph, self.run.plans, node_id, plan, i, store,
-                                    scratch, self.planning.artifact, known, previous)
-                continue
-            for indices in calls[node_id]:
-                yield call_spec(self.graph, self.run.plans, node_id, plan, indices,
-                                self.batches.next_id(), store, self.planning.artifact)
+        self.submission.submit(self.executor, steps)
 
     def _drain(self, finished: Callable[[], bool], advance: bool) -> None:
         """Take events until `finished()`; with `advance`, dispatch what they made ready."""
@@ -409,41 +366,28 @@ class _Run:
         for warning in bytes_changed_warnings(self.run, self.bytes_changed):
             self._warn(warning)
         run = self.run
-        total_keys = sum(len(p.keys) for p in run.plans.values() if not p.unknown)
-        recorder.finish(status, total_keys, self._cached_keys(), elapsed,
+        total_keys = run.total_keys()
+        recorder.finish(status, total_keys, run.cached_keys(), elapsed,
                         whole=not self.request.options.partition)
         notes = self.batches.notes()
         for text in notes:
             self.reporter.run_note(text)
         self.reporter.run_finished(run.executed, total_keys, elapsed, status)
         if notes:  # a batched run says where the coordinator's time went too
-            notes.append(f"metadata {self._metadata_seconds():.1f}s recording this run's "
-                         "results")
+            seconds = self.handling_seconds + recorder.seconds
+            notes.append(f"metadata {seconds:.1f}s recording this run's results")
             self.reporter.run_note(notes[-1])
             recorder.notes(notes)  # kept with the run's output: `barca logs` shows them too
 
-    def _metadata_seconds(self) -> float:
-        """Handling finished keys and writing the metadata DB."""
-        return self.handling_seconds + self.recorder.seconds
-
-    def _cached_keys(self) -> int:
-        """Keys served from cache (or by a concurrent run): not every key this run did not
-        execute, since a failed or cancelled run leaves keys that never ran at all."""
-        return sum(p.cached_count for p in self.run.plans.values() if not p.unknown)
-
     def _result(self, status: str, elapsed: float) -> RunResult:
         run = self.run
-        skipped = dict(run.skipped_keys)
-        for node_id in run.order:
-            plan = run.plans.get(node_id)
-            if plan is not None and plan.unknown and run.failures:
-                skipped[node_id] = []
         return RunResult(self.run_id, self.request.targets, self.request.options, status,
                          elapsed, self.graph, self.request.cone, run.order, run.plans,
-                         run.states, run.results, run.failures, skipped, run.executed,
-                         self._cached_keys(), run_phases(self.graph, run),
+                         run.states, run.results, run.failures, run.skipped(), run.executed,
+                         run.cached_keys(), run_phases(self.graph, run),
                          self.project.artifacts_dir, self.project.root, run.served,
-                         self.store, self.batches.execution, self._metadata_seconds(),
+                         self.store, self.batches.execution,
+                         self.handling_seconds + self.recorder.seconds,
                          self.batches.planned, self.warnings,
                          bytes_changed=self.bytes_changed, step_times=run.step_times)
 

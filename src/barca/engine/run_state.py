@@ -8,7 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from barca.engine.protocol import StepOutcome
-from barca.engine.step_scheduler import Schedule
+from barca.engine.step_scheduler import Edge, Schedule, new_schedule
+from barca.graph import Graph
 from barca.plan.model import KnownOutput, NodePlan, Reason
 from barca.state import NodeState
 from barca.store.artifact_store import ArtifactStore
@@ -61,3 +62,34 @@ class RunState:
     served: dict[str, dict[str, int]] = field(default_factory=dict)
     executed: int = 0
     rewrite: set[str] = field(default_factory=set)
+
+    def total_keys(self) -> int:
+        return sum(len(p.keys) for p in self.plans.values() if not p.unknown)
+
+    def cached_keys(self) -> int:
+        """Keys served from cache (or by a concurrent run): not every key this run did not
+        execute, since a failed or cancelled run leaves keys that never ran at all."""
+        return sum(p.cached_count for p in self.plans.values() if not p.unknown)
+
+    def skipped(self) -> dict[str, list[str]]:
+        """Node id -> keys skipped because an input failed; a node whose keys a failure left
+        unknown is skipped whole (no key listed)."""
+        out = dict(self.skipped_keys)
+        if self.failures:
+            out.update({n: [] for n in self.order if (p := self.plans.get(n)) is not None
+                        and p.unknown})
+        return out
+
+
+def new_run_state(graph: Graph, order: tuple[str, ...], store: ArtifactStore) -> RunState:
+    """A run's state over the cone `order` (topological), nothing planned yet. The scheduler
+    sees each node's inputs: a failed key of a partitioned input blocks only the same key of
+    a partitioned reader that reads it key for key (not collected), else every key."""
+    inputs = {}
+    for node_id in order:
+        d = graph.nodes[node_id]
+        collected = {s.source for s in d.inputs if s.mode == "collect"}
+        inputs[node_id] = tuple(
+            Edge(up, bool(graph.nodes[up].dimensions and d.dimensions) and up not in collected)
+            for up in graph.upstream[node_id])
+    return RunState(order, store, store, new_schedule(order, inputs))
