@@ -76,6 +76,7 @@ class _Run:
         self.project, self.graph, self.request, self.store = project, graph, request, store
         self.reporter, self.new_executor, self.run_id = reporter, new_executor, run_id
         self.executor: Executor | None = None  # made on first need
+        self.closing: list[Action] = [Stop(cancel=False)]  # what ends the run's work
         self.scratch: ArtifactStore | None = None  # a dry run's sensors write here
         self.batches = BatchCalls(graph, project.root, request.options.batch)
         self.handling_seconds = 0.0  # handling finished keys (the recorder counts its writes)
@@ -133,8 +134,7 @@ class _Run:
                 self._execute()
             status = step_scheduler.status(run.schedule, req.dry_run)
         except KeyboardInterrupt:
-            run.schedule, actions = step_scheduler.cancel(run.schedule)
-            self._carry_out(actions)
+            run.schedule, self.closing = step_scheduler.cancel(run.schedule)
             status = step_scheduler.status(run.schedule, req.dry_run)
             raise Cancelled("run cancelled", "rerun the same command; finished steps are kept")
         finally:
@@ -355,7 +355,7 @@ class _Run:
     # -- end of run -------------------------------------------------------------------------
 
     def _finish(self, status: str, elapsed: float) -> None:
-        self._carry_out([Stop(cancel=False)])
+        self._carry_out(self.closing)  # the executor stopped, killing what runs if cancelled
         if self.scratch is not None:
             self.scratch.destroy()
         recorder = self.recorder

@@ -18,8 +18,8 @@ needs them. Nothing here does I/O or reads a clock: the time is passed in.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Collection, Container, Mapping, NamedTuple, Sequence
 
 POLL_SECONDS = 0.15  # how often the steps other runs hold are looked at
 
@@ -33,8 +33,7 @@ class Edge:
     per_key: bool
 
 
-@dataclass(frozen=True)
-class NodeSteps:
+class NodeSteps(NamedTuple):
     """phase        unplanned | planned | running | done | cancelled
     outstanding  keys dispatched and not yet finished or served
     leased       of those, keys another run holds (waited for, then served or claimed back)
@@ -48,8 +47,7 @@ class NodeSteps:
     blocked: int = 0
 
 
-@dataclass(frozen=True)
-class Schedule:
+class Schedule(NamedTuple):
     order: tuple[str, ...]  # topological
     inputs: Mapping[str, tuple[Edge, ...]]
     nodes: Mapping[str, NodeSteps]
@@ -59,8 +57,20 @@ class Schedule:
     def phase(self, node_id: str) -> str:
         return self.nodes[node_id].phase
 
-    def done(self) -> frozenset[str]:
-        return frozenset(n for n, s in self.nodes.items() if s.phase == "done")
+    def done(self) -> Container[str]:
+        """The done nodes, as a view (asked per ready node: no set built each time)."""
+        return _Done(self.nodes)
+
+
+class _Done:
+    __slots__ = ("nodes",)
+
+    def __init__(self, nodes: Mapping[str, NodeSteps]) -> None:
+        self.nodes = nodes
+
+    def __contains__(self, node_id: object) -> bool:
+        node = self.nodes.get(node_id)  # type: ignore[call-overload]
+        return node is not None and node.phase == "done"
 
 
 @dataclass(frozen=True)
@@ -96,8 +106,9 @@ def new_schedule(order: Sequence[str], inputs: Mapping[str, tuple[Edge, ...]]) -
     return Schedule(tuple(order), dict(inputs), {n: NodeSteps() for n in order})
 
 
-def _with(s: Schedule, changed: Mapping[str, NodeSteps], **fields: object) -> Schedule:
-    return replace(s, nodes={**s.nodes, **changed}, **fields)
+def _with(s: Schedule, changed: Mapping[str, NodeSteps]) -> Schedule:
+    """The schedule with these nodes changed (built directly: this runs once per key)."""
+    return Schedule(s.order, s.inputs, {**s.nodes, **changed}, s.poll_at, s.cancelled)
 
 
 # -- planning -------------------------------------------------------------------------------
@@ -108,7 +119,7 @@ def planned(s: Schedule, stale: Mapping[str, int | None]) -> tuple[Schedule, lis
     changed = {}
     for node_id, count in stale.items():
         if s.nodes[node_id].phase == "unplanned" and count is not None:
-            changed[node_id] = replace(s.nodes[node_id], phase="planned" if count else "done")
+            changed[node_id] = s.nodes[node_id]._replace(phase="planned" if count else "done")
     return _with(s, changed), []
 
 
@@ -116,7 +127,7 @@ def reopened(s: Schedule, node_id: str) -> tuple[Schedule, list[Action]]:
     """A cached result the node holds is gone: it runs again, as a planned node."""
     if s.nodes[node_id].phase == "running":
         return s, []
-    return _with(s, {node_id: replace(s.nodes[node_id], phase="planned")}), []
+    return _with(s, {node_id: s.nodes[node_id]._replace(phase="planned")}), []
 
 
 def ready(s: Schedule) -> list[str]:
@@ -151,9 +162,9 @@ def dispatch(s: Schedule, node_id: str, stale: Mapping[str, int], ran: Collectio
     actions: list[Action] = [Skip(node_id, skipped)] if skipped else []
     old = s.nodes[node_id]
     if not run:
-        node = replace(old, phase="done", blocked=old.blocked + len(skipped))
+        node = old._replace(phase="done", blocked=old.blocked + len(skipped))
         return _with(s, {node_id: node}), actions + [Finish(node_id)]
-    node = replace(old, phase="running", outstanding=len(run), leased=0,
+    node = old._replace(phase="running", outstanding=len(run), leased=0,
                    blocked=old.blocked + len(skipped))
     return _with(s, {node_id: node}), actions + [Claim(node_id, run)]
 
@@ -163,7 +174,8 @@ def dispatch(s: Schedule, node_id: str, stale: Mapping[str, int], ran: Collectio
 def step_finished(s: Schedule, node_id: str, ok: bool) -> tuple[Schedule, list[Action]]:
     """One key the executor ran ended (after its last attempt)."""
     old = s.nodes[node_id]
-    node = replace(old, outstanding=old.outstanding - 1, failed=old.failed + (not ok))
+    node = NodeSteps(old.phase, old.outstanding - 1, old.leased, old.failed + (not ok),
+                     old.blocked)
     return _settle(s, {node_id: node})
 
 
@@ -177,30 +189,30 @@ def leases_seen(s: Schedule, served: Mapping[str, int], waiting: Mapping[str, in
         old = s.nodes[node_id]
         leased = waiting.get(node_id, old.leased)
         more |= leased > old.leased
-        changed[node_id] = replace(old, outstanding=old.outstanding - served.get(node_id, 0),
+        changed[node_id] = old._replace(outstanding=old.outstanding - served.get(node_id, 0),
                                    leased=leased)
     s, actions = _settle(s, changed)
     held = any(n.leased for n in s.nodes.values())
     poll_at = None if not held else now + POLL_SECONDS if more or polled or s.poll_at is None \
         else s.poll_at
-    return replace(s, poll_at=poll_at), actions
+    return s._replace(poll_at=poll_at), actions
 
 
-def _settle(s: Schedule, changed: Mapping[str, NodeSteps]) -> tuple[Schedule, list[Action]]:
+def _settle(s: Schedule, changed: dict[str, NodeSteps]) -> tuple[Schedule, list[Action]]:
     """Nodes whose last outstanding key ended are done."""
     actions: list[Action] = []
     for node_id, node in changed.items():
-        if node.phase == "running" and node.outstanding == 0:
-            changed = {**changed, node_id: replace(node, phase="done")}
+        if node.outstanding == 0 and node.phase == "running":
+            changed[node_id] = node._replace(phase="done")
             actions.append(Finish(node_id))
     return _with(s, changed), actions
 
 
 def cancel(s: Schedule) -> tuple[Schedule, list[Action]]:
     """The run was interrupted: what did not end is cancelled, what runs is killed."""
-    changed = {n: replace(node, phase="cancelled") for n, node in s.nodes.items()
+    changed = {n: node._replace(phase="cancelled") for n, node in s.nodes.items()
                if node.phase != "done"}
-    return _with(s, changed, cancelled=True, poll_at=None), [Stop(cancel=True)]
+    return _with(s, changed)._replace(cancelled=True, poll_at=None), [Stop(cancel=True)]
 
 
 def attempt_failed(attempt: int, retries: int, backoff: float, retryable: bool, now: float
