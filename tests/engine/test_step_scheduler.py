@@ -21,7 +21,7 @@ INPUTS = {"b": (Edge("a", per_key=True),), "c": (Edge("a", per_key=False),),
 def state(poll_at: float | None = None, cancelled: bool = False, **nodes: NodeSteps) -> Schedule:
     """The schedule with the nodes given (the others unplanned)."""
     return Schedule(ORDER, INPUTS, {n: nodes.get(n, NodeSteps()) for n in ORDER}, poll_at,
-                    cancelled)
+                    cancelled, sum(node.outstanding for node in nodes.values()))
 
 
 DONE = NodeSteps("done")
@@ -167,8 +167,8 @@ def test_ready_needs_every_input_done():
 def test_only_leased_when_nothing_of_the_runs_own_is_in_flight():
     assert sch.only_leased(state(a=NodeSteps("running", outstanding=2, leased=2)))
     assert not sch.only_leased(state(a=NodeSteps("running", outstanding=2, leased=1)))
-    assert sch.outstanding(state(a=NodeSteps("running", outstanding=2, leased=1),
-                                 b=NodeSteps("running", outstanding=3))) == 5
+    assert state(a=NodeSteps("running", outstanding=2, leased=1),
+                 b=NodeSteps("running", outstanding=3)).outstanding == 5
 
 
 def test_poll_in_counts_down_to_zero():
@@ -206,5 +206,5 @@ def test_a_run_from_plan_to_end():
     assert actions == [Skip("c", ("",)), Finish("c")]
     s, _ = sch.step_finished(s, "b", True)
     s, actions = sch.step_finished(s, "b", True)
-    assert actions == [Finish("b")] and sch.outstanding(s) == 0
+    assert actions == [Finish("b")] and s.outstanding == 0
     assert sch.status(s, dry_run=False) == "failed"

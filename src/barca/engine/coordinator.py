@@ -184,7 +184,7 @@ class _Run:
         self.planning.check_targets(self.request.targets)
         self.batches.check_groups(run.plans)
         self._advance()
-        self._drain(lambda: not step_scheduler.outstanding(run.schedule), advance=True)
+        self._drain(lambda: not run.schedule.outstanding, advance=True)
 
     def _advance(self) -> None:
         """Dispatch every ready node, until nothing changes: a dispatch can complete a node
@@ -272,7 +272,7 @@ class _Run:
         run, recorder = self.run, self.recorder
         assert self.executor is not None or finished() or run.schedule.poll_at is not None
         last_flush = time.monotonic()
-        total = step_scheduler.outstanding(run.schedule)
+        total = run.schedule.outstanding
         done = 0
         while not finished() or self.batches.open:  # a call's end follows its last key
             completed = False

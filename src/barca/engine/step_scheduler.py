@@ -56,6 +56,7 @@ class Schedule(NamedTuple):
     nodes: Mapping[str, NodeSteps]
     poll_at: float | None = None  # when the leased keys are looked at next
     cancelled: bool = False
+    outstanding: int = 0  # keys outstanding over all nodes (asked after every event)
 
     def phase(self, node_id: str) -> str:
         return self.nodes[node_id].phase
@@ -110,8 +111,11 @@ def new_schedule(order: Sequence[str], inputs: Mapping[str, tuple[Edge, ...]]) -
 
 
 def _with(s: Schedule, changed: Mapping[str, NodeSteps]) -> Schedule:
-    """The schedule with these nodes changed (built directly: this runs once per key)."""
-    return Schedule(s.order, s.inputs, {**s.nodes, **changed}, s.poll_at, s.cancelled)
+    """The schedule with these nodes changed."""
+    outstanding = s.outstanding + sum(n.outstanding - s.nodes[k].outstanding
+                                      for k, n in changed.items())
+    return Schedule(s.order, s.inputs, {**s.nodes, **changed}, s.poll_at, s.cancelled,
+                    outstanding)
 
 
 # -- planning -------------------------------------------------------------------------------
@@ -177,9 +181,13 @@ def dispatch(s: Schedule, node_id: str, stale: Mapping[str, int], ran: Collectio
 def step_finished(s: Schedule, node_id: str, ok: bool) -> tuple[Schedule, list[Action]]:
     """One key the executor ran ended (after its last attempt)."""
     old = s.nodes[node_id]
-    node = NodeSteps(old.phase, old.outstanding - 1, old.leased, old.failed + (not ok),
-                     old.blocked)
-    return _settle(s, {node_id: node})
+    left = old.outstanding - 1
+    done = left == 0 and old.phase == "running"
+    nodes = s.nodes.copy()  # built directly: this runs once per key
+    nodes[node_id] = NodeSteps("done" if done else old.phase, left, old.leased,
+                               old.failed + (not ok), old.blocked)
+    return Schedule(s.order, s.inputs, nodes, s.poll_at, s.cancelled, s.outstanding - 1), \
+        [Finish(node_id)] if done else []
 
 
 def leases_seen(s: Schedule, served: Mapping[str, int], waiting: Mapping[str, int], now: float,
@@ -229,10 +237,6 @@ def attempt_failed(attempt: int, retries: int, backoff: float, retryable: bool, 
 
 
 # -- questions ------------------------------------------------------------------------------
-
-def outstanding(s: Schedule) -> int:
-    return sum(n.outstanding for n in s.nodes.values())
-
 
 def only_leased(s: Schedule) -> bool:
     """Every outstanding key is held by another run: nothing of this run's is in flight."""
