@@ -12,8 +12,10 @@ from pathlib import Path
 import pytest
 
 from barca.engine import driver
+from barca.engine.events import Reporter
 from barca.engine.inprocess import InProcessExecutor
 from barca.errors import UsageError
+from barca.views.warning_text import warning_json, warning_text
 
 PIPELINE = '''
 import json
@@ -141,3 +143,35 @@ def test_a_run_id_already_recorded_is_refused_and_its_row_kept(project):
         get(project, "total", refresh_all=True, run_id="a1b2c3d4e5f6")
     assert "leave run_id out" in refused.value.remediation
     assert rows() == before
+
+
+def test_warnings_reach_the_reporter_as_codes_with_evidence_worded_by_the_view(project):
+    """The engine says what it saw (a code, the node, the facts); only barca.views words it,
+    as the `[barca] warning:` lines and the JSON `message` say it."""
+    (project / "p.py").write_text(textwrap.dedent(PIPELINE) + textwrap.dedent('''
+        @asset(inputs={"base": base})
+        def ignores(base: int) -> int:
+            return 1
+        '''))
+    get(project, "ignores")
+    for stored in (project / ".barca" / "artifacts" / "p.py--base").iterdir():
+        stored.unlink()  # the cached result `ignores` reads is gone: computed again, and said
+    heard: list[tuple[str, dict]] = []
+
+    class Heard(Reporter):
+        def warning(self, code, evidence):
+            heard.append((code, dict(evidence)))
+
+    result, _ = get(project, "ignores", refresh="ignores", reporter=Heard())
+    assert result.status == "success"
+    assert [(code, e["node"], e["param"]) for code, e in heard] == [
+        ("unused_input", "p.py:ignores", "base"), ("missing_result", "p.py:base", None)]
+    assert "message" not in heard[0][1] and "message" not in heard[1][1]
+    assert warning_text(*heard[0]) == (
+        "p.py:ignores never uses its input `base`; it is still computed and loaded for every "
+        "step (name it `_base` to only wait for it, or remove it)")
+    location = heard[1][1]["location"]
+    assert location.endswith(".json") and "p.py--base" in location
+    assert warning_text(*heard[1]) == \
+        f"p.py:base: cached result of the node is missing ({location}); computing it again"
+    assert [warning_json(w)["message"] for w in result.warnings] == [warning_text(*heard[0])]

@@ -26,6 +26,7 @@ import orjson
 from barca.engine.protocol import (NOT_RETRIED, CallFinished, CallSpec, InputRef,
                                    RunInterrupted, StepOutcome, StepStarted)
 from barca.engine.step_inputs import load_input
+from barca.engine.step_scheduler import attempt_failed
 from barca.plan.keys import label_of
 from barca.store.artifact_store import ArtifactStore
 from barca.store.artifacts import (SerializeError, choose_format, read_result, table_kind,
@@ -81,10 +82,12 @@ def run_call(runner: Runner, call: CallSpec, emit: Callable[[Any], None]
         results = _attempt(runner, call, pending, attempt, times, emit)
         outcomes.update(results)
         failed = [p for p in pending if results[p].status == "failed"]
-        if not failed or attempt >= call.retries or \
-                results[failed[0]].error_type in NOT_RETRIED:
+        then, at = attempt_failed(attempt, call.retries, call.retry_backoff,
+                                  bool(failed) and results[failed[0]].error_type not in
+                                  NOT_RETRIED, time.monotonic())
+        if then == "failed":
             break
-        time.sleep(call.retry_backoff * attempt)
+        time.sleep(max(0.0, at - time.monotonic()))
         pending = failed
     rss = runner.peak_rss()
     failures = [outcomes[p]._replace(max_rss_bytes=rss) for p in range(len(call.keys))

@@ -10,7 +10,8 @@ Before a batch of asset steps is submitted, the run claims them in one write tra
 (`claim`): a step another run recorded a success for since this run loaded the node is served
 from that result; the rest are leased with one bulk insert; a step whose lease is held by a
 run that no longer runs is taken over; one held by a live run is waited for. Waiting steps are
-looked at every POLL_SECONDS (`poll`, which only reads unless something can be claimed): a
+looked at when the step scheduler says (engine.step_scheduler.POLL_SECONDS; `poll`, which only
+reads unless something can be claimed): a
 success recorded for one serves it; when its owner failed it, or ended or died without
 recording it, it is claimed again, and so computed here (or waited for again, if a third run
 got it first). Another run's failure is not taken for this run's: it may have been passing,
@@ -23,7 +24,6 @@ of its index), so a run with nobody to meet pays one small transaction per batch
 from __future__ import annotations
 
 import sqlite3
-import time
 from typing import NamedTuple, Sequence
 
 from barca.engine.run_state import RunState
@@ -33,8 +33,6 @@ from barca.store import step_leases as store
 from barca.store.db import write_transaction
 from barca.store.metadata import NOT_STORED
 from barca.store.step_leases import Owner, Recorded
-
-POLL_SECONDS = 0.15
 
 Steps = list[tuple[str, NodePlan, list[int]]]  # node id, its plan, positions of keys to run
 
@@ -58,7 +56,6 @@ class StepLeases:
         # node id -> owner -> key -> position, of the steps another run is computing
         self.waiting: dict[str, dict[Owner, dict[str, int]]] = {}
         self.leased: set[str] = set()  # nodes this run took leases on
-        self.next_poll = 0.0
 
     def claim(self, steps: Steps) -> Claim:
         """Which of these steps this run computes (in their order), which another run computed
@@ -73,7 +70,6 @@ class StepLeases:
 
     def poll(self) -> Claim:
         """What became of the steps other runs hold: served, or claimed by this run."""
-        self.next_poll = time.monotonic() + POLL_SECONDS
         served: dict[str, list[Recorded]] = {}
         todo: dict[str, tuple[NodePlan, dict[str, int]]] = {}
         alive: dict[Owner, bool] = {}
@@ -99,14 +95,9 @@ class StepLeases:
         return Claim([(node_id, todo[node_id][0], keys) for node_id, keys in mine.items()],
                      served, waiting)
 
-    def poll_in(self) -> float | None:
-        """Seconds until the next poll is due; None while nothing is waited for."""
-        if not self.waiting:
-            return None
-        return max(0.0, self.next_poll - time.monotonic())
-
-    def waiting_count(self) -> int:
-        return sum(len(keys) for owners in self.waiting.values() for keys in owners.values())
+    def waiting_in(self, node_id: str) -> int:
+        """How many of the node's keys other runs hold, waited for."""
+        return sum(len(keys) for keys in self.waiting.get(node_id, {}).values())
 
     def held(self, outcomes: Sequence) -> list[tuple[str, str, str]]:
         """The leased steps among these outcomes, given back when they are recorded."""
@@ -142,8 +133,6 @@ class StepLeases:
                 if claiming:
                     waiting += self._lease(node_id, plan, claiming)
                 mine[node_id] = list(claiming.values())  # what is left is this run's
-        if waiting:
-            self.next_poll = time.monotonic() + POLL_SECONDS
         return mine, served, waiting
 
     def _lease(self, node_id: str, plan: NodePlan, claiming: dict[str, int]

@@ -185,7 +185,7 @@ def run(command: str, target_text: str | None, paths: Sequence[str] = (), *,
         warnings += capacity_warnings(pipeline.graph, order, *capacity(configured))
     warnings.sort(key=lambda w: (w["node"], w["param"] or "", w["kind"]))
     for warning in warnings:
-        reporter.warning(warning["message"])
+        reporter.warning(warning["kind"], warning)
     result = execute(pipeline.project, pipeline.graph, request, reporter, new_executor,
                      run_id=run_id, triggered_by=triggered_by, warnings=warnings,
                      schedule=schedule, store=store)
@@ -211,10 +211,7 @@ def unused_warnings(graph: Any, order: Sequence[str]) -> list[dict[str, Any]]:
             if graph.nodes[source].kind == "sensor" or \
                     "DuckDBPyRelation" in (d.annotation(param) or ""):
                 continue
-            out.append({"kind": "unused_input", "node": node_id, "param": param,
-                        "message": f"{node_id} never uses its input `{param}`; it is still "
-                                   f"computed and loaded for every step (name it `_{param}` "
-                                   "to only wait for it, or remove it)"})
+            out.append({"kind": "unused_input", "node": node_id, "param": param})
     return out
 
 
@@ -222,9 +219,8 @@ def capacity_warnings(graph: Any, order: Sequence[str], units: int, source: str
                       ) -> list[dict[str, Any]]:
     """A node heavier than the capacity, whose steps run alone: said before anything runs
     (`warnings[]` of `plan`, `get` and `run`)."""
-    return [{"kind": "over_capacity", "node": n, "param": None,
-             "message": f"'{graph.nodes[n].name}' has weight={graph.nodes[n].weight}, more "
-                        f"than the capacity {units} ({source}); it runs alone"}
+    return [{"kind": "over_capacity", "node": n, "param": None, "name": graph.nodes[n].name,
+             "weight": graph.nodes[n].weight, "units": units, "source": source}
             for n in order if graph.nodes[n].weight > units]
 
 

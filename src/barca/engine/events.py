@@ -6,6 +6,8 @@ API ignores them. A reporter that does nothing is a valid reporter.
 
 from __future__ import annotations
 
+from typing import Any, Mapping
+
 from barca.engine.protocol import StepOutcome
 
 
@@ -47,8 +49,10 @@ class Reporter:
         """A step succeeded but one of its @sink copies could not be written; the run goes
         on and its exit code is unchanged."""
 
-    def warning(self, text: str) -> None:
-        """Something the user should know that does not stop the run."""
+    def warning(self, code: str, evidence: Mapping[str, Any]) -> None:
+        """Something the user should know that does not stop the run: what (`code`,
+        "unused_input", "missing_result", ...) and its evidence (`node`, `param` and the
+        facts its words are made of: barca.views.warning_text)."""
 
     def run_note(self, text: str) -> None:
         """A line about the run as a whole (`batch:<node> 2 calls, ...`, `metadata 0.1s ...`),

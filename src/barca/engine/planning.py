@@ -2,20 +2,23 @@
 
 The rules live in plan/ and are pure (plan.planner, plan.history, plan.missing); this module
 only fetches what they take as data and applies what they return to the run's state: older
-successes a new run hash matches (SQLite), output digests a snapshot lacks (SQLite), a key
-source's keys and values (its stored chunks, or its result), and whether the cached results
-that will be read are still in the artifact store (one listing per node, never a request per
-key). The coordinator asks it to plan and never decides itself.
+successes a new run hash matches and output digests a snapshot lacks (asked of the run's
+recorder, engine.run_recorder), a key source's keys and values (its stored chunks, or its
+result), and whether the cached results that will be read are still in the artifact store (one
+listing per node, never a request per key). A node planned, or to compute again, is told to
+the step scheduler (engine.step_scheduler). The coordinator asks it to plan and never decides
+itself.
 """
 
 from __future__ import annotations
 
-import sqlite3
 from typing import Any, Mapping, Sequence
 
 from barca.engine.events import Reporter
 from barca.engine.key_source_columns import SourceColumns
 from barca.engine.result import locate_key, stored_key
+from barca.engine import step_scheduler
+from barca.engine.run_recorder import RunRecorder
 from barca.engine.run_state import RunState
 from barca.errors import InfraError
 from barca.graph import Graph
@@ -26,17 +29,16 @@ from barca.plan.model import KnownOutput, NodePlan, PlanOptions
 from barca.plan.outputs import UNKNOWN_DIGEST, output_digests, with_found
 from barca.plan.planner import plan_nodes
 from barca.state import EMPTY_STATE
-from barca.store import metadata
 from barca.store.artifacts import read_result
 from barca.store.paths import node_dir_name
 
 class Planning:
     def __init__(self, graph: Graph, options: PlanOptions,
                  expr_keys: Mapping[tuple[str, str], Sequence[str]], run: RunState,
-                 conn: sqlite3.Connection | None, source_columns: SourceColumns,
-                 reporter: Reporter) -> None:
+                 records: RunRecorder, reporter: Reporter) -> None:
         self.graph, self.options, self.expr_keys, self.run = graph, options, expr_keys, run
-        self.conn, self.source_columns, self.reporter = conn, source_columns, reporter
+        self.records, self.reporter = records, reporter
+        self.source_columns: SourceColumns = records.sources
 
     # -- plans ------------------------------------------------------------------------------
 
@@ -51,24 +53,23 @@ class Planning:
         need. Nodes left with nothing to run are complete."""
         run = self.run
         while True:
-            todo = [n for n in run.order
-                    if n not in run.complete and n not in run.submitted
-                    and (n not in run.plans or run.plans[n].unknown)]
+            todo = [n for n in run.order if run.schedule.phase(n) == "unplanned"]
             self.plan(todo)
             for node_id in todo:
                 self._apply_history_hits(node_id)
             if not self._learn_cached_outputs(todo):
                 break
-        run.complete.update(run.settled())
+        run.schedule, _ = step_scheduler.planned(run.schedule, {
+            n: None if run.plans[n].unknown else len(run.plans[n].run) for n in todo})
 
     def _apply_history_hits(self, node_id: str) -> None:
         run = self.run
         wanted = history_wanted(run.plans[node_id])
         if not wanted:
             return
-        if node_id not in run.states and not metadata.has_success(self.conn, node_id):
+        if node_id not in run.states and not self.records.has_success(node_id):
             return  # a node that never succeeded has no older result to return to
-        hits = metadata.find_successes(self.conn, node_id, wanted)
+        hits = self.records.find_successes(node_id, wanted)
         if hits:
             run.plans[node_id], run.states[node_id] = apply_history(
                 run.plans[node_id], run.states.get(node_id, EMPTY_STATE), hits)
@@ -132,7 +133,7 @@ class Planning:
         if not lookup:
             return digests
         self.run.rewrite.add(node_id)
-        return with_found(plan, digests, metadata.output_hashes(self.conn, node_id, lookup))
+        return with_found(plan, digests, self.records.output_hashes(node_id, lookup))
 
     # -- cached files that are gone ---------------------------------------------------------
 
@@ -147,7 +148,7 @@ class Planning:
         missing ones are planned to compute them again."""
         run = self.run
         wanted = input_keys_to_check(self.graph, run.plans, node_id, run.failed_keys,
-                                     run.results, run.complete)
+                                     run.results, run.schedule.done())
         reopened = [self._reopen_missing(source, keys) for source, keys in wanted.items()]
         return not any(reopened)
 
@@ -169,13 +170,12 @@ class Planning:
         if not missing:
             return False
         for key in missing:
-            self.reporter.warning(f"{node_id}: cached result of {key or 'the node'} is missing "
-                                  f"({self.run.store.location(self.artifact(node_id, key)[0])});"
-                                  " computing it again")
+            self.reporter.warning("missing_result", {
+                "node": node_id, "param": None, "key": key,
+                "location": self.run.store.location(self.artifact(node_id, key)[0])})
         run = self.run
         run.plans[node_id] = reopen(run.plans[node_id], missing)
-        run.complete.discard(node_id)
-        run.submitted.discard(node_id)
+        run.schedule, _ = step_scheduler.reopened(run.schedule, node_id)
         return True
 
     def _missing(self, node_id: str, keys: Sequence[str]) -> list[str]:

@@ -158,3 +158,17 @@ def stored_key(d: Definition, state: NodeState, key: str) -> tuple[str, str] | N
         return None
     fmt = state.fmt_at(i)
     return artifact_key(d.file, d.name, key_pairs(d, key), state.run_hash[i], fmt), fmt
+
+
+def run_phases(graph: Graph, run: Any) -> int:
+    """How many waves of execution the run took: the distinct depths of the nodes that ran,
+    where a node's depth counts the nodes that ran on its longest path from a root. Sensors
+    observe before the phases: they count in none."""
+    depth: dict[str, int] = {}
+    executed = {n for n in run.order if (n in run.results or n in run.failed_keys)
+                and graph.nodes[n].kind != "sensor"}
+    for n in run.order:
+        ran = n in run.results or n in executed and n not in run.skipped_keys
+        base = max((depth.get(u, 0) for u in graph.upstream[n]), default=0)
+        depth[n] = base + (1 if ran else 0)
+    return len({depth[n] for n in executed})

@@ -1,11 +1,15 @@
 """Everything one run knows while it runs, in one dataclass shared by the coordinator (which
-dispatches and records) and its planning (which decides, with the facts it gathers)."""
+dispatches and records) and its planning (which decides, with the facts it gathers). Where
+each node stands in the run (planned, running, done) is the step scheduler's `Schedule`, a
+frozen value each transition replaces (engine.step_scheduler)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from barca.engine.protocol import StepOutcome
+from barca.engine.step_scheduler import Edge, Schedule, new_schedule
+from barca.graph import Graph
 from barca.plan.model import KnownOutput, NodePlan, Reason
 from barca.state import NodeState
 from barca.store.artifact_store import ArtifactStore
@@ -16,15 +20,13 @@ from barca.store.metadata import Stored
 class RunState:
     """
     order       the cone's node ids in topological order
+    schedule    where each node stands: planned, running (keys outstanding), done
     states      node id -> NodeState (stored per-key state, plus older results found again)
     loaded      node id -> NodeState exactly as loaded; what a snapshot write is compared with
     stored      node id -> what each snapshot row said when loaded
     refreshed   assets forced to run by --refresh / --refresh-all, with their reason
     plans       node id -> NodePlan (the latest decision for it)
     known       node id -> KnownOutput (outputs readers depend on: sensors, cutoff, key sources)
-    pending     node id -> number of its keys still running or queued
-    submitted   nodes whose stale keys were handed to the executor
-    complete    nodes whose keys are all cached or finished
     results     node id -> key -> its position in the plan and its format, packed in one int
                 (see state.ran_entry): memory per key stays small at 200,000 keys
     digests     node id -> key -> output digest, only for nodes whose readers need bytes
@@ -44,15 +46,13 @@ class RunState:
     order: tuple[str, ...]
     store: ArtifactStore
     written: ArtifactStore
+    schedule: Schedule
     states: dict[str, NodeState] = field(default_factory=dict)
     loaded: dict[str, NodeState] = field(default_factory=dict)
     stored: dict[str, Stored] = field(default_factory=dict)
     refreshed: dict[str, Reason] = field(default_factory=dict)
     plans: dict[str, NodePlan] = field(default_factory=dict)
     known: dict[str, KnownOutput] = field(default_factory=dict)
-    pending: dict[str, int] = field(default_factory=dict)
-    submitted: set[str] = field(default_factory=set)
-    complete: set[str] = field(default_factory=set)
     results: dict[str, dict[str, int]] = field(default_factory=dict)
     digests: dict[str, dict[str, str]] = field(default_factory=dict)
     failed_keys: dict[str, list[str]] = field(default_factory=dict)
@@ -63,7 +63,33 @@ class RunState:
     executed: int = 0
     rewrite: set[str] = field(default_factory=set)
 
-    def settled(self) -> list[str]:
-        """Nodes planned with nothing to run that are not yet marked complete."""
-        return [n for n in self.order if n not in self.complete and n not in self.submitted
-                and (p := self.plans.get(n)) is not None and not p.unknown and not p.run]
+    def total_keys(self) -> int:
+        return sum(len(p.keys) for p in self.plans.values() if not p.unknown)
+
+    def cached_keys(self) -> int:
+        """Keys served from cache (or by a concurrent run): not every key this run did not
+        execute, since a failed or cancelled run leaves keys that never ran at all."""
+        return sum(p.cached_count for p in self.plans.values() if not p.unknown)
+
+    def skipped(self) -> dict[str, list[str]]:
+        """Node id -> keys skipped because an input failed; a node whose keys a failure left
+        unknown is skipped whole (no key listed)."""
+        out = dict(self.skipped_keys)
+        if self.failures:
+            out.update({n: [] for n in self.order if (p := self.plans.get(n)) is not None
+                        and p.unknown})
+        return out
+
+
+def new_run_state(graph: Graph, order: tuple[str, ...], store: ArtifactStore) -> RunState:
+    """A run's state over the cone `order` (topological), nothing planned yet. The scheduler
+    sees each node's inputs: a failed key of a partitioned input blocks only the same key of
+    a partitioned reader that reads it key for key (not collected), else every key."""
+    inputs = {}
+    for node_id in order:
+        d = graph.nodes[node_id]
+        collected = {s.source for s in d.inputs if s.mode == "collect"}
+        inputs[node_id] = tuple(
+            Edge(up, bool(graph.nodes[up].dimensions and d.dimensions) and up not in collected)
+            for up in graph.upstream[node_id])
+    return RunState(order, store, store, new_schedule(order, inputs))

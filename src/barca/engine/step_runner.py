@@ -27,6 +27,7 @@ from barca.engine.key_source import KeySourceError, write_key_source
 from barca.engine.protocol import (CallFinished, CallSpec, LogLine, RunInterrupted,
                                   StepOutcome, StepSpec, StepStarted, stop_message)
 from barca.engine.step_inputs import load_input
+from barca.engine.step_scheduler import attempt_failed
 from barca.store.artifact_store import ArtifactStore, open_store
 from barca.store.artifacts import SerializeError, choose_format, read_result, write_result
 from barca.store.paths import EXTENSIONS
@@ -119,9 +120,13 @@ class StepRunner:
                 except BaseException as exc:  # the user's step failed: report it as data,
                     if isinstance(exc, RunInterrupted):  # its own KeyboardInterrupt too
                         raise
-                    if attempt < step.retries and isinstance(exc, Exception) and \
-                            not isinstance(exc, source_check.SourceChanged):  # not an exit
-                        time.sleep(step.retry_backoff * attempt)
+                    # never retried: an exit (not an Exception) or a changed source
+                    retryable = isinstance(exc, Exception) and \
+                        not isinstance(exc, source_check.SourceChanged)
+                    then, at = attempt_failed(attempt, step.retries, step.retry_backoff,
+                                              retryable, time.monotonic())
+                    if then == "retry":
+                        time.sleep(max(0.0, at - time.monotonic()))
                         continue
                     outcome = _failure(step, attempt, started, exc)
                 finally:

@@ -103,19 +103,3 @@ def _input_ref(graph: Graph, plans: Mapping[str, NodePlan], d: Definition, spec:
     return InputRef(spec.param, "artifact", (found[0],), (found[1],),
                     annotation=annotation)
 
-
-def blocked_keys(graph: Graph, plan: NodePlan, node_id: str,
-                 failed_keys: Mapping[str, list[str]]) -> set[str]:
-    """Keys that cannot run because an input they read failed (or was skipped) in this run:
-    key for key when both sides are partitioned and read so, else every key."""
-    blocked: set[str] = set()
-    for up in graph.upstream[node_id]:
-        bad = failed_keys.get(up)
-        if not bad:
-            continue
-        if graph.nodes[up].dimensions and plan.partitioned and not any(
-                s.source == up and s.mode == "collect" for s in graph.nodes[node_id].inputs):
-            blocked.update(bad)
-        else:
-            return set(plan.keys)
-    return blocked

@@ -9,7 +9,7 @@ looked at, the caller looks, and `reopen` plans the ones found missing again.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Collection, Mapping, Sequence
+from typing import Container, Mapping, Sequence
 
 from barca.graph import Graph
 from barca.plan.model import NodePlan, Reason
@@ -33,7 +33,7 @@ def target_keys_to_check(plan: NodePlan) -> list[str]:
 
 def input_keys_to_check(graph: Graph, plans: Mapping[str, NodePlan], node_id: str,
                         failed_keys: Mapping[str, list[str]], results: Mapping[str, Mapping],
-                        complete: Collection[str]) -> dict[str, list[str]]:
+                        complete: Container[str]) -> dict[str, list[str]]:
     """Per node this one reads: the keys its stale keys will read that did not run here, will
     not run and did not fail, so must be read from their cached files."""
     plan = plans[node_id]

@@ -7,6 +7,7 @@ from typing import Any, Sequence
 
 from barca.engine.driver import capacity_warnings, open_pipeline, unused_warnings
 from barca.engine.local import capacity, pool_size
+from barca.views.warning_text import warning_json
 
 def plan_json(paths: Sequence[str]) -> dict[str, Any]:
     """What `barca plan` prints (and `barca.plan` returns): each node's phase by depth, the
@@ -29,6 +30,7 @@ def plan_json(paths: Sequence[str]) -> dict[str, Any]:
     warnings = sorted([*unused_warnings(graph, graph.order),
                        *capacity_warnings(graph, graph.order, units, source)],
                       key=lambda w: (w["node"], w["param"] or "", w["kind"]))
+    warnings = [warning_json(w) for w in warnings]
     workers, workers_source = _pool(units, source)
     return {"plan_version": 1, "total_steps": len(graph.order),
             "pool_size": workers, "pool_source": workers_source, "capacity": units,

@@ -7,12 +7,13 @@ Each event is a dict: its `type`, its fields, and `line`, the sentence `--agent`
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 from barca.engine.events import Reporter
 from barca.engine.protocol import StepOutcome
 from barca.printable import printable
 from barca.views.plan_text import env_suffix, env_value
+from barca.views.warning_text import warning_text
 
 STEP_LINES = ("step_finished", "step_cached")  # said per key: a progress bar stands for them
 
@@ -84,7 +85,8 @@ class RunEvents(Reporter):
         self._say("sink_failed", f"[barca] SINK FAILED: {step_id}: {message}",
                   step_id=step_id, error=message)
 
-    def warning(self, text: str) -> None:
+    def warning(self, code: str, evidence: Mapping[str, Any]) -> None:
+        text = warning_text(code, evidence)
         self._say("warning", f"[barca] warning: {text}", text=text)
 
     def run_note(self, text: str) -> None:

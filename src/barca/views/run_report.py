@@ -13,6 +13,7 @@ from typing import Any, Sequence
 from barca.engine.result import RunResult
 from barca.views import plan_text
 from barca.views.run_values import final_output, has_value, keys_with_value, relative_path
+from barca.views.warning_text import warning_json
 
 SHOWN_KEYS = 20  # keys of a partitioned value a terminal shows before a count
 STEP_FIELDS = ["id", "kind", "action", "status", "reason", "detail", "changed", "run_hash",
@@ -51,7 +52,7 @@ class RunReport:
         if result.status == "success":
             body["metadata_seconds"] = round(result.metadata_seconds, 4)
         body["steps"] = self.steps()
-        body["warnings"] = [*result.warnings, *selection_warnings(result)]
+        body["warnings"] = [*map(warning_json, result.warnings), *selection_warnings(result)]
         if result.cache is not None:
             body["cache"] = result.cache
         if result.options.partition:
@@ -97,7 +98,7 @@ class DryRunReport:
         plans = [result.plans[n] for n in result.order]
         body = {"dry_run": True, "command": self.command, "target": self.target,
                 "steps": self.steps(), "summary": plan_text.summary_counts(plans),
-                "warnings": list(result.warnings)}
+                "warnings": [warning_json(w) for w in result.warnings]}
         if len(result.targets) > 1:  # each target's own cone; the top summary counts each once
             body["targets"] = {name: {"summary": plan_text.summary_counts(
                 [p for p in plans if p.node_id in result.graph.cone([node_id])])}

@@ -1,0 +1,168 @@
+"""Every database write of one run, and the reads its planning needs, behind one object: the
+run's row (start, finish), its finished steps and logs (buffered, written in batches),
+the leases it holds on steps (engine.concurrent_runs), each node's new state and a key
+source's stored columns. The coordinator's loop calls it and holds no connection.
+
+A dry run opens the database without creating it and writes nothing; its reads still answer.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Iterable, Sequence
+
+from barca.engine.byte_checks import changed_bytes
+from barca.engine.concurrent_runs import StepLeases
+from barca.engine.key_source_columns import SourceColumns
+from barca.engine.log_cap import LogCap
+from barca.engine.protocol import StepOutcome
+from barca.engine.request import RunRequest
+from barca.engine.run_state import RunState
+from barca.graph import Graph
+from barca.project import Project
+from barca.state import EMPTY_STATE, NodeState, state_after_run
+from barca.store import metadata
+from barca.store.db import checkpoint, connect, defer_checkpoint
+
+
+class RunRecorder:
+    def __init__(self, project: Project, run_id: str, graph: Graph, run: RunState,
+                 dry_run: bool) -> None:
+        self.run_id, self.graph, self.run, self.dry_run = run_id, graph, run, dry_run
+        self.conn = connect(project.db_path, create=not dry_run)
+        self.started = False  # its row is written: it ends recorded
+        self.unrecorded: list[StepOutcome] = []
+        self.logs: list[tuple] = []  # (place in the run, step id, stream, time, text)
+        self.log_count = 0
+        self.log_cap = LogCap()  # what of the steps' output is stored
+        # how the metadata records a result's store key: as its path in the project's local
+        # layout (`artifact_path` in JSON), whichever store holds it
+        self.recorded_dir = project.artifacts_dir.relative_to(project.root).as_posix()
+        self.leases = StepLeases(self.conn, run_id, graph, run, active=not dry_run)
+        self.sources = SourceColumns()  # key sources' stored columns
+        self.seconds = 0.0  # spent writing
+
+    # -- reads ------------------------------------------------------------------------------
+
+    def load_states(self, node_ids: Iterable[str]) -> tuple[dict, dict]:
+        return metadata.load_states(self.conn, list(node_ids))
+
+    def has_success(self, node_id: str) -> bool:
+        return metadata.has_success(self.conn, node_id)
+
+    def find_successes(self, node_id: str, wanted: Any) -> list:
+        return metadata.find_successes(self.conn, node_id, wanted)
+
+    def output_hashes(self, node_id: str, wanted: Any) -> dict[str, str]:
+        return metadata.output_hashes(self.conn, node_id, wanted)
+
+    def read_sources(self, node_ids: Sequence[str]) -> None:
+        """The stored chunk digests of key sources about to run (their steps compare)."""
+        self.sources.read_digests(self.conn, node_ids)
+
+    def load_sources(self, node_ids: Sequence[str]) -> None:
+        self.sources.load(self.conn, node_ids)
+
+    def changed_bytes(self) -> dict[str, list[str]]:
+        """engine.byte_checks, over what this run recorded."""
+        return changed_bytes(self.conn, self.graph, self.run)
+
+    # -- writes -----------------------------------------------------------------------------
+
+    def start(self, request: RunRequest, triggered_by: str,
+              schedule: tuple[str, float] | None) -> None:
+        """The run's row (refused, exit 2, nothing written, if the id is taken); from here
+        on the run ends recorded. Nothing in a dry run."""
+        if self.dry_run:
+            return
+        metadata.start_run(self.conn, self.run_id, request.command, request.files,
+                           request.target_text, triggered_by,
+                           ",".join(sorted(request.targets)) or "all", schedule)
+        self.started = True
+
+    def checkpoint(self) -> None:
+        """The previous run's deferred checkpoint, while a sensor runs."""
+        if not self.dry_run:
+            checkpoint(self.conn)
+
+    def outcome(self, outcome: StepOutcome) -> None:
+        if not self.dry_run:
+            self.unrecorded.append(outcome)
+
+    def log(self, step_id: str, stream: str, text: str) -> None:
+        kept = self.log_cap.admit(step_id, text)
+        if kept is not None:
+            self._line(step_id, stream, kept)
+
+    def _line(self, step_id: str, stream: str, text: str) -> None:
+        self.log_count += 1  # the line's place in the run, across flushes
+        self.logs.append((self.log_count, step_id, stream, time.time(), text))
+
+    def sink_failed(self, step_id: str, message: str) -> None:
+        """Kept with the step's output."""
+        self._line(step_id, "stderr", f"[barca] SINK FAILED: {message}")
+
+    def flush(self) -> None:
+        """What was buffered, in one transaction each (logs, steps)."""
+        began = time.perf_counter()
+        try:
+            if self.logs and not self.dry_run:
+                metadata.insert_logs(self.conn, self.run_id, self.logs)
+                self.logs = []
+            if self.unrecorded:
+                metadata.record(self.conn, self.run_id, self.unrecorded, self.run.plans,
+                                self.leases.held(self.unrecorded), self.recorded_dir)
+                self.unrecorded = []
+        finally:
+            self.seconds += time.perf_counter() - began
+
+    def closing_logs(self) -> None:
+        """The counts of lines each step printed beyond what is stored, then a flush."""
+        for step_id, text in self.log_cap.summaries():
+            self._line(step_id, "stderr", text)
+        self.flush()
+
+    def finish(self, status: str, total_keys: int, cached_keys: int, elapsed: float,
+               whole: bool) -> None:
+        """Give back the leases of steps it did not finish, then its row says it ended; each
+        node's new state, a key source's new columns. `whole`: not narrowed by --partition."""
+        began = time.perf_counter()
+        self.leases.release()
+        run, failed = self.run, self.run.failures
+        metadata.finish_run(self.conn, self.run_id, status, total_keys, run.executed,
+                            cached_keys, elapsed,
+                            failed[0].step_id if failed else None,
+                            failed[0].error_message if failed else None)
+        defer_checkpoint(self.conn)
+        metadata.save_states(self.conn, self._new_states(whole), run.loaded, run.stored,
+                             self.run_id)
+        self.sources.save(self.conn)
+        self.seconds += time.perf_counter() - began
+
+    def notes(self, notes: Sequence[str]) -> None:
+        """Lines about the run as a whole, kept with its output (`barca logs`)."""
+        now = time.time()
+        metadata.insert_logs(self.conn, self.run_id, [
+            (i, "barca", "stderr", now, text)
+            for i, text in enumerate(notes, start=self.log_count + 1)])
+
+    def _new_states(self, whole: bool) -> dict[str, NodeState]:
+        """Each node's new snapshot, so the next run compares whole columns again."""
+        run = self.run
+        updates = {}
+        for node_id in run.order:
+            plan = run.plans.get(node_id)
+            if plan is None or plan.unknown:
+                continue
+            old = run.states.get(node_id, EMPTY_STATE)
+            ran = run.results.get(node_id, {})
+            failed = {o.key: [o.run_hash, o.error_message] for o in run.failures
+                      if o.node_id == node_id}
+            replayed = run.stored.get(node_id, metadata.NOT_STORED).replayed
+            if not ran and not failed and node_id not in run.rewrite and not replayed and \
+                    old.run_hash == plan.run_hashes and old.keys == plan.keys:
+                continue
+            updates[node_id] = state_after_run(
+                plan, old, ran, run.digests.get(node_id, {}), failed,
+                keep_output_hash=self.graph.output_read(node_id), whole=whole)
+        return updates

@@ -1,0 +1,57 @@
+"""Handing a run's claimed steps to the executor: grouped into batch calls where a node is
+batched (engine.batch_calls), made into specs only as the executor draws them (so 200,000 are
+never all in memory), with the stored columns of the key sources about to run read first
+(their steps compare with them) and loaded while they run."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from barca.engine.batch_calls import BatchCalls
+from barca.engine.concurrent_runs import Steps
+from barca.engine.events import Reporter
+from barca.engine.executor import Executor
+from barca.engine.planning import Planning
+from barca.engine.protocol import CallSpec, StepSpec
+from barca.engine.run_recorder import RunRecorder
+from barca.engine.step_specs import call_spec, step_spec
+from barca.graph import Graph
+
+
+class StepSubmission:
+    """`store` and `scratch`: the addresses steps read and write (scratch: a dry run's)."""
+
+    def __init__(self, graph: Graph, planning: Planning, batches: BatchCalls,
+                 recorder: RunRecorder, reporter: Reporter, store: str, scratch: str) -> None:
+        self.graph, self.planning, self.batches = graph, planning, batches
+        self.recorder, self.reporter, self.store, self.scratch = recorder, reporter, store, scratch
+
+    def submit(self, executor: Executor, steps: Steps) -> None:
+        sources = [n for n, _, keys in steps if keys and self.graph.is_key_source(n)]
+        self.recorder.read_sources(sources)
+        calls = {node_id: self.batches.group(node_id, plan, keys)
+                 for node_id, plan, keys in steps if node_id in self.batches.settings}
+        for node_id, _, keys in steps:
+            if keys:
+                self.reporter.steps_submitted(node_id, len(keys), len(calls[node_id])
+                                              if node_id in calls else None)
+        count = sum(len(calls[n]) if n in calls else len(keys) for n, _, keys in steps)
+        executor.submit(self._specs(steps, calls), count)
+        self.recorder.load_sources(sources)  # while their steps run
+
+    def _specs(self, steps: Steps, calls: dict) -> Iterator[StepSpec | CallSpec]:
+        """The steps to run, made as the executor draws them: one per key, or one per call."""
+        plans, artifact = self.planning.run.plans, self.planning.artifact
+        for node_id, plan, keys in steps:
+            if node_id not in calls:
+                known = self.recorder.sources.known(node_id)
+                sensor = self.graph.nodes[node_id].kind == "sensor"
+                for i in keys:
+                    previous = self.planning.last_observation(node_id, plan.keys[i]) \
+                        if sensor else None
+                    yield step_spec(self.graph, plans, node_id, plan, i, self.store,
+                                    self.scratch, artifact, known, previous)
+                continue
+            for indices in calls[node_id]:
+                yield call_spec(self.graph, plans, node_id, plan, indices,
+                                self.batches.next_id(), self.store, artifact)

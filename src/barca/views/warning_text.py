@@ -1,0 +1,57 @@
+"""The words of the engine's warnings. The engine says what it saw as a code with its evidence
+(`{"kind": "unused_input", "node": ..., "param": ...}`, see engine.run_checks); a warning reaches
+a user only through here, as the `[barca] warning:` line of a run's events and as the
+`{kind, node, param, message}` of a JSON body's `warnings`."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping
+
+Evidence = Mapping[str, Any]
+
+
+def _unused_input(w: Evidence) -> str:
+    return (f"{w['node']} never uses its input `{w['param']}`; it is still computed and loaded "
+            f"for every step (name it `_{w['param']}` to only wait for it, or remove it)")
+
+
+def _over_capacity(w: Evidence) -> str:
+    return (f"'{w['name']}' has weight={w['weight']}, more than the capacity {w['units']} "
+            f"({w['source']}); it runs alone")
+
+
+def _serializer_fallback(w: Evidence) -> str:
+    which = f"{w['keys']} of {w['of']} keys ({w['first']}, ...) " \
+        if w["first"] is not None else ""
+    return (f"{w['node']}: serializer=\"{w['serializer']}\" needs a table (pandas, polars, "
+            f"Arrow or DuckDB), but {which}returned another value; stored as pickle instead")
+
+
+def _bytes_changed(w: Evidence) -> str:
+    which = ""
+    if w["keys"] is not None:
+        more = f", +{w['count'] - 5} more" if w["count"] > 5 else ""
+        which = f" (keys {', '.join(w['keys'])}{more})"
+    return (f"{w['node']} produced different bytes for the same code and inputs{which}; the "
+            "function is not deterministic (declare deterministic=False if that is expected)")
+
+
+def _missing_result(w: Evidence) -> str:
+    return (f"{w['node']}: cached result of {w['key'] or 'the node'} is missing "
+            f"({w['location']}); computing it again")
+
+
+TEXTS: dict[str, Callable[[Evidence], str]] = {
+    "unused_input": _unused_input, "over_capacity": _over_capacity,
+    "serializer_fallback": _serializer_fallback, "bytes_changed": _bytes_changed,
+    "missing_result": _missing_result}
+
+
+def warning_text(kind: str, evidence: Evidence) -> str:
+    return TEXTS[kind](evidence)
+
+
+def warning_json(warning: Evidence) -> dict[str, Any]:
+    """A warning as JSON bodies carry it."""
+    return {"kind": warning["kind"], "node": warning["node"], "param": warning["param"],
+            "message": warning_text(warning["kind"], warning)}
