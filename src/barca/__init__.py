@@ -4,10 +4,6 @@ from barca.api import (Always, Failed, Manual, Schedule, asset, asset_ref, batch
                        collect, partitions, partitions_from, sensor, sink, task)
 from barca.errors import BarcaError, Cancelled, InfraError, StepFailed, UsageError
 from barca.fanout import ParallelError, parallel, parallel_map
-# `barca.plan` is also a subpackage (the planner). Loading it before the function of the same
-# name is bound keeps the function: the import system sets a package's attribute for a
-# subpackage only when it first loads it, and it is cheap (a namespace package, no code).
-from barca import plan as _planner  # noqa: F401  (must come before the next line)
 from barca.python_api import get, history, plan, run, stats
 
 __version__ = "0.1.0"

@@ -130,7 +130,7 @@ def _forked(calls: Sequence[Callable[[], Any]], limit: int) -> list[Any]:
     branch's peak memory counts for the step (engine.peak_memory)."""
     import select
 
-    from barca.engine import peak_memory
+    from barca.engine.worker import peak_memory
 
     outcomes: list[Any] = [None] * len(calls)
     waiting = list(range(len(calls)))

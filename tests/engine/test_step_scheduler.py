@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 
 from barca.engine import step_scheduler as sch
+from barca.engine.worker.retries import attempt_failed
 from barca.engine.step_scheduler import Claim, Edge, Finish, NodeSteps, Schedule, Skip, Stop
 
 ORDER = ("a", "b", "c", "d")
@@ -153,7 +154,7 @@ RETRIES = [
 
 @pytest.mark.parametrize("name,attempt,expected", RETRIES, ids=[c[0] for c in RETRIES])
 def test_retry(name, attempt, expected):
-    assert sch.attempt_failed(*attempt) == expected
+    assert attempt_failed(*attempt) == expected
 
 
 # -- questions the loop asks ---------------------------------------------------------------

@@ -22,7 +22,7 @@ PACKAGE = SRC / "barca"
 
 @dataclass(frozen=True)
 class Module:
-    name: str  # dotted, e.g. "barca.plan.planner"
+    name: str  # dotted, e.g. "barca.planner.planner"
     path: Path
     tree: ast.Module
 
@@ -89,7 +89,7 @@ def violations(layers: tuple[str, ...], forbidden: tuple[str, ...],
 
 def test_the_walk_sees_the_layers_it_checks():
     names = {m.name for m in modules()}
-    for expected in ("barca.plan.planner", "barca.graph", "barca.discover.model",
+    for expected in ("barca.planner.planner", "barca.graph", "barca.discover.model",
                      "barca.store.paths", "barca.state", "barca.cli.main"):
         assert expected in names
     # the walk must see real imports, or every rule below would pass vacuously
@@ -99,7 +99,7 @@ def test_the_walk_sees_the_layers_it_checks():
 
 # --- one-way imports -----------------------------------------------------------------------
 
-CORE = ("barca.plan", "barca.graph", "barca.discover", "barca.state", "barca.packed_columns")
+CORE = ("barca.planner", "barca.graph", "barca.discover", "barca.state", "barca.packed_columns")
 OUTER = ("barca.store", "barca.engine", "barca.cli", "barca.server", "sqlite3", "subprocess")
 
 
@@ -110,18 +110,18 @@ def test_core_layers_import_no_storage_execution_or_interface_layer():
 
 
 def test_discover_imports_neither_graph_nor_plan():
-    assert violations(("barca.discover",), ("barca.graph", "barca.plan", "barca.state")) == []
+    assert violations(("barca.discover",), ("barca.graph", "barca.planner", "barca.state")) == []
 
 
 def test_graph_imports_no_plan():
-    assert violations(("barca.graph",), ("barca.plan", "barca.state")) == []
+    assert violations(("barca.graph",), ("barca.planner", "barca.state")) == []
 
 
 def test_planner_does_no_io_and_reads_no_clock():
     """The planner is pure: no files, processes, sockets, clock or randomness."""
     impure = ("os", "pathlib", "io", "shutil", "tempfile", "time", "datetime", "random",
               "uuid", "socket", "signal", "threading", "multiprocessing", "concurrent")
-    pure = ("barca.plan", "barca.state", "barca.packed_columns")
+    pure = ("barca.planner", "barca.state", "barca.packed_columns")
     assert violations(pure, impure + OUTER) == []
     calls = [f"{m.rel}:{node.lineno} calls {node.func.id}()"
              for m in modules() if any(in_layer(m, layer) for layer in pure)
@@ -193,8 +193,7 @@ def test_the_private_import_check_sees_one():
 
 # what runs a step reaches results only through the artifact-store seam (a store it opens by
 # address), never a concrete store or local files: a remote store must be one more module
-STEP_SIDE = ("barca.engine.step_runner", "barca.engine.call_runner", "barca.engine.key_source",
-             "barca.engine.step_inputs")
+STEP_SIDE = ("barca.engine.worker",)
 CONCRETE_STORES = ("barca.store.local_store", "barca.store.memory_store",
                    "barca.store.local_files")
 
@@ -212,8 +211,8 @@ def test_only_cli_imports_click_or_rich():
 
 
 def test_importing_the_planner_loads_no_outer_layer_at_runtime():
-    """The same rule, transitively: what `import barca.plan.planner` actually loads."""
-    code = ("import sys, barca.plan.planner, barca.graph, barca.discover, barca.state, "
+    """The same rule, transitively: what `import barca.planner.planner` actually loads."""
+    code = ("import sys, barca.planner.planner, barca.graph, barca.discover, barca.state, "
             "barca.packed_columns\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in "
             "('sqlite3', 'subprocess', 'click', 'rich', 'duckdb', 'pyarrow') or "
@@ -233,7 +232,7 @@ def print_calls(layer: str) -> list[str]:
 
 
 @pytest.mark.parametrize("layer", [
-    "barca.plan", "barca.graph", "barca.discover",
+    "barca.planner", "barca.graph", "barca.discover",
     "barca.store", "barca.engine",
 ])
 def test_core_layer_never_prints(layer):
@@ -316,10 +315,27 @@ LOCAL_PUBLIC = ("local_executor", "pool_size", "capacity", "warm_seconds", "runn
                 "start_warm_pool", "end_pools_with_this_process")
 
 
+# what a worker imports to run a step: the messages both sides share, never the coordinator's
+# modules (an executor on another machine imports engine.worker alone)
+WORKER_MAY_IMPORT = ("barca.engine.worker", "barca.engine.protocol")
+
+
+def worker_side_violations(among: tuple[Module, ...] | None = None) -> list[str]:
+    return [v for v in violations(("barca.engine.worker",), ("barca.engine",), among=among)
+            if not any(v.endswith(f" imports {ok}") or f" imports {ok}." in v
+                       for ok in WORKER_MAY_IMPORT)]
+
+
+def test_the_worker_side_imports_nothing_of_the_coordinator_side():
+    assert worker_side_violations() == []
+    bad = synthetic("barca.engine.worker.bad", "from barca.engine.step_scheduler import x\n")
+    assert worker_side_violations(among=(bad,)) != []
+
+
 def test_the_coordinator_knows_executors_only_by_their_protocol():
     assert violations(("barca.engine.coordinator",),
                       ("barca.engine.local", "barca.engine.inprocess",
-                       "barca.engine.step_runner")) == []
+                       "barca.engine.worker.step_runner")) == []
 
 
 def test_only_the_driver_starts_runs():
@@ -327,7 +343,7 @@ def test_only_the_driver_starts_runs():
     coordinator or an executor."""
     callers = ("barca.cli", "barca.python_api", "barca.server")
     assert violations(callers, ("barca.engine.coordinator", "barca.engine.request",
-                                "barca.engine.inprocess", "barca.engine.step_runner")) == []
+                                "barca.engine.inprocess", "barca.engine.worker.step_runner")) == []
 
 
 # the server runs through the driver and shows what barca.views builds; what it writes
@@ -430,12 +446,3 @@ def test_cli_runs_no_sql_and_deletes_no_files():
 def test_the_storage_check_sees_storage_calls():
     assert storage_calls("barca.store") != []
 
-
-def test_the_planner_package_is_imported_with_from_never_as_an_alias():
-    """`barca.plan` is the public function once `barca` is imported (the subpackage is loaded
-    first, see barca/__init__.py), so `import barca.plan.x as y`, which walks attributes,
-    would find the function; `from barca.plan.x import y` reads sys.modules and is safe."""
-    found = [f"{m.rel}:{node.lineno}" for m in modules() for node in ast.walk(m.tree)
-             if isinstance(node, ast.Import)
-             and any(matches(alias.name, "barca.plan") for alias in node.names)]
-    assert found == []

@@ -5,12 +5,11 @@ from __future__ import annotations
 import pytest
 
 from barca.errors import UsageError
-from barca.plan.batching import (
-    ALL, LISTED, NONE, BatchOverrides, BatchSetting, batch_calls, batch_plan, calls_summary,
-    describe,
-    effective_batch, group_key, groups_setting, label_argument, labels_setting,
-    node_overrides, override_value, parse_overrides, setting_from_text, size_setting,
-)
+from barca.planner.batching import (ALL, LISTED, NONE, BatchOverrides, BatchSetting, batch_calls,
+                                    batch_plan, calls_summary, describe, effective_batch,
+                                    group_key, groups_setting, label_argument, labels_setting,
+                                    node_overrides, override_value, parse_overrides,
+                                    setting_from_text, size_setting)
 
 NODE = "pipeline.py:scored"
 KEYS = [f"r{i:02d}" for i in range(1, 8)]  # r01..r07, declared order

@@ -1,4 +1,4 @@
-"""Run hashes (barca.plan.hashes): canonical, tagged, and sensitive to exactly their parts.
+"""Run hashes (barca.planner.hashes): canonical, tagged, and sensitive to exactly their parts.
 
 A hash never depends on dict order; the same context, key and parts always give the same run
 hash, and changing any one of them gives another.
@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from barca.plan.hashes import context_digest, digest, run_hash, value_digest
+from barca.planner.hashes import context_digest, digest, run_hash, value_digest
 
 CTX = context_digest("def-hash", {"input p.py:a": "h-a"})
 

@@ -1,4 +1,4 @@
-"""Partition keys (barca.plan.keys) and where a key's artifacts live (barca.store.paths).
+"""Partition keys (barca.planner.keys) and where a key's artifacts live (barca.store.paths).
 
 Keys are raw inside barca and become labels (`dim=value`) only when shown; a key's directory
 name must be a single safe path component that no other key of the node shares.
@@ -11,10 +11,9 @@ import itertools
 import pytest
 
 from barca.discover.model import Definition, DimensionSpec
-from barca.plan.keys import (key_args, key_label, key_text, keys_from_value,
-                             static_keys)
+from barca.planner.keys import key_args, key_label, key_text, keys_from_value, static_keys
 
-from barca.plan.keys import key_pairs
+from barca.planner.keys import key_pairs
 from barca.store.paths import artifact_file, escape, node_dir_name
 
 

@@ -7,12 +7,12 @@ from dataclasses import replace
 
 from barca.graph import build_graph
 from barca.packed_columns import HashColumn, JsonColumn
-from barca.plan.hashes import digest
-from barca.plan.history import apply_history, history_wanted
-from barca.plan.missing import (TARGET_CHECK_LIMIT, input_keys_to_check, reopen,
-                                target_keys_to_check)
-from barca.plan.model import NodePlan, Reason
-from barca.plan.outputs import UNKNOWN_DIGEST, output_digests, with_found
+from barca.planner.hashes import digest
+from barca.planner.history import apply_history, history_wanted
+from barca.planner.missing import (TARGET_CHECK_LIMIT, input_keys_to_check, reopen,
+                                   target_keys_to_check)
+from barca.planner.model import NodePlan, Reason
+from barca.planner.outputs import UNKNOWN_DIGEST, output_digests, with_found
 from barca.state import EMPTY_STATE, NodeState, ran_entry
 from test_planner import CLEAN, FETCH, PIPELINE, SUMMARY, plan_all, recorded, versions_seen
 

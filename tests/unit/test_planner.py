@@ -23,10 +23,10 @@ import pytest
 from barca.packed_columns import HashColumn, JsonColumn, pack_chunks
 from barca.discover.model import Definition, DimensionSpec, InputSpec
 from barca.graph import Graph, build_graph
-from barca.plan.hashes import column_digest, context_digest, digest, run_hash
-from barca.plan.keys import keys_from_value
-from barca.plan.model import KnownOutput, NodePlan, PlanOptions, Reason
-from barca.plan.planner import plan_nodes, refreshed_nodes
+from barca.planner.hashes import column_digest, context_digest, digest, run_hash
+from barca.planner.keys import keys_from_value
+from barca.planner.model import KnownOutput, NodePlan, PlanOptions, Reason
+from barca.planner.planner import plan_nodes, refreshed_nodes
 from barca.state import NodeState
 from barca.store.state_codec import decode_state, encode_header, state_columns
 

@@ -77,11 +77,11 @@ def test_barca_run_stays_the_function_after_a_first_call_loaded_the_engine():
 
 
 def test_barca_plan_stays_the_function_after_the_planner_package_loaded():
-    """`barca.plan` is also the name of the planner subpackage (see barca/__init__.py)."""
+    """The planner package is `barca.planner`: loading it never shadows `barca.plan()`."""
     kinds = fresh(
         "import barca, json, types\n"
         "before = callable(barca.plan)\n"
-        "import barca.plan.planner\n"
-        "from barca.plan.model import NodePlan\n"
+        "import barca.planner.planner\n"
+        "from barca.planner.model import NodePlan\n"
         "print(json.dumps([before, callable(barca.plan)]))")
     assert kinds == [True, True]

@@ -12,8 +12,8 @@ from __future__ import annotations
 import pytest
 
 from barca.packed_columns import CHUNK, HashColumn, JsonColumn
-from barca.plan.hashes import digest
-from barca.plan.model import NodePlan
+from barca.planner.hashes import digest
+from barca.planner.model import NodePlan
 from barca.state import EMPTY_STATE, NodeState, StateBuilder, ran_entry, state_after_run
 from barca.store.state_codec import decode_state, encode_header, state_columns
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from barca.plan.batching import BatchPlan
-from barca.plan.model import NodePlan
+from barca.planner.batching import BatchPlan
+from barca.planner.model import NodePlan
 from barca.views.plan_text import WHY_WIDTH, first_line, summary_counts, why
 
 

@@ -17,9 +17,8 @@ import os
 from pathlib import Path
 from typing import NamedTuple
 
-from barca.discover.names import (COMPOUND_STATEMENTS as _COMPOUND, ImportBinding,
-                                  bound_names, header_names, import_bindings,
-                                  nested_statements)
+from barca.discover.names import (COMPOUND_STATEMENTS as _COMPOUND, ImportBinding, bound_names,
+                                  header_names, import_bindings, nested_statements)
 from barca.errors import UsageError
 
 EXTERNAL_TOP_LEVEL = frozenset({"barca", "__future__"})
@@ -175,7 +174,7 @@ class ModuleCache:
     def search_dirs(self, pipeline_file: str) -> tuple[str, ...]:
         """Where a worker finds absolute imports for this pipeline file: its own directory,
         then the root; only the root for a file inside a chain of regular packages from the
-        root down, which is imported by its dotted name (engine/import_paths.py)."""
+        root down, which is imported by its dotted name (engine/worker/import_paths.py)."""
         folder = _parent(pipeline_file)
         if not folder or self._in_packages(folder):
             return ("",)

@@ -16,8 +16,8 @@ from barca.engine.batch_labels import batch_labels
 from barca.engine.protocol import CallFinished
 from barca.engine.result import BatchExecution
 from barca.graph import Graph
-from barca.plan.batching import LISTED, BatchPlan, BatchSetting, batch_calls, batch_plan
-from barca.plan.model import NodePlan
+from barca.planner.batching import LISTED, BatchPlan, BatchSetting, batch_calls, batch_plan
+from barca.planner.model import NodePlan
 
 
 class BatchCalls:

@@ -20,8 +20,8 @@ import orjson
 
 from barca.discover.model import Definition
 from barca.errors import UsageError
-from barca.plan.batching import label_argument
-from barca.plan.keys import label_of
+from barca.planner.batching import label_argument
+from barca.planner.keys import label_of
 
 
 def batch_labels(root: Path, d: Definition, dims: Sequence[str],
@@ -66,7 +66,7 @@ def _function_text(d: Definition) -> str:
 
 def _labels(request: dict) -> dict:
     """In the child: import the pipeline, find the function, label every key."""
-    from barca.engine.step_runner import import_pipeline
+    from barca.engine.worker.step_runner import import_pipeline
 
     node, dims = request["node"], request["dims"]
     fix = "Make the batches_by function take a key and return a str or an int label"

@@ -11,8 +11,8 @@ from typing import Any, Mapping, Sequence
 
 from barca.engine.pipeline_expressions import evaluate
 from barca.graph import Graph
-from barca.plan.batching import (BatchSetting, effective_batch, groups_setting, node_overrides,
-                                 parse_overrides, setting_from_text)
+from barca.planner.batching import (BatchSetting, effective_batch, groups_setting, node_overrides,
+                                    parse_overrides, setting_from_text)
 
 
 def override_texts(batch: str | int | Sequence[str] | Mapping[str, Any] | None) -> list[str]:

@@ -28,7 +28,7 @@ from typing import NamedTuple, Sequence
 
 from barca.engine.run_state import RunState
 from barca.graph import Graph
-from barca.plan.model import NodePlan
+from barca.planner.model import NodePlan
 from barca.store import step_leases as store
 from barca.store.db import write_transaction
 from barca.store.metadata import NOT_STORED

@@ -43,7 +43,7 @@ from barca.engine.step_submission import StepSubmission
 from barca.engine.still_running import StillRunning
 from barca.errors import Cancelled
 from barca.graph import Graph
-from barca.plan.planner import refreshed_nodes
+from barca.planner.planner import refreshed_nodes
 from barca.project import Project
 from barca.state import ran_entry
 from barca.store.artifact_store import ArtifactStore

@@ -19,9 +19,9 @@ import sys
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from barca.engine import import_paths
+from barca.engine.worker import import_paths
 from barca.engine.protocol import LogLine, StepOutcome, StepSpec
-from barca.engine.step_runner import StepRunner
+from barca.engine.worker.step_runner import StepRunner
 
 
 class InProcessExecutor:

@@ -13,7 +13,7 @@ from typing import Any, Callable, Sequence
 
 from barca.packed_columns import JsonColumn, chunk_digest
 from barca.engine.protocol import Known, PackedColumns
-from barca.plan.keys import keys_from_value
+from barca.planner.keys import keys_from_value
 from barca.store import key_source_chunks
 from barca.store.key_source_chunks import SourceChunks
 

@@ -15,7 +15,7 @@ def evaluate(root: Path, file: str, expr: str, what: str, fix: str,
              convert: Callable[[Any], Any] = lambda value: value) -> Any:
     """`convert(eval(expr))` in `file`'s module; `what` says what was evaluated, in the error
     ("the keys of pipeline.py:sales (partitions(REGIONS))")."""
-    from barca.engine.step_runner import import_pipeline
+    from barca.engine.worker.step_runner import import_pipeline
 
     try:
         module = import_pipeline(root, file)

@@ -1,6 +1,6 @@
 """A run's decisions, with the facts they need gathered for them.
 
-The rules live in plan/ and are pure (plan.planner, plan.history, plan.missing); this module
+The rules live in planner/ and are pure (planner.planner, planner.history, planner.missing); this module
 only fetches what they take as data and applies what they return to the run's state: older
 successes a new run hash matches and output digests a snapshot lacks (asked of the run's
 recorder, engine.run_recorder), a key source's keys and values (its stored chunks, or its
@@ -23,11 +23,11 @@ from barca.engine.run_state import RunState
 from barca.errors import InfraError
 from barca.graph import Graph
 from barca.packed_columns import HashColumn
-from barca.plan.history import apply_history, history_wanted
-from barca.plan.missing import input_keys_to_check, reopen, target_keys_to_check
-from barca.plan.model import KnownOutput, NodePlan, PlanOptions
-from barca.plan.outputs import UNKNOWN_DIGEST, output_digests, with_found
-from barca.plan.planner import plan_nodes
+from barca.planner.history import apply_history, history_wanted
+from barca.planner.missing import input_keys_to_check, reopen, target_keys_to_check
+from barca.planner.model import KnownOutput, NodePlan, PlanOptions
+from barca.planner.outputs import UNKNOWN_DIGEST, output_digests, with_found
+from barca.planner.planner import plan_nodes
 from barca.state import EMPTY_STATE
 from barca.store.artifacts import read_result
 from barca.store.paths import node_dir_name

@@ -14,7 +14,7 @@ from barca.engine.batch_settings import batch_settings
 from barca.engine.pipeline_expressions import evaluate
 from barca.errors import UsageError
 from barca.graph import Graph
-from barca.plan.model import PlanOptions
+from barca.planner.model import PlanOptions
 from barca.project import Project
 
 
@@ -140,7 +140,7 @@ def check_not_skipped(graph: Graph, cone: frozenset[str], selection: dict[str, f
                       targets: Sequence[str], refresh_ids: frozenset[str]) -> None:
     """A node the selection skips (it reads every key of a narrowed node) cannot be what the
     command is asked to compute or refresh: refused before anything runs."""
-    from barca.plan.planner import skipped_by_selection
+    from barca.planner.planner import skipped_by_selection
 
     skipped = skipped_by_selection(graph, cone, selection)
     for node_id in (*targets, *sorted(refresh_ids)):
@@ -254,7 +254,7 @@ def evaluate_key_expressions(pipeline: Pipeline, cone: frozenset[str]) -> dict:
 
 
 def _key_texts(values: Any) -> tuple[str, ...]:
-    from barca.plan.keys import key_text
+    from barca.planner.keys import key_text
 
     if isinstance(values, (str, bytes)):
         raise TypeError(f"it is a {type(values).__name__}, not a list of keys")

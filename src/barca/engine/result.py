@@ -14,9 +14,9 @@ from typing import Any
 from barca.discover.model import Definition
 from barca.engine.protocol import CallFinished, StepOutcome
 from barca.graph import Graph
-from barca.plan.batching import BatchPlan
-from barca.plan.keys import key_pairs
-from barca.plan.model import NodePlan, PlanOptions
+from barca.planner.batching import BatchPlan
+from barca.planner.keys import key_pairs
+from barca.planner.model import NodePlan, PlanOptions
 from barca.state import EMPTY_STATE, NodeState, unpack_entry
 from barca.store.artifact_store import ArtifactStore
 from barca.store.artifacts import read_result

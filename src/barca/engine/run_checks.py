@@ -14,7 +14,7 @@ from barca.engine.request import RunRequest
 from barca.engine.run_state import RunState
 from barca.errors import UsageError
 from barca.graph import Graph
-from barca.plan.planner import refreshed_nodes
+from barca.planner.planner import refreshed_nodes
 from barca.state import unpack_entry
 
 TABLE_FORMATS = ("parquet", "csv")  # a forced one falls back to pickle for other values

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from barca.engine.protocol import StepOutcome
 from barca.engine.step_scheduler import Edge, Schedule, new_schedule
 from barca.graph import Graph
-from barca.plan.model import KnownOutput, NodePlan, Reason
+from barca.planner.model import KnownOutput, NodePlan, Reason
 from barca.state import NodeState
 from barca.store.artifact_store import ArtifactStore
 from barca.store.metadata import Stored

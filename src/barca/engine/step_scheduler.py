@@ -6,7 +6,7 @@ known, its inputs not all done), ready (planned, every input done: `ready`), `ru
 keys dispatched: each is with the executor, or `leased`, held by another run that computes
 it, until it is done, failed or served), `done`, or `cancelled`. A dispatched key whose input
 key failed is `blocked` and never runs; a failed attempt is `retry`d after a backoff while
-attempts remain (`attempt_failed`, applied where the step runs).
+attempts remain (`engine.worker.retries`, applied where the step runs).
 
 Each transition takes the immutable `Schedule` (named tuples, the cheapest frozen values: one
 is built per finished key) and an event's data and returns the new schedule
@@ -224,16 +224,6 @@ def cancel(s: Schedule) -> tuple[Schedule, list[Action]]:
     changed = {n: node._replace(phase="cancelled") for n, node in s.nodes.items()
                if node.phase != "done"}
     return _with(s, changed)._replace(cancelled=True, poll_at=None), [Stop(cancel=True)]
-
-
-def attempt_failed(attempt: int, retries: int, backoff: float, retryable: bool, now: float
-                   ) -> tuple[str, float | None]:
-    """A step's attempt `attempt` (from 1) raised: ("retry", when the next attempt starts) while
-    attempts remain and the error is one to retry, else ("failed", None). The wait grows with
-    each attempt (`backoff` seconds times the attempts made)."""
-    if retryable and attempt < retries:
-        return "retry", now + backoff * attempt
-    return "failed", None
 
 
 # -- questions ------------------------------------------------------------------------------

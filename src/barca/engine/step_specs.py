@@ -14,9 +14,9 @@ from typing import Any, Callable, Mapping
 from barca.discover.model import Definition
 from barca.engine.protocol import CallSpec, InputRef, Known, StepSpec
 from barca.graph import Graph
-from barca.plan.keys import key_args, key_pairs, label_order
-from barca.plan.missing import reads_inline
-from barca.plan.model import NodePlan
+from barca.planner.keys import key_args, key_pairs, label_order
+from barca.planner.missing import reads_inline
+from barca.planner.model import NodePlan
 from barca.store.paths import artifact_stem
 from barca.store.sinks import destination
 

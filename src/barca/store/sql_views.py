@@ -13,7 +13,7 @@ from typing import Any
 from barca.discover.model import Definition
 from barca.errors import InfraError, UsageError
 from barca.graph import Graph
-from barca.plan.keys import key_label, keys_from_value, static_keys
+from barca.planner.keys import key_label, keys_from_value, static_keys
 from barca.store.history import Latest
 
 NO_RESULT = Latest((), (), (), ())

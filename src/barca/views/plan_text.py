@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from barca.plan.batching import BatchPlan
-from barca.plan.model import NodePlan, Reason
+from barca.planner.batching import BatchPlan
+from barca.planner.model import NodePlan, Reason
 
 KEYS_LISTED = 20
 

@@ -26,7 +26,7 @@ from barca.engine.local.frames import (Imported, Lease, Outcomes, Shutdown, Warm
                                        read_frame, write_frame)
 from barca.engine.local.project_code import is_project_file
 from barca.engine.protocol import CallFinished, LogLine, StepOutcome
-from barca.engine.step_runner import StepRunner, StepStream
+from barca.engine.worker.step_runner import StepRunner, StepStream
 
 FLUSH_EVERY = 16  # outcomes per message at most...
 FLUSH_SECONDS = 0.02  # ...and never held longer than this

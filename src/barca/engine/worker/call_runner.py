@@ -23,11 +23,11 @@ from typing import Any, Callable, Protocol, Sequence
 
 import orjson
 
-from barca.engine.protocol import (NOT_RETRIED, CallFinished, CallSpec, InputRef,
-                                   RunInterrupted, StepOutcome, StepStarted)
-from barca.engine.step_inputs import load_input
-from barca.engine.step_scheduler import attempt_failed
-from barca.plan.keys import label_of
+from barca.engine.protocol import (NOT_RETRIED, CallFinished, CallSpec, InputRef, RunInterrupted,
+                                   StepOutcome, StepStarted)
+from barca.engine.worker.retries import attempt_failed
+from barca.engine.worker.step_inputs import load_input
+from barca.planner.keys import label_of
 from barca.store.artifact_store import ArtifactStore
 from barca.store.artifacts import (SerializeError, choose_format, read_result, table_kind,
                                    write_result)

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from barca.packed_columns import HashColumn, JsonColumn
-from barca.plan.batching import BatchSetting
-from barca.plan.keys import label_of
+from barca.planner.batching import BatchSetting
+from barca.planner.keys import label_of
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +89,7 @@ class NodePlan:
     pinned: Mapping[int, Reason] = field(default_factory=dict)
 
     def label(self, key: str) -> str:
-        """`retailer=r1`: the key as users see it (see barca.plan.keys)."""
+        """`retailer=r1`: the key as users see it (see barca.planner.keys)."""
         if len(self.dims) == 1:
             return f"{self.dims[0]}={key}"
         return label_of(self.dims, key)

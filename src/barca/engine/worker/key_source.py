@@ -19,7 +19,7 @@ from typing import Any, Iterator, Sequence
 
 from barca.packed_columns import CHUNK, HASH_WIDTH, chunk_digest, pack_chunks
 from barca.engine.protocol import Known, PackedColumns
-from barca.plan.keys import key_text
+from barca.planner.keys import key_text
 from barca.store.artifact_store import ArtifactStore
 from barca.store.artifacts import SerializeError, encode_json, write_result
 from barca.store.keyed_json_writer import KeyedJsonWriter

@@ -15,9 +15,9 @@ from typing import Any, Mapping, Sequence
 
 from barca.discover.model import Definition
 from barca.graph import Graph
-from barca.plan.hashes import column_digest, context_digest, digest, run_hash
-from barca.plan.keys import key_args, label_order, static_keys
-from barca.plan.model import KnownOutput, NodePlan, PlanOptions, Reason
+from barca.planner.hashes import column_digest, context_digest, digest, run_hash
+from barca.planner.keys import key_args, label_order, static_keys
+from barca.planner.model import KnownOutput, NodePlan, PlanOptions, Reason
 from barca.packed_columns import HashColumn, JsonColumn, same_value
 from barca.state import EMPTY_STATE, NodeState
 

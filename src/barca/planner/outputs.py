@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Mapping
 
 from barca.packed_columns import HashColumn
-from barca.plan.model import NodePlan
+from barca.planner.model import NodePlan
 from barca.state import NodeState, unpack_entry
 
 UNKNOWN_DIGEST = "0" * 32  # an output digest no bytes can have: readers treat it as changed

@@ -25,7 +25,7 @@ from typing import Any, Callable, Literal, Mapping, Sequence
 import orjson
 
 from barca.errors import UsageError
-from barca.plan.keys import key_text, label_of
+from barca.planner.keys import key_text, label_of
 
 Kind = Literal["none", "size", "all", "groups", "labels"]
 Calls = tuple[tuple[str, ...], ...]
@@ -215,7 +215,7 @@ def _by_labels(node: str, setting: BatchSetting, keys: tuple[str, ...],
 
 def label_argument(dims: Sequence[str], key: str) -> Any:
     """What a batches_by function receives for a raw key: the value for one dimension, a dict
-    of dimension to value for several (`dims` sorted, as in plan/keys.py)."""
+    of dimension to value for several (`dims` sorted, as in planner/keys.py)."""
     if len(dims) <= 1:
         return key
     return dict(zip(dims, orjson.loads(key)))

@@ -22,12 +22,12 @@ import types
 from pathlib import Path
 from typing import Any, Callable
 
-from barca.engine import import_paths, peak_memory, source_check
-from barca.engine.key_source import KeySourceError, write_key_source
-from barca.engine.protocol import (CallFinished, CallSpec, LogLine, RunInterrupted,
-                                  StepOutcome, StepSpec, StepStarted, stop_message)
-from barca.engine.step_inputs import load_input
-from barca.engine.step_scheduler import attempt_failed
+from barca.engine.protocol import (CallFinished, CallSpec, LogLine, RunInterrupted, StepOutcome,
+                                   StepSpec, StepStarted, stop_message)
+from barca.engine.worker import import_paths, peak_memory, source_check
+from barca.engine.worker.key_source import KeySourceError, write_key_source
+from barca.engine.worker.retries import attempt_failed
+from barca.engine.worker.step_inputs import load_input
 from barca.store.artifact_store import ArtifactStore, open_store
 from barca.store.artifacts import SerializeError, choose_format, read_result, write_result
 from barca.store.paths import EXTENSIONS
@@ -89,7 +89,7 @@ class StepRunner:
         peak_memory.reset()
         if isinstance(step, StepSpec):
             return [self.run_step(step, emit)]
-        from barca.engine.call_runner import run_call
+        from barca.engine.worker.call_runner import run_call
 
         streams = (StepStream(emit, "stdout", step.step_id),
                    StepStream(emit, "stderr", step.step_id))
@@ -216,7 +216,7 @@ class StepRunner:
             # changed while it was imported: which bytes ran is not known, so none match
             self.digests[file] = before if before == after else f"changed-{after}"
             if "duckdb" in sys.modules:
-                from barca.engine import duckdb_reuse
+                from barca.engine.worker import duckdb_reuse
 
                 duckdb_reuse.install(sys.modules["duckdb"])
         source_check.check(file, planned, self.digests[file])
@@ -265,8 +265,8 @@ def _check_importable(name: str, path: Path) -> None:
                           f"reads as a package; rename it (e.g. {path.stem.replace('.', '_')}.py)")
 
 
-_OWN_FRAMES = ("/barca/engine/step_runner.py", "/barca/engine/key_source.py",
-               "/barca/engine/call_runner.py", "/barca/fanout.py", "<frozen importlib.",
+_OWN_FRAMES = ("/barca/engine/worker/step_runner.py", "/barca/engine/worker/key_source.py",
+               "/barca/engine/worker/call_runner.py", "/barca/fanout.py", "<frozen importlib.",
                "/importlib/__init__.py")
 # What the step returned could not be stored or cannot define keys: the user's code did not
 # raise, so there is no traceback of theirs to show, and the message names the fix.

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Sequence
 
-from barca.plan.model import NodePlan
+from barca.planner.model import NodePlan
 from barca.state import NodeState
 
 _MAY_MATCH_HISTORY = ("changed", "never_run", "new_key")  # not refresh, failed, sensor, task

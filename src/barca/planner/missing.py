@@ -12,7 +12,7 @@ from dataclasses import replace
 from typing import Container, Mapping, Sequence
 
 from barca.graph import Graph
-from barca.plan.model import NodePlan, Reason
+from barca.planner.model import NodePlan, Reason
 
 TARGET_CHECK_LIMIT = 1000  # a target with more keys is not stat-ed key by key
 
