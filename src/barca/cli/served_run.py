@@ -74,8 +74,8 @@ def _run(order: ServedRun, reporter: EventWriter) -> None:
     targets = ",".join(request["targets"]) or None
     schedule = (request["schedule_id"], request["scheduled_at"]) \
         if request.get("schedule_id") and request.get("scheduled_at") is not None else None
-    run_and_print(request["command"], targets, list(order.files), request["output"], None, reporter,
-                  values=request["value"], env=order.env,
+    run_and_print(request["command"], targets, list(order.files), request["output"], None,
+                  reporter, values=request["value"], env=order.env,
                   refresh=",".join(request["refresh"]) or None,
                   refresh_all=request["refresh_all"], partition=tuple(request["partition"]),
                   cascade=request["cascade"], dry_run=request["dry_run"],

@@ -32,7 +32,7 @@ from barca.engine.events import Reporter
 from barca.engine.executor import Executor, NewExecutor
 from barca.engine.planning import Planning
 from barca.engine.protocol import CallFinished, LogLine, RunInterrupted, StepOutcome
-from barca.engine.request import RunRequest
+from barca.engine.request import CheckedRequest
 from barca.engine.result import RunResult, run_phases
 from barca.engine.run_recorder import RunRecorder
 from barca.engine.run_checks import (bytes_changed_warnings, check_manual_computed,
@@ -52,7 +52,7 @@ from barca.store.local_store import LocalStore
 FLUSH_SECONDS = 0.5
 
 
-def execute(project: Project, graph: Graph, request: RunRequest, reporter: Reporter,
+def execute(project: Project, graph: Graph, request: CheckedRequest, reporter: Reporter,
             new_executor: NewExecutor, run_id: str | None = None,
             triggered_by: str = "cli", warnings: Sequence[dict] = (),
             schedule: tuple[str, float] | None = None,
@@ -71,7 +71,7 @@ def execute(project: Project, graph: Graph, request: RunRequest, reporter: Repor
 class _Run:
     """One run: its request, its `RunState`, the executor and the recorder."""
 
-    def __init__(self, project: Project, graph: Graph, request: RunRequest, reporter: Reporter,
+    def __init__(self, project: Project, graph: Graph, request: CheckedRequest, reporter: Reporter,
                  new_executor: NewExecutor, run_id: str, store: ArtifactStore) -> None:
         self.project, self.graph, self.request, self.store = project, graph, request, store
         self.reporter, self.new_executor, self.run_id = reporter, new_executor, run_id

@@ -1,7 +1,7 @@
 """A run's decisions, with the facts they need gathered for them.
 
-The rules live in planner/ and are pure (planner.planner, planner.history, planner.missing); this module
-only fetches what they take as data and applies what they return to the run's state: older
+The rules live in planner/ and are pure (planner.planner, planner.history,
+planner.missing); this module only fetches what they take as data and applies what they return to the run's state: older
 successes a new run hash matches and output digests a snapshot lacks (asked of the run's
 recorder, engine.run_recorder), a key source's keys and values (its stored chunks, or its
 result), and whether the cached results that will be read are still in the artifact store (one

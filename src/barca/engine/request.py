@@ -19,7 +19,7 @@ from barca.project import Project
 
 
 @dataclass(frozen=True, slots=True)
-class RunRequest:
+class CheckedRequest:
     """A checked request: what the coordinator runs."""
 
     command: str  # "get" | "run"
@@ -37,7 +37,7 @@ def build_request(pipeline: Pipeline, command: str, target_text: str | None, *,
                   refresh: str | Sequence[str] | None = None, refresh_all: bool = False,
                   partition: Sequence[str] | str | dict | None = None, cascade: bool = True,
                   dry_run: bool = False, observe_sensors: bool = True,
-                  include_tasks: bool = False, batch: Any = None) -> RunRequest:
+                  include_tasks: bool = False, batch: Any = None) -> CheckedRequest:
     """Check what the user asked for against the graph; select the cone, once.
     `include_tasks` (a read-only view, `barca status`): tasks belong to it, every task when no
     target is named, and a task may be a target (a dry run plans it `always_runs`)."""
@@ -57,7 +57,7 @@ def build_request(pipeline: Pipeline, command: str, target_text: str | None, *,
     batching = batch_settings(graph, pipeline.project.root, cone, batch)
     options = PlanOptions(refresh_ids, refresh_all, cascade, _env_values(graph, cone), selection,
                           batching)
-    return RunRequest(command, targets, cone, pipeline.files, target_text, options, dry_run,
+    return CheckedRequest(command, targets, cone, pipeline.files, target_text, options, dry_run,
                       observe_sensors, expr_keys)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping, Sequence
 
-from barca.engine.request import RunRequest
+from barca.engine.request import CheckedRequest
 from barca.engine.run_state import RunState
 from barca.errors import UsageError
 from barca.graph import Graph
@@ -20,7 +20,7 @@ from barca.state import unpack_entry
 TABLE_FORMATS = ("parquet", "csv")  # a forced one falls back to pickle for other values
 
 
-def check_manual_computed(graph: Graph, request: RunRequest, order: Sequence[str],
+def check_manual_computed(graph: Graph, request: CheckedRequest, order: Sequence[str],
                           has_success: Callable[[str], bool]) -> None:
     """A Manual asset is computed only when `--refresh` names it: one that has no result
     yet cannot be read, and nothing runs until it is refreshed once."""

@@ -16,7 +16,7 @@ from barca.engine.concurrent_runs import StepLeases
 from barca.engine.key_source_columns import SourceColumns
 from barca.engine.log_cap import LogCap
 from barca.engine.protocol import StepOutcome
-from barca.engine.request import RunRequest
+from barca.engine.request import CheckedRequest
 from barca.engine.run_state import RunState
 from barca.graph import Graph
 from barca.project import Project
@@ -69,7 +69,7 @@ class RunRecorder:
 
     # -- writes -----------------------------------------------------------------------------
 
-    def start(self, request: RunRequest, triggered_by: str,
+    def start(self, request: CheckedRequest, triggered_by: str,
               schedule: tuple[str, float] | None) -> None:
         """The run's row (refused, exit 2, nothing written, if the id is taken); from here
         on the run ends recorded. Nothing in a dry run."""

@@ -250,7 +250,7 @@ def override_value(text: str) -> BatchSetting:
 
 
 def parse_overrides(texts: Sequence[str]) -> BatchOverrides:
-    """The run's `--batch` texts (also RunRequest.batch); a value for every node at most
+    """The run's `--batch` texts (also a server RunRequest.batch); a value for every node at most
     once, each node named at most once."""
     every: BatchSetting | None = None
     nodes: dict[str, BatchSetting] = {}
