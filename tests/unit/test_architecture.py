@@ -253,7 +253,7 @@ def synthetic(name: str, source: str) -> Module:
 
 
 # barca.cli.view_args: the server parses the read-only commands it runs for `--server`
-# clients and /state with their own parsers (issue 27 item 1 makes those views too)
+# clients (`/cli/{command}`, whose answer is the CLI's own output) with their own parsers
 SERVER_USES_OF_CLI = ("barca.cli.view_args",)
 
 
@@ -349,7 +349,7 @@ def test_only_the_driver_starts_runs():
 # the server runs through the driver and shows what barca.views builds; what it writes
 # besides runs (its queue, when schedules fired, runs killed at shutdown) goes through
 # engine.serving; barca.cli.view_args parses the read-only commands it runs for `--server`
-# clients and /state (issue 27 item 1: those become views too)
+# clients (SERVER_USES_OF_CLI)
 SERVER_MAY_IMPORT = ("barca.server", "barca.engine.driver", "barca.engine.serving",
                      "barca.engine.result", "barca.engine.events", "barca.views",
                      "barca.printable", "barca.cli.view_args",

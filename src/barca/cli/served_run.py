@@ -1,4 +1,4 @@
-"""A server's run, in a process of its own (forked from the project's warm pool, or started
+"""A server's run (or its `/state`), in a process of its own (forked from the project's warm pool, or started
 fresh): its order in, typed events out, the result printed as `barca get|run` prints it.
 
 The server writes the order (`ServedRun`, JSON) to a file given as stdin and reads two pipes:
@@ -51,7 +51,10 @@ def main() -> int:
     os.close(result_fd)
     json_mode = order.request.get("output", "json") == "json"
     try:
-        _run(order, EventWriter(events))
+        if order.kind == "status":
+            _status(order)
+        else:
+            _run(order, EventWriter(events))
     except BarcaError as exc:
         return _failed(events, exc, json_mode)
     except KeyboardInterrupt:
@@ -81,6 +84,17 @@ def _run(order: ServedRun, reporter: EventWriter) -> None:
                   cascade=request["cascade"], dry_run=request["dry_run"],
                   batch=tuple(request["batch"]), run_id=order.run_id,
                   triggered_by=order.triggered_by, schedule=schedule)
+
+
+def _status(order: ServedRun) -> None:
+    """`/state`: every node's status entry with its result's shape, as JSON."""
+    from barca.views.status import shape, status_report
+
+    report = status_report(None, list(order.files), order.env,
+                           leave_out=order.request.get("leave_out", ()))
+    for node in report.nodes:
+        node["shape"] = shape(node, report.result.root)
+    sys.stdout.buffer.write(orjson.dumps({"nodes": report.nodes}, default=str))
 
 
 def _failed(events: BinaryIO, error: BarcaError, json_mode: bool) -> int:

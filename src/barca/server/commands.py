@@ -1,5 +1,6 @@
-"""The read-only commands the server runs to their end in a child process (`barca status` for
-/state, the CLI's views), and the environment every child of the server gets."""
+"""What the server computes to its end in a child process: `/state` (`served_status`, through
+the views) and the CLI's read-only commands for `--server` clients (`run_captured`); and the
+environment every child of the server gets."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ import tempfile
 from pathlib import Path
 from typing import Sequence
 
-from barca.engine.driver import start_command
+from barca.engine.driver import start_command, start_served_run
+from barca.errors import InfraError
+from barca.server.run_request import ServedRun
 
 
 def child_env() -> dict[str, str]:
@@ -35,3 +38,27 @@ def run_captured(root: Path, argv: Sequence[str], env: dict[str, str] | None = N
         err.seek(0)
         return {"exit_code": code, "stdout": out.read().decode("utf-8", "replace"),
                 "stderr": err.read().decode("utf-8", "replace")}
+
+
+def served_status(root: Path, files: Sequence[str], env: str | None,
+                  leave_out: Sequence[str]) -> bytes:
+    """`/state`'s nodes as JSON, computed in a child process (it imports the served files to
+    evaluate their key expressions); InfraError with the child's last line when it fails."""
+    with tempfile.TemporaryDirectory(prefix="barca-state-") as scratch:
+        order, result = Path(scratch) / "order", Path(scratch) / "result"
+        order.write_bytes(ServedRun({"leave_out": list(leave_out)}, tuple(files), env, "",
+                                    "api", str(result), kind="status").to_json())
+        stdin, devnull = os.open(order, os.O_RDONLY), os.open(os.devnull, os.O_WRONLY)
+        with tempfile.TemporaryFile() as err:
+            try:
+                process = start_served_run(root, child_env(), (stdin, devnull, err.fileno()))
+            finally:
+                os.close(stdin)
+                os.close(devnull)
+            code = process.wait()
+            err.seek(0)
+            said = err.read().decode("utf-8", "replace").strip().splitlines()
+        if code != 0:
+            raise InfraError(f"the status of the served files failed (exit {code}): "
+                             f"{said[-1] if said else ''}")
+        return result.read_bytes()

@@ -122,7 +122,8 @@ def missing_target(request: RunRequest, graph: Any) -> str | None:
 class ServedRun:
     """What a server asks its run's process to do: the client's request (the fields of the
     server's `RunRequest`) and what the server decided (files, env, run id, who triggered
-    it, where the result goes)."""
+    it, where the result goes). `kind` "status" computes `/state` instead (its request:
+    `leave_out`, the node ids the server's own load left out); nothing runs then."""
 
     request: dict[str, Any]
     files: tuple[str, ...]
@@ -130,6 +131,7 @@ class ServedRun:
     run_id: str
     triggered_by: str
     result_path: str
+    kind: str = "run"
 
     def to_json(self) -> bytes:
         return orjson.dumps({**self.__dict__, "files": list(self.files)})
@@ -138,4 +140,4 @@ class ServedRun:
     def from_json(cls, data: bytes) -> "ServedRun":
         fields = orjson.loads(data)
         return cls(fields["request"], tuple(fields["files"]), fields["env"], fields["run_id"],
-                   fields["triggered_by"], fields["result_path"])
+                   fields["triggered_by"], fields["result_path"], fields.get("kind", "run"))

@@ -1,8 +1,8 @@
 """`/state`: every node's `barca status` entry, with its recent durations and next run.
 
-Status is computed by the CLI's own `barca status --json` in a child process (it plans
-against the current sources and the database, as the CLI would), at most one at a time, and
-kept until the database or a source file changes.
+Status is computed by the same view as `barca status` (`barca.views.status`) in a child
+process (it plans against the current sources and the database, as the CLI would), at most
+one at a time, and kept until the database or a source file changes.
 """
 
 from __future__ import annotations
@@ -13,8 +13,7 @@ from typing import Any, Callable, Sequence
 
 import orjson
 
-from barca.errors import InfraError
-from barca.server.commands import run_captured
+from barca.server.commands import served_status
 from barca.views.node_pages import recorded_stamp
 
 
@@ -38,13 +37,8 @@ class StateCache:
             return self.nodes
 
     def _status(self) -> list[dict]:
-        argv = ["status", *self.files, "--json", *(["--env", self.env] if self.env else []),
-                *(["--leave-out", ",".join(self.left_out)] if self.left_out else [])]
-        done = run_captured(self.root, argv)
-        if done["exit_code"] != 0:
-            last = done["stderr"].strip().splitlines()[-1:] or [""]
-            raise InfraError(f"barca status failed (exit {done['exit_code']}): {last[0]}")
-        return orjson.loads(done["stdout"])["nodes"]
+        return orjson.loads(served_status(self.root, self.files, self.env,
+                                          self.left_out))["nodes"]
 
 
 def _mtime(path: Path) -> int:

@@ -1,0 +1,168 @@
+"""Every node's cache state and why, as `barca status` shows it and a server's `/state`
+serves it: computed by a dry run that runs nothing (sensors are taken as they last were) and
+the newest execution of each node."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from barca.engine.driver import open_pipeline, run
+from barca.engine.result import RunResult
+from barca.store.shape import artifact_shape
+from barca.views import plan_text
+from barca.views.times import utc_time
+
+STATES = ("cached", "stale", "never_run", "partial", "blocked", "unknown", "always_runs")
+STATUS_FIELDS = ["id", "name", "kind", "inputs", "partitioned", "cache", "partitions",
+                 "last_materialization", "shape", "env"]
+
+
+@dataclass(frozen=True)
+class StatusReport:
+    """`nodes`: the status entries kept (after `states` and `problems`), in graph order;
+    `summary`: how many nodes of the whole cone are in each state."""
+
+    result: RunResult
+    nodes: list[dict[str, Any]]
+    summary: dict[str, int]
+
+
+def status_report(target: str | None, paths: Sequence[str], env_name: str | None,
+                  states: set[str] | None = None, problems: bool = False,
+                  leave_out: Sequence[str] = ()) -> StatusReport:
+    """The status of `target`'s cone (every node without one). `leave_out`: node ids left
+    out with what reads them (a server's, for the nodes its own load left out)."""
+    pipeline = open_pipeline(paths, env_name, leave_out=leave_out) if leave_out else None
+    result = run("get", target, paths, dry_run=True, env=env_name, observe_sensors=False,
+                 include_tasks=True, pipeline=pipeline)
+    last = _last_runs(result, env_name)
+    nodes = [_status_node(result.plans[n], result, last.get(n)) for n in result.order]
+    summary = {s: 0 for s in STATES}
+    for node in nodes:
+        summary[node["cache"]["state"]] += 1
+    if states is not None:
+        nodes = [n for n in nodes if n["cache"]["state"] in states]
+    if problems:
+        nodes = [n for n in nodes if is_problem(n)]
+    return StatusReport(result, nodes, summary)
+
+
+def is_problem(node: dict[str, Any]) -> bool:
+    cache = node["cache"]
+    parts = node.get("partitions") or {}
+    last = node.get("last_materialization") or {}
+    return (cache["state"] == "blocked" or cache["reason"] in ("failed", "artifact_missing")
+            or bool(parts.get("failed")) or last.get("status") == "failed")
+
+
+def _last_runs(result, env_name: str | None) -> dict[str, Any]:
+    """Each node's newest execution, from the metadata database (never created here)."""
+    from barca.project import open_project
+    from barca.store import history
+    from barca.store.db import connect
+
+    conn = connect(open_project(env_name).db_path, create=False)
+    if conn is None:
+        return {}
+    try:
+        return history.last_materializations(conn, list(result.order))
+    finally:
+        conn.close()
+
+
+def _materialization(row) -> dict[str, Any] | None:
+    if row is None:
+        return None
+    out: dict[str, Any] = {"status": row.status, "created_at": utc_time(row.created_at),
+                           "elapsed_seconds": None if row.elapsed_seconds is None else
+                           round(row.elapsed_seconds, 4), "run_id": row.run_id,
+                           "run_hash": row.run_hash, "artifact": row.artifact_path,
+                           "format": row.format, "size_bytes": row.size_bytes}
+    if row.step_id != row.node_id:
+        out["partition"] = row.step_id[len(row.node_id) + 1:-1]
+    if row.status == "failed":
+        out["error"] = row.error_message
+    return out
+
+
+def shape(node: dict[str, Any], root, sample: int | None = None) -> dict[str, Any] | None:
+    """The shape of the node's current result when it is one file (cached, unpartitioned),
+    with its first `sample` rows when asked."""
+    cache = node["cache"]
+    artifact = cache.get("artifact")
+    if node["partitioned"] or not artifact:
+        return None
+    path = root / artifact
+    if not path.exists():
+        return {"note": "result file missing"}
+    return artifact_shape(path, cache.get("format"), sample)
+
+
+def _status_node(plan, result, last=None) -> dict[str, Any]:
+    graph = result.graph
+    state = "cached"
+    reason = "materialized"
+    if plan.unknown:
+        state, reason = "unknown", plan.unknown
+    elif plan.kind in ("sensor", "task"):
+        state, reason = "always_runs", plan.kind
+    elif plan.run and plan.partitioned and len(plan.run) < len(plan.keys):
+        state, reason = "partial", "partitions_missing"
+    elif plan.run:
+        first = plan.reasons[plan.run[0]]
+        state = "never_run" if first.code in ("never_run",) else "stale"
+        reason = {"never_run": "no_record", "changed": "changed",
+                  "failed": "failed"}.get(first.code, first.code)
+    elif plan.pinned:  # a Manual asset kept as it is: stale until it is refreshed
+        state = "stale"
+    cache: dict[str, Any] = {"state": state, "reason": reason, "detail": plan_text.why(plan)}
+    if plan.pinned and not plan.run:
+        plan_text.pinned_fields(plan, cache)
+    if not plan.unknown and not plan.partitioned:
+        cache["run_hash"] = plan.run_hashes[0]
+        if plan.run and plan.reasons[plan.run[0]].changed:
+            cache["changed"] = list(plan.reasons[plan.run[0]].changed)
+        found = result.artifact_of(plan.node_id, "") if not plan.run else None
+        if found is not None:
+            cache["artifact"] = _rel(found[0], result.root)
+            cache["format"] = found[1]
+    node: dict[str, Any] = {"id": plan.node_id, "name": graph.nodes[plan.node_id].name,
+                            "kind": plan.kind, "inputs": list(graph.upstream[plan.node_id]),
+                            "partitioned": bool(graph.nodes[plan.node_id].dimensions),
+                            "cache": cache, "last_materialization": _materialization(last),
+                            "shape": None, "env": list(graph.nodes[plan.node_id].env)}
+    if node["partitioned"] and not plan.unknown:
+        state = result.states.get(plan.node_id)
+        failed = sorted(plan.label(k) for k in state.failed) if state else []
+        missing = sorted(plan.label(plan.keys[i]) for i in plan.run)
+        blocked = sorted(plan.label(k) for k in _blocked_keys(plan, result))
+        node["partitions"] = {"total": len(plan.keys), "cached": plan.cached_count,
+                              "missing": len(missing), "missing_keys": missing[:20],
+                              "failed": len(failed), "failed_keys": failed[:20],
+                              "blocked": len(blocked), "blocked_keys": blocked[:20]}
+        if blocked and len(blocked) == len(missing):
+            cache.update(state="blocked", reason="blocked",
+                         detail=f"{len(blocked)} keys blocked by failed keys upstream: "
+                                f"{', '.join(blocked[:5])}")
+    return node
+
+
+def _rel(path, root) -> str:
+    try:
+        return str(path.relative_to(root))
+    except ValueError:
+        return str(path)
+
+
+def _blocked_keys(plan, result) -> list[str]:
+    """Keys this node would run but cannot: the same key failed in an upstream it mirrors."""
+    graph = result.graph
+    failing: set[str] = set()
+    for up_id in graph.upstream[plan.node_id]:
+        up = result.plans.get(up_id)
+        if up is None or up.unknown or not up.partitioned:
+            continue
+        failing.update(up.keys[i] for i in up.run if up.reasons[i].code == "failed")
+        failing.update(k for k in _blocked_keys(up, result))
+    return [plan.keys[i] for i in plan.run if plan.keys[i] in failing]
