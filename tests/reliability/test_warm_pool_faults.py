@@ -93,6 +93,12 @@ def warm(project: Path):
     shutil.rmtree(temp, ignore_errors=True)
 
 
+def with_path(lib: Path) -> str:
+    """PYTHONPATH with `lib` first, keeping what the suite runs with (barca's sources when
+    they are not installed)."""
+    return os.pathsep.join(filter(None, [str(lib), os.environ.get("PYTHONPATH")]))
+
+
 def start_pool(project: Path, env: dict) -> int:
     barca(project, "get", "quick", "p.py", "--refresh", "quick", env=env).expect(0)
     return wait_until_ready(project, env)
@@ -219,7 +225,7 @@ def test_a_library_edited_in_place_is_not_served_stale(warm, tmp_path_factory):
     project, env = warm
     lib = tmp_path_factory.mktemp("lib")
     (lib / "shared_lib.py").write_text("VALUE = 1\n")
-    env = {**env, "PYTHONPATH": str(lib)}
+    env = {**env, "PYTHONPATH": with_path(lib)}
     write(project, {"lib.py": """
         import shared_lib  # preloaded by the pool: a top-level import of the pipeline
         from barca import asset
@@ -243,7 +249,7 @@ def test_a_library_setting_a_variable_at_import_does_not_retire_the_pool(warm,
     project, env = warm
     lib = tmp_path_factory.mktemp("lib")
     (lib / "sets_env.py").write_text("import os\nos.environ['SET_AT_IMPORT'] = '1'\n")
-    env = {**env, "PYTHONPATH": str(lib)}
+    env = {**env, "PYTHONPATH": with_path(lib)}
     write(project, {"env.py": """
         import sets_env  # like polars, which sets _RJEM_MALLOC_CONF
         from barca import asset
