@@ -14,10 +14,12 @@ import json
 import os
 import pty
 import re
+import shutil
 import signal
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import textwrap
 import threading
 import time
@@ -38,6 +40,65 @@ _ISOLATED = ("BARCA_OUTPUT", "BARCA_ENV", "BARCA_READ_ONLY", "BARCA_POOL_SIZE", 
 os.environ["BARCA_WARM_SECONDS"] = "0"
 
 CLI = [sys.executable, "-m", "barca.cli.main"]
+
+# -- running in parallel (pytest-xdist) -------------------------------------------------------
+# Each pytest process (each xdist worker, or the one process of a serial run) keeps the warm
+# pools its tests start in a private runtime directory of its own: a pool, its socket and the
+# per-user bound on pools (BARCA_WARM_POOLS) then concern that process's tests alone, and no
+# pool of the developer's own is seen or evicted.
+_RUNTIME: list[Path] = []
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    # short: a pool's socket path must fit in 108 bytes
+    _RUNTIME.append(Path(tempfile.mkdtemp(prefix=f"bx{worker}-", dir="/tmp")))
+    os.environ["XDG_RUNTIME_DIR"] = str(_RUNTIME[-1])
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    from barca.engine.local import pool_registry
+
+    for runtime in _RUNTIME:
+        for info in pool_registry.live_pools(runtime / "barca"):
+            pool_registry.stop(info)
+        shutil.rmtree(runtime, ignore_errors=True)
+
+
+# Tests that must not run beside each other: they start and kill pools, kill runs at chosen
+# instants, or hold a deadline. They run one after the other on one worker (the others go on
+# with the rest of the suite).
+SERIAL = ("tests/reliability/test_warm_pool_faults.py", "tests/e2e/test_warm_pool.py",
+          "tests/reliability/test_kill_trials.py")
+# Files whose module- or session-scoped fixture builds something big (a 20,000-key project,
+# a server answering every case, a table run): each runs whole on one worker, so that it is
+# built once, not once per worker.
+WHOLE = ("tests/browser/test_web_ui.py", "tests/reliability/test_fuzz.py",
+         "tests/reliability/test_fuzz_http.py", "tests/server/test_openapi_conformance.py",
+         "tests/server/test_serve_partitions.py", "tests/e2e/test_artifacts_and_types.py")
+
+
+def work_unit(nodeid: str) -> str:
+    """What is sent to one worker with this test: the serial group, its whole file, or itself."""
+    path = nodeid.split("::", 1)[0]
+    return "serial" if path in SERIAL else path if path in WHOLE else nodeid
+
+
+try:
+    from xdist.scheduler import LoadScopeScheduling
+except ImportError:  # pytest-xdist (a dev dependency) missing: the suite runs in one process
+    LoadScopeScheduling = None
+
+if LoadScopeScheduling is not None:
+    class _Units(LoadScopeScheduling):
+        """xdist's `load`, with the units of `work_unit` (largest first). xdist's own
+        `xdist_group` does not work under pytest 9.2, which ignores the node id it rewrites."""
+
+        def _split_scope(self, nodeid: str) -> str:
+            return work_unit(nodeid)
+
+    def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+        return _Units(config, log) if config.getvalue("dist") == "load" else None
 
 
 def barca_env(env: Mapping[str, str | None] | None = None) -> dict[str, str]:
