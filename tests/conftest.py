@@ -75,7 +75,8 @@ SERIAL = ("tests/reliability/test_warm_pool_faults.py", "tests/e2e/test_warm_poo
 # built once, not once per worker.
 WHOLE = ("tests/browser/test_web_ui.py", "tests/reliability/test_fuzz.py",
          "tests/reliability/test_fuzz_http.py", "tests/server/test_openapi_conformance.py",
-         "tests/server/test_serve_partitions.py", "tests/e2e/test_artifacts_and_types.py")
+         "tests/server/test_serve_partitions.py", "tests/e2e/test_artifacts_and_types.py",
+         "tests/e2e/test_inspect_sql.py")
 
 
 def work_unit(nodeid: str) -> str:
@@ -160,6 +161,33 @@ def barca(cwd: Path, *args: Any, env: Mapping[str, str | None] | None = None,
                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, text=True, timeout=timeout)
     return Result(proc.returncode, proc.stdout, proc.stderr)
+
+
+def barca_here(cwd: Path, *args: Any, env: Mapping[str, str | None] | None = None) -> Result:
+    """`barca ARGS` run in this process by click's test runner, with what `barca()` gives a
+    command (cwd, the environment without BARCA_* settings, stdout captured: JSON mode), for
+    read-only commands and refusals, which need no process of their own: the same entry
+    point (`barca.cli.app.main`, its error envelopes and exit codes) without a cold start.
+    Each such file keeps one test through `barca()`, the real process."""
+    from click.testing import CliRunner
+
+    from barca.cli.app import main
+
+    settings = {**{name: None for name in _ISOLATED}, "BARCA_WARM_SECONDS": "0", **(env or {})}
+    before = os.getcwd()
+    os.chdir(cwd)
+    try:
+        with CliRunner().isolation(env=settings) as (stdout, stderr, _):
+            try:
+                main([str(arg) for arg in args])
+                code = 0
+            except SystemExit as done:
+                code = done.code if isinstance(done.code, int) else int(done.code is not None)
+            sys.stdout.flush()
+            sys.stderr.flush()
+            return Result(code, stdout.getvalue().decode(), stderr.getvalue().decode())
+    finally:
+        os.chdir(before)
 
 
 def start_barca(cwd: Path, *args: Any, env: Mapping[str, str | None] | None = None,
