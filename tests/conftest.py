@@ -23,6 +23,7 @@ import tempfile
 import textwrap
 import threading
 import time
+import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -167,14 +168,14 @@ def barca_here(cwd: Path, *args: Any, env: Mapping[str, str | None] | None = Non
     """`barca ARGS` run in this process by click's test runner, with what `barca()` gives a
     command (cwd, the environment without BARCA_* settings, stdout captured: JSON mode), for
     read-only commands and refusals, which need no process of their own: the same entry
-    point (`barca.cli.app.main`, its error envelopes and exit codes) without a cold start.
+    point (`barca.cli.main.main`, its error envelopes and exit codes) without a cold start.
     Each such file keeps one test through `barca()`, the real process."""
     from click.testing import CliRunner
 
-    from barca.cli.app import main
+    from barca.cli.main import main
 
     settings = {**{name: None for name in _ISOLATED}, "BARCA_WARM_SECONDS": "0", **(env or {})}
-    before = os.getcwd()
+    before, modules, path = os.getcwd(), set(sys.modules), list(sys.path)
     os.chdir(cwd)
     try:
         with CliRunner().isolation(env=settings) as (stdout, stderr, _):
@@ -183,11 +184,34 @@ def barca_here(cwd: Path, *args: Any, env: Mapping[str, str | None] | None = Non
                 code = 0
             except SystemExit as done:
                 code = done.code if isinstance(done.code, int) else int(done.code is not None)
+            except Exception:  # what the interpreter does with it: a traceback, exit 1
+                traceback.print_exc()
+                code = 1
             sys.stdout.flush()
             sys.stderr.flush()
             return Result(code, stdout.getvalue().decode(), stderr.getvalue().decode())
     finally:
         os.chdir(before)
+        _forget_project_modules(modules, path)
+
+
+def _forget_project_modules(modules: set[str], path: list[str]) -> None:
+    """Drop the modules a command imported from outside the installed packages and barca
+    (a pipeline file, imported to evaluate `partitions(EXPR)`), and restore `sys.path`: the
+    next command, as a new process would, imports its own project's files."""
+    from barca.engine import import_paths
+
+    installed = tuple(os.path.realpath(p) + os.sep for p in
+                      {sys.prefix, sys.base_prefix, sys.exec_prefix,
+                       os.path.dirname(os.path.dirname(import_paths.__file__))})
+    for name in set(sys.modules) - modules:
+        module = sys.modules[name]
+        origin = getattr(module, "__file__", None) or next(iter(getattr(module, "__path__", ())
+                                                               or ()), None)
+        if origin and not os.path.realpath(origin).startswith(installed):
+            del sys.modules[name]
+    sys.path[:] = path
+    import_paths.for_root.cache_clear()  # its per-root view of those modules
 
 
 def start_barca(cwd: Path, *args: Any, env: Mapping[str, str | None] | None = None,
