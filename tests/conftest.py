@@ -169,7 +169,8 @@ def barca_here(cwd: Path, *args: Any, env: Mapping[str, str | None] | None = Non
     command (cwd, the environment without BARCA_* settings, stdout captured: JSON mode), for
     read-only commands and refusals, which need no process of their own: the same entry
     point (`barca.cli.main.main`, its error envelopes and exit codes) without a cold start.
-    Each such file keeps one test through `barca()`, the real process."""
+    Each such file keeps one test through `barca()`, the real process. (click 8.2's runner:
+    the dev extra asks for it.)"""
     from click.testing import CliRunner
 
     from barca.cli.main import main
