@@ -14,13 +14,16 @@ import json
 import os
 import pty
 import re
+import shutil
 import signal
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import textwrap
 import threading
 import time
+import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -38,6 +41,66 @@ _ISOLATED = ("BARCA_OUTPUT", "BARCA_ENV", "BARCA_READ_ONLY", "BARCA_POOL_SIZE", 
 os.environ["BARCA_WARM_SECONDS"] = "0"
 
 CLI = [sys.executable, "-m", "barca.cli.main"]
+
+# -- running in parallel (pytest-xdist) -------------------------------------------------------
+# Each pytest process (each xdist worker, or the one process of a serial run) keeps the warm
+# pools its tests start in a private runtime directory of its own: a pool, its socket and the
+# per-user bound on pools (BARCA_WARM_POOLS) then concern that process's tests alone, and no
+# pool of the developer's own is seen or evicted.
+_RUNTIME: list[Path] = []
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    # short: a pool's socket path must fit in 108 bytes
+    _RUNTIME.append(Path(tempfile.mkdtemp(prefix=f"bx{worker}-", dir="/tmp")))
+    os.environ["XDG_RUNTIME_DIR"] = str(_RUNTIME[-1])
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    from barca.engine.local import pool_registry
+
+    for runtime in _RUNTIME:
+        for info in pool_registry.live_pools(runtime / "barca"):
+            pool_registry.stop(info)
+        shutil.rmtree(runtime, ignore_errors=True)
+
+
+# Tests that must not run beside each other: they start and kill pools, kill runs at chosen
+# instants, or hold a deadline. They run one after the other on one worker (the others go on
+# with the rest of the suite).
+SERIAL = ("tests/reliability/test_warm_pool_faults.py", "tests/e2e/test_warm_pool.py",
+          "tests/reliability/test_kill_trials.py")
+# Files whose module- or session-scoped fixture builds something big (a 20,000-key project,
+# a server answering every case, a table run): each runs whole on one worker, so that it is
+# built once, not once per worker.
+WHOLE = ("tests/browser/test_web_ui.py", "tests/reliability/test_fuzz.py",
+         "tests/reliability/test_fuzz_http.py", "tests/server/test_openapi_conformance.py",
+         "tests/server/test_serve_partitions.py", "tests/e2e/test_artifacts_and_types.py",
+         "tests/e2e/test_inspect_sql.py")
+
+
+def work_unit(nodeid: str) -> str:
+    """What is sent to one worker with this test: the serial group, its whole file, or itself."""
+    path = nodeid.split("::", 1)[0]
+    return "serial" if path in SERIAL else path if path in WHOLE else nodeid
+
+
+try:
+    from xdist.scheduler import LoadScopeScheduling
+except ImportError:  # pytest-xdist (a dev dependency) missing: the suite runs in one process
+    LoadScopeScheduling = None
+
+if LoadScopeScheduling is not None:
+    class _Units(LoadScopeScheduling):
+        """xdist's `load`, with the units of `work_unit` (largest first). xdist's own
+        `xdist_group` does not work under pytest 9.2, which ignores the node id it rewrites."""
+
+        def _split_scope(self, nodeid: str) -> str:
+            return work_unit(nodeid)
+
+    def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+        return _Units(config, log) if config.getvalue("dist") == "load" else None
 
 
 def barca_env(env: Mapping[str, str | None] | None = None) -> dict[str, str]:
@@ -99,6 +162,57 @@ def barca(cwd: Path, *args: Any, env: Mapping[str, str | None] | None = None,
                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, text=True, timeout=timeout)
     return Result(proc.returncode, proc.stdout, proc.stderr)
+
+
+def barca_here(cwd: Path, *args: Any, env: Mapping[str, str | None] | None = None) -> Result:
+    """`barca ARGS` run in this process by click's test runner, with what `barca()` gives a
+    command (cwd, the environment without BARCA_* settings, stdout captured: JSON mode), for
+    read-only commands and refusals, which need no process of their own: the same entry
+    point (`barca.cli.main.main`, its error envelopes and exit codes) without a cold start.
+    Each such file keeps one test through `barca()`, the real process. (click 8.2's runner:
+    the dev extra asks for it.)"""
+    from click.testing import CliRunner
+
+    from barca.cli.main import main
+
+    settings = {**{name: None for name in _ISOLATED}, "BARCA_WARM_SECONDS": "0", **(env or {})}
+    before, modules, path = os.getcwd(), set(sys.modules), list(sys.path)
+    os.chdir(cwd)
+    try:
+        with CliRunner().isolation(env=settings) as (stdout, stderr, _):
+            try:
+                main([str(arg) for arg in args])
+                code = 0
+            except SystemExit as done:
+                code = done.code if isinstance(done.code, int) else int(done.code is not None)
+            except Exception:  # what the interpreter does with it: a traceback, exit 1
+                traceback.print_exc()
+                code = 1
+            sys.stdout.flush()
+            sys.stderr.flush()
+            return Result(code, stdout.getvalue().decode(), stderr.getvalue().decode())
+    finally:
+        os.chdir(before)
+        _forget_project_modules(modules, path)
+
+
+def _forget_project_modules(modules: set[str], path: list[str]) -> None:
+    """Drop the modules a command imported from outside the installed packages and barca
+    (a pipeline file, imported to evaluate `partitions(EXPR)`), and restore `sys.path`: the
+    next command, as a new process would, imports its own project's files."""
+    from barca.engine import import_paths
+
+    installed = tuple(os.path.realpath(p) + os.sep for p in
+                      {sys.prefix, sys.base_prefix, sys.exec_prefix,
+                       os.path.dirname(os.path.dirname(import_paths.__file__))})
+    for name in set(sys.modules) - modules:
+        module = sys.modules[name]
+        origin = getattr(module, "__file__", None) or next(iter(getattr(module, "__path__", ())
+                                                               or ()), None)
+        if origin and not os.path.realpath(origin).startswith(installed):
+            del sys.modules[name]
+    sys.path[:] = path
+    import_paths.for_root.cache_clear()  # its per-root view of those modules
 
 
 def start_barca(cwd: Path, *args: Any, env: Mapping[str, str | None] | None = None,

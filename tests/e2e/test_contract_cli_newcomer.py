@@ -1,13 +1,14 @@
 """What a newcomer trips on, each on the real CLI: plan's output flags, one vocabulary for
 what always runs, the re-execution rate named as such, "did you mean", the corrected command
 for a wrong argument order, a NaN sensor value explained, bounded dry-run lines, and the
-README saying where `barca` comes from."""
+README saying where `barca` comes from. Refusals and reads of list/status run barca's entry
+point in this process (`barca_here`); plan's test and the runs use the real command."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import barca, write
+from conftest import barca, barca_here, write
 
 PIPELINE = """
 from barca import asset, sensor, task
@@ -59,8 +60,8 @@ def test_plan_takes_json_and_pretty_like_every_command(project: Path) -> None:
 
 def test_list_and_status_use_one_word_for_what_always_runs(project: Path) -> None:
     write(project, {"pipeline.py": PIPELINE})
-    listed = barca(project, "list", "pipeline.py", "--pretty").expect(0).stdout
-    status = barca(project, "status", "pipeline.py", "--pretty").expect(0).stdout
+    listed = barca_here(project, "list", "pipeline.py", "--pretty").expect(0).stdout
+    status = barca_here(project, "status", "pipeline.py", "--pretty").expect(0).stdout
     fresh = {line.split()[0]: line.split()[2] for line in listed.splitlines()[1:]}
     state = {line.split()[0]: line.split()[2] for line in status.splitlines()[1:]
              if line.startswith("pipeline.py:")}
@@ -69,7 +70,7 @@ def test_list_and_status_use_one_word_for_what_always_runs(project: Path) -> Non
     assert fresh["pipeline.py:orders"] == "when-stale" and state["pipeline.py:orders"] != \
         "always-runs"
     assert "always " not in listed + " "  # the bare word is gone from the table
-    nodes = {n["id"]: n for n in barca(project, "list", "pipeline.py").expect(0).json["nodes"]}
+    nodes = {n["id"]: n for n in barca_here(project, "list", "pipeline.py").expect(0).json["nodes"]}
     assert nodes["pipeline.py:orders"]["freshness"] == "always"  # the JSON policy name stays
 
 
@@ -85,24 +86,24 @@ def test_stats_names_its_figure_the_rerun_rate(project: Path) -> None:
 
 def test_misspelled_target_names_the_closest_node_ids(project: Path) -> None:
     write(project, {"pipeline.py": PIPELINE})
-    result = barca(project, "get", "sumary", "pipeline.py").expect(2)
+    result = barca_here(project, "get", "sumary", "pipeline.py").expect(2)
     assert "did you mean pipeline.py:summary?" in result.envelope["error"]
     assert "barca list" in result.envelope["remediation"]
-    far = barca(project, "get", "zzzz", "pipeline.py").expect(2)
+    far = barca_here(project, "get", "zzzz", "pipeline.py").expect(2)
     assert "did you mean" not in far.envelope["error"]
     assert not (project / ".barca").exists()
 
 
 def test_target_after_the_files_answers_with_the_corrected_command(project: Path) -> None:
     write(project, {"pipeline.py": PIPELINE})
-    result = barca(project, "get", "pipeline.py", "summary").expect(2)
+    result = barca_here(project, "get", "pipeline.py", "summary").expect(2)
     assert result.envelope["remediation"] == "barca get summary pipeline.py"
     assert "target goes first" in result.envelope["error"]
-    shorthand = barca(project, "pipeline.py", "summary").expect(2)  # `barca FILE` is `get`
+    shorthand = barca_here(project, "pipeline.py", "summary").expect(2)  # `barca FILE` is `get`
     assert shorthand.envelope["remediation"] == "barca get summary pipeline.py"
-    task = barca(project, "run", "pipeline.py", "publish").expect(2)
+    task = barca_here(project, "run", "pipeline.py", "publish").expect(2)
     assert task.envelope["remediation"] == "barca run publish pipeline.py"
-    several = barca(project, "get", "pipeline.py", "summary", "orders").expect(2)
+    several = barca_here(project, "get", "pipeline.py", "summary", "orders").expect(2)
     assert "TARGET[,TARGET] FILES" in several.envelope["remediation"]
     assert not (project / ".barca").exists()  # nothing ran
 

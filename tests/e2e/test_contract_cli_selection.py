@@ -1,12 +1,13 @@
 """Output selection on the real CLI: status with last_materialization, shape, env, --state,
 --problems, --limit/--all/--fields; list with --limit/--all/--fields and next_fire; history
-with --status, --since and --target."""
+with --status, --since and --target. The runs use the real command, as does the first test's
+status; the other reads run barca's entry point in this process (`barca_here`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import barca, write
+from conftest import barca, barca_here, write
 
 PIPELINE = """
 import os
@@ -60,40 +61,40 @@ def test_status_shows_last_materialization_shape_and_env(project: Path) -> None:
 def test_status_state_problems_limit_and_fields(project: Path) -> None:
     write(project, {"pipeline.py": PIPELINE})
     barca(project, "get", "summary", "pipeline.py", env={"FAIL": "1"}).expect(1)
-    body = barca(project, "status", "pipeline.py", "--state", "never-run").expect(0).json
+    body = barca_here(project, "status", "pipeline.py", "--state", "never-run").expect(0).json
     assert set(_nodes(body)) == {"watch"} and body["total"] == 1
     assert body["summary"]["never_run"] == 1 and body["summary"]["cached"] == 1  # all nodes
-    problems = barca(project, "status", "pipeline.py", "--problems").expect(0).json
+    problems = barca_here(project, "status", "pipeline.py", "--problems").expect(0).json
     assert set(_nodes(problems)) == {"summary"}
     assert _nodes(problems)["summary"]["last_materialization"]["error"] == "summary broke"
-    cut = barca(project, "status", "pipeline.py", "--limit", "2", "--fields", "id,cache")
+    cut = barca_here(project, "status", "pipeline.py", "--limit", "2", "--fields", "id,cache")
     body = cut.expect(0).json
     assert len(body["nodes"]) == 2 and body["total"] == 4 and body["truncated"] is True
     assert body["hint"] == "pass --limit N for more, or --all for all 4 nodes"
     assert all(set(n) == {"id", "cache"} for n in body["nodes"])
-    every = barca(project, "status", "pipeline.py", "--all").expect(0).json
+    every = barca_here(project, "status", "pipeline.py", "--all").expect(0).json
     assert len(every["nodes"]) == 4 and every["truncated"] is False
-    both = barca(project, "status", "pipeline.py", "--limit", "1", "--all").expect(2)
+    both = barca_here(project, "status", "pipeline.py", "--limit", "1", "--all").expect(2)
     assert "--limit 1 and --all" in both.envelope["error"]
-    human = barca(project, "status", "pipeline.py", "--limit", "1", "--pretty").expect(0)
+    human = barca_here(project, "status", "pipeline.py", "--limit", "1", "--pretty").expect(0)
     assert "showing 1 of 4 nodes; pass --limit N for more" in human.stderr
-    bad = barca(project, "status", "pipeline.py", "--state", "fresh").expect(2)
+    bad = barca_here(project, "status", "pipeline.py", "--state", "fresh").expect(2)
     assert "never_run" in bad.envelope["remediation"]
-    assert barca(project, "status", "--fields", "nope").expect(2).envelope["kind"] == "usage"
+    assert barca_here(project, "status", "--fields", "nope").expect(2).envelope["kind"] == "usage"
 
 
 def test_list_limit_all_fields_and_next_fire(project: Path) -> None:
     write(project, {"pipeline.py": PIPELINE})
-    body = barca(project, "list", "pipeline.py", "--limit", "1").expect(0).json
+    body = barca_here(project, "list", "pipeline.py", "--limit", "1").expect(0).json
     assert len(body["nodes"]) == 1 and body["total"] == 4 and body["truncated"] is True
     assert "--all for all 4 nodes" in body["hint"]
-    fields = barca(project, "list", "pipeline.py", "--all", "--fields", "id,next_fire")
+    fields = barca_here(project, "list", "pipeline.py", "--all", "--fields", "id,next_fire")
     nodes = _nodes(fields.expect(0).json)
     assert set(nodes["watch"]) == {"id", "next_fire"} and set(nodes["orders"]) == {"id"}
-    human = barca(project, "list", "pipeline.py", "--limit", "2", "--pretty").expect(0)
+    human = barca_here(project, "list", "pipeline.py", "--limit", "2", "--pretty").expect(0)
     assert len(human.stdout.splitlines()) == 3
     assert "showing 2 of 4 nodes" in human.stderr
-    conflict = barca(project, "list", "pipeline.py", "--fields", "id", "--pretty").expect(2)
+    conflict = barca_here(project, "list", "pipeline.py", "--fields", "id", "--pretty").expect(2)
     assert conflict.envelope["kind"] == "usage"
 
 
@@ -105,7 +106,7 @@ def test_history_filters_by_status_since_and_target(project: Path) -> None:
     other = barca(project, "get", "watch", "pipeline.py").expect(0).json["run_id"]
 
     def ids(*args: str) -> list[str]:
-        return [r["run_id"] for r in barca(project, "history", *args).expect(0).json["runs"]]
+        return [r["run_id"] for r in barca_here(project, "history", *args).expect(0).json["runs"]]
     assert ids() == [other, bad, ok]
     assert ids("--status", "failed") == [bad]
     assert ids("--status", "success,cancelled") == [other, ok]
@@ -113,8 +114,8 @@ def test_history_filters_by_status_since_and_target(project: Path) -> None:
     assert ids("--target", "pipeline.py:watch") == [other]
     assert ids("--since", "1h", "--target", "summary", "--status", "success") == [ok]
     assert ids("--since", "2999-01-01") == []
-    body = barca(project, "history", "--target", "summary", "--limit", "1").expect(0).json
+    body = barca_here(project, "history", "--target", "summary", "--limit", "1").expect(0).json
     assert body["total"] == 2 and body["truncated"] is True
-    assert barca(project, "history", "--since", "soon").expect(2).envelope["kind"] == "usage"
-    assert barca(project, "history", "--status", "done").expect(2).envelope["kind"] == "usage"
-    assert barca(project, "history", ok, "--status", "failed").expect(2)
+    assert barca_here(project, "history", "--since", "soon").expect(2).envelope["kind"] == "usage"
+    assert barca_here(project, "history", "--status", "done").expect(2).envelope["kind"] == "usage"
+    assert barca_here(project, "history", ok, "--status", "failed").expect(2)

@@ -2,7 +2,8 @@
 
 Node ids are `path/file.py:function` relative to the project root (the nearest `barca.toml`,
 else the working directory); inputs resolve across files and import styles; decorator aliases
-count. Every bad definition names the file, the line and the fix.
+count. Every bad definition names the file, the line and the fix. The refusals run in this
+process (`barca_here`); the human-mode refusal runs the real command.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import barca, barca_env, write
+from conftest import barca, barca_env, barca_here, write
 
 
 
@@ -309,7 +310,7 @@ BAD = {
 def test_bad_definition_is_exit_2_naming_file_line_and_fix(project: Path, case: str) -> None:
     source, lines, fix = BAD[case]
     write(project, {"good.py": GOOD, "bad.py": source})
-    result = barca(project, "get", "fine").expect(2)  # one bad file blocks every command
+    result = barca_here(project, "get", "fine").expect(2)  # one bad file blocks every command
     assert result.stdout == ""
     assert not (project / ".barca" / "artifacts").exists()
     envelope = result.envelope
@@ -346,7 +347,7 @@ def test_bad_targets_and_files_are_usage_errors(project: Path, args, text) -> No
             return 1
     """
     write(project, {"a.py": dup, "b.py": dup})
-    result = barca(project, *args).expect(2)
+    result = barca_here(project, *args).expect(2)
     envelope = result.envelope
     assert envelope["kind"] == "usage"
     assert text in envelope["error"] + (envelope["remediation"] or "")
@@ -355,7 +356,7 @@ def test_bad_targets_and_files_are_usage_errors(project: Path, args, text) -> No
 
 def test_no_pipeline_file_found_is_a_usage_error(tmp_path: Path) -> None:
     (tmp_path / "plain.py").write_text("x = 1\n")
-    result = barca(tmp_path, "get").expect(2)
+    result = barca_here(tmp_path, "get").expect(2)
     assert "from barca import" in result.envelope["remediation"]
 
 

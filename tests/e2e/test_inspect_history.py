@@ -1,20 +1,23 @@
 """`barca history`: the list of runs, one run's steps (per key), failures, and interrupted runs.
 
-Each test runs real `get` / `run` commands on a tiny pipeline, then reads them back through
-`barca history` only: no test opens the database to check what history prints.
+The module runs real `get` / `run` commands on a tiny pipeline once, then each test reads
+them back (in a copy) through `barca history` only: no test opens the database to check what
+history prints. `barca history` runs in this process (`barca_here`) but for the first test and
+the interrupted run's, which run the real command.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import time
 from pathlib import Path
 
 import pytest
 
-from conftest import barca, start_barca, write
+from conftest import barca, barca_here, start_barca, write
 
 PIPELINE = """
     import sys
@@ -42,18 +45,26 @@ PIPELINE = """
 """.replace("KEYS_LITERAL", repr([f"r{i:02d}" for i in range(12)]))
 
 
+@pytest.fixture(scope="module")
+def computed(tmp_path_factory) -> Path:
+    """Three runs, made once for the module: a good get, a partitioned get with one failed
+    key, a failing task."""
+    root = write(tmp_path_factory.mktemp("runs"), {"barca.toml": "", "pipeline.py": PIPELINE})
+    barca(root, "get", "orders", "pipeline.py").expect(0)
+    barca(root, "get", "scored", "pipeline.py").expect(1)
+    barca(root, "run", "publish", "pipeline.py").expect(1)
+    return root
+
+
 @pytest.fixture
-def runs(project: Path) -> Path:
-    """Three runs: a good get, a partitioned get with one failed key, a failing task."""
-    write(project, {"pipeline.py": PIPELINE})
-    barca(project, "get", "orders", "pipeline.py").expect(0)
-    barca(project, "get", "scored", "pipeline.py").expect(1)
-    barca(project, "run", "publish", "pipeline.py").expect(1)
+def runs(computed: Path, project: Path) -> Path:
+    """The three runs' project, copied to `project`."""
+    shutil.copytree(computed, project, dirs_exist_ok=True)
     return project
 
 
 def _ids(root: Path) -> list[str]:
-    return [r["run_id"] for r in barca(root, "history", "--all").expect(0).json["runs"]]
+    return [r["run_id"] for r in barca_here(root, "history", "--all").expect(0).json["runs"]]
 
 
 def test_history_lists_runs_newest_first_with_counts_and_status(runs: Path) -> None:
@@ -73,7 +84,7 @@ def test_history_lists_runs_newest_first_with_counts_and_status(runs: Path) -> N
 
 
 def test_history_table_has_the_documented_columns(runs: Path) -> None:
-    out = barca(runs, "history", "--pretty").expect(0).stdout.splitlines()
+    out = barca_here(runs, "history", "--pretty").expect(0).stdout.splitlines()
     assert out[0].split() == ["RUN_ID", "CMD", "TARGET", "STATUS", "STEPS", "CACHED", "TIME",
                               "STARTED", "ERROR"]
     assert out[1].split()[:6] == [_ids(runs)[0], "run", "publish", "failed", "1", "1"]
@@ -83,35 +94,35 @@ def test_history_table_has_the_documented_columns(runs: Path) -> None:
 
 
 def test_limit_and_all_bound_the_list_and_say_how_to_see_more(runs: Path) -> None:
-    one = barca(runs, "history", "--limit", "1").expect(0).json
+    one = barca_here(runs, "history", "--limit", "1").expect(0).json
     assert len(one["runs"]) == 1 and one["total"] == 3 and one["truncated"] is True
     assert one["hint"] == "pass --limit N for more, or --all for all 3 runs"
     assert one["runs"][0]["command"] == "run"
-    table = barca(runs, "history", "-l", "2", "--pretty").expect(0)
+    table = barca_here(runs, "history", "-l", "2", "--pretty").expect(0)
     assert len(table.stdout.splitlines()) == 3
     assert "showing 2 of 3 runs" in table.stderr
-    assert len(barca(runs, "history", "--all").expect(0).json["runs"]) == 3
+    assert len(barca_here(runs, "history", "--all").expect(0).json["runs"]) == 3
 
 
 def test_fields_keep_only_the_chosen_keys_and_reject_unknown_ones(runs: Path) -> None:
-    body = barca(runs, "history", "--fields", "run_id,status").expect(0).json
+    body = barca_here(runs, "history", "--fields", "run_id,status").expect(0).json
     assert [set(r) for r in body["runs"]] == [{"run_id", "status"}] * 3
-    bad = barca(runs, "history", "--fields", "run_id,colour").expect(2)
+    bad = barca_here(runs, "history", "--fields", "run_id,colour").expect(2)
     assert "colour" in bad.envelope["error"] and "run_id" in bad.envelope["remediation"]
-    assert barca(runs, "history", "--fields", "run_id", "--pretty").code == 2
+    assert barca_here(runs, "history", "--fields", "run_id", "--pretty").code == 2
 
 
 def test_no_history_prints_an_empty_result_and_creates_nothing(tmp_path: Path) -> None:
-    body = barca(tmp_path, "history").expect(0).json
+    body = barca_here(tmp_path, "history").expect(0).json
     assert body == {"runs": [], "total": 0, "truncated": False}
-    assert barca(tmp_path, "history", "--pretty").expect(0).stdout.strip() == \
+    assert barca_here(tmp_path, "history", "--pretty").expect(0).stdout.strip() == \
         "No run history found."
     assert not (tmp_path / ".barca").exists()
 
 
 def test_one_run_lists_each_key_as_a_step_with_its_artifact(runs: Path) -> None:
     run_id = _ids(runs)[1]
-    body = barca(runs, "history", run_id).expect(0).json
+    body = barca_here(runs, "history", run_id).expect(0).json
     assert body["run"]["run_id"] == run_id and body["run"]["status"] == "failed"
     steps = {s["step_id"]: s for s in body["steps"]}
     assert len(steps) == 12 and body["steps_page"] == {
@@ -136,7 +147,7 @@ def test_one_run_lists_each_key_as_a_step_with_its_artifact(runs: Path) -> None:
 
 def test_one_run_table_shows_ten_keys_per_node_and_the_failure(runs: Path) -> None:
     run_id = _ids(runs)[1]
-    out = barca(runs, "history", run_id, "--pretty").expect(0)
+    out = barca_here(runs, "history", run_id, "--pretty").expect(0)
     lines = out.stdout.splitlines()
     header = next(i for i, line in enumerate(lines) if line.startswith("STEP"))
     assert lines[header].split() == ["STEP", "STATUS", "ATTEMPTS", "TIME", "PEAK_RSS",
@@ -150,25 +161,25 @@ def test_one_run_table_shows_ten_keys_per_node_and_the_failure(runs: Path) -> No
         in out.stdout
     assert "raise ValueError" in out.stdout and "scoring r07" in out.stdout
     assert f"barca logs {run_id} --step 'pipeline.py:scored[retailer=r07]'" in out.stderr
-    every = barca(runs, "history", run_id, "--pretty", "--all").expect(0).stdout
+    every = barca_here(runs, "history", run_id, "--pretty", "--all").expect(0).stdout
     assert len(re.findall(r"^pipeline\.py:scored\[retailer=r\d+\]\s+(?:success|failed)\s+\d",
                           every, re.MULTILINE)) == 12
 
 
 def test_failed_task_shows_error_traceback_tail_and_output(runs: Path) -> None:
     run_id = _ids(runs)[0]
-    out = barca(runs, "history", run_id, "--pretty").expect(0).stdout
+    out = barca_here(runs, "history", run_id, "--pretty").expect(0).stdout
     assert "Status   failed" in out and "1 executed, 1 cached" in out
     assert "pipeline.py:publish failed after 1 attempt: RuntimeError: mail server down" in out
     assert 'raise RuntimeError("mail server down")' in out
     assert "publishing 1" in out and "about to fail" in out
-    step = barca(runs, "history", run_id).expect(0).json["steps"][0]
+    step = barca_here(runs, "history", run_id).expect(0).json["steps"][0]
     assert step["output_tail"] == ["publishing 1", "about to fail"]
 
 
 def test_limit_bounds_the_steps_of_one_run_keeping_failures(runs: Path) -> None:
     run_id = _ids(runs)[1]
-    body = barca(runs, "history", run_id, "--limit", "3").expect(0).json
+    body = barca_here(runs, "history", run_id, "--limit", "3").expect(0).json
     assert len(body["steps"]) == 3 and body["steps"][0]["status"] == "failed"
     assert body["steps_page"]["total"] == 12 and body["steps_page"]["truncated"] is True
     assert "hint" in body
@@ -176,19 +187,19 @@ def test_limit_bounds_the_steps_of_one_run_keeping_failures(runs: Path) -> None:
 
 def test_a_unique_prefix_names_a_run_and_an_unknown_id_is_exit_2(runs: Path) -> None:
     run_id = _ids(runs)[2]
-    assert barca(runs, "history", run_id[:8]).expect(0).json["run"]["run_id"] == run_id
-    bad = barca(runs, "history", "ffffffffffff").expect(2)
+    assert barca_here(runs, "history", run_id[:8]).expect(0).json["run"]["run_id"] == run_id
+    bad = barca_here(runs, "history", "ffffffffffff").expect(2)
     assert bad.envelope["kind"] == "usage"
     assert "unknown run id 'ffffffffffff'" in bad.envelope["error"]
     assert "barca history" in bad.envelope["remediation"]
-    human = barca(runs, "history", "nope", "--pretty").expect(2)
+    human = barca_here(runs, "history", "nope", "--pretty").expect(2)
     assert "unknown run id" in human.stderr and "Traceback" not in human.stderr
     assert human.stdout == ""
 
 
 def test_fields_do_not_apply_to_one_run(runs: Path) -> None:
     run_id = _ids(runs)[0]
-    assert barca(runs, "history", run_id, "--fields", "status").expect(2).envelope[
+    assert barca_here(runs, "history", run_id, "--fields", "status").expect(2).envelope[
         "kind"] == "usage"
 
 

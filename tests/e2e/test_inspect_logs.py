@@ -1,12 +1,16 @@
-"""`barca logs`: what steps printed, in order, without barca's own lines; step selection."""
+"""`barca logs`: what steps printed, in order, without barca's own lines; step selection.
+
+The run is made once for the module; `barca logs` runs in this process (`barca_here`) but for
+the first test, which runs the real command."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
 
-from conftest import barca, write
+from conftest import barca, barca_here, write
 
 PIPELINE = """
     import logging
@@ -32,11 +36,19 @@ PIPELINE = """
 """
 
 
+@pytest.fixture(scope="module")
+def computed(tmp_path_factory) -> tuple[Path, str]:
+    """A run of the whole pipeline, made once for the module: (its project, its run id)."""
+    root = write(tmp_path_factory.mktemp("logs"), {"barca.toml": "", "pipeline.py": PIPELINE})
+    body = barca(root, "get", "pipeline.py", env={"BARCA_POOL_SIZE": "1"}).expect(0).json
+    return root, body["run_id"]
+
+
 @pytest.fixture
-def run_id(project: Path) -> str:
-    write(project, {"pipeline.py": PIPELINE})
-    body = barca(project, "get", "pipeline.py", env={"BARCA_POOL_SIZE": "1"}).expect(0).json
-    return body["run_id"]
+def run_id(computed: tuple[Path, str], project: Path) -> str:
+    """That run's id, its project copied to `project` (a test may run more there)."""
+    shutil.copytree(computed[0], project, dirs_exist_ok=True)
+    return computed[1]
 
 
 def test_logs_print_each_steps_lines_in_order_without_progress_lines(project: Path,
@@ -55,7 +67,7 @@ def test_logs_print_each_steps_lines_in_order_without_progress_lines(project: Pa
 
 def test_step_accepts_a_name_an_id_or_one_key(project: Path, run_id: str) -> None:
     def lines(step: str) -> list[str]:
-        return barca(project, "logs", run_id, "--step", step).expect(0).stdout.splitlines()
+        return barca_here(project, "logs", run_id, "--step", step).expect(0).stdout.splitlines()
 
     every_key = lines("scored")
     assert len(every_key) == 6 and all(line.startswith("[pipeline.py:scored[") for line in
@@ -69,14 +81,14 @@ def test_step_accepts_a_name_an_id_or_one_key(project: Path, run_id: str) -> Non
 
 
 def test_stream_keeps_one_stream(project: Path, run_id: str) -> None:
-    err = barca(project, "logs", run_id, "--step", "orders", "--stream", "stderr").expect(0)
+    err = barca_here(project, "logs", run_id, "--step", "orders", "--stream", "stderr").expect(0)
     assert err.stdout.splitlines() == ["slow warehouse"]
-    out = barca(project, "logs", run_id, "--step", "orders", "--stream", "stdout").expect(0)
+    out = barca_here(project, "logs", run_id, "--step", "orders", "--stream", "stdout").expect(0)
     assert out.stdout.splitlines() == ["reading orders", "2 rows"]
 
 
 def test_pretty_groups_lines_by_step(project: Path, run_id: str) -> None:
-    out = barca(project, "logs", run_id, "--pretty").expect(0).stdout
+    out = barca_here(project, "logs", run_id, "--pretty").expect(0).stdout
     blocks = out.split("\n\n")
     assert blocks[0].splitlines() == ["── pipeline.py:orders (3 lines)", "  reading orders",
                                       "  [stderr] slow warehouse", "  2 rows"]
@@ -85,7 +97,7 @@ def test_pretty_groups_lines_by_step(project: Path, run_id: str) -> None:
 
 
 def test_json_gives_one_object_per_line(project: Path, run_id: str) -> None:
-    body = barca(project, "logs", run_id, "--json", "--step", "scored[retailer=r1]").expect(0)
+    body = barca_here(project, "logs", run_id, "--json", "--step", "scored[retailer=r1]").expect(0)
     lines = body.json
     assert [line["line"] for line in lines] == ["scoring r1", "checked r1"]
     first = lines[0]
@@ -97,7 +109,7 @@ def test_json_gives_one_object_per_line(project: Path, run_id: str) -> None:
 
 def test_without_run_id_the_newest_run_is_shown(project: Path, run_id: str) -> None:
     newer = barca(project, "get", "orders", "pipeline.py", "--refresh", "orders").expect(0)
-    result = barca(project, "logs").expect(0)
+    result = barca_here(project, "logs").expect(0)
     assert result.stdout.splitlines() == ["[pipeline.py:orders] reading orders",
                                           "[pipeline.py:orders] slow warehouse",
                                           "[pipeline.py:orders] 2 rows"]
@@ -105,10 +117,10 @@ def test_without_run_id_the_newest_run_is_shown(project: Path, run_id: str) -> N
 
 
 def test_unknown_step_is_exit_2_listing_the_runs_steps(project: Path, run_id: str) -> None:
-    bad = barca(project, "logs", run_id, "--step", "cleaned").expect(2)
+    bad = barca_here(project, "logs", run_id, "--step", "cleaned").expect(2)
     assert bad.envelope["error"] == f"no step 'cleaned' in run {run_id}"
     assert "pipeline.py:scored (3 keys)" in bad.envelope["remediation"]
-    assert barca(project, "logs", run_id, "--step", "scored[retailer=r9]").code == 2
+    assert barca_here(project, "logs", run_id, "--step", "scored[retailer=r9]").code == 2
 
 
 def test_ambiguous_step_name_is_exit_2(project: Path) -> None:
@@ -117,22 +129,22 @@ def test_ambiguous_step_name_is_exit_2(project: Path) -> None:
                     "b.py": "from barca import asset\n\n@asset()\ndef total() -> int:\n"
                             "    print('b')\n    return 2\n"})
     run_id = barca(project, "get", "a.py", "b.py").expect(0).json["run_id"]
-    bad = barca(project, "logs", run_id, "--step", "total").expect(2)
+    bad = barca_here(project, "logs", run_id, "--step", "total").expect(2)
     assert "ambiguous" in bad.envelope["error"] and "a.py:total" in bad.envelope["error"]
-    assert barca(project, "logs", run_id, "--step", "b.py:total").expect(0).stdout == "b\n"
+    assert barca_here(project, "logs", run_id, "--step", "b.py:total").expect(0).stdout == "b\n"
 
 
 def test_unknown_run_and_empty_history_are_exit_2(project: Path, tmp_path_factory) -> None:
     write(project, {"pipeline.py": PIPELINE})
     barca(project, "get", "silent", "pipeline.py").expect(0)
-    bad = barca(project, "logs", "0123456789ab").expect(2)
+    bad = barca_here(project, "logs", "0123456789ab").expect(2)
     assert "unknown run id" in bad.envelope["error"]
     empty = tmp_path_factory.mktemp("empty")
-    none = barca(empty, "logs").expect(2)
+    none = barca_here(empty, "logs").expect(2)
     assert "no run has been recorded" in none.envelope["error"]
     assert not (empty / ".barca").exists()
 
 
 def test_json_and_pretty_together_are_a_usage_error(project: Path, run_id: str) -> None:
-    assert barca(project, "logs", run_id, "--json", "--pretty").expect(2).envelope[
+    assert barca_here(project, "logs", run_id, "--json", "--pretty").expect(2).envelope[
         "kind"] == "usage"

@@ -1,12 +1,16 @@
-"""`barca sql`: one DuckDB view per node with a JSON or parquet result; errors are exit 2."""
+"""`barca sql`: one DuckDB view per node with a JSON or parquet result; errors are exit 2.
+
+The results are computed once for the module; `barca sql` runs in this process
+(`barca_here`) but for the first test, which runs the real command."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
 
-from conftest import barca, edit, write
+from conftest import barca, barca_here, edit, write
 
 PIPELINE = """
     import pandas as pd
@@ -50,16 +54,23 @@ PIPELINE = """
 """
 
 
-@pytest.fixture
-def project_with_results(project: Path) -> Path:
-    write(project, {"pipeline.py": PIPELINE})
+@pytest.fixture(scope="module")
+def computed(tmp_path_factory) -> Path:
+    """The pipeline's results, computed once for the module (pandas makes each run slow)."""
+    root = write(tmp_path_factory.mktemp("sql"), {"barca.toml": "", "pipeline.py": PIPELINE})
     for target in ("summary", "sizes", "sales", "scored", "lookup"):
-        barca(project, "get", target, "pipeline.py").expect(0)
-    return project
+        barca(root, "get", target, "pipeline.py").expect(0)
+    return root
+
+
+@pytest.fixture
+def project_with_results(computed: Path, tmp_path: Path) -> Path:
+    """A copy of the computed project of this test's own (some tests edit the pipeline)."""
+    return Path(shutil.copytree(computed, tmp_path / "p"))
 
 
 def _rows(root: Path, query: str, *args: str) -> list[dict]:
-    return barca(root, "sql", query, *args).expect(0).json["rows"]
+    return barca_here(root, "sql", query, *args).expect(0).json["rows"]
 
 
 def test_each_node_is_a_view_named_after_its_function(project_with_results: Path) -> None:
@@ -78,7 +89,7 @@ def test_json_list_of_scalars_is_one_column_named_json(project_with_results: Pat
 
 
 def test_partitioned_node_has_a_leading_partition_column(project_with_results: Path) -> None:
-    body = barca(project_with_results, "sql", "select * from sales").expect(0).json
+    body = barca_here(project_with_results, "sql", "select * from sales").expect(0).json
     assert body["columns"] == ["partition", "units"]
     assert {r["partition"] for r in body["rows"]} == {"region=emea", "region=amer",
                                                       "region=apac"}
@@ -110,14 +121,14 @@ def test_view_reads_the_latest_success_even_when_stale(project_with_results: Pat
 
 def test_limit_and_all_bound_the_rows(project_with_results: Path) -> None:
     root = project_with_results
-    body = barca(root, "sql", "select * from range(250)").expect(0).json
+    body = barca_here(root, "sql", "select * from range(250)").expect(0).json
     assert len(body["rows"]) == 100 and body["total"] == 250 and body["truncated"] is True
     assert body["hint"] == "pass --limit N for more, or --all for all 250 rows"
-    assert len(barca(root, "sql", "select * from range(250)", "--limit", "7").expect(0)
+    assert len(barca_here(root, "sql", "select * from range(250)", "--limit", "7").expect(0)
                .json["rows"]) == 7
-    assert len(barca(root, "sql", "select * from range(250)", "--all").expect(0)
+    assert len(barca_here(root, "sql", "select * from range(250)", "--all").expect(0)
                .json["rows"]) == 250
-    table = barca(root, "sql", "select * from range(250)", "--pretty", "-l", "3").expect(0)
+    table = barca_here(root, "sql", "select * from range(250)", "--pretty", "-l", "3").expect(0)
     assert table.stdout.splitlines() == ["range", "0", "1", "2"]
     assert "showing 3 of 250 rows" in table.stderr
 
@@ -134,27 +145,27 @@ def test_show_tables_lists_every_queryable_view(project_with_results: Path) -> N
 
 
 def test_pickled_result_is_exit_2_saying_so(project_with_results: Path) -> None:
-    bad = barca(project_with_results, "sql", "select * from lookup").expect(2)
+    bad = barca_here(project_with_results, "sql", "select * from lookup").expect(2)
     assert "stored as a pickle" in bad.envelope["error"]
     assert "parquet or JSON" in bad.envelope["remediation"]
 
 
 def test_node_without_a_result_names_the_command_to_run(project_with_results: Path) -> None:
-    bad = barca(project_with_results, "sql", "select * from never", "pipeline.py").expect(2)
+    bad = barca_here(project_with_results, "sql", "select * from never", "pipeline.py").expect(2)
     assert "has no stored result" in bad.envelope["error"]
     assert bad.envelope["remediation"] == "compute it with: barca get never pipeline.py"
-    task = barca(project_with_results, "sql", "select * from report").expect(2)
+    task = barca_here(project_with_results, "sql", "select * from report").expect(2)
     assert task.envelope["remediation"] == "compute it with: barca run report"
 
 
 def test_unknown_view_and_bad_sql_are_exit_2_listing_views(project_with_results: Path) -> None:
-    unknown = barca(project_with_results, "sql", "select * from nowhere").expect(2)
+    unknown = barca_here(project_with_results, "sql", "select * from nowhere").expect(2)
     assert unknown.envelope["error"] == "unknown view 'nowhere'"
     assert unknown.envelope["remediation"].startswith("views: orders, retailers, sales")
-    syntax = barca(project_with_results, "sql", "selec 1").expect(2)
+    syntax = barca_here(project_with_results, "sql", "selec 1").expect(2)
     assert syntax.envelope["error"].startswith("SQL error: Parser Error")
     assert "views:" in syntax.envelope["remediation"]
-    human = barca(project_with_results, "sql", "selec 1", "--pretty").expect(2)
+    human = barca_here(project_with_results, "sql", "selec 1", "--pretty").expect(2)
     assert "Traceback" not in human.stderr and human.stdout == ""
 
 
@@ -164,14 +175,14 @@ def test_name_clash_names_views_by_full_id(project: Path) -> None:
                     "b.py": "from barca import asset\n\n@asset()\ndef total() -> dict:\n"
                             "    return {'v': 2}\n"})
     barca(project, "get", "a.py", "b.py").expect(0)
-    result = barca(project, "sql", 'select v from "b.py:total"').expect(0)
+    result = barca_here(project, "sql", 'select v from "b.py:total"').expect(0)
     assert result.json["rows"] == [{"v": 2}]
     assert "named by full id" in result.stderr
 
 
 def test_no_results_yet_creates_nothing(project: Path) -> None:
     write(project, {"pipeline.py": PIPELINE})
-    bad = barca(project, "sql", "select * from orders").expect(2)
+    bad = barca_here(project, "sql", "select * from orders").expect(2)
     assert "no stored result" in bad.envelope["error"]
-    assert barca(project, "sql", "select 42 as x").expect(0).json["rows"] == [{"x": 42}]
+    assert barca_here(project, "sql", "select 42 as x").expect(0).json["rows"] == [{"x": 42}]
     assert not (project / ".barca").exists()

@@ -1,10 +1,12 @@
 """The fuzz corpus of issue 13 (tests/reliability/fuzz_corpus.py) on the real CLI.
 
-Every case is answered by a real `barca` process in a project of its own: exit 2 naming the
-cause (or a failed step naming it, for what only a run can see), never a traceback with a
-frame of barca's own code. Command cases run two at a time; the values only a run can see
-(key sources, results that cannot be stored, keys that look like paths) share one project,
-one file each, and one `barca get`, whose history gives each step's error.
+Every case is answered in a project of its own: exit 2 naming the cause (or a failed step
+naming it, for what only a run can see), never a traceback with a frame of barca's own code.
+The command cases are refusals: each is answered by barca's entry point in this process
+(`barca_here`, one after the other), and a sample of generated ones by real `barca`
+processes, two at a time. The values only a run can see (key sources, results that cannot be
+stored, keys that look like paths) share one project, one file each, and one real `barca
+get`, whose history gives each step's error.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Result, barca
+from conftest import Result, barca, barca_here
 from fuzz_corpus import (CONFINED, CONFINED_KEYS, VALUE_CASES, Case, ValueCase,
                          barca_frames, hand_written_cases, make_cases, mutation_cases,
                          problems, valid_pipeline)
@@ -29,15 +31,13 @@ def _answer(directory: Path, case: Case) -> Result:
 
 @pytest.fixture(scope="module")
 def answers(request: pytest.FixtureRequest, tmp_path_factory) -> dict[str, Result]:
-    """The answer to every selected case, two processes at a time."""
+    """The answer to every selected case (all refusals: nothing runs), in this process."""
     test = test_a_malformed_command_is_refused_naming_its_cause.__name__
     selected = [item.callspec.params["command"] for item in request.session.items
                 if getattr(item, "originalname", None) == test]
     base = tmp_path_factory.mktemp("fuzz")
-    with ThreadPoolExecutor(2) as pool:
-        results = pool.map(lambda ic: _answer(base / f"c{ic[0]:03d}", ic[1]),
-                           enumerate(selected))
-        return {case.id: result for case, result in zip(selected, results)}
+    return {case.id: barca_here(case.write(base / f"c{i:03d}"), *case.args, env=case.env)
+            for i, case in enumerate(selected)}
 
 
 @pytest.mark.parametrize("command", CASES, ids=[case.id for case in CASES])

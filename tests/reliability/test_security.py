@@ -4,14 +4,15 @@ out of the project, and `barca sql` reaching the filesystem or the metadata data
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
-import time
+import tempfile
 from pathlib import Path
 
 import pytest
 
-from conftest import barca, pool_processes, write
+from conftest import barca, pool_processes, wait_for, write
 
 ESCAPING = """
     from barca import asset
@@ -95,10 +96,13 @@ PROBE = """
 """
 
 
-def pool_env(tmp_path: Path) -> dict:
-    temp = tmp_path / "tmpdir"
-    temp.mkdir(exist_ok=True)
-    return {"BARCA_WARM_SECONDS": "60", "TMPDIR": str(temp), "XDG_RUNTIME_DIR": None}
+@pytest.fixture
+def pool_env():
+    """The pool on, its state under a TMPDIR of its own, short enough for a socket path
+    (108 bytes; pytest's temp paths under xdist are longer)."""
+    temp = tempfile.mkdtemp(prefix="bs", dir="/tmp")
+    yield {"BARCA_WARM_SECONDS": "60", "TMPDIR": temp, "XDG_RUNTIME_DIR": None}
+    shutil.rmtree(temp, ignore_errors=True)
 
 
 def stop_pools(root: Path) -> None:
@@ -106,8 +110,8 @@ def stop_pools(root: Path) -> None:
         os.kill(pid, signal.SIGTERM)
 
 
-def test_a_symlinked_state_directory_is_not_used(project: Path, tmp_path):
-    env = pool_env(tmp_path)
+def test_a_symlinked_state_directory_is_not_used(project: Path, tmp_path, pool_env):
+    env = pool_env
     elsewhere = tmp_path / "planted"
     elsewhere.mkdir(mode=0o700)
     (Path(env["TMPDIR"]) / f"barca-{os.getuid()}").symlink_to(elsewhere)
@@ -115,17 +119,19 @@ def test_a_symlinked_state_directory_is_not_used(project: Path, tmp_path):
     try:
         assert barca(project, "get", "probe", "p.py", env=env).expect(0).json[
             "final_output"] == 7
-        time.sleep(1)  # a pool, had one been started there, would have bound its socket
+        # no pool was started (or the one started refused the directory and ended), so
+        # nothing binds a socket there later
+        wait_for(lambda: not pool_processes(project), "no warm pool to run", timeout=30)
         assert list(elsewhere.iterdir()) == []
     finally:
         stop_pools(project)
 
 
 @pytest.mark.skipif(os.getuid() != 0, reason="listening as another user needs root")
-def test_a_pool_socket_served_by_another_user_is_never_talked_to(project: Path, tmp_path):
+def test_a_pool_socket_served_by_another_user_is_never_talked_to(project: Path, pool_env):
     from barca.engine.local import pool_messages, pool_registry, warm_pool
 
-    env = pool_env(tmp_path)
+    env = pool_env
     write(project, {"p.py": PROBE})
     saved = dict(os.environ)
     os.environ.update({k: v for k, v in env.items() if v is not None and
@@ -147,6 +153,7 @@ def test_a_pool_socket_served_by_another_user_is_never_talked_to(project: Path, 
             os.chmod(sock_path, 0o777)
             os.setuid(65534)
             listener.listen(4)
+            os.write(report_w, b"listening;")
             while True:
                 conn, _ = listener.accept()
                 os.write(report_w, b"accepted;")
@@ -159,7 +166,7 @@ def test_a_pool_socket_served_by_another_user_is_never_talked_to(project: Path, 
             os._exit(0)
     os.close(report_w)
     try:
-        time.sleep(0.5)
+        assert os.read(report_r, len(b"listening;")) == b"listening;"  # blocks until it is
         assert barca(project, "get", "probe", "p.py", env=env).expect(0).json[
             "final_output"] == 7
         os.set_blocking(report_r, False)

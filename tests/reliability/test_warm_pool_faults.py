@@ -42,8 +42,10 @@ STEPS = """
 
     @asset()
     def slow() -> int:
-        Path("slow.started").write_text(str(os.getpid()))
-        time.sleep(6)
+        Path(f"slow.started.{os.getpid()}").touch()
+        deadline = time.monotonic() + 60
+        while not Path("go").exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
         Path("slow.finished").write_text("yes")
         return 2
 
@@ -87,10 +89,17 @@ def warm(project: Path):
     env = {"BARCA_WARM_SECONDS": "60", "TMPDIR": temp, "XDG_RUNTIME_DIR": None}
     write(project, {"p.py": STEPS})
     yield project, env
+    (project / "go").touch()  # a `slow` step still running ends
     for pid in pool_processes(project):
         os.kill(pid, signal.SIGKILL)
         wait_until_gone(pid)
     shutil.rmtree(temp, ignore_errors=True)
+
+
+def with_path(lib: Path) -> str:
+    """PYTHONPATH with `lib` first, keeping what the suite runs with (barca's sources when
+    they are not installed)."""
+    return os.pathsep.join(filter(None, [str(lib), os.environ.get("PYTHONPATH")]))
 
 
 def start_pool(project: Path, env: dict) -> int:
@@ -106,6 +115,19 @@ def alive(pid: int) -> bool:
         return False
 
 
+def started(project: Path) -> list[int]:
+    """Pids of the processes that started the `slow` step."""
+    return [int(path.suffix[1:]) for path in project.glob("slow.started.*")]
+
+
+def assert_step_never_finishes(project: Path, worker: int) -> None:
+    """The step was let go, but the one process that had started it is gone and no other
+    took it up: it never finishes (the run that could retry it is gone too)."""
+    (project / "go").touch()
+    assert started(project) == [worker] and not alive(worker)
+    assert not (project / "slow.finished").exists()
+
+
 def newest_run(project: Path, env: dict) -> dict:
     listing = barca(project, "history", "--json", env=env).expect(0).json
     run_id = listing["runs"][0]["run_id"]
@@ -119,8 +141,8 @@ def test_killing_the_command_stops_the_forked_run_and_it_is_recorded_interrupted
     project, env = warm
     start_pool(project, env)
     proc = start_barca(project, "get", "slow", "p.py", env=env, start_new_session=True)
-    wait_for((project / "slow.started").exists, "slow to start", timeout=30)
-    worker = int((project / "slow.started").read_text())
+    wait_for(lambda: started(project), "slow to start", timeout=30)
+    [worker] = started(project)
     run = read_runs(project, "pid")[-1][0]
     assert run != proc.pid  # the run was forked from the pool
     if how == "the command":
@@ -128,12 +150,9 @@ def test_killing_the_command_stops_the_forked_run_and_it_is_recorded_interrupted
     else:
         os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(timeout=10)
-    deadline = time.monotonic() + 10
-    while (alive(run) or alive(worker)) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not alive(run) and not alive(worker)
-    time.sleep(7)  # the step would have finished by now
-    assert not (project / "slow.finished").exists()
+    wait_for(lambda: not alive(run) and not alive(worker), "the run and its worker to end",
+             timeout=10)
+    assert_step_never_finishes(project, worker)
     assert read_runs(project)[-1][0] in ("running", "interrupted")  # a row of a dead process
     assert barca(project, "history", "--json", env=env).expect(0).json["runs"][0][
         "status"] == "interrupted"
@@ -142,16 +161,12 @@ def test_killing_the_command_stops_the_forked_run_and_it_is_recorded_interrupted
 def test_killing_a_fresh_run_stops_its_worker_too(project: Path):
     write(project, {"p.py": STEPS})
     proc = start_barca(project, "get", "slow", "p.py")  # BARCA_WARM_SECONDS=0: fresh workers
-    wait_for((project / "slow.started").exists, "slow to start", timeout=30)
-    worker = int((project / "slow.started").read_text())
+    wait_for(lambda: started(project), "slow to start", timeout=30)
+    [worker] = started(project)
     proc.kill()
     proc.wait(timeout=10)
-    deadline = time.monotonic() + 10
-    while alive(worker) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not alive(worker)
-    time.sleep(7)
-    assert not (project / "slow.finished").exists()
+    wait_for(lambda: not alive(worker), "the worker to end", timeout=10)
+    assert_step_never_finishes(project, worker)
 
 
 # -- item 8: the client sees the forked run die ------------------------------------------
@@ -160,7 +175,7 @@ def test_a_killed_forked_run_is_reported_at_once_naming_the_signal(warm):
     project, env = warm
     start_pool(project, env)
     proc = start_barca(project, "get", "slow", "p.py", env=env)
-    wait_for((project / "slow.started").exists, "slow to start", timeout=30)
+    wait_for(lambda: started(project), "slow to start", timeout=30)
     os.kill(read_runs(project, "pid")[-1][0], signal.SIGKILL)  # as the OOM killer would
     _, err = proc.communicate(timeout=10)
     assert proc.returncode == 3
@@ -219,7 +234,7 @@ def test_a_library_edited_in_place_is_not_served_stale(warm, tmp_path_factory):
     project, env = warm
     lib = tmp_path_factory.mktemp("lib")
     (lib / "shared_lib.py").write_text("VALUE = 1\n")
-    env = {**env, "PYTHONPATH": str(lib)}
+    env = {**env, "PYTHONPATH": with_path(lib)}
     write(project, {"lib.py": """
         import shared_lib  # preloaded by the pool: a top-level import of the pipeline
         from barca import asset
@@ -243,7 +258,7 @@ def test_a_library_setting_a_variable_at_import_does_not_retire_the_pool(warm,
     project, env = warm
     lib = tmp_path_factory.mktemp("lib")
     (lib / "sets_env.py").write_text("import os\nos.environ['SET_AT_IMPORT'] = '1'\n")
-    env = {**env, "PYTHONPATH": str(lib)}
+    env = {**env, "PYTHONPATH": with_path(lib)}
     write(project, {"env.py": """
         import sets_env  # like polars, which sets _RJEM_MALLOC_CONF
         from barca import asset

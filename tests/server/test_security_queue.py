@@ -14,61 +14,13 @@ from pathlib import Path
 import httpx
 
 from conftest import db_rows, edit, lines, poll, write
-
-HOLD = """
-    import os
-    import time
-    from pathlib import Path
-    from barca import asset, partitions, sensor, task
-
-    @task()
-    def hold() -> None:
-        Path(f"started.{os.getpid()}").touch()
-        deadline = time.monotonic() + 60
-        while not Path("go").exists() and time.monotonic() < deadline:
-            time.sleep(0.02)
-
-    @task()
-    def mark() -> None:
-        with open("marked.log", "a") as fh:
-            fh.write("mark\\n")
-
-    @task()
-    def drop_me() -> None:
-        with open("marked.log", "a") as fh:
-            fh.write("drop_me\\n")
-
-    @sensor()
-    def gate() -> int:
-        Path(f"observing.{os.getpid()}").touch()
-        deadline = time.monotonic() + 60
-        while not Path("go").exists() and time.monotonic() < deadline:
-            time.sleep(0.02)
-        return 1
-
-    @asset(inputs={"gate": gate})
-    def seen(gate: int) -> int:
-        return gate
-
-    @asset(partitions={"region": partitions(["a", "b"])})
-    def regional(region: str) -> str:
-        with open("executed.log", "a") as fh:
-            fh.write(region + "\\n")
-        return region
-"""
+from held_runs import HOLD, SLOTS, fill_slots
 
 
 def _status(server, run_id: str) -> str:
     got = server.get(f"/runs/{run_id}")
     assert got.status_code == 200, got.text
     return got.json()["run"]["status"]
-
-
-def _fill_slots(server, project: Path) -> list[str]:
-    slots = os.cpu_count() or 4
-    held = [server.start_run({"command": "run", "targets": ["hold"]}) for _ in range(slots)]
-    poll(lambda: len(list(project.glob("started.*"))) == slots, "one run per core to start")
-    return held
 
 
 def _dump(project: Path) -> list[str]:
@@ -84,7 +36,7 @@ def test_runs_queued_when_the_server_is_killed_run_on_the_next_server(project: P
                                                                       serve) -> None:
     write(project, {"p.py": HOLD})
     first = serve(project, "p.py")
-    held = _fill_slots(first, project)
+    held = fill_slots(first, project)
     queued = [first.start_run({"command": "run", "targets": [name]})
               for name in ("mark", "mark", "drop_me")]
     assert [_status(first, r) for r in queued] == ["pending"] * 3
@@ -138,8 +90,7 @@ def _server_children(pid: int) -> list[int]:
 def test_a_burst_of_dry_runs_waits_for_slots_like_runs(project: Path, serve) -> None:
     write(project, {"p.py": HOLD})
     server = serve(project, "p.py")
-    slots = os.cpu_count() or 4
-    burst = slots + 2
+    burst = SLOTS + 2
     answers: list[httpx.Response] = []
 
     def ask() -> None:
@@ -151,13 +102,13 @@ def test_a_burst_of_dry_runs_waits_for_slots_like_runs(project: Path, serve) -> 
         thread.start()
     try:
         poll(lambda: len(server.runs()) == burst, "every dry run to be admitted")
-        poll(lambda: len(list(project.glob("observing.*"))) >= slots,
+        poll(lambda: len(list(project.glob("observing.*"))) >= SLOTS,
              "a dry run per slot to observe its sensor")
         # each sensor waits for `go`: no dry run can have ended, none can start now
-        assert len(_server_children(server.proc.pid)) == slots
+        assert len(_server_children(server.proc.pid)) == SLOTS
         statuses = sorted(r["status"] for r in server.runs())
-        assert statuses.count("pending") == burst - slots, statuses
-        assert len(list(project.glob("observing.*"))) == slots
+        assert statuses.count("pending") == burst - SLOTS, statuses
+        assert len(list(project.glob("observing.*"))) == SLOTS
     finally:
         (project / "go").touch()
         for thread in threads:

@@ -1,9 +1,8 @@
 """issue 26, items 11 and 12 on a real server: `--read-only` writes nothing under the project
 (every file and directory, with its size and mtime, is the same after the server's whole life
 with every GET route called), a read-only server still sees the runs a CLI records beside it,
-a server killed with -9 leaves no warm pool behind, and a `partitions(<expr>)` or
-`batches(<expr>)` that raises is in /health load_errors, naming the node, while the other
-nodes are served."""
+and a server killed with -9 leaves no warm pool behind. (Item 12's load errors of a
+`partitions(<expr>)` or `batches(<expr>)` that raises: test_serve_load_errors.py.)"""
 
 from __future__ import annotations
 
@@ -13,7 +12,7 @@ from pathlib import Path
 
 from starlette.routing import Mount, Route
 
-from conftest import barca, poll, wait_for, wait_until_gone, wait_until_ready, write
+from conftest import barca, wait_until_gone, wait_until_ready, write
 
 PIPELINE = """
     from pathlib import Path
@@ -178,58 +177,3 @@ def test_a_server_killed_with_sigkill_leaves_no_warm_pool_behind(project: Path, 
     os.kill(server.proc.pid, signal.SIGKILL)
     server.proc.wait()
     wait_until_gone(pool, timeout=30)  # not an hour
-
-
-def test_a_key_or_batch_expression_that_raises_is_a_load_error_naming_its_node(
-        project: Path, serve) -> None:
-    write(project, {
-        "good.py": """
-            from barca import Schedule, asset
-
-            @asset(freshness=Schedule("*/1 * * * * *"))
-            def steady() -> int:
-                return 7
-        """,
-        "regions.py": """
-            from barca import asset, collect, partitions
-
-            def regions():
-                raise RuntimeError("regions service down")
-
-            @asset(partitions={"region": partitions(regions())})
-            def regional(region: str) -> str:
-                return region
-
-            @asset(inputs={"regional": collect(regional)})
-            def report(regional: list) -> int:
-                return len(regional)
-        """,
-        "grouped.py": """
-            from barca import asset, batches, partitions
-
-            GROUPS = {"emea": [["a"], ["b"]]}
-
-            @asset(partitions={"k": partitions(["a", "b"])}, batch=batches(GROUPS["amer"]))
-            def grouped(k: list[str]) -> dict:
-                return {key: key for key in k}
-        """})
-    server = serve(project)
-    errors = {e["node"]: e for e in server.get("/health").json()["load_errors"]}
-    assert set(errors) == {"regions.py:regional", "grouped.py:grouped"}, errors
-    assert "RuntimeError: regions service down" in errors["regions.py:regional"]["error"]
-    assert errors["regions.py:regional"]["affected_nodes"] == ["regions.py:regional",
-                                                               "regions.py:report"]
-    assert "KeyError: 'amer'" in errors["grouped.py:grouped"]["error"]
-    assert errors["grouped.py:grouped"]["file"] == "grouped.py"
-    assert "regions.py:regional" in server.stderr and "grouped.py:grouped" in server.stderr
-
-    # the other nodes are served: listed, in /state, runnable, and their schedule fires
-    assert [n["id"] for n in server.get("/assets").json()] == ["good.py:steady"]
-    state = server.get("/state")
-    assert state.status_code == 200, state.text
-    assert [n["id"] for n in state.json()] == ["good.py:steady"]
-    assert server.post("/runs", json={"targets": ["regional"]}).status_code == 404
-    run = server.wait_run(lambda r: r["triggered_by"] == "schedule" and r["status"] == "success",
-                          "good.py's scheduled run to succeed")
-    assert run["target"] == "good.py:steady"
-    assert server.get("/health").json()["load_errors"] == list(errors.values())

@@ -4,28 +4,10 @@ cancelled and reported failed, while its history row says cancelled."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from conftest import db_rows, poll, write
-
-PIPELINE = """
-    import os
-    import time
-    from pathlib import Path
-    from barca import task
-
-    @task()
-    def hold() -> None:
-        Path(f"started.{os.getpid()}").touch()
-        deadline = time.monotonic() + 60
-        while not Path("go").exists() and time.monotonic() < deadline:
-            time.sleep(0.02)
-
-    @task()
-    def nap() -> None:
-        time.sleep(60)
-"""
+from held_runs import HOLD, SLOTS, fill_slots
 
 
 def _status(server, run_id: str) -> str:
@@ -35,13 +17,11 @@ def _status(server, run_id: str) -> str:
 
 
 def test_runs_past_one_per_core_wait_pending_and_start_in_order(project: Path, serve) -> None:
-    write(project, {"p.py": PIPELINE})
+    write(project, {"p.py": HOLD})
     server = serve(project, "p.py")
-    slots = os.cpu_count() or 4
-    first = [server.start_run({"command": "run", "targets": ["hold"]}) for _ in range(slots)]
-    poll(lambda: len(list(project.glob("started.*"))) == slots, "one run per core to start")
+    first = fill_slots(server, project)
     waiting = [server.start_run({"command": "run", "targets": ["hold"]}) for _ in range(2)]
-    assert [_status(server, r) for r in first] == ["running"] * slots
+    assert [_status(server, r) for r in first] == ["running"] * SLOTS
     assert [_status(server, r) for r in waiting] == ["pending", "pending"]
     listed = {r["run_id"]: r["status"] for r in server.runs()}
     assert [listed[r] for r in waiting] == ["pending", "pending"], listed
@@ -56,7 +36,7 @@ def test_runs_past_one_per_core_wait_pending_and_start_in_order(project: Path, s
     (project / "go").touch()
     for run_id in first + waiting[1:]:
         assert server.wait_ended(run_id)["run"]["status"] == "success"
-    assert len(list(project.glob("started.*"))) == slots + 1  # the cancelled one never ran
+    assert len(list(project.glob("started.*"))) == SLOTS + 1  # the cancelled one never ran
     rows = {r[0]: r[1:] for r in db_rows(project, "SELECT run_id, status, error, "
                                                   "steps_executed FROM runs")}
     # the cancelled one is recorded so (an accepted id stays known), with nothing run
@@ -66,7 +46,7 @@ def test_runs_past_one_per_core_wait_pending_and_start_in_order(project: Path, s
 
 def test_a_run_past_its_time_limit_is_cancelled_and_reported_failed(project: Path,
                                                                     serve) -> None:
-    write(project, {"p.py": PIPELINE})
+    write(project, {"p.py": HOLD})
     server = serve(project, "p.py", "--run-timeout", "1")
     run_id = server.start_run({"command": "run", "targets": ["nap"]})
     poll(lambda: _status(server, run_id) not in ("pending", "running"), "the run to end", 20)
@@ -80,6 +60,6 @@ def test_a_run_past_its_time_limit_is_cancelled_and_reported_failed(project: Pat
 def test_a_negative_run_timeout_is_a_usage_error(project: Path) -> None:
     from conftest import barca
 
-    write(project, {"p.py": PIPELINE})
+    write(project, {"p.py": HOLD})
     got = barca(project, "serve", "p.py", "--run-timeout", "-1").expect(2)
     assert "--run-timeout -1 is negative" in got.stderr

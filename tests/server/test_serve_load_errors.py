@@ -8,32 +8,74 @@ from pathlib import Path
 from conftest import poll, write
 
 
-def test_a_broken_file_is_in_health_and_the_good_files_schedule_still_fires(
+# good.py is served and scheduled; each other file does not load, whole or in part
+BROKEN = {
+    "good.py": """
+        from barca import Schedule, asset
+
+        @asset(freshness=Schedule("*/1 * * * * *"))
+        def steady() -> int:
+            return 7
+    """,
+    "broken.py": """
+        from barca import asset
+
+        @asset()
+        def oops( -> int:
+            return 1
+    """,
+    "regions.py": """
+        from barca import asset, collect, partitions
+
+        def regions():
+            raise RuntimeError("regions service down")
+
+        @asset(partitions={"region": partitions(regions())})
+        def regional(region: str) -> str:
+            return region
+
+        @asset(inputs={"regional": collect(regional)})
+        def report(regional: list) -> int:
+            return len(regional)
+    """,
+    "grouped.py": """
+        from barca import asset, batches, partitions
+
+        GROUPS = {"emea": [["a"], ["b"]]}
+
+        @asset(partitions={"k": partitions(["a", "b"])}, batch=batches(GROUPS["amer"]))
+        def grouped(k: list[str]) -> dict:
+            return {key: key for key in k}
+    """}
+
+
+def test_what_does_not_load_is_in_health_naming_file_or_node_and_the_rest_is_served(
         project: Path, serve) -> None:
-    write(project, {
-        "good.py": """
-            from barca import Schedule, asset
-
-            @asset(freshness=Schedule("*/1 * * * * *"))
-            def steady() -> int:
-                return 7
-        """,
-        "broken.py": """
-            from barca import asset
-
-            @asset()
-            def oops( -> int:
-                return 1
-        """})
-    server = serve(project, "good.py", "broken.py")
+    """A file that does not load, and a `partitions(<expr>)` or `batches(<expr>)` that raises
+    (issue 26, item 12), are in /health; the other nodes are listed, runnable, and their
+    schedule fires."""
+    write(project, BROKEN)
+    server = serve(project)
     health = server.get("/health")
     assert health.status_code == 200
     errors = health.json()["load_errors"]
-    assert [e["file"] for e in errors] == ["broken.py"], errors
-    assert errors[0]["error"]
-    assert "broken.py" in server.stderr
+    assert [e["file"] for e in errors if not e.get("node")] == ["broken.py"], errors
+    assert next(e for e in errors if e["file"] == "broken.py")["error"]
+    by_node = {e["node"]: e for e in errors if e.get("node")}
+    assert set(by_node) == {"regions.py:regional", "grouped.py:grouped"}, errors
+    assert "RuntimeError: regions service down" in by_node["regions.py:regional"]["error"]
+    assert by_node["regions.py:regional"]["affected_nodes"] == ["regions.py:regional",
+                                                                "regions.py:report"]
+    assert "KeyError: 'amer'" in by_node["grouped.py:grouped"]["error"]
+    assert by_node["grouped.py:grouped"]["file"] == "grouped.py"
+    assert all(name in server.stderr
+               for name in ("broken.py", "regions.py:regional", "grouped.py:grouped"))
 
     assert [n["id"] for n in server.get("/assets").json()] == ["good.py:steady"]
+    state = server.get("/state")
+    assert state.status_code == 200, state.text
+    assert [n["id"] for n in state.json()] == ["good.py:steady"]
+    assert server.post("/runs", json={"targets": ["regional"]}).status_code == 404
     run = server.wait_run(lambda r: r["triggered_by"] == "schedule" and r["status"] == "success",
                           "good.py's scheduled run to succeed")
     assert run["target"] == "good.py:steady"

@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, tzinfo
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from barca.schedules import next_fire
 from barca.printable import note
@@ -78,9 +78,12 @@ def _always_readers(graph: Any, sensor: str) -> list[str]:
 
 class Scheduler:
     def __init__(self, jobs: list[Job], runs: Runs, db_path: Any, zone: tzinfo | None,
-                 zone_name: str) -> None:
+                 zone_name: str, clock: Callable[[], float] = time.time) -> None:
+        """`clock`: what time it is (epoch seconds); tests give one they set, to test what
+        fires when on data, without waiting for a real cron."""
         self.jobs, self.runs, self.db_path = jobs, runs, db_path
         self.zone, self.zone_name = zone, zone_name
+        self.clock = clock
         self.anchor: dict[str, float] = {}  # the instant each job last fired (or was seen)
         self.last_run: dict[str, str] = {}  # job -> run id of its last fire
         self.kept_out_said: set[str] = set()  # jobs told once why they run apart
@@ -114,7 +117,7 @@ class Scheduler:
     async def reload(self, jobs: list[Job]) -> None:
         """The jobs of an edited pipeline: a new job, or one whose cron changed, is anchored
         at now (it does not fire for the past); the others keep their last fire."""
-        now = time.time()
+        now = self.clock()
         before = {j.id: j.cron for j in self.jobs}
         fresh = [(j.id, Fired(j.cron, self.zone_name, now, None)) for j in jobs
                  if before.get(j.id) != j.cron]
@@ -129,35 +132,42 @@ class Scheduler:
     async def run(self) -> None:
         missed = await asyncio.to_thread(self._load_state)
         if missed:
-            now = time.time()
+            now = self.clock()
             for job in missed:
                 self.anchor[job.id] = now
             await self._fire(missed, now, "catch_up")
         while not self.stopped:
-            now = time.time()
-            due: dict[float, list[Job]] = {}
-            for job in self.jobs:
-                at = self.next_fire(job)
-                if at <= now:
-                    due.setdefault(at, []).append(job)
-            for at, jobs in sorted(due.items()):
-                for job in jobs:  # far behind (a suspended machine): one fire, then on time
-                    self.anchor[job.id] = at if next_fire(job.cron, self.when(at)).timestamp() \
-                        > now else now
+            now = self.clock()
+            for at, jobs in self.due(now):
                 await self._fire(jobs, at, "schedule")
             pause = min((self.next_fire(j) for j in self.jobs),
-                        default=now + MAX_SLEEP_SECONDS) - time.time()
+                        default=now + MAX_SLEEP_SECONDS) - self.clock()
             self.wake.clear()
             try:
                 await asyncio.wait_for(self.wake.wait(), min(max(pause, 0.0), MAX_SLEEP_SECONDS))
             except asyncio.TimeoutError:
                 pass
 
+    def due(self, now: float) -> list[tuple[float, list[Job]]]:
+        """The fires due at `now` (instant, the jobs due then), earliest first; each of these
+        jobs is anchored at its fire. A job far behind (a suspended machine) fires once and
+        is anchored at now: then it keeps to its cron, it does not replay what it missed."""
+        due: dict[float, list[Job]] = {}
+        for job in self.jobs:
+            at = self.next_fire(job)
+            if at <= now:
+                due.setdefault(at, []).append(job)
+        for at, jobs in due.items():
+            for job in jobs:
+                self.anchor[job.id] = at if next_fire(job.cron, self.when(at)).timestamp() \
+                    > now else now
+        return sorted(due.items())
+
     def _load_state(self) -> list[Job]:
         """Anchor every job at its last fire (or now, if never seen, or if its cron or zone
         changed); the jobs whose next fire after their last one has passed."""
         seen = load_fires(self.db_path)
-        now = time.time()
+        now = self.clock()
         missed, anchors = [], []
         for job in self.jobs:
             row = seen.get(job.id)
