@@ -200,11 +200,12 @@ def _forget_project_modules(modules: set[str], path: list[str]) -> None:
     """Drop the modules a command imported from outside the installed packages and barca
     (a pipeline file, imported to evaluate `partitions(EXPR)`), and restore `sys.path`: the
     next command, as a new process would, imports its own project's files."""
-    from barca.engine import import_paths
+    import barca
+    from barca.engine.worker import import_paths
 
     installed = tuple(os.path.realpath(p) + os.sep for p in
                       {sys.prefix, sys.base_prefix, sys.exec_prefix,
-                       os.path.dirname(os.path.dirname(import_paths.__file__))})
+                       os.path.dirname(barca.__file__)})
     for name in set(sys.modules) - modules:
         module = sys.modules[name]
         origin = getattr(module, "__file__", None) or next(iter(getattr(module, "__path__", ())
