@@ -90,6 +90,17 @@ def _json_mode(argv: list[str]) -> bool:
     return not sys.stdout.isatty()
 
 
+def database_error(exc: Exception) -> BarcaError | None:
+    """An error of the metadata database that reached a command (InfraError, exit 3); None
+    for any other exception, which stays a bug with its traceback."""
+    if type(exc).__module__ != "sqlite3":
+        return None
+    from barca.errors import InfraError
+
+    return InfraError(f"metadata database error: {exc}", "check that .barca/ is writable and "
+                      "not corrupted; run `barca doctor`")
+
+
 def report_error(error: BarcaError, json_mode: bool) -> None:
     from barca.printable import note, note_exact
 
@@ -128,12 +139,10 @@ def main(argv: list[str]) -> None:
         report_error(exc, json_mode)
         sys.exit(exc.exit_code)
     except Exception as exc:
-        if type(exc).__module__ != "sqlite3":
+        error = database_error(exc)
+        if error is None:
             raise
-        from barca.errors import InfraError
-
-        report_error(InfraError(f"metadata database error: {exc}", "check that .barca/ is "
-                                "writable and not corrupted; run `barca doctor`"), json_mode)
-        sys.exit(3)
+        report_error(error, json_mode)
+        sys.exit(error.exit_code)
     except KeyboardInterrupt:
         sys.exit(130)

@@ -1,5 +1,6 @@
-"""A server's run (or its `/state`), in a process of its own (forked from the project's warm pool, or started
-fresh): its order in, typed events out, the result printed as `barca get|run` prints it.
+"""A server's run (or its `/state`), in a process of its own (forked from the project's warm
+pool, or started fresh): its order in, typed events out, the result printed as `barca get|run`
+prints it.
 
 The server writes the order (`ServedRun`, JSON) to a file given as stdin and reads two pipes:
 stdout carries this run's events, one JSON object a line (`barca.views.run_events`, then an
@@ -60,11 +61,12 @@ def main() -> int:
     except KeyboardInterrupt:
         return 130
     except Exception as exc:
-        if type(exc).__module__ != "sqlite3":
+        from barca.cli.app import database_error
+
+        error = database_error(exc)
+        if error is None:
             raise
-        return _failed(events, InfraError(
-            f"metadata database error: {exc}", "check that .barca/ is writable and not "
-            "corrupted; run `barca doctor`"), json_mode)
+        return _failed(events, error, json_mode)
     finally:
         sys.stdout.flush()
     return 0
