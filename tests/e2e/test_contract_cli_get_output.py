@@ -60,8 +60,8 @@ def test_output_json_and_pretty_and_conflicts(project: Path) -> None:
     assert body["final_output"] == {"n": 3}
     pretty = barca(project, "get", "summary", "pipeline.py", "-o", "pretty").expect(0)
     assert pretty.stdout.startswith("Run ")
-    both = barca(project, "get", "summary", "pipeline.py", "-o", "value", "--json").expect(2)
-    assert "-o" in both.envelope["error"]
+    both = barca(project, "get", "summary", "pipeline.py", "-o", "value", "--pretty").expect(2)
+    assert "-o cannot be combined with --json or --pretty" in both.stderr
     bad = barca(project, "get", "summary", "pipeline.py", "-o", "yaml").expect(2)
     assert bad.envelope["kind"] == "usage"
 
@@ -81,3 +81,65 @@ def test_fields_keeps_only_those_keys_of_each_step(project: Path) -> None:
     for flags in (["--pretty"], ["-o", "value"], ["-o", "path"]):
         refused = barca(project, "get", "summary", "pipeline.py", "--fields", "id", *flags)
         assert refused.expect(2).envelope["kind"] == "usage"
+
+
+MANY_KEYS = """
+from barca import asset, partitions
+
+KEYS = [f"k{i:04d}" for i in range(1002)]
+
+@asset(partitions={"k": partitions(KEYS)})
+def up(k: str) -> dict:
+    if k == "k0007":
+        raise ValueError("bad key")
+    return {"k": k}
+
+@asset(inputs={"up": up}, partitions={"k": partitions(KEYS)})
+def down(k: str, up: dict) -> dict:
+    return up
+
+@asset(partitions={"k": partitions(KEYS[:1000])})
+def thousand(k: str) -> int:
+    return 1
+"""
+
+
+def test_past_1000_keys_the_default_json_summarises_the_keys_without_reading_them(
+        project: Path) -> None:
+    write(project, {"pipeline.py": MANY_KEYS})
+    assert len(barca(project, "get", "thousand", "pipeline.py").expect(0).json[
+        "final_output"]) == 1000  # up to 1,000 keys: every value, as before
+    failed = barca(project, "get", "down", "pipeline.py").expect(1).json["final_output"]
+    summary = failed["_barca_partitions"]
+    assert (summary["keys"], summary["computed"], summary["cached"], summary["failed"],
+            summary["blocked"]) == (1001, 1001, 0, 0, 1)
+    first = [f"k=k{i:04d}" for i in range(21) if i != 7][:20]
+    assert summary["first_keys"] == first and summary["computed_keys"] == first
+    assert summary["truncated"] is True and "-o value" in summary["hint"]
+    up = barca(project, "get", "up", "pipeline.py").expect(1).json["final_output"]
+    assert up["_barca_partitions"]["failed"] == 1 and up["_barca_partitions"]["keys"] == 1001
+
+    # the summary opens no result: it holds with every result file of `down` overwritten
+    for path in (project / ".barca" / "artifacts").glob("pipeline.py--down/*"):
+        path.write_text("not json")
+    again = barca(project, "get", "down", "pipeline.py").expect(1).json
+    assert again["final_output"]["_barca_partitions"]["cached"] == 1001
+    assert again["final_output"]["_barca_partitions"]["computed"] == 0
+
+
+def test_json_with_o_value_or_path_gives_every_key_and_a_partition_every_selected_key(
+        project: Path) -> None:
+    write(project, {"pipeline.py": MANY_KEYS.replace('k == "k0007"', "False")})
+    body = barca(project, "get", "down", "pipeline.py", "--json", "-o", "value").expect(0).json
+    assert len(body["final_output"]) == 1002 and body["final_output"]["k=k0500"] == {"k": "k0500"}
+    assert body["steps"]  # the whole JSON, its final_output holding every value
+    paths = barca(project, "get", "down", "pipeline.py", "--json", "-o", "path").expect(0).json
+    assert len(paths["final_output"]) == 1002
+    assert json.loads((project / paths["final_output"]["k=k0003"]).read_text()) == {"k": "k0003"}
+    assert barca(project, "get", "down", "pipeline.py", "-o", "path").expect(0).stdout \
+        .splitlines() == list(paths["final_output"].values())
+    chosen = barca(project, "get", "down", "pipeline.py", "--partition",
+                   "k=" + ",".join(f"k{i:04d}" for i in range(1002))).expect(0).json
+    assert len(chosen["final_output"]) == 1002  # --partition: every selected key's value
+    dry = barca(project, "get", "down", "pipeline.py", "--json", "-o", "value", "--dry-run")
+    assert dry.expect(2).envelope["kind"] == "usage"

@@ -170,7 +170,7 @@ def test_a_run_with_failed_keys_gives_the_good_keys_of_the_target(project: Path)
     assert "final_output" not in one.json
 
 
-def test_get_json_gives_every_key_past_a_thousand(project: Path) -> None:
+def test_get_json_with_o_value_gives_every_key_past_a_thousand(project: Path) -> None:
     write(project, {"pipeline.py": """
         from barca import asset, partitions
 
@@ -181,15 +181,19 @@ def test_get_json_gives_every_key_past_a_thousand(project: Path) -> None:
         def per(k: str) -> int:
             return int(k[1:]) + BUMP
     """})
-    first = barca(project, "get", "per", "pipeline.py", timeout=300).expect(0).json
+    first = barca(project, "get", "per", "pipeline.py", "--json", "-o", "value",
+                  timeout=300).expect(0).json
     assert first["final_output"] == {f"k=k{i:04d}": i for i in range(1500)}
-    again = barca(project, "get", "per", "pipeline.py").expect(0).json
-    assert again["steps_executed"] == 0
-    assert again["final_output"] == first["final_output"]
+    again = barca(project, "get", "per", "pipeline.py", "-o", "value").expect(0).json
+    assert again == first["final_output"]
+    # the default JSON summarises past 1,000 keys: 1,500 cached keys, none read
+    summary = barca(project, "get", "per", "pipeline.py").expect(0).json
+    assert summary["steps_executed"] == 0
+    assert summary["final_output"]["_barca_partitions"]["cached"] == 1500
     # a person's screen gets the first keys and a count
     shown = barca(project, "get", "per", "pipeline.py", "--pretty").expect(0).stdout
     assert '"k=k0019": 19' in shown and "k=k0020" not in shown
-    assert shown.rstrip().endswith("... and 1480 more keys (--json gives every key)")
+    assert shown.rstrip().endswith("... and 1480 more keys (-o value gives every key)")
 
 
 FLAGGED = """

@@ -20,9 +20,10 @@ from barca.errors import StepFailed, UsageError
 from barca.printable import note, printable, printable_lines
 from barca.views.plan_text import first_line, plural
 from barca.views.run_report import SHOWN_KEYS, STEP_FIELDS, DryRunReport, RunReport
-from barca.views.run_values import label_order, relative_path
+from barca.views.run_values import key_paths
 
 OUTPUTS = ("json", "pretty", "value", "path")
+MODE_VALUES = {"json": "summary", "pretty": "first", "value": "all", "path": "none"}
 
 
 def _run_options(fn):
@@ -99,19 +100,20 @@ def run_command(**options) -> None:
 
 def _execute(command, args, refresh, no_cascade, refresh_all, dry_run, json_flag, pretty,
              output, fields, partition, batch, agent, env_name) -> None:
-    mode = _output_mode(json_flag, pretty, output, fields, dry_run)
+    mode, values = _output_mode(json_flag, pretty, output, fields, dry_run)
     target, paths = split_positionals(args, takes_target=True)
     run_and_print(command, target, paths, mode, parse_fields(fields, STEP_FIELDS),
-                  CliReporter(agent), env=env_name, refresh=refresh, refresh_all=refresh_all,
+                  CliReporter(agent), values, env=env_name, refresh=refresh, refresh_all=refresh_all,
                   partition=partition, cascade=not no_cascade, dry_run=dry_run, batch=batch)
 
 
 def run_and_print(command: str, target: str | None, paths: list[str], mode: str,
-                  fields: list[str] | None, reporter: Reporter, values: bool = True,
+                  fields: list[str] | None, reporter: Reporter, values: str | None = None,
                   **options: Any) -> None:
     """Run through the driver (`options` are `driver.run`'s) and print what `barca get|run`
     prints: the report on stdout in `mode`, its notes on stderr, then StepFailed when a step
-    failed. `values` False leaves the targets' values out (a scheduled tick)."""
+    failed. `values`: what the report's `final_output` holds (run_report.VALUES; by default
+    what `mode` shows; "none" for a scheduled tick nobody reads)."""
     result = run(command, target, paths, reporter=reporter, **options)
     env_name = options.get("env")
     if options.get("dry_run"):
@@ -119,8 +121,7 @@ def run_and_print(command: str, target: str | None, paths: list[str], mode: str,
         _say(report.notes(paths, env_name))
         _print_dry_run(report, mode, fields)
         return
-    report = RunReport(result, command, target, values=values and mode != "path",
-                       limit=SHOWN_KEYS if mode == "pretty" else None)
+    report = RunReport(result, command, target, values or MODE_VALUES[mode])
     body = report.to_json()
     _say(report.notes(paths, env_name))
     _print_run(report, body, mode, fields)
@@ -132,18 +133,25 @@ def _say(notes: list[str]) -> None:
 
 
 def _output_mode(json_flag: bool, pretty: bool, output: str | None, fields: str | None,
-                 dry_run: bool) -> str:
-    """--json / --pretty / -o / --fields: which one prints, refused when they disagree."""
+                 dry_run: bool) -> tuple[str, str | None]:
+    """--json / --pretty / -o / --fields: which one prints, refused when they disagree, and
+    what `final_output` holds when it is not what the mode shows (`--json -o value|path`:
+    the JSON with every value, or every path)."""
+    if json_flag and output in ("value", "path"):
+        if dry_run:
+            raise UsageError(f"--json -o {output} chooses what a run's final_output holds; "
+                             "a dry run has none", "drop -o, or --dry-run")
+        return "json", "all" if output == "value" else "paths"
     if output is not None and (json_flag or pretty):
         raise UsageError("-o cannot be combined with --json or --pretty",
-                         f"pass only -o {output}")
+                         f"pass only -o {output} (or --json -o value|path)")
     if fields is not None and output in ("pretty", "value", "path"):
         raise UsageError(f"--fields selects JSON keys and cannot be used with -o {output}",
                          "drop --fields, or use -o json")
     if output == "path" and dry_run:
         raise UsageError("-o path prints result files, which a dry run does not write",
                          "drop --dry-run, or use -o value to print the planned steps")
-    return output or choose_listing_mode(json_flag, pretty, fields)
+    return output or choose_listing_mode(json_flag, pretty, fields), None
 
 
 def _print_dry_run(report: DryRunReport, mode: str, fields: list[str] | None) -> None:
@@ -200,7 +208,7 @@ def _print_human(report: RunReport, body: dict) -> None:
                              default=str).decode()
         emit(printable_lines(shown.split("\n")))  # JSON leaves DEL, C1 and U+2028 as they are
         if more:
-            emit(f"... and {more} more keys (--json gives every key)")
+            emit(f"... and {more} more keys (-o value gives every key)")
 
 
 def _print_value(body: dict) -> None:
@@ -215,20 +223,15 @@ def _print_value(body: dict) -> None:
 
 
 def _print_paths(result: RunResult) -> None:
-    """`-o path`: each target's result files, one line per key (absolute when the current
-    directory is not the project root, else as the JSON gives them)."""
-    root = result.root
-    here = Path.cwd().resolve() == Path(root).resolve()
+    """`-o path`: each target's current result files, one line per key in label order
+    (absolute when the current directory is not the project root, else as the JSON gives
+    them)."""
+    here = Path.cwd().resolve() == Path(result.root).resolve()
+    base = None if here else str(result.artifacts_dir)
     lines = []
     for node_id in result.targets or [result.final_node()]:
-        plan = result.plans.get(node_id) if node_id else None
-        if plan is None or plan.unknown:
-            continue
-        keys = label_order(plan, None) if plan.partitioned else [""]
-        for key in keys:
-            found = result.artifact_of(node_id, key)
-            if found is not None:
-                lines.append(relative_path(found, result) if here else str(found[0]))
+        found = key_paths(result, node_id, base)
+        lines += found.values() if isinstance(found, dict) else [found] if found else []
     if lines:
         emit("\n".join(lines))
 

@@ -80,7 +80,7 @@ def _run(order: ServedRun, reporter: EventWriter) -> None:
     schedule = (request["schedule_id"], request["scheduled_at"]) \
         if request.get("schedule_id") and request.get("scheduled_at") is not None else None
     run_and_print(request["command"], targets, list(order.files), request["output"], None,
-                  reporter, values=request["value"], env=order.env,
+                  reporter, None if request["value"] else "none", env=order.env,
                   refresh=",".join(request["refresh"]) or None,
                   refresh_all=request["refresh_all"], partition=tuple(request["partition"]),
                   cascade=request["cascade"], dry_run=request["dry_run"],

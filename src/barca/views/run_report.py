@@ -2,7 +2,8 @@
 what a server's run sends its client, and the notes said beside it (`notes()`).
 
 `RunReport` is a run that executed, `DryRunReport` one that only planned. Values of a
-partitioned target are read here, key by key, only when the report asks for them (`values`).
+partitioned target are read here, key by key, only when the report asks for them (`values`):
+by default past SUMMARY_PAST keys the report gives a summary that opens no result.
 """
 
 from __future__ import annotations
@@ -12,10 +13,15 @@ from typing import Any, Sequence
 
 from barca.engine.result import RunResult
 from barca.views import plan_text
-from barca.views.run_values import final_output, has_value, keys_with_value, relative_path
+from barca.views.run_values import (final_output, has_value, key_paths, key_summary,
+                                    keys_with_value, relative_path, summarised)
 from barca.views.warning_text import warning_json
 
 SHOWN_KEYS = 20  # keys of a partitioned value a terminal shows before a count
+# what a report's `final_output` holds: every value (`-o value`); values, or past
+# SUMMARY_PAST keys a summary (the default JSON); the first SHOWN_KEYS values (a terminal);
+# result paths (`--json -o path`); nothing (`-o path`, a scheduled tick nobody reads)
+VALUES = ("all", "summary", "first", "paths", "none")
 STEP_FIELDS = ["id", "kind", "action", "status", "reason", "detail", "changed", "run_hash",
                "artifact", "warning", "partitions", "computed_by", "batch", "batch_execution",
                "elapsed_seconds", "attempts", "env"]
@@ -23,15 +29,13 @@ STEP_FIELDS = ["id", "kind", "action", "status", "reason", "detail", "changed", 
 
 @dataclass(frozen=True)
 class RunReport:
-    """An executed run. `values`: read the targets' values (False for `-o path` and a
-    scheduled tick nobody reads: 200,000 keys' values take seconds); `limit`: a partitioned
-    value's first keys only (a terminal shows SHOWN_KEYS)."""
+    """An executed run. `values`: what `final_output` holds (one of VALUES: 200,000 keys'
+    values take seconds to read, so only `-o value` reads them all)."""
 
     result: RunResult
     command: str
     target: str | None
-    values: bool = True
-    limit: int | None = None
+    values: str = "summary"
 
     def steps(self) -> list[dict[str, Any]]:
         return [_step_json(self.result, n) for n in self.result.order]
@@ -43,9 +47,10 @@ class RunReport:
                                 "steps_executed": result.executed, "phases": result.phases}
         failure = result.failed[0] if result.failed else None
         if len(result.targets) > 1:
-            body["targets"] = _targets_json(result, self.target, self.limit, self.values)
-        elif self.values and (failure is None or has_value(result, result.final_node())):
-            body["final_output"] = final_output(result, result.final_node(), self.limit)
+            body["targets"] = _targets_json(result, self.target, self.values)
+        elif self.values != "none" and (failure is None
+                                        or has_value(result, result.final_node())):
+            body["final_output"] = target_output(result, result.final_node(), self.values)
         if failure is not None:
             body["failed_node"] = failure.step_id
             body["error"] = failure.error_message
@@ -300,8 +305,16 @@ def selection_warnings(result: RunResult) -> list[dict[str, Any]]:
     return out
 
 
-def _targets_json(result: RunResult, text: str | None, limit: int | None = None,
-                  values: bool = True) -> dict[str, Any]:
+def target_output(result: RunResult, node_id: str | None, values: str) -> Any:
+    """A target's `final_output` as `values` (one of VALUES but "none") asks."""
+    if values == "paths":
+        return key_paths(result, node_id)
+    if values == "summary" and node_id is not None and summarised(result, node_id):
+        return key_summary(result, node_id)
+    return final_output(result, node_id, SHOWN_KEYS if values == "first" else None)
+
+
+def _targets_json(result: RunResult, text: str | None, values: str) -> dict[str, Any]:
     """Each target as typed: its value, or the failure in its cone."""
     out = {}
     for name, node_id in zip((text or "").split(","), result.targets):
@@ -310,10 +323,10 @@ def _targets_json(result: RunResult, text: str | None, limit: int | None = None,
         if failed:
             out[name] = {"status": "failed", "failed_node": failed[0].step_id,
                          "error": failed[0].error_message}
-            if values and has_value(result, node_id):
-                out[name]["final_output"] = final_output(result, node_id, limit)
+            if values != "none" and has_value(result, node_id):
+                out[name]["final_output"] = target_output(result, node_id, values)
         else:
             out[name] = {"status": "success"}
-            if values:
-                out[name]["final_output"] = final_output(result, node_id, limit)
+            if values != "none":
+                out[name]["final_output"] = target_output(result, node_id, values)
     return out

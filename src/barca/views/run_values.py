@@ -1,6 +1,7 @@
 """A run's values as its report shows them: a target's value, every current key's of a
-partitioned one, read only when asked for (200,000 keys' values take seconds), and where
-each result file is, relative to the project."""
+partitioned one, read only when asked for (200,000 keys' values take seconds), a summary of a
+partitioned target's keys that opens no result, and where each result file is, relative to
+the project."""
 
 from __future__ import annotations
 
@@ -37,6 +38,64 @@ def keys_with_value(result: RunResult, node_id: str) -> int:
     their files: its cached keys and the keys this run computed."""
     plan = result.plans[node_id]
     return len(plan.keys) - len(plan.run) + len(result.results.get(node_id, {}))
+
+
+SUMMARY_PAST = 1_000  # keys of a partitioned target past which the default JSON summarises
+LISTED_KEYS = 20  # key labels a summary lists
+
+
+def summarised(result: RunResult, node_id: str) -> bool:
+    """Whether the default JSON gives `node_id`'s keys as a summary: a partitioned target
+    with more than SUMMARY_PAST current keys, unless `--partition` chose them."""
+    plan = result.plans[node_id]
+    return (plan.partitioned and not plan.unknown and not result.options.partition
+            and keys_with_value(result, node_id) > SUMMARY_PAST)
+
+
+def key_summary(result: RunResult, node_id: str) -> dict[str, Any]:
+    """A partitioned target's keys as counts and the first labels, from the plan and this
+    run's outcomes alone: no result is opened, however many keys there are."""
+    plan = result.plans[node_id]
+    ran = result.results.get(node_id, {})
+    to_run = {plan.keys[i] for i in plan.run}
+    first = [plan.label(k) for k in label_order(plan, LISTED_KEYS)
+             if k in ran or k not in to_run][:LISTED_KEYS]
+    return {"_barca_partitions": {
+        "keys": keys_with_value(result, node_id),
+        "computed": len(ran),
+        "cached": len(plan.keys) - len(plan.run),
+        "failed": sum(1 for o in result.failed if o.node_id == node_id and o.key),
+        "blocked": len(result.skipped.get(node_id, ())),
+        "first_keys": first,
+        "computed_keys": [plan.label(k) for k in heapq.nsmallest(
+            LISTED_KEYS, ran, key=None if len(plan.dims) == 1 else plan.label)],
+        "truncated": True,
+        "hint": "every key's value: -o value (with --json, inside this JSON); every result "
+                "file: -o path; in Python: barca.get(); in SQL: barca sql"}}
+
+
+def key_paths(result: RunResult, node_id: str | None, base: str | None = None) -> Any:
+    """Where the target's results are: a path, or {key label: path} in label order for a
+    partitioned target; under `base`, the artifacts directory as shown (default: relative to
+    the project). Computed from the plan and the state: no file is looked up."""
+    if node_id is None:
+        return None
+    if base is None:
+        base = relative_path((result.artifacts_dir, ""), result)
+    plan = result.plans[node_id]
+    if not plan.partitioned:
+        found = result.key_of(node_id, "")
+        return None if found is None else f"{base}/{found[0]}"
+    bad = not_current(result, node_id) if result.failed else ()
+    state = result.states.get(node_id)
+    if state is not None and len(plan.keys) > 16:
+        state.keys.indexed()  # one dict, not a scan per key
+    out = {}
+    for key in ([] if plan.unknown else label_order(plan, None)):
+        found = None if key in bad else result.key_of(node_id, key)
+        if found is not None:
+            out[plan.label(key)] = f"{base}/{found[0]}"
+    return out
 
 
 def final_output(result: RunResult, node_id: str | None, limit: int | None = None) -> Any:
