@@ -1,10 +1,8 @@
-"""barca: cached Python functions as a dependency graph, recomputed only where they changed."""
+"""barca: cached Python functions as a dependency graph, recomputed only where they changed.
 
-from barca.api import (Always, Failed, Manual, Schedule, asset, asset_ref, batches, batches_by,
-                       collect, partitions, partitions_from, sensor, sink, task)
-from barca.errors import BarcaError, Cancelled, InfraError, StepFailed, UsageError
-from barca.fanout import ParallelError, parallel, parallel_map
-from barca.python_api import get, history, plan, run, stats
+The public names are loaded on first use (PEP 562), so that `barca --help` and the
+`barca` command's other quick answers do not pay for the decorators' imports.
+"""
 
 __version__ = "0.1.0"
 
@@ -14,3 +12,37 @@ __all__ = [
     "collect", "get", "history", "parallel", "parallel_map", "partitions", "partitions_from",
     "plan", "run", "sensor", "sink", "stats", "task",
 ]
+
+_HOMES = {  # module -> the public names it defines
+    "barca.api": ("Always", "Failed", "Manual", "Schedule", "asset", "asset_ref", "batches",
+                  "batches_by", "collect", "partitions", "partitions_from", "sensor", "sink",
+                  "task"),
+    "barca.errors": ("BarcaError", "Cancelled", "InfraError", "StepFailed", "UsageError"),
+    "barca.fanout": ("ParallelError", "parallel", "parallel_map"),
+    "barca.python_api": ("get", "history", "plan", "run", "stats"),
+}
+_HOME = {name: module for module, names in _HOMES.items() for name in names}
+
+TYPE_CHECKING = False  # typing is not imported for it: it costs the quick answers 5 ms
+if TYPE_CHECKING:  # what editors and type checkers see
+    from barca.api import (Always, Failed, Manual, Schedule, asset, asset_ref, batches,
+                           batches_by, collect, partitions, partitions_from, sensor, sink, task)
+    from barca.errors import BarcaError, Cancelled, InfraError, StepFailed, UsageError
+    from barca.fanout import ParallelError, parallel, parallel_map
+    from barca.python_api import get, history, plan, run, stats
+del TYPE_CHECKING
+
+
+def __getattr__(name: str) -> object:
+    module = _HOME.get(name)
+    if module is None:
+        raise AttributeError(f"module 'barca' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups find it without this hook
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
