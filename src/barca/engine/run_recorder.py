@@ -13,6 +13,7 @@ from typing import Any, Iterable, Sequence
 
 from barca.engine.byte_checks import changed_bytes
 from barca.engine.concurrent_runs import StepLeases
+from barca.engine.events import RunNote
 from barca.engine.key_source_columns import SourceColumns
 from barca.engine.log_cap import LogCap
 from barca.engine.protocol import StepOutcome
@@ -23,6 +24,7 @@ from barca.project import Project
 from barca.state import EMPTY_STATE, NodeState, state_after_run
 from barca.store import metadata
 from barca.store.db import checkpoint, connect, defer_checkpoint
+from barca.views.warning_text import note_text  # the words of the notes kept in the logs
 
 
 class RunRecorder:
@@ -139,12 +141,13 @@ class RunRecorder:
         self.sources.save(self.conn)
         self.seconds += time.perf_counter() - began
 
-    def notes(self, notes: Sequence[str]) -> None:
-        """Lines about the run as a whole, kept with its output (`barca logs`)."""
+    def notes(self, notes: Sequence[RunNote]) -> None:
+        """Notes about the run as a whole, kept with its output (`barca logs`) in the words
+        its events give them: the renderer's, as the engine writes no English."""
         now = time.time()
         metadata.insert_logs(self.conn, self.run_id, [
-            (i, "barca", "stderr", now, text)
-            for i, text in enumerate(notes, start=self.log_count + 1)])
+            (i, "barca", "stderr", now, note_text(note))
+            for i, note in enumerate(notes, start=self.log_count + 1)])
 
     def _new_states(self, whole: bool) -> dict[str, NodeState]:
         """Each node's new snapshot, so the next run compares whole columns again."""

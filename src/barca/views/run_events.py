@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from barca.engine.events import Reporter
+from barca.engine.events import Reporter, RunNote
 from barca.engine.protocol import StepOutcome
 from barca.printable import printable
 from barca.views.plan_text import env_suffix, env_value
-from barca.views.warning_text import warning_text
+from barca.views.warning_text import note_text, warning_text
 
 STEP_LINES = ("step_finished", "step_cached")  # said per key: a progress bar stands for them
 
@@ -89,7 +89,8 @@ class RunEvents(Reporter):
         text = warning_text(code, evidence)
         self._say("warning", f"[barca] warning: {text}", text=text)
 
-    def run_note(self, text: str) -> None:
+    def run_note(self, note: RunNote) -> None:
+        text = note_text(note)
         self._say("note", f"[barca] {text}", text=text)
 
     def run_finished(self, executed: int, total: int, elapsed: float, status: str) -> None:

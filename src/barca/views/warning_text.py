@@ -1,11 +1,15 @@
-"""The words of the engine's warnings. The engine says what it saw as a code with its evidence
-(`{"kind": "unused_input", "node": ..., "param": ...}`, see engine.run_checks); a warning reaches
-a user only through here, as the `[barca] warning:` line of a run's events and as the
-`{kind, node, param, message}` of a JSON body's `warnings`."""
+"""The words of the engine's warnings and run notes. The engine says what it saw as a code with
+its evidence (`{"kind": "unused_input", "node": ..., "param": ...}`, see engine.run_checks) or
+as a note (engine.events: `BatchNote`, `MetadataNote`); a warning reaches a user only through
+here, as the `[barca] warning:` line of a run's events and as the `{kind, node, param,
+message}` of a JSON body's `warnings`; a note as the `[barca] ...` line of a run's events and
+in the run's logs."""
 
 from __future__ import annotations
 
 from typing import Any, Callable, Mapping
+
+from barca.engine.events import BatchNote, RunNote
 
 Evidence = Mapping[str, Any]
 
@@ -55,3 +59,14 @@ def warning_json(warning: Evidence) -> dict[str, Any]:
     """A warning as JSON bodies carry it."""
     return {"kind": warning["kind"], "node": warning["node"], "param": warning["param"],
             "message": warning_text(warning["kind"], warning)}
+
+
+def note_text(note: RunNote) -> str:
+    """`batch:<node> 7 calls, 3077 keys | import 0.1s, load ...` for a batched node's calls;
+    `metadata 0.3s recording this run's results` for the coordinator's own time."""
+    if isinstance(note, BatchNote):
+        parts = ", ".join(f"{part} {seconds:.1f}s" for part, seconds in note.seconds)
+        calls = f"{note.calls} call{'s' if note.calls != 1 else ''}"
+        keys = f"{note.keys} key{'s' if note.keys != 1 else ''}"
+        return f"batch:{note.node_id} {calls}, {keys} | {parts}"
+    return f"metadata {note.seconds:.1f}s recording this run's results"
