@@ -24,7 +24,8 @@ from barca.project import Project
 from barca.state import EMPTY_STATE, NodeState, state_after_run
 from barca.store import metadata
 from barca.store.db import checkpoint, connect, defer_checkpoint
-from barca.views.warning_text import note_text  # the words of the notes kept in the logs
+# the words of what the run keeps in its logs about itself (the engine writes no English)
+from barca.views.warning_text import log_mark_text, note_text, sink_failed_text
 
 
 class RunRecorder:
@@ -94,7 +95,7 @@ class RunRecorder:
     def log(self, step_id: str, stream: str, text: str) -> None:
         kept = self.log_cap.admit(step_id, text)
         if kept is not None:
-            self._line(step_id, stream, kept)
+            self._line(step_id, stream, kept if isinstance(kept, str) else log_mark_text(kept))
 
     def _line(self, step_id: str, stream: str, text: str) -> None:
         self.log_count += 1  # the line's place in the run, across flushes
@@ -102,7 +103,7 @@ class RunRecorder:
 
     def sink_failed(self, step_id: str, message: str) -> None:
         """Kept with the step's output."""
-        self._line(step_id, "stderr", f"[barca] SINK FAILED: {message}")
+        self._line(step_id, "stderr", sink_failed_text(message))
 
     def flush(self) -> None:
         """What was buffered, in one transaction each (logs, steps)."""
@@ -120,8 +121,8 @@ class RunRecorder:
 
     def closing_logs(self) -> None:
         """The counts of lines each step printed beyond what is stored, then a flush."""
-        for step_id, text in self.log_cap.summaries():
-            self._line(step_id, "stderr", text)
+        for step_id, dropped in self.log_cap.summaries():
+            self._line(step_id, "stderr", log_mark_text(dropped))
         self.flush()
 
     def finish(self, status: str, total_keys: int, cached_keys: int, elapsed: float,

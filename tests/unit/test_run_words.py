@@ -1,17 +1,19 @@
-"""The engine and the planner say what happened as data (engine.events' notes, planner.batching's
-BatchPlan); the words are the renderers' (views.warning_text, views.plan_text), on literal data.
-The lines are those the CLI prints on stderr, the server's run events carry and `barca logs`
-shows (tests/e2e/test_batch_results.py, test_batch_seed_example.py check them end to end)."""
+"""The engine and the planner say what happened as data (engine.events' notes, engine.log_cap's
+marks, planner.batching's BatchPlan); the words are the renderers' (views.warning_text,
+views.plan_text), on literal data. The lines are those the CLI prints on stderr, the server's
+run events carry and `barca logs` shows (tests/e2e/test_batch_results.py,
+test_batch_seed_example.py and test_security_load.py check them end to end)."""
 
 from __future__ import annotations
 
 from barca.engine.events import BatchNote, MetadataNote
+from barca.engine.log_cap import LineCut, LogCap, LogDropped, LogLimit
 from barca.engine.protocol import CallFinished
 from barca.engine.result import BatchExecution
 from barca.planner.batching import ALL, BatchPlan, labels_setting, size_setting
 from barca.views.plan_text import calls_summary
 from barca.views.run_events import RunEvents
-from barca.views.warning_text import note_text
+from barca.views.warning_text import log_mark_text, note_text, sink_failed_text
 
 SECONDS = (("import", 0.04), ("load", 1.25), ("compute", 12.0), ("split", 0.0),
            ("write", 0.333))
@@ -55,3 +57,24 @@ def test_a_dry_runs_batch_calls_in_words():
     assert calls_summary(BatchPlan(size_setting(2), 3, 2)) == "3 keys in 2 calls (batch=2)"
     assert calls_summary(BatchPlan(ALL, 1, 1)) == "1 key in 1 call (batch=all)"
     assert calls_summary(BatchPlan(labels_setting(), 25, None)) == "25 keys (batches_by)"
+
+
+def test_the_log_cap_says_what_it_cut_as_data_and_the_renderer_in_words():
+    cap = LogCap(max_lines=2, max_chars=5)
+    assert cap.admit("s", "short") == "short"
+    assert cap.admit("s", "a longer line") == LineCut("a lon", 8, 5)
+    assert cap.admit("s", "third") == LogLimit(2)
+    assert cap.admit("s", "fourth") is None
+    assert cap.summaries() == [("s", LogDropped(2, 11))]
+    assert log_mark_text(LineCut("a lon", 8, 5)) == \
+        "a lon [barca] line cut: 8 more characters not kept (a stored line keeps 5)"
+    assert log_mark_text(LogLimit(10_000)) == \
+        "[barca] log limit: this step printed more than 10,000 lines; the later ones are not kept"
+    assert log_mark_text(LogDropped(1_502, 20_480)) == ("[barca] log limit: 1,502 more lines "
+                                                       "(20,480 characters) of this step's "
+                                                       "output were not kept")
+
+
+def test_a_failed_sink_copy_in_words():
+    assert sink_failed_text("exports/x.parquet: SerializeError: no table") == \
+        "[barca] SINK FAILED: exports/x.parquet: SerializeError: no table"
