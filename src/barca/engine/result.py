@@ -85,7 +85,7 @@ class RunResult:
     batch_execution: dict[str, BatchExecution] = field(default_factory=dict)  # batched nodes
     metadata_seconds: float = 0.0  # handling finished keys and writing the metadata DB
     batch_plans: dict[str, BatchPlan] = field(default_factory=dict)  # a dry run's calls
-    warnings: list[dict[str, Any]] = field(default_factory=list)  # {kind, node, param, message}
+    warnings: list[dict[str, Any]] = field(default_factory=list)  # {kind, node, param, evidence}
     # [cache] max_size: what the run's trim removed (store.gc.trim), when it was over
     cache: dict[str, int] | None = None
     cache_warnings: list[str] = field(default_factory=list)
