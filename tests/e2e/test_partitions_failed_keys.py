@@ -104,12 +104,16 @@ def test_status_shows_the_failed_keys_and_blocks_the_readers_of_those_keys(
     assert load["partitions"]["failed_keys"] == ["k=b", "k=d"]
     assert load["partitions"]["missing_keys"] == ["k=b", "k=d"]
     assert "boom on b" in load["cache"]["detail"]
+    # the four shares the web UI draws, reconciled by the server: they add up to the total
+    assert load["partitions"]["shares"] == {"cached": 2, "stale": 0, "failed": 2, "blocked": 0}
+    assert load["partitions"]["failed_still_cached"] == 0
 
     score = _node(status, "score")
     assert score["cache"]["state"] == "blocked"
     assert score["partitions"]["blocked"] == 2
     assert score["partitions"]["blocked_keys"] == ["k=b", "k=d"]
     assert score["partitions"]["failed"] == 0 and score["partitions"]["cached"] == 2
+    assert score["partitions"]["shares"] == {"cached": 2, "stale": 0, "failed": 0, "blocked": 2}
     assert status["summary"]["blocked"] == 1 and status["summary"]["partial"] == 1
 
     # fixing one key unblocks exactly that key

@@ -296,6 +296,28 @@ def test_engine_and_store_import_no_interface_layer():
                       ("barca.cli", "barca.server", "click", "rich")) == []
 
 
+# views read the engine's results; the engine reaches back for one thing only: the words of
+# the lines its recorder keeps in a run's logs (its notes, what the logs cut), as the engine
+# writes no English of its own. The planner, pure, reaches none.
+ENGINE_USES_OF_VIEWS = ("barca.views.warning_text",)
+
+
+def engine_uses_of_views(among: tuple[Module, ...] | None = None) -> list[str]:
+    return [v for v in violations(("barca.engine", "barca.planner", "barca.store"),
+                                  ("barca.views",), among=among)
+            if not any(v.endswith(f" imports {ok}") or f" imports {ok}." in v
+                       for ok in ENGINE_USES_OF_VIEWS)
+            or not v.startswith("barca/engine/")]
+
+
+def test_the_engine_reaches_views_only_for_the_words_of_what_it_records():
+    assert engine_uses_of_views() == []
+    assert engine_uses_of_views(among=(synthetic("barca.engine.bad",
+                                                 "from barca.views.status import x\n"),))
+    assert engine_uses_of_views(among=(synthetic("barca.planner.bad",
+                                                 "from barca.views import warning_text\n"),))
+
+
 def test_the_local_executor_is_private_to_the_engine():
     """Outside engine/local/, its modules are reached only by the pool's own process (the
     launcher, which serves them); everything else uses the package's names."""

@@ -6,7 +6,7 @@ import pytest
 
 from barca.errors import UsageError
 from barca.planner.batching import (ALL, LISTED, NONE, BatchOverrides, BatchSetting, batch_calls,
-                                    batch_plan, calls_summary, describe, effective_batch,
+                                    batch_plan, describe, effective_batch,
                                     group_key, groups_setting, label_argument, labels_setting,
                                     node_overrides, override_value, parse_overrides,
                                     setting_from_text, size_setting)
@@ -327,13 +327,6 @@ def test_effective_batch():
     (groups_setting(NODE, GROUPS), "batches"), (labels_setting(3), "batches_by")])
 def test_describe(setting, text):
     assert describe(setting) == text
-
-
-def test_calls_summary():
-    assert calls_summary(ALL, 3, 1) == "3 keys in 1 call (batch=all)"
-    assert calls_summary(size_setting(2), 3, 2) == "3 keys in 2 calls (batch=2)"
-    assert calls_summary(ALL, 1, 1) == "1 key in 1 call (batch=all)"
-    assert calls_summary(labels_setting(), 25, None) == "25 keys (batches_by)"
 
 
 def test_batch_plan_counts_calls_without_grouping_for_sizes():

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from barca.engine.batch_labels import batch_labels
+from barca.engine.events import RunNote
 from barca.engine.protocol import CallFinished
 from barca.engine.result import BatchExecution
 from barca.graph import Graph
@@ -69,9 +70,9 @@ class BatchCalls:
         if call.written:
             self.execution.setdefault(call.node_id, BatchExecution()).add(call)
 
-    def notes(self) -> list[str]:
-        """One `batch:<node> ...` line per batched node that wrote keys."""
-        return [stats.line(node_id) for node_id, stats in self.execution.items()]
+    def notes(self) -> list[RunNote]:
+        """One note (`batch:<node> ...`) per batched node that wrote keys."""
+        return [stats.note(node_id) for node_id, stats in self.execution.items()]
 
     def _labels(self, node_id: str, plan: NodePlan, keys: Sequence[str]) -> dict | None:
         if self.settings[node_id].kind != "labels":

@@ -28,7 +28,7 @@ from typing import Any, Callable, Sequence
 from barca.engine import step_scheduler
 from barca.engine.batch_calls import BatchCalls
 from barca.engine.concurrent_runs import Claim, Steps
-from barca.engine.events import Reporter
+from barca.engine.events import MetadataNote, Reporter
 from barca.engine.executor import Executor, NewExecutor
 from barca.engine.planning import Planning
 from barca.engine.protocol import CallFinished, LogLine, RunInterrupted, StepOutcome
@@ -370,12 +370,11 @@ class _Run:
         recorder.finish(status, total_keys, run.cached_keys(), elapsed,
                         whole=not self.request.options.partition)
         notes = self.batches.notes()
-        for text in notes:
-            self.reporter.run_note(text)
+        for note in notes:
+            self.reporter.run_note(note)
         self.reporter.run_finished(run.executed, total_keys, elapsed, status)
         if notes:  # a batched run says where the coordinator's time went too
-            seconds = self.handling_seconds + recorder.seconds
-            notes.append(f"metadata {seconds:.1f}s recording this run's results")
+            notes.append(MetadataNote(self.handling_seconds + recorder.seconds))
             self.reporter.run_note(notes[-1])
             recorder.notes(notes)  # kept with the run's output: `barca logs` shows them too
 

@@ -6,9 +6,33 @@ API ignores them. A reporter that does nothing is a valid reporter.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from dataclasses import dataclass
+from typing import Any, Mapping, Union
 
 from barca.engine.protocol import StepOutcome
+
+
+@dataclass(frozen=True, slots=True)
+class BatchNote:
+    """A batched node's calls in this run and where their time went, summed over the calls
+    (which may run in parallel): `seconds` holds (part, seconds) for import, load, compute,
+    split and write, in that order."""
+
+    node_id: str
+    calls: int
+    keys: int
+    seconds: tuple[tuple[str, float], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataNote:
+    """The coordinator's own time in a batched run: handling finished keys and writing the
+    metadata database."""
+
+    seconds: float
+
+
+RunNote = Union[BatchNote, MetadataNote]
 
 
 class Reporter:
@@ -54,9 +78,9 @@ class Reporter:
         "unused_input", "missing_result", ...) and its evidence (`node`, `param` and the
         facts its words are made of: barca.views.warning_text)."""
 
-    def run_note(self, text: str) -> None:
-        """A line about the run as a whole (`batch:<node> 2 calls, ...`, `metadata 0.1s ...`),
-        also kept with the run's logs."""
+    def run_note(self, note: RunNote) -> None:
+        """A fact about the run as a whole (a batched node's calls, the time spent recording),
+        also kept with the run's logs; its words are barca.views.warning_text's `note_text`."""
 
     def run_finished(self, executed: int, total: int, elapsed: float, status: str) -> None:
         """The run ended with `status` ("success", "failed", "cancelled")."""

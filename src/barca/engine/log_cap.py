@@ -10,8 +10,37 @@ The terminal still shows every line as it is printed: only what is stored is cap
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 MAX_LINE_CHARS = 16_384
 MAX_LINES = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class LineCut:
+    """A line stored cut: its first `kept` characters (`text`), `cut` more not stored."""
+
+    text: str
+    cut: int
+    kept: int
+
+
+@dataclass(frozen=True, slots=True)
+class LogLimit:
+    """Stored instead of a step's first line over its limit of `max_lines` lines."""
+
+    max_lines: int
+
+
+@dataclass(frozen=True, slots=True)
+class LogDropped:
+    """Stored when the run ends: how much of a step's output was not (`lines`, `chars`)."""
+
+    lines: int
+    chars: int
+
+
+LogMark = LineCut | LogLimit | LogDropped  # said in words by barca.views.warning_text
 
 
 class LogCap:
@@ -22,9 +51,9 @@ class LogCap:
         self.kept: dict[str, int] = {}
         self.dropped: dict[str, list[int]] = {}  # step id -> [lines, characters]
 
-    def admit(self, step_id: str, text: str) -> str | None:
-        """The text to store for this line (cut when too long), a marker for the first line
-        over the step's limit, or None (dropped, and counted)."""
+    def admit(self, step_id: str, text: str) -> str | LineCut | LogLimit | None:
+        """What to store for this line: the text, the text cut when too long, a marker for
+        the first line over the step's limit, or None (dropped, and counted)."""
         kept = self.kept.get(step_id, 0)
         if kept > self.max_lines:
             counts = self.dropped[step_id]
@@ -34,15 +63,12 @@ class LogCap:
         self.kept[step_id] = kept + 1
         if kept == self.max_lines:
             self.dropped[step_id] = [1, len(text)]
-            return (f"[barca] log limit: this step printed more than {self.max_lines:,} "
-                    "lines; the later ones are not kept")
+            return LogLimit(self.max_lines)
         if len(text) > self.max_chars:
-            return (f"{text[:self.max_chars]} [barca] line cut: {len(text) - self.max_chars:,} "
-                    f"more characters not kept (a stored line keeps {self.max_chars:,})")
+            return LineCut(text[:self.max_chars], len(text) - self.max_chars, self.max_chars)
         return text
 
-    def summaries(self) -> list[tuple[str, str]]:
-        """(step id, text) of a closing line for each step that had lines dropped."""
-        return [(step_id, f"[barca] log limit: {lines:,} more lines ({chars:,} characters) of "
-                 "this step's output were not kept")
+    def summaries(self) -> list[tuple[str, LogDropped]]:
+        """(step id, what was dropped) for each step that had lines dropped: a closing line."""
+        return [(step_id, LogDropped(lines, chars))
                 for step_id, (lines, chars) in self.dropped.items()]

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from barca.discover.model import Definition
+from barca.engine.events import BatchNote
 from barca.engine.protocol import CallFinished, StepOutcome
 from barca.graph import Graph
 from barca.planner.batching import BatchPlan
@@ -49,13 +50,10 @@ class BatchExecution:
         return {"calls": self.calls, "keys": self.keys,
                 **{part: round(getattr(self, part), 4) for part in _PARTS}}
 
-    def line(self, node_id: str) -> str:
-        """`batch:<node> 7 calls, 3077 keys | import 0.1s, ...`, as the run's output says it."""
-        parts = ", ".join(f"{p.removesuffix('_seconds')} {getattr(self, p):.1f}s"
-                          for p in _PARTS)
-        calls = f"{self.calls} call{'s' if self.calls != 1 else ''}"
-        keys = f"{self.keys} key{'s' if self.keys != 1 else ''}"
-        return f"batch:{node_id} {calls}, {keys} | {parts}"
+    def note(self, node_id: str) -> BatchNote:
+        """What the run says of the node's calls when it ends (`[barca] batch:<node> ...`)."""
+        return BatchNote(node_id, self.calls, self.keys,
+                         tuple((p.removesuffix("_seconds"), getattr(self, p)) for p in _PARTS))
 
 
 _PARTS = ("import_seconds", "load_seconds", "compute_seconds", "split_seconds",
@@ -87,7 +85,7 @@ class RunResult:
     batch_execution: dict[str, BatchExecution] = field(default_factory=dict)  # batched nodes
     metadata_seconds: float = 0.0  # handling finished keys and writing the metadata DB
     batch_plans: dict[str, BatchPlan] = field(default_factory=dict)  # a dry run's calls
-    warnings: list[dict[str, Any]] = field(default_factory=list)  # {kind, node, param, message}
+    warnings: list[dict[str, Any]] = field(default_factory=list)  # {kind, node, param, evidence}
     # [cache] max_size: what the run's trim removed (store.gc.trim), when it was over
     cache: dict[str, int] | None = None
     cache_warnings: list[str] = field(default_factory=list)

@@ -13,6 +13,7 @@ from typing import Any, Iterable, Sequence
 
 from barca.engine.byte_checks import changed_bytes
 from barca.engine.concurrent_runs import StepLeases
+from barca.engine.events import RunNote
 from barca.engine.key_source_columns import SourceColumns
 from barca.engine.log_cap import LogCap
 from barca.engine.protocol import StepOutcome
@@ -23,6 +24,8 @@ from barca.project import Project
 from barca.state import EMPTY_STATE, NodeState, state_after_run
 from barca.store import metadata
 from barca.store.db import checkpoint, connect, defer_checkpoint
+# the words of what the run keeps in its logs about itself (the engine writes no English)
+from barca.views.warning_text import log_mark_text, note_text, sink_failed_text
 
 
 class RunRecorder:
@@ -92,7 +95,7 @@ class RunRecorder:
     def log(self, step_id: str, stream: str, text: str) -> None:
         kept = self.log_cap.admit(step_id, text)
         if kept is not None:
-            self._line(step_id, stream, kept)
+            self._line(step_id, stream, kept if isinstance(kept, str) else log_mark_text(kept))
 
     def _line(self, step_id: str, stream: str, text: str) -> None:
         self.log_count += 1  # the line's place in the run, across flushes
@@ -100,7 +103,7 @@ class RunRecorder:
 
     def sink_failed(self, step_id: str, message: str) -> None:
         """Kept with the step's output."""
-        self._line(step_id, "stderr", f"[barca] SINK FAILED: {message}")
+        self._line(step_id, "stderr", sink_failed_text(message))
 
     def flush(self) -> None:
         """What was buffered, in one transaction each (logs, steps)."""
@@ -118,8 +121,8 @@ class RunRecorder:
 
     def closing_logs(self) -> None:
         """The counts of lines each step printed beyond what is stored, then a flush."""
-        for step_id, text in self.log_cap.summaries():
-            self._line(step_id, "stderr", text)
+        for step_id, dropped in self.log_cap.summaries():
+            self._line(step_id, "stderr", log_mark_text(dropped))
         self.flush()
 
     def finish(self, status: str, total_keys: int, cached_keys: int, elapsed: float,
@@ -139,12 +142,13 @@ class RunRecorder:
         self.sources.save(self.conn)
         self.seconds += time.perf_counter() - began
 
-    def notes(self, notes: Sequence[str]) -> None:
-        """Lines about the run as a whole, kept with its output (`barca logs`)."""
+    def notes(self, notes: Sequence[RunNote]) -> None:
+        """Notes about the run as a whole, kept with its output (`barca logs`) in the words
+        its events give them: the renderer's, as the engine writes no English."""
         now = time.time()
         metadata.insert_logs(self.conn, self.run_id, [
-            (i, "barca", "stderr", now, text)
-            for i, text in enumerate(notes, start=self.log_count + 1)])
+            (i, "barca", "stderr", now, note_text(note))
+            for i, note in enumerate(notes, start=self.log_count + 1)])
 
     def _new_states(self, whole: bool) -> dict[str, NodeState]:
         """Each node's new snapshot, so the next run compares whole columns again."""

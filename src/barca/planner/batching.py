@@ -2,7 +2,8 @@
 
 A building block: nothing calls it yet. The planner is meant to pass a node's effective batch
 setting and its keys that need to run (in declared key order) to `batch_calls`, and render
-`describe` / `calls_summary` in the dry run; the engine then runs one step per call.
+`describe` in the dry run (views.plan_text says it in words); the engine then runs one step
+per call.
 
 Data reaching here:
 - `BatchSetting` is the batch= of a node, read from the text discovery keeps
@@ -317,9 +318,6 @@ class BatchPlan:
     def as_json(self) -> dict[str, Any]:
         return {"grouping": describe(self.setting), "keys": self.keys, "calls": self.calls}
 
-    def summary(self) -> str:
-        return calls_summary(self.setting, self.keys, self.calls)
-
 
 def batch_plan(node: str, setting: BatchSetting, keys: Sequence[str],
                labels: Mapping[str, Any] | None = None, dims: Sequence[str] = ()) -> BatchPlan:
@@ -350,13 +348,3 @@ def describe(setting: BatchSetting | None) -> str | None:
         return f"batch={setting.kind}"
     return "batches" if setting.kind == "groups" else "batches_by"
 
-
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
-
-
-def calls_summary(setting: BatchSetting, keys: int, calls: int | None) -> str:
-    """The WHY column's "3 keys in 1 call (batch=all)"; `calls` is None when the dry run did
-    not group (batches/batches_by over more keys than it lists)."""
-    where = "" if calls is None else f" in {_plural(calls, 'call')}"
-    return f"{_plural(keys, 'key')}{where} ({describe(setting)})"

@@ -94,10 +94,17 @@ SCHEMAS = {
                                            "cancelled"]},
         "result": {}, "error": NULL_STR, "started_at": NUM, "finished_at": NULL_NUM}),
     "DryRun": {"type": "object", "description": "the JSON `barca get --dry-run --json` prints"},
+    "StatusPartitions": _object({
+        "total": INT, "cached": INT, "missing": INT, "missing_keys": STRS, "failed": INT,
+        "failed_keys": STRS, "blocked": INT, "blocked_keys": STRS,
+        "shares": {**_object({"cached": INT, "stale": INT, "failed": INT, "blocked": INT}),
+                   "description": "the keys in four parts that add up to total"},
+        "failed_still_cached": INT}),
     "NodeState": {"type": "object", "required": ["id", "kind", "cache", "durations", "next_run"],
                   "description": "a node's `barca status --json` entry, plus durations and "
                                  "next_run",
                   "properties": {"id": STR, "kind": STR, "cache": {"type": "object"},
+                                 "partitions": _ref("StatusPartitions"),
                                  "durations": {"type": ["object", "null"]},
                                  "next_run": {"type": ["integer", "null"]}}},
     "PartitionPage": _object({
@@ -130,7 +137,7 @@ SCHEMAS = {
                          "last_materialization", "shape", "env"],
             "properties": {"id": STR, "name": STR, "kind": STR, "inputs": STRS,
                            "partitioned": BOOL, "cache": {"type": "object"},
-                           "env": STRS}}}},
+                           "partitions": _ref("StatusPartitions"), "env": STRS}}}},
         ["target", "targets", "summary", "root", "nodes", "total", "truncated"]),
     "HistoryRun": _object({
         "run_id": STR, "command": STR, "files": STRS, "target": NULL_STR, "job": NULL_STR,

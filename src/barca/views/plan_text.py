@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from barca.planner.batching import BatchPlan
+from barca.planner.batching import BatchPlan, describe
 from barca.planner.model import NodePlan, Reason
 
 KEYS_LISTED = 20
@@ -101,7 +101,14 @@ def why(plan: NodePlan, batch: BatchPlan | None = None, width: int | None = None
     """The WHY column for one node of a dry run or status; a batched node's calls after it.
     With `width`, the keys listed stop near it and the rest are counted (`and 57 more`)."""
     text = _why(plan, width)
-    return f"{text}; {batch.summary()}" if batch is not None and plan.run else text
+    return f"{text}; {calls_summary(batch)}" if batch is not None and plan.run else text
+
+
+def calls_summary(batch: BatchPlan) -> str:
+    """A batched node's "3 keys in 1 call (batch=all)"; without the calls when the dry run did
+    not group them (batches/batches_by over more keys than it lists)."""
+    where = "" if batch.calls is None else f" in {plural(batch.calls, 'call')}"
+    return f"{plural(batch.keys, 'key')}{where} ({describe(batch.setting)})"
 
 
 def _why(plan: NodePlan, width: int | None = None) -> str:

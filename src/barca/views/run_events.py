@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from barca.engine.events import Reporter
+from barca.engine.events import Reporter, RunNote
 from barca.engine.protocol import StepOutcome
 from barca.printable import printable
 from barca.views.plan_text import env_suffix, env_value
-from barca.views.warning_text import warning_text
+from barca.views.warning_text import note_text, sink_failed_text, warning_text
 
 STEP_LINES = ("step_finished", "step_cached")  # said per key: a progress bar stands for them
 
@@ -82,14 +82,15 @@ class RunEvents(Reporter):
         self._say("log", f"[{step_id}] {text}", step_id=step_id, stream=stream, text=text)
 
     def sink_failed(self, step_id: str, message: str) -> None:
-        self._say("sink_failed", f"[barca] SINK FAILED: {step_id}: {message}",
+        self._say("sink_failed", sink_failed_text(f"{step_id}: {message}"),
                   step_id=step_id, error=message)
 
     def warning(self, code: str, evidence: Mapping[str, Any]) -> None:
         text = warning_text(code, evidence)
         self._say("warning", f"[barca] warning: {text}", text=text)
 
-    def run_note(self, text: str) -> None:
+    def run_note(self, note: RunNote) -> None:
+        text = note_text(note)
         self._say("note", f"[barca] {text}", text=text)
 
     def run_finished(self, executed: int, total: int, elapsed: float, status: str) -> None:

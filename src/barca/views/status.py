@@ -11,6 +11,7 @@ from barca.engine.driver import open_pipeline, run
 from barca.engine.result import RunResult
 from barca.store.shape import artifact_shape
 from barca.views import plan_text
+from barca.views.partition_shares import partition_shares
 from barca.views.times import utc_time
 
 STATES = ("cached", "stale", "never_run", "partial", "blocked", "unknown", "always_runs")
@@ -140,7 +141,9 @@ def _status_node(plan, result, last=None) -> dict[str, Any]:
         node["partitions"] = {"total": len(plan.keys), "cached": plan.cached_count,
                               "missing": len(missing), "missing_keys": missing[:20],
                               "failed": len(failed), "failed_keys": failed[:20],
-                              "blocked": len(blocked), "blocked_keys": blocked[:20]}
+                              "blocked": len(blocked), "blocked_keys": blocked[:20],
+                              **partition_shares(plan.cached_count, len(missing), len(failed),
+                                                 len(blocked)).to_json()}
         if blocked and len(blocked) == len(missing):
             cache.update(state="blocked", reason="blocked",
                          detail=f"{len(blocked)} keys blocked by failed keys upstream: "

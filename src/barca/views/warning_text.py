@@ -1,11 +1,16 @@
-"""The words of the engine's warnings. The engine says what it saw as a code with its evidence
-(`{"kind": "unused_input", "node": ..., "param": ...}`, see engine.run_checks); a warning reaches
-a user only through here, as the `[barca] warning:` line of a run's events and as the
-`{kind, node, param, message}` of a JSON body's `warnings`."""
+"""The words of the engine's warnings and run notes. The engine says what it saw as a code with
+its evidence (`{"kind": "unused_input", "node": ..., "param": ...}`, see engine.run_checks) or
+as a note (engine.events: `BatchNote`, `MetadataNote`); a warning reaches a user only through
+here, as the `[barca] warning:` line of a run's events and as the `{kind, node, param,
+message}` of a JSON body's `warnings`; a note as the `[barca] ...` line of a run's events and
+in the run's logs; the marks of what a run's logs do not keep (engine.log_cap) in them."""
 
 from __future__ import annotations
 
 from typing import Any, Callable, Mapping
+
+from barca.engine.events import BatchNote, RunNote
+from barca.engine.log_cap import LineCut, LogLimit, LogMark
 
 Evidence = Mapping[str, Any]
 
@@ -55,3 +60,31 @@ def warning_json(warning: Evidence) -> dict[str, Any]:
     """A warning as JSON bodies carry it."""
     return {"kind": warning["kind"], "node": warning["node"], "param": warning["param"],
             "message": warning_text(warning["kind"], warning)}
+
+
+def note_text(note: RunNote) -> str:
+    """`batch:<node> 7 calls, 3077 keys | import 0.1s, load ...` for a batched node's calls;
+    `metadata 0.3s recording this run's results` for the coordinator's own time."""
+    if isinstance(note, BatchNote):
+        parts = ", ".join(f"{part} {seconds:.1f}s" for part, seconds in note.seconds)
+        calls = f"{note.calls} call{'s' if note.calls != 1 else ''}"
+        keys = f"{note.keys} key{'s' if note.keys != 1 else ''}"
+        return f"batch:{note.node_id} {calls}, {keys} | {parts}"
+    return f"metadata {note.seconds:.1f}s recording this run's results"
+
+
+def log_mark_text(mark: LogMark) -> str:
+    """The line a run's logs keep where a step's output was cut (engine.log_cap)."""
+    if isinstance(mark, LineCut):
+        return (f"{mark.text} [barca] line cut: {mark.cut:,} more characters not kept (a "
+                f"stored line keeps {mark.kept:,})")
+    if isinstance(mark, LogLimit):
+        return (f"[barca] log limit: this step printed more than {mark.max_lines:,} lines; "
+                "the later ones are not kept")
+    return (f"[barca] log limit: {mark.lines:,} more lines ({mark.chars:,} characters) of "
+            "this step's output were not kept")
+
+
+def sink_failed_text(message: str) -> str:
+    """The line a step's logs keep when one of its @sink copies could not be written."""
+    return f"[barca] SINK FAILED: {message}"

@@ -6,7 +6,7 @@ import { api } from "./api.js";
 import { store, on, follow, readOnly, liveRuns } from "./store.js";
 import { h, replace, clear, icon, fmtInt, fmtCompact, fmtPct, fmtDur, fmtAgo, fmtTime, debounce, toast } from "./util.js";
 import { GraphView } from "./graph.js";
-import { nodeLook, partCounts, TONE_LABEL } from "./look.js";
+import { nodeLook, sharesOf, TONE_LABEL } from "./look.js";
 
 const PAGE = 100;
 
@@ -202,7 +202,7 @@ export class AssetsPage {
       const entry = store.state && store.state.get(a.id);
       const look = (this.looks && this.looks.get(a.id)) || nodeLook(a, entry, null, !store.state);
       const p = entry && entry.partitions;
-      const c = partCounts(p);
+      const c = sharesOf(p);
       const i = a.id.lastIndexOf(":");
       return h("tr", {
         class: `row-link${a.id === this.selected ? " selected" : ""}`, tabindex: 0,
@@ -213,7 +213,7 @@ export class AssetsPage {
         h("div", { class: "name" }, a.name), h("div", { class: "subtle small" }, a.id.slice(0, i))))),
       h("td", null, h("span", { class: `badge tone-${look.tone}` }, h("i", { class: "dot" }), look.label)),
       h("td", { class: "col-parts" }, p && p.total ? h("div", { class: "parts-cell" }, htmlBar(c, "sm", entry.cache && entry.cache.state === "never_run"),
-        h("span", { class: "small subtle tnum" }, `${fmtInt(c.cached)} / ${fmtInt(c.total)} cached`)) : h("span", { class: "subtle" }, "—")),
+        h("span", { class: "small subtle tnum" }, `${fmtInt(c.cached)} / ${fmtInt(p.total)} cached`)) : h("span", { class: "subtle" }, "—")),
       h("td", { class: "num" }, entry && entry.durations ? fmtDur(entry.durations.median_seconds) : "—"),
       h("td", null, a.freshness.type === "Schedule" ? [h("span", { class: "mono small" }, a.freshness.value), entry && entry.next_run ? h("div", { class: "small subtle" }, `next ${fmtAgo(entry.next_run)}`) : null] : h("span", { class: "subtle" }, a.freshness.type.toLowerCase())));
     });
@@ -407,7 +407,7 @@ class NodePanel {
       replace(this.partsBox, h("h3", null, "Partitions"), store.state ? h("p", { class: "subtle" }, "No partition counts: the keys are not known until the upstream runs.") : h("div", { class: "skeleton-block" }));
       return;
     }
-    const c = partCounts(p);
+    const c = sharesOf(p);
     const neverRun = e.cache && e.cache.state === "never_run";
     const stat = (cls, label, n, filter) => h(filter ? "a" : "div", {
       class: `pstat tone-${cls}${filter ? " pstat-link" : ""}`,
@@ -416,14 +416,14 @@ class NodePanel {
     },
     h("div", { class: "pstat-label" }, h("i", { class: "dot" }), label),
     h("div", { class: "pstat-value num" }, fmtInt(n)),
-    h("div", { class: "pstat-pct small subtle" }, fmtPct(n, c.total)));
+    h("div", { class: "pstat-pct small subtle" }, fmtPct(n, p.total)));
     replace(this.partsBox,
-      h("div", { class: "section-head" }, h("h3", null, "Partitions"), h("span", { class: "subtle num" }, `${fmtInt(c.total)} keys`)),
+      h("div", { class: "section-head" }, h("h3", null, "Partitions"), h("span", { class: "subtle num" }, `${fmtInt(p.total)} keys`)),
       htmlBar(c, "lg", neverRun),
       h("div", { class: "pstats" }, stat("ok", "Cached", c.cached, "success"), neverRun ? stat("never", "Never run", c.stale) : stat("stale", "Stale", c.stale), stat("failed", "Failed", c.failed, c.failed ? "failed" : null), stat("blocked", "Blocked", c.blocked)));
-    if (c.failedLast > c.failed) {
-      this.partsBox.append(h("p", { class: "small subtle note" }, `${fmtInt(c.failedLast)} keys failed their last attempt; `,
-        `${fmtInt(c.failedLast - c.failed)} of them are still served from an earlier cached result.`));
+    if (p.failed_still_cached) {
+      this.partsBox.append(h("p", { class: "small subtle note" }, `${fmtInt(p.failed)} keys failed their last attempt; `,
+        `${fmtInt(p.failed_still_cached)} of them are still served from an earlier cached result.`));
     }
     // keys blocked by failed keys upstream have no attempt of their own: they come from status
     if (p.blocked) {

@@ -3,7 +3,7 @@
 // that each node sits near its neighbours), drawn as SVG with pan and zoom.
 
 import { s, icon, fmtInt, fmtDur, fmtAgo } from "./util.js";
-import { nodeLook, partCounts } from "./look.js";
+import { nodeLook, sharesOf } from "./look.js";
 
 export const NODE_W = 240;
 export const NODE_H = 80;
@@ -493,12 +493,12 @@ function liveBar(act, expected, x, y, w, hgt) {
 /** Segments cached / stale / failed / blocked of a partition count, as SVG rects (the bar's
  * geometry is the same on every card: one clip path rounds them all). */
 function partitionBar(p, x, y, w, hgt, neverRun) {
-  const c = { ...partCounts(p), neverRun };
+  const c = sharesOf(p), total = (p && p.total) || 0;
   const g = s("g", { "clip-path": "url(#bar-clip)" }, s("rect", { class: "pbar-bg", x, y, width: w, height: hgt }));
-  if (!c.total) return [g];
+  if (!total) return [g];
   // a tiny share still shows (3px), taken from the largest segment
-  const parts = [["ok", c.cached], [c.neverRun ? "never" : "stale", c.stale], ["failed", c.failed], ["blocked", c.blocked]].filter(([, n]) => n);
-  const widths = parts.map(([, n]) => Math.max(3, (w * n) / c.total));
+  const parts = [["ok", c.cached], [neverRun ? "never" : "stale", c.stale], ["failed", c.failed], ["blocked", c.blocked]].filter(([, n]) => n);
+  const widths = parts.map(([, n]) => Math.max(3, (w * n) / total));
   const excess = widths.reduce((t, x) => t + x, 0) - w;
   if (excess > 0) widths[widths.indexOf(Math.max(...widths))] -= excess;
   let at = x;

@@ -1,18 +1,13 @@
 // How a node's status reads: a tone (its colour) and a short label, shared by the graph, the
 // list and the node panel.
 
-/** cached / stale / failed / blocked keys of a status entry's `partitions` (stale: keys that
- * will run for any other reason, never-run keys included). */
-export function partCounts(p) {
-  if (!p) return { total: 0, cached: 0, stale: 0, failed: 0, blocked: 0, failedLast: 0 };
-  const cached = p.cached || 0, total = p.total || 0;
-  const missing = p.missing != null ? p.missing : Math.max(0, total - cached);
-  // `failed` counts keys whose last attempt failed, some of which may still be served from
-  // an earlier cached result: the four shares add up to the total
-  const failedLast = p.failed || 0;
-  const failed = Math.min(failedLast, missing);
-  const blocked = Math.min(p.blocked || 0, missing - failed);
-  return { total, cached, failed, blocked, failedLast, stale: Math.max(0, missing - failed - blocked) };
+const NO_SHARES = { cached: 0, stale: 0, failed: 0, blocked: 0 };
+
+/** The cached / stale / failed / blocked shares of a status entry's `partitions`, as the server
+ * reconciled them (they add up to its `total`; stale: keys that will run for any other
+ * reason, never-run keys included). */
+export function sharesOf(p) {
+  return (p && p.shares) || NO_SHARES;
 }
 
 const STALE_REASON = {
@@ -32,7 +27,7 @@ export function nodeLook(asset, entry, act, loading) {
   }
   if (!entry) return loading ? { tone: "loading", label: "Loading status…" } : { tone: "unknown", label: "No status" };
   const cache = entry.cache || {};
-  const c = partCounts(entry.partitions);
+  const c = sharesOf(entry.partitions);
   const n = (x) => x.toLocaleString("en-US");
   switch (cache.state) {
     case "cached":
