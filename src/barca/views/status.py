@@ -135,15 +135,18 @@ def _status_node(plan, result, last=None) -> dict[str, Any]:
                             "shape": None, "env": list(graph.nodes[plan.node_id].env)}
     if node["partitioned"] and not plan.unknown:
         state = result.states.get(plan.node_id)
-        failed = sorted(plan.label(k) for k in state.failed) if state else []
-        missing = sorted(plan.label(plan.keys[i]) for i in plan.run)
-        blocked = sorted(plan.label(k) for k in _blocked_keys(plan, result))
+        failed_keys = list(state.failed) if state else []
+        missing_keys = {plan.keys[i] for i in plan.run}
+        blocked_keys = _blocked_keys(plan, result)
+        failed = sorted(map(plan.label, failed_keys))
+        missing = sorted(map(plan.label, missing_keys))
+        blocked = sorted(map(plan.label, blocked_keys))
         node["partitions"] = {"total": len(plan.keys), "cached": plan.cached_count,
                               "missing": len(missing), "missing_keys": missing[:20],
                               "failed": len(failed), "failed_keys": failed[:20],
                               "blocked": len(blocked), "blocked_keys": blocked[:20],
-                              **partition_shares(plan.cached_count, len(missing), len(failed),
-                                                 len(blocked)).to_json()}
+                              **partition_shares(plan.cached_count, missing_keys, failed_keys,
+                                                 blocked_keys).to_json()}
         if blocked and len(blocked) == len(missing):
             cache.update(state="blocked", reason="blocked",
                          detail=f"{len(blocked)} keys blocked by failed keys upstream: "
