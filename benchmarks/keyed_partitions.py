@@ -91,7 +91,7 @@ import orjson
 from barca.engine.driver import run
 from barca.views.run_report import RunReport
 result = run("get", "orders", ["pipeline.py"])
-print(orjson.dumps(RunReport(result, "get", "orders", values=False).to_json()).decode())
+print(orjson.dumps(RunReport(result, "get", "orders", values="none").to_json()).decode())
 """
 POOL_RSS: dict[int, float] = {}  # N -> resident MB of the warm pool after the ticks
 KEPT: dict[int, tuple[Path, int, int]] = {}  # N -> project, pool pid, ticks taken so far
