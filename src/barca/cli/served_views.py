@@ -66,8 +66,11 @@ def _check_target(text: str, order: ServedRun) -> None:
     nodes its own load left out): 404 unknown, 409 ambiguous, in the resolver's words."""
     from barca.engine.driver import open_pipeline
 
-    graph = open_pipeline(order.files, order.env,
-                          leave_out=order.request.get("left_out", ())).graph
+    try:
+        graph = open_pipeline(order.files, order.env,
+                              leave_out=order.request.get("left_out", ())).graph
+    except UsageError:  # a served file does not load: the command fails as it loads them,
+        return  # saying why, before it reads anything for the target
     for part in text.split(","):
         if len(part) > MAX_NAME_CHARS:
             raise UsageError(f"a node name of {len(part)} characters: no node is named so",

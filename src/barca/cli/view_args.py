@@ -48,7 +48,7 @@ class ViewLine:
 
 def parse_view(name: str, args: Sequence[str]) -> ViewLine:
     """`barca NAME ARGS` parsed by the command's own parser (UsageError for what it refuses,
-    or what is refused here); NAME must be one of VIEW_COMMANDS."""
+    or what is refused here); NAME must be one of `barca.view_commands.VIEW_COMMANDS`."""
     import click
     from click.core import ParameterSource
 
