@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 import click
@@ -11,21 +10,14 @@ from barca.cli.load import split_positionals
 from barca.cli.output import (bounded, choose_listing_mode, choose_mode, emit, emit_json,
                               note_truncated, parse_fields, table)
 from barca.cli.server_option import server_options
-from barca.engine.driver import open_pipeline
 from barca.errors import UsageError
 from barca.printable import note
-from barca.schedules import next_fire_text
 from barca.store.shape import shape_text
 from barca.views import plan_text
-from barca.views.listing import listing, pick_fields
+from barca.views.listing import DEFAULT_NODES
+from barca.views.node_list import LIST_FIELDS, node_list
 from barca.views.plan import plan_json
-from barca.views.status import STATES, STATUS_FIELDS, shape, status_report
-
-DEFAULT_NODES = 100
-
-
-LIST_FIELDS = ["id", "kind", "freshness", "schedule", "inputs", "env", "partitions",
-               "next_fire"]
+from barca.views.status import STATES, STATUS_FIELDS, status_page, status_report
 
 
 @click.command("list")
@@ -50,24 +42,9 @@ def list_command(files, json_flag, pretty, limit, show_all, fields) -> None:
     chosen = parse_fields(fields, LIST_FIELDS)
     shown = bounded(limit, show_all, DEFAULT_NODES)
     _, paths = split_positionals(files, takes_target=False)
-    loaded = open_pipeline(paths)
-    graph = loaded.graph
-    now = datetime.now().astimezone()
-    nodes = []
-    for node_id in graph.order:
-        d = graph.nodes[node_id]
-        item: dict[str, Any] = {"id": node_id, "kind": d.kind, "freshness": d.freshness,
-                                "inputs": list(graph.upstream[node_id]), "env": list(d.env),
-                                "partitions": [dim.name for dim in d.dimensions]}
-        if d.schedule:
-            item["schedule"] = d.schedule
-            item["next_fire"] = next_fire_text(d.schedule, now)
-        nodes.append(item)
-    total = len(nodes)
-    nodes = nodes[:shown]
+    nodes, body = node_list(paths, shown, chosen)
     if mode == "json":
-        emit_json(listing({"root": str(loaded.project.root)}, "nodes",
-                          pick_fields(nodes, chosen), total, "nodes"), indent=True)
+        emit_json(body, indent=True)
         return
     scheduled = any("schedule" in n for n in nodes)
     rows = [[n["id"], n["kind"], freshness_cell(n),
@@ -75,7 +52,7 @@ def list_command(files, json_flag, pretty, limit, show_all, fields) -> None:
              ", ".join(n["inputs"]) or "-"] for n in nodes]
     emit(table(["NAME", "KIND", "FRESHNESS", *(["NEXT FIRE"] if scheduled else []), "DEPS"],
                rows))
-    note_truncated(len(nodes), total, "nodes")
+    note_truncated(len(nodes), body["total"], "nodes")
 
 
 def freshness_cell(node: dict[str, Any]) -> str:
@@ -129,16 +106,11 @@ def status_command(args, json_flag, pretty, env_name, limit, show_all, fields, s
     wanted = _parse_states(states)
     target, paths = split_positionals(args, takes_target=True)
     report = status_report(target, paths, env_name, wanted, problems)
-    total, shown = len(report.nodes), report.nodes[:count]
-    for node in shown:  # read from the files only for what is printed
-        node["shape"] = shape(node, report.result.root, sample)
-    result, summary = report.result, report.summary
+    shown, body = status_page(report, target, count, chosen, sample)
     if mode == "json":
-        body = {"target": target, "targets": target.split(",") if target else [],
-                "summary": summary, "root": str(result.root)}
-        emit_json(listing(body, "nodes", pick_fields(shown, chosen), total, "nodes"),
-                  indent=True)
+        emit_json(body, indent=True)
         return
+    total, result, summary = len(report.nodes), report.result, report.summary
     short = {n: plan_text.why(result.plans[n], width=plan_text.WHY_WIDTH) for n in result.order}
     rows = [[n["id"], n["kind"], n["cache"]["state"].replace("_", "-"),
              n["cache"]["detail"] if n["cache"]["state"] == "blocked" else short[n["id"]],

@@ -1,6 +1,7 @@
-"""A server's run (or its `/state`), in a process of its own (forked from the project's warm
-pool, or started fresh): its order in, typed events out, the result printed as `barca get|run`
-prints it.
+"""A server's run (or one of its reads: `/state`, `/list`, `/nodes`, `GET /cli/{command}`), in
+a process of its own (forked from the project's warm pool, or started fresh): its order in,
+typed events out, the result printed as `barca get|run` prints it (a read's: its JSON, see
+`barca.cli.served_views`).
 
 The server writes the order (`ServedRun`, JSON) to a file given as stdin and reads two pipes:
 stdout carries this run's events, one JSON object a line (`barca.views.run_events`, then an
@@ -52,10 +53,12 @@ def main() -> int:
     os.close(result_fd)
     json_mode = order.request.get("output", "json") == "json"
     try:
-        if order.kind == "status":
+        if order.kind == "run":
+            _run(order, EventWriter(events))
+        elif order.kind == "status":
             _status(order)
         else:
-            _run(order, EventWriter(events))
+            _read(order)
     except BarcaError as exc:
         return _failed(events, exc, json_mode)
     except KeyboardInterrupt:
@@ -97,6 +100,18 @@ def _status(order: ServedRun) -> None:
     for node in report.nodes:
         node["shape"] = shape(node, report.result.root)
     sys.stdout.buffer.write(orjson.dumps({"nodes": report.nodes}, default=str))
+
+
+def _read(order: ServedRun) -> None:
+    """A read route's view (`barca.cli.served_views`)."""
+    from barca.cli import served_views
+
+    readers = {"list": served_views.list_nodes, "nodes": served_views.status_nodes,
+               "view": served_views.view}
+    if order.kind not in readers:
+        raise InfraError(f"the server's order is of an unknown kind {order.kind!r}",
+                         "run the server and its children from one barca installation")
+    readers[order.kind](order)
 
 
 def _failed(events: BinaryIO, error: BarcaError, json_mode: bool) -> int:

@@ -1,7 +1,7 @@
-"""The read-only commands `barca serve` runs for a `--server` client (`GET /cli/{command}`),
-and their command lines: parsed by the command's own parser, refused where they would reach
-beyond a read of the served project, and written anew from the parsed values, so that no
-request text is ever read as an option.
+"""The read-only commands `barca serve` runs for a `--server` client (`GET /cli/{command}`,
+in the server's child: `barca.cli.served_views`), and their command lines: parsed by the
+command's own parser, refused where they would reach beyond a read of the served project,
+and written anew from the parsed values, so that no request text is ever read as an option.
 """
 
 from __future__ import annotations
@@ -10,14 +10,9 @@ import importlib
 from dataclasses import dataclass
 from typing import Sequence
 
+from barca.cli.app import COMMANDS
 from barca.errors import UsageError
 
-# name -> (module, attribute): the click command
-VIEW_COMMANDS = {"status": ("barca.cli.inspect", "status_command"),
-                 "list": ("barca.cli.inspect", "list_command"),
-                 "history": ("barca.cli.history", "history_command"),
-                 "logs": ("barca.cli.logs", "logs_command"),
-                 "stats": ("barca.cli.stats", "stats_command")}
 # options a request may not pass on, and why
 REFUSED = {"--server": "the server runs the command itself",
            "--local": "the server runs the command itself",
@@ -53,13 +48,13 @@ class ViewLine:
 
 def parse_view(name: str, args: Sequence[str]) -> ViewLine:
     """`barca NAME ARGS` parsed by the command's own parser (UsageError for what it refuses,
-    or what is refused here); NAME must be one of VIEW_COMMANDS."""
+    or what is refused here); NAME must be one of `barca.view_commands.VIEW_COMMANDS`."""
     import click
     from click.core import ParameterSource
 
     from barca.discover.files import is_path_arg
 
-    module, attribute = VIEW_COMMANDS[name]
+    module, attribute, _ = COMMANDS[name]
     command = getattr(importlib.import_module(module), attribute)
     try:  # no help option: help is printed by the client, never on the server's stdout
         ctx = command.make_context(name, list(args), help_option_names=[])

@@ -130,15 +130,6 @@ def end_pools_with_this_process() -> None:
     end()
 
 
-def start_command(root: Path, argv: Sequence[str], env: dict[str, str],
-                  fds: tuple[int, int, int]):
-    """Run a whole `barca ARGV` in a child process, as a server does (`engine.local.commands`):
-    a `CommandProcess` with its pid, `signal()` and `wait()`."""
-    from barca.engine.local import start_command as start
-
-    return start(root, argv, env, fds)
-
-
 def start_served_run(root: Path, env: dict[str, str], fds: tuple[int, int, int]):
     """A server's run in a child process (`barca.cli.served_run`: its order on stdin, its
     events on stdout): a `CommandProcess` with its pid, `signal()` and `wait()`."""

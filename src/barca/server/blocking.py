@@ -1,10 +1,11 @@
 """Where the routes' blocking work runs, so that one kind of request cannot starve another.
 
-Reads of the metadata database (milliseconds) run on their own threads; commands run as child
-processes (the status of /state, the read-only `/cli/` views: seconds) on two threads of
-their own, at most COMMANDS_WAITING queued behind them (503 past that); waiting for a run to
-be accepted or to end holds no thread at all (`LiveRun.wait`). Before this, every kind shared asyncio's default
-pool (six threads on two cores): seven slow views made `GET /runs` wait 18 s.
+Reads of the metadata database (milliseconds: `/runs`, `/history`, `/stats`, ...) run on their
+own threads; the reads computed in a child process (`/state`, `/list`, `/nodes`, the read-only
+`/cli/` commands: seconds) on two threads of their own, at most COMMANDS_WAITING queued behind
+them (503 past that); waiting for a run to be accepted or to end holds no thread at all
+(`LiveRun.wait`). Before this, every kind shared asyncio's default pool (six threads on two
+cores): seven slow views made `GET /runs` wait 18 s.
 """
 
 from __future__ import annotations

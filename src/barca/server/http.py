@@ -12,6 +12,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from barca.errors import BarcaError, UsageError
+from barca.server.run_request import MAX_NAME_CHARS
 from barca.server.runs import Runs
 from barca.server.scheduler import Scheduler
 from barca.server.state import StateCache
@@ -66,7 +67,6 @@ def json(body: Any, status: int = 200, headers: dict | None = None) -> Response:
     return Response(orjson.dumps(body), status, headers, media_type="application/json")
 
 
-MAX_NAME_CHARS = 512  # a node's id is far shorter; longer text is neither matched nor echoed
 MAX_DIGITS = 18  # past this a number is no count, and int() of 5,000 digits raises
 
 

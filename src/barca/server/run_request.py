@@ -14,6 +14,7 @@ from barca.errors import UsageError
 
 MAX_ITEMS, MAX_TEXT = 256, 4096  # a RunRequest's lists, and each text in them
 MAX_FIELD_BYTES = 64 * 1024  # a field's JSON: node names and keys, never data
+MAX_NAME_CHARS = 512  # a node's id is far shorter; longer text is neither matched nor echoed
 
 
 @dataclass
@@ -120,10 +121,13 @@ def missing_target(request: RunRequest, graph: Any) -> str | None:
 
 @dataclass(frozen=True)
 class ServedRun:
-    """What a server asks its run's process to do: the client's request (the fields of the
+    """What a server asks its child process to do: the client's request (the fields of the
     server's `RunRequest`) and what the server decided (files, env, run id, who triggered
-    it, where the result goes). `kind` "status" computes `/state` instead (its request:
-    `leave_out`, the node ids the server's own load left out); nothing runs then."""
+    it, where the result goes). Other kinds compute a read instead, and nothing runs:
+    "status" `/state` (its request: `leave_out`, the node ids the server's own load left
+    out), "list" `/list` (`limit`), "nodes" `/nodes` (`targets`, node ids, and `limit`),
+    "view" a read-only command of a `--server` client (`command`, its raw `args`,
+    `left_out`), see `barca.cli.served_views`."""
 
     request: dict[str, Any]
     files: tuple[str, ...]

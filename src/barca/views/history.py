@@ -129,6 +129,14 @@ def step_json(conn: sqlite3.Connection, step: store.StepRow) -> dict[str, Any]:
     return out
 
 
+def recorded_run_json(conn: sqlite3.Connection | None, run_id: str, limit: int | None
+                      ) -> dict[str, Any] | None:
+    """`run_detail_json` of the run recorded as `run_id` (a server's `/history/{run_id}`, which
+    has matched the id already); None when no row has it."""
+    run = store.get_run(conn, run_id) if conn is not None else None
+    return None if run is None else run_detail_json(conn, run, limit)
+
+
 def run_detail_json(conn: sqlite3.Connection, run: store.RunRow, limit: int | None
                     ) -> dict[str, Any]:
     """`history RUN_ID --json`: the run, its first `limit` steps (None: all), per-node totals."""

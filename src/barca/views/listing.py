@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+DEFAULT_NODES = 100  # nodes `barca list` and `barca status` show without --limit
+
 
 def pick_fields(items: list[dict[str, Any]], fields: list[str] | None) -> list[dict[str, Any]]:
     """Keep only the chosen keys of each item (valid keys absent from an item are omitted)."""

@@ -7,7 +7,7 @@ from typing import Any, Sequence
 
 from barca.engine.driver import open_pipeline
 from barca.store import history as store
-from barca.store.db import connect
+from barca.store.db import Connection, connect
 from barca.views.history import partition_key
 from barca.views.times import utc_time
 
@@ -21,9 +21,16 @@ def node_stats_json(target: str, files: Sequence[str], env_name: str | None
     loaded = open_pipeline(list(files), env_name)
     node_id = loaded.graph.resolve_target(target)
     conn = connect(loaded.project.db_path, create=False)
+    return recorded_stats_json(conn, node_id, loaded.graph.nodes[node_id].kind)
+
+
+def recorded_stats_json(conn: Connection | None, node_id: str, kind: str) -> dict[str, Any]:
+    """The executions of `node_id` (of this `kind`) the database `conn` recorded (None: none
+    ever was): what `node_stats_json` answers once the target is resolved, and what a server
+    answers from its own graph."""
     stats = store.node_stats(conn, node_id) if conn is not None else store.NodeStats(
         node_id, 0, 0, 0, (), (), ())
-    return stats_json(stats, loaded.graph.nodes[node_id].kind)
+    return stats_json(stats, kind)
 
 
 def stats_json(stats: store.NodeStats, kind: str) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from barca.engine.driver import open_pipeline, run
 from barca.engine.result import RunResult
 from barca.store.shape import artifact_shape
 from barca.views import plan_text
+from barca.views.listing import listing, pick_fields
 from barca.views.partition_shares import partition_shares
 from barca.views.times import utc_time
 
@@ -47,6 +48,20 @@ def status_report(target: str | None, paths: Sequence[str], env_name: str | None
     if problems:
         nodes = [n for n in nodes if is_problem(n)]
     return StatusReport(result, nodes, summary)
+
+
+def status_page(report: StatusReport, target: str | None, count: int | None,
+                fields: list[str] | None = None, sample: int | None = None
+                ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The first `count` entries (None: all), each with its result's shape (read from the
+    files only for what is shown, `sample` rows of it when asked), and `barca status --json`
+    of them (what a server's `/nodes` answers), `fields` of each entry."""
+    shown = report.nodes[:count]
+    for node in shown:
+        node["shape"] = shape(node, report.result.root, sample)
+    body = {"target": target, "targets": target.split(",") if target else [],
+            "summary": report.summary, "root": str(report.result.root)}
+    return shown, listing(body, "nodes", pick_fields(shown, fields), len(report.nodes), "nodes")
 
 
 def is_problem(node: dict[str, Any]) -> bool:

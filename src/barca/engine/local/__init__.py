@@ -95,14 +95,6 @@ def stop_warm_pools(root: Path | None) -> list[int]:
             if (real is None or info.root == real) and pool_registry.stop(info)]
 
 
-def start_command(root: Path, argv: Sequence[str], env: dict[str, str],
-                  fds: tuple[int, int, int]):
-    """Run a whole `barca` command in a child process: see `engine.local.commands`."""
-    from barca.engine.local.commands import start_command as start
-
-    return start(root, argv, env, fds)
-
-
 def start_served_run(root: Path, env: dict[str, str], fds: tuple[int, int, int]):
     """Run a server's run in a child process: see `engine.local.commands`."""
     from barca.engine.local.commands import start_served_run as start

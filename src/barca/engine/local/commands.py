@@ -1,5 +1,6 @@
-"""A server's runs (`barca.cli.served_run`) and the read-only commands it runs for its
-views, each in a child process.
+"""A server's children (`barca.cli.served_run`): its runs, and the reads it answers in a
+process of their own (`/state`, `/list`, `/nodes`, the read-only commands of `--server`
+clients).
 
 A child is forked from the project's warm pool when one is up (barca and the pipeline's
 libraries already imported: a tick costs a fork), else started as a fresh Python. Either way
@@ -14,7 +15,6 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Sequence
 
 from barca.engine.local import settings, warm_pool
 from barca.engine.local.pool_messages import (Exited, Forked, RunCommand, receive,
@@ -60,31 +60,18 @@ class CommandProcess:
         return 128 + signal.Signals[name].value if name in signal.Signals.__members__ else 3
 
 
-def start_command(root: Path, argv: Sequence[str], env: dict[str, str],
-                  fds: tuple[int, int, int]) -> CommandProcess:
-    """Start `barca ARGV` (a read-only command a server runs for a view) in `root` with
-    `env` on these stdin, stdout and stderr descriptors (the caller keeps and closes its
-    copies)."""
-    return _start(root, "cli", list(argv), env, fds, ["barca.cli.main", *argv])
-
-
 def start_served_run(root: Path, env: dict[str, str], fds: tuple[int, int, int]
                      ) -> CommandProcess:
-    """Start a server's run (`barca.cli.served_run`) in `root` with `env` on these stdin
-    (its order), stdout (its events) and stderr descriptors."""
-    return _start(root, "served_run", [], env, fds, ["barca.cli.served_run"])
-
-
-def _start(root: Path, entry: str, argv: list[str], env: dict[str, str],
-           fds: tuple[int, int, int], fresh: list[str]) -> CommandProcess:
-    """Forked from the warm pool when one is up, else `python -m FRESH`."""
+    """Start a server's child (`barca.cli.served_run`) in `root` with `env` on these stdin
+    (its order), stdout (its events) and stderr descriptors (the caller keeps and closes its
+    copies): forked from the warm pool when one is up, else `python -m barca.cli.served_run`."""
     idle = settings.warm_seconds()
     pool = warm_pool.WarmPool.connect(root) if idle else None
     if pool is not None:
         try:
             umask = os.umask(0)
             os.umask(umask)
-            send(pool.sock, RunCommand(entry, argv, str(root), dict(env), umask, idle,
+            send(pool.sock, RunCommand("served_run", [], str(root), dict(env), umask, idle,
                                        resource_limits()), list(fds))
             pool.sock.settimeout(None)
             message, _ = receive(pool.sock)
@@ -93,6 +80,7 @@ def _start(root: Path, entry: str, argv: list[str], env: dict[str, str],
         except (OSError, EOFError, ValueError):
             pass
         pool.close()  # refused (its code changed, a limit): start this one fresh
-    popen = subprocess.Popen([sys.executable, "-m", *fresh], cwd=root, env=env, stdin=fds[0],
-                             stdout=fds[1], stderr=fds[2], close_fds=True)
+    popen = subprocess.Popen([sys.executable, "-m", "barca.cli.served_run"], cwd=root,
+                             env=env, stdin=fds[0], stdout=fds[1], stderr=fds[2],
+                             close_fds=True)
     return CommandProcess(popen.pid, popen=popen)

@@ -1,0 +1,37 @@
+"""Every node of a pipeline as `barca list` shows it (kind, freshness, inputs, declared env; a
+scheduled node's cron and next fire, in this machine's local time): the same entries for the
+CLI's table, its --json and a server's `/list`."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Sequence
+
+from barca.engine.driver import open_pipeline
+from barca.schedules import next_fire_text
+from barca.views.listing import listing, pick_fields
+
+LIST_FIELDS = ["id", "kind", "freshness", "schedule", "inputs", "env", "partitions",
+               "next_fire"]
+
+
+def node_list(paths: Sequence[str], count: int | None, fields: list[str] | None = None
+              ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The first `count` nodes (None: all) of the pipeline `paths` name, in topological
+    order, and `barca list --json` of them (`fields` of each)."""
+    loaded = open_pipeline(list(paths))
+    graph = loaded.graph
+    now = datetime.now().astimezone()
+    nodes = []
+    for node_id in graph.order:
+        d = graph.nodes[node_id]
+        item: dict[str, Any] = {"id": node_id, "kind": d.kind, "freshness": d.freshness,
+                                "inputs": list(graph.upstream[node_id]), "env": list(d.env),
+                                "partitions": [dim.name for dim in d.dimensions]}
+        if d.schedule:
+            item["schedule"] = d.schedule
+            item["next_fire"] = next_fire_text(d.schedule, now)
+        nodes.append(item)
+    shown = nodes[:count]
+    return shown, listing({"root": str(loaded.project.root)}, "nodes",
+                          pick_fields(shown, fields), len(nodes), "nodes")
