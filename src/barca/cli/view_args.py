@@ -10,7 +10,7 @@ import importlib
 from dataclasses import dataclass
 from typing import Sequence
 
-from barca.cli.app import COMMANDS
+from barca.cli.commands import COMMANDS
 from barca.errors import UsageError
 
 # options a request may not pass on, and why
