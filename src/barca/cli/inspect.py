@@ -14,12 +14,13 @@ from barca.cli.server_option import server_options
 from barca.engine.driver import open_pipeline
 from barca.errors import UsageError
 from barca.printable import note
-from barca.schedules import next_fire_text
+from barca.schedules import next_fire
 from barca.store.shape import shape_text
 from barca.views import plan_text
 from barca.views.listing import listing, pick_fields
 from barca.views.plan import plan_json
 from barca.views.status import STATES, STATUS_FIELDS, shape, status_report
+from barca.views.times import iso_time, short_time, utc_time_of
 
 DEFAULT_NODES = 100
 
@@ -40,7 +41,7 @@ LIST_FIELDS = ["id", "kind", "freshness", "schedule", "inputs", "env", "partitio
               "JSON): " + ", ".join(LIST_FIELDS) + ".")
 def list_command(files, json_flag, pretty, limit, show_all, fields) -> None:
     """Every node: kind, freshness, inputs and declared env; a scheduled node's cron and when
-    it would next fire, in this machine's local time.
+    it would next fire (the table shows it in this machine's local time).
 
     \b
     Example:
@@ -53,7 +54,7 @@ def list_command(files, json_flag, pretty, limit, show_all, fields) -> None:
     loaded = open_pipeline(paths)
     graph = loaded.graph
     now = datetime.now().astimezone()
-    nodes = []
+    nodes, fires = [], {}
     for node_id in graph.order:
         d = graph.nodes[node_id]
         item: dict[str, Any] = {"id": node_id, "kind": d.kind, "freshness": d.freshness,
@@ -61,7 +62,8 @@ def list_command(files, json_flag, pretty, limit, show_all, fields) -> None:
                                 "partitions": [dim.name for dim in d.dimensions]}
         if d.schedule:
             item["schedule"] = d.schedule
-            item["next_fire"] = next_fire_text(d.schedule, now)
+            fires[node_id] = next_fire(d.schedule, now)
+            item["next_fire"] = iso_time(fires[node_id].timestamp())
         nodes.append(item)
     total = len(nodes)
     nodes = nodes[:shown]
@@ -71,7 +73,7 @@ def list_command(files, json_flag, pretty, limit, show_all, fields) -> None:
         return
     scheduled = any("schedule" in n for n in nodes)
     rows = [[n["id"], n["kind"], freshness_cell(n),
-             *([n.get("next_fire", "-")] if scheduled else []),
+             *([short_time(fires[n["id"]]) if n["id"] in fires else "-"] if scheduled else []),
              ", ".join(n["inputs"]) or "-"] for n in nodes]
     emit(table(["NAME", "KIND", "FRESHNESS", *(["NEXT FIRE"] if scheduled else []), "DEPS"],
                rows))
@@ -178,7 +180,7 @@ def _last_run_cell(last: dict[str, Any] | None) -> str:
     if not last:
         return "-"
     secs = "" if last["elapsed_seconds"] is None else f" {last['elapsed_seconds']:.2f}s"
-    return f"{last['status']} {last['created_at']}{secs}"
+    return f"{last['status']} {utc_time_of(last['created_at'])}{secs}"
 
 
 @click.command("plan")
