@@ -8,7 +8,6 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from barca import __version__
-from barca.planner.keys import dimension_names
 from barca.server import blocking
 from barca.server.http import ApiError, Served, int_param, json
 from barca.server.openapi import document
@@ -59,9 +58,8 @@ def inspect_routes(s: Served) -> list[Route]:
             raise ApiError(400, f"status={status[:20]!r} is not success or failed",
                            "pass ?status=failed or ?status=success")
         offset, limit = int_param(query, "offset", 0, 0, 10**9), int_param(query, "limit", 100, 1, 500)
-        page = await blocking.read(s.pages.page, node, dimension_names(definition),
-                                   status or None, query.get("q") or None, offset, limit,
-                                   query.get("error"))
+        page = await blocking.read(s.pages.page, definition, status or None,
+                                   query.get("q") or None, offset, limit, query.get("error"))
         return json(page)
 
     async def schedule(request: Request) -> Response:

@@ -8,7 +8,6 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from barca.planner.keys import dimension_names, key_of_label
 from barca.server import blocking
 from barca.server.events import sse
 from barca.server.http import ApiError, Served, int_param, json, whole_number
@@ -97,9 +96,7 @@ def run_routes(s: Served) -> list[Route]:
                            f"pass ?node= one of {', '.join(targets)}")
         node = s.node_id(text)
         key = request.query_params.get("key", "")
-        # a key's label, as every answer writes it (`retailer=r1`, `day=d1,region=eu`), or the
-        # key's value
-        key = key_of_label(dimension_names(s.pipeline.graph.nodes[node]), key) or key
+        key = views.key_named(s.pipeline.graph.nodes[node], key)
         found = await blocking.read(s.read, views.result_of_run, run_id, node, key)
         if found is None:
             raise ApiError(404, f"run '{run_id}' left no result for {node}"

@@ -11,7 +11,8 @@ import barca.store.history as history
 from barca.store.db import Connection
 from barca.store.partition_pages import PartitionPages
 from barca.store.snapshot import current as current_snapshot
-from barca.planner.keys import label_of
+from barca.discover.model import Definition
+from barca.planner.keys import dimension_names, label_of
 from barca.views.failure_groups import merged_key_failures
 from barca.views.history import partition_key
 from barca.views.reader import open_reader
@@ -62,16 +63,15 @@ class KeyPages:
         self.pages = PartitionPages(lambda: open_reader(db_path, read_only),
                                     (lambda: current_snapshot(db_path)) if read_only else None)
 
-    def page(self, node_id: str, dims: Sequence[str], status: str | None = None,
-             q: str | None = None, offset: int = 0, limit: int = 100,
-             error: str | None = None) -> dict:
+    def page(self, node: Definition, status: str | None = None, q: str | None = None,
+             offset: int = 0, limit: int = 100, error: str | None = None) -> dict:
         """A page of keys by key order (`store.partition_pages`: `failures` by the first line
         of their error, `?error=` names one), plus `failure_groups` as the UI shows them
         (`views.failure_groups`) and `failed_ungrouped`, the failed keys in none of them.
-        `dims`: the node's dimension names, sorted. Every key is written as its label
-        (`retailer=r7`, `day=d1,region=eu`), every moment by `iso_time`; `q` finds keys by
-        their value or, holding `=`, by their label."""
-        page = self.pages.page(node_id, status, q, offset, limit, error, dims)
+        Every key is written as its label (`retailer=r7`, `day=d1,region=eu`), every moment
+        by `iso_time`; `q` finds keys by their value or, holding `=`, by their label."""
+        dims = dimension_names(node)
+        page = self.pages.page(node.node_id, status, q, offset, limit, error, dims)
         groups, grouped = merged_key_failures(page["failures"])  # on raw keys: values quoted
         keys = [{**k, "key": _label(dims, k["key"]), "created_at": iso_time(k["created_at"])}
                 for k in page["keys"]]

@@ -14,6 +14,8 @@ import threading
 from typing import Any
 
 import barca.store.history as history
+from barca.discover.model import Definition
+from barca.planner.keys import dimension_names, key_of_label
 from barca.store.db import Connection
 from barca.views.failure_groups import run_failure_groups
 from barca.views.history import partition_key
@@ -112,6 +114,12 @@ def run_logs(conn: Connection | None, run_id: str) -> list[dict]:
 
 def _log_json(line: history.LogRow) -> dict[str, Any]:
     return {"node_id": line.step_id, "seq": line.seq, "stream": line.stream, "line": line.line}
+
+
+def key_named(node: Definition, text: str) -> str:
+    """The key a client names (`?key=`): by its label, as every answer writes it
+    (`retailer=r1`, `day=d1,region=eu`), or by the key's value."""
+    return key_of_label(dimension_names(node), text) or text
 
 
 def result_of_run(conn: Connection | None, run_id: str, node_id: str,
