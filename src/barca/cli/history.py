@@ -60,7 +60,8 @@ Examples:
 @click.option("--status", "statuses", metavar="S[,S]", help="Only runs with these statuses: "
               + ", ".join(RUN_STATUSES) + ".")
 @click.option("--since", metavar="WHEN", help="Only runs started since WHEN: a duration ago "
-              "(30m, 2h, 7d) or a UTC time (2026-10-02, '2026-10-02 11:00').")
+              "(30m, 2h, 7d) or a UTC time (2026-10-02, '2026-10-02 11:00', or as JSON "
+              "writes it, 2026-10-02T11:00:00.000Z).")
 @click.option("--target", "target_name", metavar="NAME", help="Only runs whose target list "
               "names NAME (a function name or a node id).")
 def history_command(run_id, limit, show_all, json_flag, pretty, fields, env_name, statuses,
