@@ -50,11 +50,11 @@ class RunInfo(TypedDict):
     steps_executed: int | None
     steps_cached: int | None
     attempts: int  # 1; 0 for a run a server queued and closed before it started
-    started_at: str | None  # UTC, `YYYY-MM-DD HH:MM:SS`
+    started_at: str | None  # RFC 3339 UTC, milliseconds: `2026-12-05T16:30:18.123Z`
     finished_at: str | None
     elapsed_seconds: float | None
     triggered_by: str | None  # cli, python, api, schedule, catch_up
-    scheduled_at: str | None  # the tick of a scheduled run, RFC 3339 UTC
+    scheduled_at: str | None  # the tick of a scheduled run
     schedule_id: str | None  # the job ids of a scheduled run
     failed_node: str | None
     error: str | None
@@ -75,7 +75,7 @@ class StepInfo(TypedDict):
 
     step_id: str
     node_id: str
-    partition_key: str | None
+    partition_key: str | None  # its label, `retailer=r7` (`day=d1,region=eu`)
     status: Literal["success", "failed"]
     attempts: int | None
     elapsed_seconds: float | None
@@ -91,7 +91,7 @@ class StepInfo(TypedDict):
     error_traceback: str | None
     worker_exit: str | None
     batch: str | None
-    created_at: str | None
+    created_at: str | None  # RFC 3339 UTC, milliseconds
     output_tail: NotRequired[list[str]]  # failed steps: their last output lines
 
 
@@ -123,7 +123,7 @@ class RecentRun(TypedDict):
     partition_key: str | None
     elapsed_seconds: float | None
     status: Literal["success", "failed"]
-    created_at: str | None
+    created_at: str | None  # RFC 3339 UTC, milliseconds
     error_message: str | None
     attempts: int | None
     cpu_seconds: float | None

@@ -1,6 +1,7 @@
 """When a `Schedule("<cron>")` fires: 5 fields (minute hour day month weekday, at second 0)
 or 6 with leading seconds, read by croniter, the parser discovery validates them with.
-`barca list` shows the next fire in this machine's local time."""
+`barca list`'s table shows the next fire in this machine's local time, its JSON in UTC
+(`barca.views.times`)."""
 
 from __future__ import annotations
 
@@ -18,5 +19,8 @@ def next_fire(cron: str, after: datetime) -> datetime:
 
 
 def next_fire_text(cron: str, now: datetime) -> str:
-    """The next fire after `now`, as `YYYY-MM-DD HH:MM:SS` in `now`'s zone."""
-    return next_fire(cron, now).strftime("%Y-%m-%d %H:%M:%S")
+    """The next fire after `now`, as human text writes it (`YYYY-MM-DD HH:MM:SS`) in `now`'s
+    zone."""
+    from barca.views.times import short_time
+
+    return short_time(next_fire(cron, now))

@@ -234,6 +234,7 @@ def node_url(server: ServeProcess, node: str, tab: str = "") -> str:
 
 
 def key_rows(pg) -> list[str]:
+    """The keys of the page's rows, as the server writes every key: their labels."""
     return pg.eval_on_selector_all(".key-row", "rows => rows.map(r => r.dataset.key)")
 
 
@@ -270,6 +271,17 @@ def test_graph_shows_every_asset(big, page):
     ranked = page.locator('.graph-svg .node[data-id="pipeline.py:ranked"]')
     assert ranked.get_attribute("data-tone") == "blocked"
     assert page.locator("#readonly-tag").is_hidden()
+    # the scheduled node's next fire, read from /state's RFC 3339 `next_run`
+    summary = page.locator('.graph-svg .node[data-id="pipeline.py:summary"]')
+    assert re.search(r"next in \d+(s| min| h)", summary.text_content()), summary.text_content()
+
+    # the schedule page: next and last fire, read from /schedule's RFC 3339 times
+    page.goto(f"{big.url}/ui/#/schedule")
+    row = page.locator(".page-schedule tbody tr").first
+    row.wait_for()
+    cells = row.locator("td").all_text_contents()
+    assert re.search(r"in \d+(s| min| h)$", cells[2]), cells
+    assert re.search(r"(ago|just now)$", cells[3]), cells
 
 
 def test_partition_keys_are_paged(big, page):
@@ -277,7 +289,7 @@ def test_partition_keys_are_paged(big, page):
     page.wait_for_selector(".key-row", timeout=120_000)
     first = key_rows(page)
     assert 0 < len(first) <= PAGE
-    assert first[0] == "r000000"
+    assert first[0] == "retailer=r000000"
     # one page of key rows, never a row per key: the only other rows in the document are
     # table headers and the history tab's last 10 executions
     assert page.locator("tr.key-row").count() <= PAGE
@@ -290,15 +302,15 @@ def test_partition_keys_are_paged(big, page):
     second = key_rows(page)
     assert len(second) <= PAGE
     assert not set(first) & set(second)
-    assert second[0] == f"r{PAGE:06d}"
+    assert second[0] == f"retailer=r{PAGE:06d}"
     assert page.locator(".pager .range").text_content().startswith(f"{PAGE + 1}–{2 * PAGE} of")
 
     # straight to the last page
     last = (KEYS + PAGE - 1) // PAGE
     page.fill(".page-input", str(last))
     page.press(".page-input", "Enter")
-    page.wait_for_function(f"document.querySelector('.key-row').dataset.key === 'r{(last - 1) * PAGE:06d}'")
-    assert key_rows(page)[-1] == f"r{KEYS - 1:06d}"
+    page.wait_for_function(f"document.querySelector('.key-row').dataset.key === 'retailer=r{(last - 1) * PAGE:06d}'")
+    assert key_rows(page)[-1] == f"retailer=r{KEYS - 1:06d}"
     assert page.locator("[data-page=next]").is_disabled()
 
     # a search narrows the keys on the server
@@ -308,7 +320,10 @@ def test_partition_keys_are_paged(big, page):
                            " && document.querySelectorAll('.key-row').length > 0")
     assert len(key_rows(page)) == 10
     page.fill(".keys-section .search-input", "")
-    page.wait_for_function("document.querySelector('.key-row') && document.querySelector('.key-row').dataset.key === 'r000000'")
+    page.wait_for_function("document.querySelector('.key-row') && document.querySelector('.key-row').dataset.key === 'retailer=r000000'")
+    # each row says when its key last ran, read from the page's RFC 3339 `created_at`
+    updated = page.locator(".key-row td").nth(2).text_content()
+    assert re.search(r"(ago|just now)$", updated), updated
 
 
 def test_failed_keys_are_grouped_by_error(big, page):
@@ -326,6 +341,17 @@ def test_failed_keys_are_grouped_by_error(big, page):
     tab = page.locator(".panel-tab[data-tab=failures] .count").text_content()
     assert tab == f"{schema + http:,}"
     page.screenshot(path=str(ARTIFACTS / "failures_tab.png"))
+
+    # a group's key, named by its label, finds that key
+    chip = schema_group.locator("button.chip-btn").first
+    label = chip.text_content()
+    assert re.fullmatch(r"retailer=r\d{6}", label), label
+    chip.click()
+    page.wait_for_function(f"[...document.querySelectorAll('.key-row')].map(r => r.dataset.key).join() === '{label}'")
+    page.goto(node_url(big, "pipeline.py:orders", "failures"))
+    page.wait_for_selector("[data-pane=failures] .fail-group", timeout=120_000)
+    schema_group = page.locator("[data-pane=failures] .fail-group").filter(
+        has_text="schema mismatch: column 'amount' missing")
 
     # one group's keys: every listed key failed with that error
     schema_group.locator("button.list-group").click()
@@ -345,7 +371,7 @@ def test_failed_keys_are_grouped_by_error(big, page):
                            "[...document.querySelectorAll('.key-row')].every(r => r.classList.contains('is-failed'))")
     assert page.locator(".key-row").count() == min(PAGE, schema + http)
     row = page.locator(".key-row").first
-    assert row.get_attribute("data-key") == "r000007"
+    assert row.get_attribute("data-key") == "retailer=r000007"
     row.click()
     assert "upstream feed for r000007 returned HTTP 503" in page.locator(".key-detail pre").text_content()
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -212,8 +212,10 @@ def test_list_json_shape(pipeline: Path) -> None:
     assert nodes["pipeline.py:watch"]["schedule"] == "*/5 * * * *"
     assert nodes["pipeline.py:publish"]["kind"] == "task"
     assert nodes["pipeline.py:a"]["env"] == [] and nodes["pipeline.py:a"]["inputs"] == []
-    fires = datetime.strptime(nodes["pipeline.py:watch"]["next_fire"], "%Y-%m-%d %H:%M:%S")
-    assert timedelta(0) < fires - datetime.now() <= timedelta(minutes=5, seconds=2)
+    text = nodes["pipeline.py:watch"]["next_fire"]  # RFC 3339 UTC, as every JSON moment
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.000Z", text), text
+    fires = datetime.fromisoformat(text)
+    assert timedelta(0) < fires - datetime.now(timezone.utc) <= timedelta(minutes=5, seconds=2)
     assert fires.minute % 5 == 0 and fires.second == 0
     assert "next_fire" not in nodes["pipeline.py:b"]
     human = barca(pipeline, "list", "pipeline.py", "--pretty").expect(0).stdout.splitlines()

@@ -212,7 +212,7 @@ def test_a_scheduled_run_records_its_schedule_and_tick(project: Path, serve) -> 
     run = poll(scheduled, "a scheduled run recorded in history", timeout=60)
     assert run["schedule_id"] == "p.py:tick" and run["job"] == "p.py:tick"
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", run["scheduled_at"])
-    assert run["scheduled_at"][:19].replace("T", " ") <= run["started_at"]
+    assert run["scheduled_at"] <= run["started_at"]  # one form: compared as text
     assert server.proc.poll() is None
 
 

@@ -74,9 +74,10 @@ def test_failures_are_grouped_by_the_server_with_quoted_keys_written_key(
     assert sorted(g["count"] for g in page["failures"]) == [1, 1, 1, 3]
     assert page["failure_groups"] == [
         {"error": "column amount missing", "error_type": "ValueError", "count": 3,
-         "sample_keys": SAME, "at_least": False, "generic": False},
+         "sample_keys": [f"shop={k}" for k in SAME], "at_least": False, "generic": False},
         {"error": "no feed for {key}", "error_type": "ValueError", "count": 3,
-         "sample_keys": QUOTING, "at_least": False, "generic": True}]
+         "sample_keys": [f"shop={k}" for k in QUOTING], "at_least": False,
+         "generic": True}]
     assert page["failed"] == 6 and page["failed_ungrouped"] == 0
 
     # a run that succeeds: `complete` as a live run says it, `success` as its row does

@@ -32,6 +32,11 @@ ELEVENS = {k for k in KEYS if int(k) % 11 == 0 and int(k) % 7 != 0}
 FAILED = SEVENS | ELEVENS
 
 
+def labels(keys) -> set[str]:
+    """Keys as every answer writes them: their labels."""
+    return {f"k={k}" for k in keys}
+
+
 @pytest.fixture(scope="module")
 def ran(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("parts")
@@ -70,7 +75,7 @@ def test_counts_and_failed_pages_cover_exactly_the_failed_keys(server) -> None:
         offset, pages = page["next_offset"], pages + 1
         assert pages <= 10
     assert len(seen) == len(set(seen)), "a key on two pages"
-    assert set(seen) == FAILED
+    assert set(seen) == labels(FAILED)
     assert pages == 5
 
     done = _page(server, status="success", limit="500")
@@ -81,10 +86,20 @@ def test_counts_and_failed_pages_cover_exactly_the_failed_keys(server) -> None:
 def test_a_substring_filter_matches_only_keys_containing_it(server) -> None:
     page = _page(server, q="123", limit="500")
     expected = {k for k in KEYS if "123" in k}
-    assert {k["key"] for k in page["keys"]} == expected
+    assert {k["key"] for k in page["keys"]} == labels(expected)
     assert page["matched"] == len(expected) and page["next_offset"] is None
     both = _page(server, q="123", status="failed", limit="500")
-    assert {k["key"] for k in both["keys"]} == expected & FAILED
+    assert {k["key"] for k in both["keys"]} == labels(expected & FAILED)
+
+
+def test_a_filter_holding_a_label_matches_the_keys_labels(server) -> None:
+    """A key's label (what the page and its failure groups show) finds that key; a part of
+    one finds the keys whose label holds it: `k=123` the keys that start with 123."""
+    page = _page(server, q="k=123", limit="500")
+    assert {k["key"] for k in page["keys"]} == labels(k for k in KEYS if k.startswith("123"))
+    assert page["matched"] == 11
+    sample = _page(server)["failure_groups"][0]["sample_keys"][0]
+    assert [k["key"] for k in _page(server, q=sample, status="failed")["keys"]] == [sample]
 
 
 def test_failures_are_grouped_by_their_errors_first_line(server) -> None:
@@ -95,11 +110,12 @@ def test_failures_are_grouped_by_their_errors_first_line(server) -> None:
     assert "bad eleven" in elevens["error"] and elevens["error_type"] == "KeyError"
     for group, keys in ((sevens, SEVENS), (elevens, ELEVENS)):
         assert 1 <= len(group["sample_keys"]) <= 5
-        assert set(group["sample_keys"]) <= keys
+        assert set(group["sample_keys"]) <= labels(keys)
         assert len(set(group["sample_keys"])) == len(group["sample_keys"])
         # one group's keys, paged like any filter
         page = _page(server, error=group["error"], limit="500")
-        assert {k["key"] for k in page["keys"]} == keys and page["matched"] == len(keys)
+        assert {k["key"] for k in page["keys"]} == labels(keys)
+        assert page["matched"] == len(keys)
     assert _page(server, error="no such error")["keys"] == []
 
 

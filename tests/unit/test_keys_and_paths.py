@@ -11,7 +11,8 @@ import itertools
 import pytest
 
 from barca.discover.model import Definition, DimensionSpec
-from barca.planner.keys import key_args, key_label, key_text, keys_from_value, static_keys
+from barca.planner.keys import (key_args, key_label, key_of_label, key_text, keys_from_value,
+                                static_keys)
 
 from barca.planner.keys import key_pairs
 from barca.store.paths import artifact_file, escape, node_dir_name
@@ -42,6 +43,25 @@ def test_one_dimension_key_label_is_dim_equals_key():
 def test_multi_dimension_key_is_the_json_list_of_values_and_its_label_joins_dim_value():
     assert key_label(TWO_DIMS, '["1","emea"]') == "day=1,region=emea"
     assert key_label(UNPARTITIONED, "") == ""
+
+
+def test_a_label_names_its_key_back():
+    """What the server's `?key=` reads: the label every answer writes, back to the key."""
+    assert key_of_label(["retailer"], "retailer=r1") == "r1"
+    assert key_of_label(["retailer"], "retailer=a=b,c") == "a=b,c"
+    assert key_of_label(["day", "region"], "day=1,region=emea") == '["1","emea"]'
+    assert key_of_label(["day", "region"], "day=a,b,region=x=y") == '["a,b","x=y"]'
+    for dims, key in ((["retailer"], "r1"), (["day", "region"], '["2026-01-01","emea"]')):
+        assert key_of_label(dims, key_label(TWO_DIMS if len(dims) == 2 else ONE_DIM, key)) \
+            == key
+
+
+def test_what_is_no_label_of_the_dimensions_names_no_key():
+    assert key_of_label(["retailer"], "r1") is None
+    assert key_of_label(["day", "region"], "region=emea,day=1") is None  # not in name order
+    assert key_of_label(["day", "region"], "day=1") is None
+    assert key_of_label(["day", "region"], '["1","emea"]') is None
+    assert key_of_label([], "") is None
 
 
 def test_key_args_give_each_dimension_its_value():

@@ -60,7 +60,8 @@ Examples:
 @click.option("--status", "statuses", metavar="S[,S]", help="Only runs with these statuses: "
               + ", ".join(RUN_STATUSES) + ".")
 @click.option("--since", metavar="WHEN", help="Only runs started since WHEN: a duration ago "
-              "(30m, 2h, 7d) or a UTC time (2026-10-02, '2026-10-02 11:00').")
+              "(30m, 2h, 7d) or a UTC time (2026-10-02, '2026-10-02 11:00', or as JSON "
+              "writes it, 2026-10-02T11:00:00.000Z).")
 @click.option("--target", "target_name", metavar="NAME", help="Only runs whose target list "
               "names NAME (a function name or a node id).")
 def history_command(run_id, limit, show_all, json_flag, pretty, fields, env_name, statuses,
@@ -85,7 +86,8 @@ def history_command(run_id, limit, show_all, json_flag, pretty, fields, env_name
 
 
 def parse_since(text: str | None) -> float | None:
-    """`30m`, `2h`, `7d`, `45s` ago, or a UTC date / date and time, as epoch seconds."""
+    """`30m`, `2h`, `7d`, `45s` ago, or a UTC date / date and time (also as JSON writes a
+    moment, `2026-10-02T11:00:00.000Z`), as epoch seconds."""
     if text is None:
         return None
     import datetime
@@ -96,7 +98,8 @@ def parse_since(text: str | None) -> float | None:
     if match:
         unit = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}[match.group(2)]
         return time.time() - float(match.group(1)) * unit
-    for form in ("%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d"):
+    for form in ("%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d",
+                 "%Y-%m-%dT%H:%M:%S.%fZ", "%Y-%m-%dT%H:%M:%SZ"):
         try:
             moment = datetime.datetime.strptime(text.strip().removesuffix(" UTC"), form)
         except ValueError:

@@ -18,6 +18,7 @@ from barca.views.listing import DEFAULT_NODES
 from barca.views.node_list import LIST_FIELDS, node_list
 from barca.views.plan import plan_json
 from barca.views.status import STATES, STATUS_FIELDS, status_page, status_report
+from barca.views.times import local_time, utc_time_of
 
 
 @click.command("list")
@@ -32,7 +33,7 @@ from barca.views.status import STATES, STATUS_FIELDS, status_page, status_report
               "JSON): " + ", ".join(LIST_FIELDS) + ".")
 def list_command(files, json_flag, pretty, limit, show_all, fields) -> None:
     """Every node: kind, freshness, inputs and declared env; a scheduled node's cron and when
-    it would next fire, in this machine's local time.
+    it would next fire (the table shows it in this machine's local time).
 
     \b
     Example:
@@ -48,7 +49,7 @@ def list_command(files, json_flag, pretty, limit, show_all, fields) -> None:
         return
     scheduled = any("schedule" in n for n in nodes)
     rows = [[n["id"], n["kind"], freshness_cell(n),
-             *([n.get("next_fire", "-")] if scheduled else []),
+             *([local_time(n.get("next_fire")) or "-"] if scheduled else []),
              ", ".join(n["inputs"]) or "-"] for n in nodes]
     emit(table(["NAME", "KIND", "FRESHNESS", *(["NEXT FIRE"] if scheduled else []), "DEPS"],
                rows))
@@ -150,7 +151,7 @@ def _last_run_cell(last: dict[str, Any] | None) -> str:
     if not last:
         return "-"
     secs = "" if last["elapsed_seconds"] is None else f" {last['elapsed_seconds']:.2f}s"
-    return f"{last['status']} {last['created_at']}{secs}"
+    return f"{last['status']} {utc_time_of(last['created_at'])}{secs}"
 
 
 @click.command("plan")

@@ -42,7 +42,9 @@ def pool_command(ctx: click.Context, json_flag: bool, pretty: bool) -> None:
 
     pools = warm_pools()
     if choose_mode(json_flag, pretty) == "json":
-        emit_json({"pools": pools})
+        from barca.views.times import iso_time
+
+        emit_json({"pools": [{**p, "started_at": iso_time(p["started_at"])} for p in pools]})
         return
     if not pools:
         emit("no warm pool is running")

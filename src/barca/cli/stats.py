@@ -21,6 +21,7 @@ from barca.errors import UsageError
 from barca.printable import printable
 from barca.views.plan_text import human_size
 from barca.views.stats import RECENT_FIELDS, node_stats_json
+from barca.views.times import utc_time_of
 
 
 HELP = """Runs, median / p95 / max time, failures and repeated work of one node.
@@ -90,7 +91,8 @@ def _recent_table(recent: list[dict[str, Any]]) -> str:
     headers = ["RUN_ID", "KEY", "ELAPSED", "STATUS", "ATTEMPTS", "CREATED"]
     rows = [[r.get("run_id", "-"), r.get("partition_key") or "-",
              render.human_seconds(r.get("elapsed_seconds")), r.get("status", "-"),
-             str(r.get("attempts") or "-"), f"{r.get('created_at')} UTC"] for r in recent]
+             str(r.get("attempts") or "-"), f"{utc_time_of(r.get('created_at'))} UTC"]
+            for r in recent]
     text = table(headers, rows).splitlines()
     out = [text[0]]
     for line, item in zip(text[1:], recent):

@@ -40,6 +40,25 @@ def label_of(dims: Sequence[str], key: str) -> str:
     return ",".join(f"{n}={v}" for n, v in zip(dims, orjson.loads(key)))
 
 
+def key_of_label(dims: Sequence[str], text: str) -> str | None:
+    """The key whose label (`label_of`) is `text`, None when `text` is no label of these
+    dimensions (sorted names): `retailer=r1` is `r1`, `day=1,region=emea` is `["1","emea"]`."""
+    if len(dims) == 1:
+        prefix = f"{dims[0]}="
+        return text[len(prefix):] if text.startswith(prefix) else None
+    if not dims or not text.startswith(f"{dims[0]}="):
+        return None
+    values, rest = [], text[len(dims[0]) + 1:]
+    for name in dims[1:]:
+        cut = rest.find(f",{name}=")
+        if cut < 0:
+            return None
+        values.append(rest[:cut])
+        rest = rest[cut + len(name) + 2:]
+    key = orjson.dumps([*values, rest]).decode()
+    return key if label_of(dims, key) == text else None
+
+
 def label_order(dims: Sequence[str], keys: Sequence[str]) -> list[int] | None:
     """Positions of `keys` sorted by their labels: the order `collect()` hands a reader its
     list in (and `barca get` lists a partitioned value in), so that reordering a key list

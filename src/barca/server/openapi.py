@@ -24,6 +24,16 @@ STR, NUM, INT, BOOL = {"type": "string"}, {"type": "number"}, {"type": "integer"
 NULL_STR, NULL_NUM = {"type": ["string", "null"]}, {"type": ["number", "null"]}
 NULL_INT = {"type": ["integer", "null"]}
 STRS = {"type": "array", "items": STR}
+# every moment an answer holds (views.times.iso_time) and every partition key (its label)
+TIME_PATTERN = r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$"
+TIME = {"type": "string", "format": "date-time", "pattern": TIME_PATTERN,
+        "description": "RFC 3339, UTC, milliseconds", "examples": ["2026-12-05T16:30:18.123Z"]}
+NULL_TIME = {**TIME, "type": ["string", "null"]}
+LABEL = {"type": "string", "description": "a partition key's label: `dim=key`, several "
+                                          "dimensions `dim1=a,dim2=b` (names sorted)",
+         "examples": ["retailer=r03", "day=d1,region=eu"]}
+NULL_LABEL = {**LABEL, "type": ["string", "null"]}
+LABELS = {"type": "array", "items": LABEL}
 
 
 def _object(properties: dict, required: list[str] | None = None, extra: bool = False) -> dict:
@@ -33,6 +43,9 @@ def _object(properties: dict, required: list[str] | None = None, extra: bool = F
         schema["additionalProperties"] = False
     return schema
 
+# a node's newest execution in its `barca status --json` entry (the fields that follow rules)
+LAST_MATERIALIZATION = {"type": ["object", "null"], "properties": {
+    "created_at": NULL_TIME, "partition": LABEL}}
 
 SCHEMAS = {
     "Error": _object({"error": STR, "kind": STR, "remediation": STR, "code": INT,
@@ -51,12 +64,12 @@ SCHEMAS = {
                       "cache_hit_rate": NULL_NUM, "median_elapsed_seconds": NULL_NUM,
                       "p95_elapsed_seconds": NULL_NUM,
                       "recent_runs": {"type": "array", "items": _object({
-                          "key": STR, "status": STR, "elapsed_seconds": NULL_NUM,
-                          "created_at": NUM, "error_message": NULL_STR,
+                          "key": NULL_LABEL, "status": STR, "elapsed_seconds": NULL_NUM,
+                          "created_at": TIME, "error_message": NULL_STR,
                           "attempts": {"type": ["integer", "null"]}})}}),
     "AssetDetail": _object({"asset": _ref("Asset"), "stats": _ref("Stats")}),
     "Job": _object({"id": STR, "cron": STR, "kind": STR,
-                    "next_fire": {"type": ["integer", "null"]}, "last_fired": NULL_NUM,
+                    "next_fire": NULL_TIME, "last_fired": NULL_TIME,
                     "last_run": NULL_STR, "last_status": NULL_STR,
                     "last_run_status": NULL_STR}),
     "RunRequest": _object({
@@ -70,7 +83,7 @@ SCHEMAS = {
         "id": STR, "run_id": STR, "command": STR, "files": STRS, "target": NULL_STR,
         "status": {"enum": ["pending", "running", "success", "failed", "cancelled",
                             "interrupted"]},
-        "triggered_by": NULL_STR, "started_at": NULL_STR, "finished_at": NULL_STR,
+        "triggered_by": NULL_STR, "started_at": NULL_TIME, "finished_at": NULL_TIME,
         "elapsed_seconds": NULL_NUM, "steps_total": {"type": ["integer", "null"]},
         "steps_executed": INT, "steps_cached": INT, "error": NULL_STR}),
     "Runs": _object({"runs": {"type": "array", "items": _ref("RunSummary")}, "total": INT,
@@ -80,7 +93,7 @@ SCHEMAS = {
     "RunDetail": _object({
         "run": _ref("RunSummary"),
         "steps": {"type": "array", "items": _object({
-            "node_id": STR, "step_id": STR, "key": STR, "status": STR,
+            "node_id": STR, "step_id": STR, "key": NULL_LABEL, "status": STR,
             "elapsed_seconds": NULL_NUM, "error": NULL_STR})},
         "nodes": {"type": "array", "items": _object({
             "node_id": STR, "keys": INT, "failed": INT, "elapsed_seconds": NUM, "calls": INT})},
@@ -92,7 +105,7 @@ SCHEMAS = {
     "RunState": _object({
         "handle": STR, "status": {"enum": ["pending", "running", "complete", "failed",
                                            "cancelled"]},
-        "result": {}, "error": NULL_STR, "started_at": NUM, "finished_at": NULL_NUM}),
+        "result": {}, "error": NULL_STR, "started_at": TIME, "finished_at": NULL_TIME}),
     "DryRun": {"type": "object", "description": "the JSON `barca get --dry-run --json` prints"},
     "StatusPartitions": _object({
         "total": INT, "cached": INT, "missing": INT, "missing_keys": STRS, "failed": INT,
@@ -105,18 +118,19 @@ SCHEMAS = {
                                  "next_run",
                   "properties": {"id": STR, "kind": STR, "cache": {"type": "object"},
                                  "partitions": _ref("StatusPartitions"),
+                                 "last_materialization": LAST_MATERIALIZATION,
                                  "durations": {"type": ["object", "null"]},
-                                 "next_run": {"type": ["integer", "null"]}}},
+                                 "next_run": NULL_TIME}},
     "PartitionPage": _object({
         "node_id": STR, "total": INT, "failed": INT, "matched": INT, "offset": INT,
         "keys": {"type": "array", "items": _object({
-            "key": STR, "status": STR, "run_hash": NULL_STR, "error_type": NULL_STR,
-            "error": NULL_STR, "created_at": NUM})},
+            "key": LABEL, "status": STR, "run_hash": NULL_STR, "error_type": NULL_STR,
+            "error": NULL_STR, "created_at": NULL_TIME})},
         "next_offset": {"type": ["integer", "null"]},
         "failures": {"type": "array", "items": _object({
-            "error": STR, "error_type": NULL_STR, "count": INT, "sample_keys": STRS})},
+            "error": STR, "error_type": NULL_STR, "count": INT, "sample_keys": LABELS})},
         "failure_groups": {"type": "array", "items": _object({
-            "error": STR, "error_type": NULL_STR, "count": INT, "sample_keys": STRS,
+            "error": STR, "error_type": NULL_STR, "count": INT, "sample_keys": LABELS,
             "at_least": BOOL, "generic": BOOL})},
         "failed_ungrouped": INT}),
     "CommandOutput": _object({"exit_code": INT, "stdout": STR, "stderr": STR}),
@@ -124,7 +138,7 @@ SCHEMAS = {
     "NodeList": _object({
         "root": STR, "total": INT, "truncated": BOOL, "hint": STR,
         "nodes": {"type": "array", "items": _object({
-            "id": STR, "kind": STR, "freshness": STR, "schedule": STR, "next_fire": STR,
+            "id": STR, "kind": STR, "freshness": STR, "schedule": STR, "next_fire": TIME,
             "inputs": STRS, "env": STRS, "partitions": STRS},
             ["id", "kind", "freshness", "inputs", "env", "partitions"])}},
         ["root", "nodes", "total", "truncated"]),
@@ -137,22 +151,25 @@ SCHEMAS = {
                          "last_materialization", "shape", "env"],
             "properties": {"id": STR, "name": STR, "kind": STR, "inputs": STRS,
                            "partitioned": BOOL, "cache": {"type": "object"},
-                           "partitions": _ref("StatusPartitions"), "env": STRS}}}},
+                           "partitions": _ref("StatusPartitions"),
+                           "last_materialization": LAST_MATERIALIZATION,
+                           "env": STRS}}}},
         ["target", "targets", "summary", "root", "nodes", "total", "truncated"]),
     "HistoryRun": _object({
         "run_id": STR, "command": STR, "files": STRS, "target": NULL_STR, "job": NULL_STR,
         "status": STR, "steps_total": NULL_INT, "steps_executed": NULL_INT,
-        "steps_cached": NULL_INT, "attempts": INT, "started_at": NULL_STR,
-        "finished_at": NULL_STR, "elapsed_seconds": NULL_NUM, "triggered_by": NULL_STR,
-        "scheduled_at": NULL_STR, "schedule_id": NULL_STR, "failed_node": NULL_STR,
+        "steps_cached": NULL_INT, "attempts": INT, "started_at": NULL_TIME,
+        "finished_at": NULL_TIME, "elapsed_seconds": NULL_NUM, "triggered_by": NULL_STR,
+        "scheduled_at": NULL_TIME, "schedule_id": NULL_STR, "failed_node": NULL_STR,
         "error": NULL_STR, "failure": {"type": ["object", "null"]}}),
     "History": _object({"runs": {"type": "array", "items": _ref("HistoryRun")},
                         "total": INT, "truncated": BOOL, "hint": STR},
                        ["runs", "total", "truncated"]),
     "HistoryDetail": _object({
         "run": _ref("HistoryRun"), "hint": STR,
-        "steps": {"type": "array", "items": {"type": "object", "description": "a step of "
-                                             "`barca history RUN_ID --json`"}},
+        "steps": {"type": "array", "items": {
+            "type": "object", "description": "a step of `barca history RUN_ID --json`",
+            "properties": {"partition_key": NULL_LABEL, "created_at": NULL_TIME}}},
         "steps_page": {"type": "object"}}, ["run", "steps", "steps_page"]),
     "NodeStats": _object({
         "id": STR, "kind": STR, "total_runs": INT, "failures": INT, "rerun_rate": NULL_NUM,
@@ -161,8 +178,8 @@ SCHEMAS = {
         "max_elapsed_seconds": NULL_NUM, "max_rss_bytes": NULL_INT,
         "median_max_rss_bytes": NULL_INT,
         "recent_runs": {"type": "array", "items": _object({
-            "run_id": STR, "partition_key": NULL_STR, "elapsed_seconds": NULL_NUM,
-            "status": STR, "created_at": STR, "error_message": NULL_STR,
+            "run_id": STR, "partition_key": NULL_LABEL, "elapsed_seconds": NULL_NUM,
+            "status": STR, "created_at": NULL_TIME, "error_message": NULL_STR,
             "attempts": NULL_INT, "cpu_seconds": NULL_NUM, "max_rss_bytes": NULL_INT})}}),
 }
 

@@ -49,7 +49,8 @@ def inspect_routes(s: Served) -> list[Route]:
 
     async def partitions(request: Request) -> Response:
         node = s.node_id(request.path_params["name"])
-        if not s.pipeline.graph.nodes[node].dimensions:
+        definition = s.pipeline.graph.nodes[node]
+        if not definition.dimensions:
             raise ApiError(400, f"'{node}' is not partitioned", f"see GET /assets/{node}")
         query = request.query_params
         status = query.get("status")
@@ -57,8 +58,8 @@ def inspect_routes(s: Served) -> list[Route]:
             raise ApiError(400, f"status={status[:20]!r} is not success or failed",
                            "pass ?status=failed or ?status=success")
         offset, limit = int_param(query, "offset", 0, 0, 10**9), int_param(query, "limit", 100, 1, 500)
-        page = await blocking.read(s.pages.page, node, status or None,
-                                       query.get("q") or None, offset, limit, query.get("error"))
+        page = await blocking.read(s.pages.page, definition, status or None,
+                                   query.get("q") or None, offset, limit, query.get("error"))
         return json(page)
 
     async def schedule(request: Request) -> Response:

@@ -14,6 +14,7 @@ from barca.server.http import ApiError, Served, int_param, json, whole_number
 from barca.server.run_request import RunRequest, parse_request
 from barca.server.runs import Busy
 from barca.views import server_runs as views
+from barca.views.times import iso_time
 
 ACCEPT_WAIT_SECONDS = 60.0  # how long a POST waits for the run to check its request
 RUN_ID_HEADER = "Barca-Run-Id"  # on every answer of a POST that started a run
@@ -95,14 +96,13 @@ def run_routes(s: Served) -> list[Route]:
                            f"pass ?node= one of {', '.join(targets)}")
         node = s.node_id(text)
         key = request.query_params.get("key", "")
-        dims = s.pipeline.graph.nodes[node].dimensions
-        if len(dims) == 1 and key.startswith(dims[0].name + "="):
-            key = key.split("=", 1)[1]  # as the CLI names keys: DIM=VALUE
+        key = views.key_named(s.pipeline.graph.nodes[node], key)
         found = await blocking.read(s.read, views.result_of_run, run_id, node, key)
         if found is None:
             raise ApiError(404, f"run '{run_id}' left no result for {node}"
                            + (f" key {key!r}" if key else ""),
-                           "pass ?key=DIM=VALUE for a partitioned node" if not key else "")
+                           "pass ?key=DIM=VALUE (a key's label) for a partitioned node"
+                           if not key else "")
         path, fmt = found
         root = s.pipeline.project.root
         full = (root / path).resolve()
@@ -184,7 +184,8 @@ def run_routes(s: Served) -> list[Route]:
             else None
         return json({"handle": live.run_id, "status": live.status,
                      "result": live.outcome() if not live.live else None, "error": error,
-                     "started_at": live.started_at, "finished_at": live.finished_at})
+                     "started_at": iso_time(live.started_at),
+                     "finished_at": iso_time(live.finished_at)})
 
     return [
         Route("/runs", list_runs), Route("/runs", start_run, methods=["POST"]),

@@ -29,6 +29,7 @@ from barca.server.run_request import RunRequest
 from barca.server.runs import Busy, Runs
 from barca.server.sharing import depths, share
 from barca.engine.serving import Fired, load_fires, record_fires
+from barca.views.times import iso_time
 
 MAX_SLEEP_SECONDS = 60.0
 
@@ -98,13 +99,14 @@ class Scheduler:
         return next_fire(job.cron, self.when(self.anchor[job.id])).timestamp()
 
     def describe(self) -> list[dict]:
-        """The `/schedule` jobs."""
+        """The `/schedule` jobs, their moments as all JSON writes them (`iso_time`)."""
         out = []
         for job in self.jobs:
             run = self.runs.get(self.last_run.get(job.id, ""))
             out.append({"id": job.id, "cron": job.cron, "kind": job.kind,
-                        "next_fire": int(self.next_fire(job)) if job.id in self.anchor else None,
-                        "last_fired": self.anchor.get(job.id),
+                        "next_fire": iso_time(self.next_fire(job))
+                        if job.id in self.anchor else None,
+                        "last_fired": iso_time(self.anchor.get(job.id)),
                         "last_run": self.last_run.get(job.id),
                         "last_status": run.status if run else None})
         return out

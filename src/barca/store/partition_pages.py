@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from typing import Callable
+from typing import Callable, Sequence
 
 KEPT_NODES = 4  # nodes whose last attempts stay in the temporary table
 
@@ -41,9 +41,13 @@ class PartitionPages:
         self.built: dict[str, tuple[int, dict]] = {}  # node -> (its newest row id, summary)
 
     def page(self, node_id: str, status: str | None = None, q: str | None = None,
-             offset: int = 0, limit: int = 100, error: str | None = None) -> dict:
-        """A page of keys by key order; `error` keeps the failed keys of one failure group
-        (its `error`, the first line of their error)."""
+             offset: int = 0, limit: int = 100, error: str | None = None,
+             dims: Sequence[str] = ()) -> dict:
+        """A page of keys by key order (raw keys, as stored); `error` keeps the failed keys of
+        one failure group (its `error`, the first line of their error). `q` keeps the keys
+        that contain it; a `q` holding `=` is looked for in the keys' labels
+        (`retailer=r7`, `day=d1,region=eu`: `dims` are the node's dimension names, sorted),
+        so that a label the page showed finds its key."""
         with self.lock:
             if self.version is not None:
                 now = self.version()
@@ -60,7 +64,11 @@ class PartitionPages:
             if status:
                 where.append("status = ?")
                 params.append(status)
-            if q:
+            if q and "=" in q and dims:
+                label, parts = _label_sql(dims)
+                where.append(f"instr({label}, ?) > 0")
+                params += [*parts, q]
+            elif q:
                 where.append("instr(key, ?) > 0")
                 params.append(q)
             if error is not None:
@@ -128,6 +136,17 @@ class PartitionPages:
         if self.conn is not None:
             self.conn.close()
         self.conn, self.built = None, {}
+
+
+def _label_sql(dims: Sequence[str]) -> tuple[str, list[str]]:
+    """SQL that writes a stored key as its label, and its parameters: `dim=` and the key for
+    one dimension, each value of the JSON list after its `dim=` for several (null for a key
+    recorded before the node had several)."""
+    if len(dims) == 1:
+        return "(? || key)", [f"{dims[0]}="]
+    parts = [f"{',' if i else ''}{name}=" for i, name in enumerate(dims)]
+    values = " || ".join(f"? || json_extract(key, '$[{i}]')" for i in range(len(dims)))
+    return f"(CASE WHEN json_valid(key) THEN {values} END)", parts
 
 
 def _empty(node_id: str, offset: int) -> dict:

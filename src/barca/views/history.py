@@ -12,7 +12,7 @@ from barca.project import Project, open_project
 from barca.store import history as store
 from barca.store.db import connect
 from barca.views.listing import listing, pick_fields
-from barca.views.times import iso_time, utc_time
+from barca.views.times import iso_time
 
 RUN_FIELDS = ["run_id", "command", "files", "target", "job", "status", "steps_total",
               "steps_executed", "steps_cached", "attempts", "started_at", "finished_at",
@@ -55,14 +55,15 @@ def run_json(run: store.RunRow) -> dict[str, Any]:
     closed before it started. `triggered_by`: cli, python, api, schedule or catch_up (null for
     runs recorded before barca kept it). A run a schedule started has `schedule_id` (the
     schedules' job ids, comma-separated when several were due together) and `scheduled_at`
-    (the tick, RFC 3339 UTC); both are null for every other run."""
+    (the tick); both are null for every other run. Moments as all JSON writes them
+    (`views.times.iso_time`)."""
     failure = {"node": run.failed_node, "error": run.error} if run.failed_node else None
     return {"run_id": run.run_id, "command": run.command, "files": list(run.files),
             "target": run.target, "job": run.job, "status": run.status,
             "steps_total": run.steps_total, "steps_executed": run.steps_executed,
             "steps_cached": run.steps_cached, "attempts": int(run.started),
-            "started_at": utc_time(run.started_at),
-            "finished_at": utc_time(run.finished_at),
+            "started_at": iso_time(run.started_at),
+            "finished_at": iso_time(run.finished_at),
             "elapsed_seconds": _round(run.elapsed_seconds), "triggered_by": run.triggered_by,
             "scheduled_at": iso_time(run.scheduled_at),
             "schedule_id": run.schedule_id, "failed_node": run.failed_node,
@@ -123,7 +124,7 @@ def step_json(conn: sqlite3.Connection, step: store.StepRow) -> dict[str, Any]:
            "error_type": step.error_type, "error_message": step.error_message,
            "error_traceback": step.error_traceback, "worker_exit": step.worker_exit,
            "batch": step.batch,
-           "created_at": utc_time(step.created_at)}
+           "created_at": iso_time(step.created_at)}
     if failed:
         out["output_tail"] = store.output_tail(conn, step.run_id, step.call_step_id)
     return out

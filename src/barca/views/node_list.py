@@ -1,6 +1,6 @@
 """Every node of a pipeline as `barca list` shows it (kind, freshness, inputs, declared env; a
-scheduled node's cron and next fire, in this machine's local time): the same entries for the
-CLI's table, its --json and a server's `/list`."""
+scheduled node's cron and next fire, RFC 3339 UTC as JSON writes every moment): the same
+entries for the CLI's table, its --json and a server's `/list`."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ from datetime import datetime
 from typing import Any, Sequence
 
 from barca.engine.driver import open_pipeline
-from barca.schedules import next_fire_text
+from barca.schedules import next_fire
 from barca.views.listing import listing, pick_fields
+from barca.views.times import iso_time
 
 LIST_FIELDS = ["id", "kind", "freshness", "schedule", "inputs", "env", "partitions",
                "next_fire"]
@@ -30,7 +31,7 @@ def node_list(paths: Sequence[str], count: int | None, fields: list[str] | None 
                                 "partitions": [dim.name for dim in d.dimensions]}
         if d.schedule:
             item["schedule"] = d.schedule
-            item["next_fire"] = next_fire_text(d.schedule, now)
+            item["next_fire"] = iso_time(next_fire(d.schedule, now).timestamp())
         nodes.append(item)
     shown = nodes[:count]
     return shown, listing({"root": str(loaded.project.root)}, "nodes",

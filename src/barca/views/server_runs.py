@@ -2,8 +2,8 @@
 run's steps (20 a node), per-node counts and last log lines, a run's logs and results.
 
 The server's run row differs from `barca history --json`'s (`views.history.run_json`) in
-fields and time format (RFC 3339 with milliseconds here, `YYYY-MM-DD HH:MM:SS` there); each
-shape is built by one function, kept as it is until a documented change makes them one.
+fields (its moments are written alike, `views.times.iso_time`); each shape is built by one
+function, kept as it is until a documented change makes them one.
 """
 
 from __future__ import annotations
@@ -14,8 +14,11 @@ import threading
 from typing import Any
 
 import barca.store.history as history
+from barca.discover.model import Definition
+from barca.planner.keys import dimension_names, key_of_label
 from barca.store.db import Connection
 from barca.views.failure_groups import run_failure_groups
+from barca.views.history import partition_key
 from barca.views.times import iso_time
 
 # a live run's status words that run rows say otherwise (the server's pages show the rows')
@@ -70,9 +73,10 @@ _finished_lock = threading.Lock()  # requests read on several threads
 
 
 def run_detail(conn: Connection | None, run_id: str) -> dict | None:
-    """A run's row, its steps (20 a node), per-node counts, last 200 log lines and the
-    failures among those steps grouped (`views.failure_groups`). A 200,000 key run takes
-    seconds to sum up: an ended run's is kept."""
+    """A run's row, its steps (20 a node; a step's `key` is its label, null for an
+    unpartitioned node), per-node counts, last 200 log lines and the failures among those
+    steps grouped (`views.failure_groups`). A 200,000 key run takes seconds to sum up: an
+    ended run's is kept."""
     with _finished_lock:
         if run_id in _finished:
             _finished.move_to_end(run_id)
@@ -81,8 +85,9 @@ def run_detail(conn: Connection | None, run_id: str) -> dict | None:
     if row is None:
         return None
     summaries = history.node_summaries(conn, run_id)
-    steps = [{"node_id": s.node_id, "step_id": s.step_id, "key": s.key, "status": s.status,
-              "elapsed_seconds": s.elapsed_seconds, "error": s.error_message}
+    steps = [{"node_id": s.node_id, "step_id": s.step_id, "key": partition_key(s),
+              "status": s.status, "elapsed_seconds": s.elapsed_seconds,
+              "error": s.error_message}
              for s in history.step_sample(conn, run_id, [n.node_id for n in summaries], 20)]
     nodes = [{"node_id": n.node_id, "keys": n.keys, "failed": n.failed,
               "elapsed_seconds": round(n.elapsed_seconds, 6), "calls": n.calls}
@@ -109,6 +114,12 @@ def run_logs(conn: Connection | None, run_id: str) -> list[dict]:
 
 def _log_json(line: history.LogRow) -> dict[str, Any]:
     return {"node_id": line.step_id, "seq": line.seq, "stream": line.stream, "line": line.line}
+
+
+def key_named(node: Definition, text: str) -> str:
+    """The key a client names (`?key=`): by its label, as every answer writes it
+    (`retailer=r1`, `day=d1,region=eu`), or by the key's value."""
+    return key_of_label(dimension_names(node), text) or text
 
 
 def result_of_run(conn: Connection | None, run_id: str, node_id: str,

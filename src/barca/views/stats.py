@@ -9,7 +9,7 @@ from barca.engine.driver import open_pipeline
 from barca.store import history as store
 from barca.store.db import Connection, connect
 from barca.views.history import partition_key
-from barca.views.times import utc_time
+from barca.views.times import iso_time
 
 RECENT_FIELDS = ["run_id", "partition_key", "elapsed_seconds", "status", "created_at",
                  "error_message", "attempts", "cpu_seconds", "max_rss_bytes"]
@@ -53,7 +53,7 @@ def _recent(step: store.StepRow) -> dict[str, Any]:
     split among its keys) and a step whose worker died."""
     return {"run_id": step.run_id, "partition_key": partition_key(step),
             "elapsed_seconds": _r(step.elapsed_seconds), "status": step.status,
-            "created_at": utc_time(step.created_at),
+            "created_at": iso_time(step.created_at),
             "error_message": step.error_message if step.status == "failed" else None,
             "attempts": step.attempts, "cpu_seconds": _r(step.cpu_seconds),
             "max_rss_bytes": step.max_rss_bytes}

@@ -13,7 +13,7 @@ from barca.store.shape import artifact_shape
 from barca.views import plan_text
 from barca.views.listing import listing, pick_fields
 from barca.views.partition_shares import partition_shares
-from barca.views.times import utc_time
+from barca.views.times import iso_time
 
 STATES = ("cached", "stale", "never_run", "partial", "blocked", "unknown", "always_runs")
 STATUS_FIELDS = ["id", "name", "kind", "inputs", "partitioned", "cache", "partitions",
@@ -90,7 +90,7 @@ def _last_runs(result, env_name: str | None) -> dict[str, Any]:
 def _materialization(row) -> dict[str, Any] | None:
     if row is None:
         return None
-    out: dict[str, Any] = {"status": row.status, "created_at": utc_time(row.created_at),
+    out: dict[str, Any] = {"status": row.status, "created_at": iso_time(row.created_at),
                            "elapsed_seconds": None if row.elapsed_seconds is None else
                            round(row.elapsed_seconds, 4), "run_id": row.run_id,
                            "run_hash": row.run_hash, "artifact": row.artifact_path,

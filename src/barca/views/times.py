@@ -1,24 +1,54 @@
-"""How barca writes a moment: `utc_time` in listings and history JSON, `iso_time` (RFC 3339,
-milliseconds) in log lines and the server's run rows."""
+"""How barca writes a moment, in two forms and only these.
+
+- JSON (every `--json` command, every HTTP answer of `barca serve`, the Python API's dicts):
+  `iso_time`, RFC 3339 in UTC with milliseconds, `2026-12-05T16:30:18.123Z`: one form a
+  program parses with any date library (`Date.parse`, `datetime.fromisoformat`), that sorts as
+  text and says its zone.
+- Human text (tables, `--pretty`, stderr notes): `short_time`, `YYYY-MM-DD HH:MM:SS`, in UTC
+  (`utc_time`) unless a command says otherwise (`barca list` shows the next fire in this
+  machine's time zone, `barca serve` in the server's).
+
+Durations stay numbers of seconds.
+"""
 
 from __future__ import annotations
 
+import datetime
 
-def utc_time(ts: float | None) -> str | None:
-    """Epoch seconds as `YYYY-MM-DD HH:MM:SS` in UTC (the form every listing uses)."""
-    if ts is None:
-        return None
-    import datetime
-
-    return datetime.datetime.fromtimestamp(ts, datetime.timezone.utc).strftime(
-        "%Y-%m-%d %H:%M:%S")
+SHORT_FORM = "%Y-%m-%d %H:%M:%S"
 
 
 def iso_time(ts: float | None) -> str | None:
-    """Epoch seconds as RFC 3339 UTC with milliseconds (log line timestamps)."""
+    """Epoch seconds as JSON writes a moment: RFC 3339, UTC, milliseconds, `Z`."""
     if ts is None:
         return None
-    import datetime
-
     moment = datetime.datetime.fromtimestamp(ts, datetime.timezone.utc)
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+def short_time(moment: datetime.datetime) -> str:
+    """A moment as human text writes it, in the moment's own zone: `YYYY-MM-DD HH:MM:SS`."""
+    return moment.strftime(SHORT_FORM)
+
+
+def utc_time(ts: float | None) -> str | None:
+    """Epoch seconds as human text writes them in UTC (`short_time`)."""
+    if ts is None:
+        return None
+    return short_time(datetime.datetime.fromtimestamp(ts, datetime.timezone.utc))
+
+
+def utc_time_of(text: str | None) -> str | None:
+    """A moment JSON wrote (`iso_time`) as human text writes it in UTC: for a table drawn
+    from a JSON entry."""
+    if text is None:
+        return None
+    return utc_time(datetime.datetime.fromisoformat(text).timestamp())
+
+
+def local_time(text: str | None) -> str | None:
+    """A moment JSON wrote (`iso_time`) as human text in this machine's time zone (`barca
+    list`'s next fires)."""
+    if text is None:
+        return None
+    return short_time(datetime.datetime.fromisoformat(text).astimezone())

@@ -75,10 +75,10 @@ export function fmtDur(sec) {
   return `${hr}h ${String(m % 60).padStart(2, "0")}m`;
 }
 
-/** A Date from an RFC 3339 string or epoch seconds. */
+/** A Date from a moment as the server writes every one: RFC 3339 UTC, `2026-12-05T16:30:18.123Z`
+ * (a Date passes through). */
 export function toDate(t) {
   if (t == null) return null;
-  if (typeof t === "number") return new Date(t * 1000);
   const d = new Date(t);
   return isNaN(d) ? null : d;
 }
