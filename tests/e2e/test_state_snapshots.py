@@ -128,7 +128,7 @@ def test_a_tick_that_changes_one_key_rewrites_only_that_keys_chunk(big: Path) ->
 
 def test_a_key_inserted_in_the_first_chunk_runs_only_that_key(big: Path) -> None:
     set_versions(big, extra={"k00000a": 7})  # sorts second: every later key shifts
-    tick = barca(big, "get", "scored", "pipeline.py").expect(0)
+    tick = barca(big, "get", "scored", "pipeline.py", "--json", "-o", "value").expect(0)
     assert executed(tick) == {"cleaned": 1, "scored": 1}
     assert tick.steps["scored"]["partitions"]["will_run_keys"] == ["k=k00000a"]
     assert tick.json["final_output"]["k=k00000a"] == 70
@@ -224,7 +224,7 @@ def test_a_stored_chunk_that_does_not_match_its_digest_is_not_used(big: Path) ->
 def test_the_stored_sensor_chunks_follow_a_source_that_shrinks_below_a_chunk_and_grows_back(
         big: Path) -> None:
     (big / "versions.json").write_text(json.dumps({key(i): 1 for i in range(CHUNK - 50)}))
-    shrunk = barca(big, "get", "scored", "pipeline.py").expect(0)
+    shrunk = barca(big, "get", "scored", "pipeline.py", "--json", "-o", "value").expect(0)
     assert shrunk.json["steps_executed"] == 1
     assert len(shrunk.json["final_output"]) == CHUNK - 50
     assert sorted(source_rows(big)) == [("keys", 0), ("values", 0)]
@@ -254,7 +254,7 @@ def test_a_damaged_snapshot_is_rebuilt_from_the_recorded_results(big: Path) -> N
         conn.commit()
     finally:
         conn.close()
-    got = barca(big, "get", "scored", "pipeline.py").expect(0)
+    got = barca(big, "get", "scored", "pipeline.py", "--json", "-o", "value").expect(0)
     assert got.json["steps_executed"] == 1
     assert len(got.json["final_output"]) == N
     assert ("scored", "run_hash", 1) in stored_chunks(big)  # written again, whole

@@ -130,6 +130,9 @@ def test_a_request_value_that_looks_like_an_option_stays_a_value(project: Path,
             (text, got.json())
     got = server.post("/runs", json={"targets": ["regional"], "batch": ["--local"]})
     assert got.status_code == 400 and "--local" in got.json()["error"], got.text
+    for partition in ({"region": "eu"}, {"region": [1]}, {"region": ["eu"], "day": None}):
+        got = server.post("/runs", json={"targets": ["regional"], "partition": partition})
+        assert got.status_code == 400 and "'partition'" in got.json()["error"], got.text
     assert not (project / "executed.log").exists()
     assert db_rows(project, "SELECT count(*) FROM runs") == [(0,)]
 

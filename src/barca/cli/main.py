@@ -20,8 +20,7 @@ def main(argv: list[str] | None = None) -> None:
     from barca.cli.top_help import quick_answer
 
     answer = quick_answer(argv)
-    if answer is not None:
-        sys.stdout.write(answer + "\n")
+    if answer is not None and _printed(answer + "\n"):
         return
     remote = "--local" not in argv and ("--server" in argv or os.environ.get("BARCA_SERVER")
                                         or any(a.startswith("--server=") for a in argv))
@@ -35,6 +34,23 @@ def main(argv: list[str] | None = None) -> None:
     from barca.cli.app import main as run_here
 
     run_here(argv)
+
+
+def _printed(text: str) -> bool:
+    """`text` on stdout (a closed pipe takes it silently: the reader wanted no more); False
+    when stdout refuses it otherwise (a full disk), for the command's own path to report."""
+    if sys.stdout is not sys.__stdout__:  # a caller's stream (a test runner's capture)
+        sys.stdout.write(text)
+        return True
+    data = text.encode()
+    try:
+        while data:
+            data = data[os.write(1, data):]
+    except BrokenPipeError:
+        pass
+    except OSError:
+        return False
+    return True
 
 
 def _warm_seconds() -> float:

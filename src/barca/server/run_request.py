@@ -61,7 +61,9 @@ def parse_request(body: Any, served_files: Sequence[str]) -> RunRequest:
         if name not in FIELDS:
             raise UsageError(f"unknown field {name[:40]!r}", f"fields: {', '.join(FIELDS)}")
         if not isinstance(value, FIELDS[name]) or isinstance(value, list) and not all(
-                isinstance(v, str) for v in value):
+                isinstance(v, str) for v in value) or isinstance(value, dict) and not all(
+                isinstance(v, list) and all(isinstance(k, str) for k in v)
+                for v in value.values()):
             raise UsageError(f"field {name!r} has the wrong type",
                              "see the RunRequest schema at /openapi.json")
         _check_size(name, value)
