@@ -78,8 +78,8 @@ class Ran:
 
 
 class Engine:
-    """Runs in one project directory, which is also the current directory while a run's
-    steps execute (as a worker's is): pipelines read and write files relative to it."""
+    """Runs in one project directory, which is the current directory while a run goes (as a
+    worker's is): pipelines read and write files relative to it."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -103,6 +103,8 @@ class Engine:
 
         heard = _Heard()
         saved, modules, path = dict(os.environ), set(sys.modules), list(sys.path)
+        cwd = os.getcwd()
+        os.chdir(self.root)
         for name, value in (environ or {}).items():
             if value is None:
                 os.environ.pop(name, None)
@@ -112,6 +114,7 @@ class Engine:
             result = driver.run(command, target, list(files), cwd=self.root,
                                 new_executor=new_executor, reporter=heard, **options)
         finally:
+            os.chdir(cwd)
             os.environ.clear()
             os.environ.update(saved)
             _forget_project_modules(modules, path)
@@ -126,13 +129,12 @@ class Engine:
 
 @pytest.fixture
 def engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Engine:
-    """An empty project (a barca.toml), the current directory for the test, without the
-    developer's BARCA_* settings and without bytecode files."""
+    """An empty project (a barca.toml) in the test's directory, without the developer's
+    BARCA_* settings and without bytecode files. Another project: `Engine(path)`."""
     (tmp_path / "barca.toml").write_text("")
     # workers compile project code from source (engine.local.project_code); here a module
     # edited within the second it was cached, at the same size, would load its old bytecode
     monkeypatch.setattr(sys, "dont_write_bytecode", True)
     for name in _ISOLATED:
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.chdir(tmp_path)
     return Engine(tmp_path)
