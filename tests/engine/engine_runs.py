@@ -16,6 +16,7 @@ module `conftest`, and a second one would hide tests/conftest.py from the test f
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 from dataclasses import dataclass, field
@@ -118,6 +119,10 @@ class Engine:
             os.environ.clear()
             os.environ.update(saved)
             _forget_project_modules(modules, path)
+            # as the CLI's exit would: the run's SQLite connection (RunRecorder.conn, never
+            # closed, freed only with its reference cycle) closes and checkpoints its WAL, so
+            # that the database file holds what the run wrote, as after `barca get`
+            gc.collect()
         if result.status == "dry_run":
             report: DryRunReport | RunReport = DryRunReport(result, command, target)
         else:
