@@ -267,3 +267,27 @@ def test_a_deleted_artifact_read_under_two_names_is_recomputed_once(engine: Engi
     assert result.steps["a"]["reason"] == "artifact_missing"
     assert result.json["final_output"] == 4
     assert result.stderr.count("cached result of the node is missing") == 1
+
+
+def test_a_shared_scheduled_run_computes_its_assets_and_runs_its_tasks(engine: Engine) -> None:
+    """An asset and a task due together share a run of command `serve` (the scheduler's,
+    tests/unit/test_scheduler_fires.py): the task runs in it, the asset as `get` would."""
+    write(engine.root, {"p.py": """
+        from barca import asset, task
+
+        @asset()
+        def alpha() -> int:
+            with open("executed.log", "a") as fh:
+                fh.write("alpha\\n")
+            return 1
+
+        @task(inputs={"alpha": alpha})
+        def notify(alpha: int) -> None:
+            with open("executed.log", "a") as fh:
+                fh.write(f"notified {alpha}\\n")
+    """})
+    first = engine("serve", "p.py:alpha,p.py:notify", "p.py").expect(0)
+    assert first.statuses() == {"alpha": "ran", "notify": "ran"}
+    again = engine("serve", "p.py:alpha,p.py:notify", "p.py").expect(0)
+    assert again.statuses() == {"alpha": "cached", "notify": "ran"}
+    assert lines(engine.root / "executed.log") == ["alpha", "notified 1", "notified 1"]
