@@ -114,6 +114,11 @@ class Engine:
         try:
             result = driver.run(command, target, list(files), cwd=self.root,
                                 new_executor=new_executor, reporter=heard, **options)
+            # values are read here, before the project's modules are forgotten: a pickled
+            # value may import the module that defines its class
+            report: DryRunReport | RunReport = DryRunReport(result, command, target) \
+                if result.status == "dry_run" else RunReport(result, command, target)
+            body = report.to_json()
         finally:
             os.chdir(cwd)
             os.environ.clear()
@@ -123,11 +128,6 @@ class Engine:
             # closed, freed only with its reference cycle) closes and checkpoints its WAL, so
             # that the database file holds what the run wrote, as after `barca get`
             gc.collect()
-        if result.status == "dry_run":
-            report: DryRunReport | RunReport = DryRunReport(result, command, target)
-        else:
-            report = RunReport(result, command, target)
-        body = report.to_json()
         notes = report.notes(list(files), options.get("env"))
         return Ran(result, body, heard.lines + notes, len(started))
 
