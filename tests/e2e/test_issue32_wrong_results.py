@@ -9,6 +9,7 @@
 2. `collect()` around an underscore-named input hands the list (the name rule used to win).
 3. A dry run whose `partitions_from` source's stored file is gone plans it again instead of
    crashing.
+2 and 3 are planning rules, tested at the driver level in tests/engine/test_issue32_rules.py.
 """
 
 from __future__ import annotations
@@ -160,56 +161,6 @@ def test_shared_root_helpers_and_package_pipelines_still_work(project: Path, poo
     edit(project / "helpers.py", "return 5", "return 6")
     again = barca(project, "get", "ra,rb,rc", ".", env={"BARCA_POOL_SIZE": pool}).expect(0)
     assert values(again) == {"ra": 6, "rb": 6, "rc": 6}
-
-
-# -- 2. collect() on an underscore input ---------------------------------------------------
-
-def test_an_underscore_input_wrapped_in_collect_receives_the_list(project: Path):
-    write(project, {"p.py": """
-        from barca import asset, collect, partitions
-
-        @asset(partitions={"k": partitions(["x", "y"])})
-        def part(k):
-            return k.upper()
-
-        @asset(inputs={"_parts": collect(part)})
-        def joined(_parts):
-            return "".join(sorted(_parts))
-    """})
-    assert barca(project, "get", "joined", "p.py").expect(0).json["final_output"] == "XY"
-
-
-# -- 3. a key source's stored file gone ----------------------------------------------------
-
-KEYED = """
-    from barca import asset, partitions_from
-
-    @asset()
-    def src():
-        return ["x", "y"]
-
-    @asset(partitions={"k": partitions_from(src)})
-    def per_key(k):
-        return k.upper()
-"""
-
-
-def test_a_dry_run_plans_a_key_source_whose_file_is_gone_again(project: Path):
-    write(project, {"p.py": KEYED})
-    barca(project, "get", "per_key", "p.py").expect(0)
-    (stored,) = (project / ".barca" / "artifacts").glob("p.py--src/*.json")
-    stored.unlink()
-
-    dry = barca(project, "get", "per_key", "p.py", "--dry-run").expect(0)
-    steps = dry.steps
-    assert (steps["src"]["action"], steps["src"]["reason"]) == ("run", "artifact_missing")
-    assert (steps["per_key"]["action"], steps["per_key"]["reason"]) == \
-        ("unknown", "partitions_unknown")
-    assert not stored.exists()  # a dry run writes nothing
-
-    real = barca(project, "get", "per_key", "p.py").expect(0)
-    assert real.json["final_output"] == {"k=x": "X", "k=y": "Y"}
-    assert real.statuses() == {"src": "ran", "per_key": "cached"}
 
 
 def test_a_result_recorded_under_one_import_spelling_is_not_served_to_another(project: Path):

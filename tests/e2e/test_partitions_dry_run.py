@@ -4,6 +4,10 @@ JSON: `steps[].action == "partial"` with `partitions{total, cached, will_run, wi
 (at most 20 keys, lexical order, `dim=value`) and `partitions.changed` giving each listed key
 that ran before its cause. Human: `partial  <c> of <t> keys cached; will run: retailer=r.. (value
 ... changed), ..., +N more`. The sensor is observed, nothing else runs, nothing is written.
+
+End to end against real workers: the human table lines and one prediction. The JSON counts
+and every prediction case are tested at the driver level in
+tests/engine/test_partition_dry_run_rules.py.
 """
 
 from __future__ import annotations
@@ -58,32 +62,6 @@ def warm(project: Path) -> Path:
     barca(project, "get", "cleaned", "pipeline.py").expect(0)
     (project / "executed.log").unlink()
     return project
-
-
-def test_dry_run_json_counts_keys_lists_at_most_20_and_gives_each_ones_cause(
-        warm: Path) -> None:
-    _versions(warm, changed=range(3, 27), new=2)         # 24 changed + 2 new of 32
-    before = _snapshot(warm)
-    dry = barca(warm, "get", "cleaned", "pipeline.py", "--dry-run").expect(0)
-    assert dry.json["dry_run"] is True
-    step = dry.steps["cleaned"]
-    assert step["action"] == "partial"
-    parts = step["partitions"]
-    assert (parts["total"], parts["cached"], parts["will_run"]) == (32, 6, 26)
-    expected = sorted([f"retailer=r{i:02d}" for i in range(3, 27)]
-                      + ["retailer=n00", "retailer=n01"])[:20]
-    assert parts["will_run_keys"] == expected           # first 20 in lexical order
-    assert all(key.startswith("retailer=") for key in parts["will_run_keys"])
-    # every listed key that ran before has its cause; new keys have none
-    assert parts["changed"] == {k: ["value pipeline.py:retailer_versions"]
-                                for k in expected if not k.startswith("retailer=n")}
-    assert dry.json["summary"] == {"will_run": 27, "cached": 6, "unknown": 0}
-    assert _snapshot(warm) == before
-    assert not (warm / "executed.log").exists()
-
-    real = barca(warm, "get", "cleaned", "pipeline.py").expect(0)
-    assert real.json["steps_executed"] == dry.json["summary"]["will_run"]
-    assert len(lines(warm / "executed.log")) == 26
 
 
 def test_dry_run_table_line_names_the_keys_that_fit_then_a_count_and_the_cause(
@@ -149,17 +127,10 @@ CHAIN = """
 BASE = {"a": 1, "b": 1, "c": 1, "d": 1}
 
 
+# every case: tests/engine/test_partition_dry_run_rules.py
 @pytest.mark.parametrize("warm, versions, flags", [
-    (False, BASE, []),
-    (True, BASE, []),
     (True, {**BASE, "b": 2}, []),
-    (True, {**BASE, "e": 1}, []),
-    (True, {"a": 1, "c": 1, "d": 1}, []),
-    (True, {**BASE, "b": 2, "c": 2}, ["--partition", "k=b"]),
-    (True, BASE, ["--refresh", "scored"]),
-    ("failed", BASE, []),
-], ids=["cold", "warm", "value-changed", "key-added", "key-removed", "partition", "refresh",
-        "after-failure"])
+], ids=["value-changed"])
 def test_dry_run_predicts_exactly_the_keys_the_real_run_executes(project: Path, warm, versions,
                                                                  flags) -> None:
     write(project, {"pipeline.py": CHAIN})

@@ -15,11 +15,10 @@ import signal
 import socket
 import sqlite3
 import subprocess
-import time
 from pathlib import Path
 
 from barca.store.db import SCHEMA_VERSION
-from conftest import barca, lines, start_barca, take_executed, wait_for, write
+from conftest import barca, gone, lines, start_barca, take_executed, wait_for, write
 
 KEYS = 120
 
@@ -44,6 +43,7 @@ PARTITIONED = f"""
 """
 
 GATED = """
+    import os
     import time
     from pathlib import Path
     from barca import asset
@@ -60,6 +60,7 @@ GATED = """
     @asset()
     def up() -> int:
         _ran("up start")
+        Path(f"up.{os.getpid()}.pid").touch()  # the worker running it
         _gate()
         if Path("fail-once").exists():
             Path("fail-once").unlink()
@@ -210,8 +211,10 @@ def test_a_lease_whose_owner_was_killed_is_taken_over_once(project: Path) -> Non
         killed.kill()  # SIGKILL: the lease stays behind, naming a dead process
         killed.communicate(timeout=60)  # its worker dies with it, its step unfinished
     assert killed.returncode == -signal.SIGKILL
+    [worker] = [int(p.name.split(".")[1]) for p in project.glob("up.*.pid")]
+    wait_for(lambda: gone(worker), f"the killed run's worker {worker} to die with it",
+             timeout=30)
     (project / "gate").write_text("")
-    time.sleep(0.5)  # a worker still alive would finish its step now
     assert take_executed(project) == ["up start"]
     assert len(_leases(project)) == 1
 

@@ -17,12 +17,11 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
 
-from conftest import (barca, pool_processes, read_runs, start_barca, wait_for,
+from conftest import (barca, poll, pool_processes, read_runs, start_barca, wait_for,
                       wait_until_gone, wait_until_ready, write)
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
@@ -106,6 +105,42 @@ def start_pool(project: Path, env: dict) -> int:
     barca(project, "get", "quick", "p.py", "--refresh", "quick", env=env).expect(0)
     return wait_until_ready(project, env)
 
+
+
+def _proc(pid: int, name: str) -> dict[str, str]:
+    return dict(line.split(":", 1) for line in Path(f"/proc/{pid}/{name}").read_text()
+                .splitlines() if ":" in line)
+
+
+def identity_checked(pid: int) -> None:
+    """Wait until the pool has made its next periodic identity check (fork_server's
+    CHECK_SECONDS) and gone back to waiting for requests, or exited. An idle pool reads a
+    file only then (its owner file: `syscr` in /proc/PID/io grows)."""
+    def idle_reads() -> int | None:
+        if not alive(pid):
+            return -1
+        reads = int(_proc(pid, "io")["syscr"])
+        return reads if _proc(pid, "status")["State"].split()[0] == "S" else None
+
+    before = poll(idle_reads, f"pool {pid} to wait for requests")
+    poll(lambda: not alive(pid) or (idle_reads() or 0) > before,
+         f"pool {pid} to check its identity", timeout=30)
+
+
+def after_last_use(env: dict) -> None:
+    """Wait until the file system stamps a file written now later than any pool's last use
+    (its lock file's mtime, which eviction orders pools by): a pool used next is then the
+    most recently used by its stamp too."""
+    state = Path(env["TMPDIR"])
+    last = max((p.stat().st_mtime_ns for p in state.rglob("*.lock")), default=0)
+    probe = state / "probe"
+
+    def later() -> bool:
+        probe.touch()
+        return probe.stat().st_mtime_ns > last
+
+    wait_for(later, "the file system's clock to pass the last pool use")
+    probe.unlink()
 
 
 def alive(pid: int) -> bool:
@@ -269,7 +304,7 @@ def test_a_library_setting_a_variable_at_import_does_not_retire_the_pool(warm,
     """})
     barca(project, "get", "e", "env.py", env=env).expect(0)
     pool = wait_until_ready(project, env)
-    time.sleep(6)  # past the pool's identity check (every 5 s)
+    identity_checked(pool)
     assert pool_processes(project) == [pool]
     barca(project, "get", "e", "env.py", "--refresh", "e", env=env).expect(0)
     assert pool_processes(project) == [pool]
@@ -289,8 +324,8 @@ def test_pools_are_bounded_listed_and_stopped(warm, tmp_path_factory):
     pids = []
     try:
         for root in projects:
+            after_last_use(env)  # distinct last-use times
             pids.append(start_pool(root, env))
-            time.sleep(0.2)  # distinct last-use times
         wait_until_gone(pids[0], timeout=10)  # the least recently used made room
         listed = barca(project, "pool", "--json", env=env).expect(0).json["pools"]
         assert [(p["pid"], p["project"]) for p in listed] == [

@@ -1,6 +1,10 @@
-"""The scheduler of `barca serve`: a scheduled sensor's tick runs only the changed key, jobs
-due together share a run, a job never overlaps itself, and a restart fires a missed tick once
-(a job never seen before does not fire at start)."""
+"""The scheduler of `barca serve`, end to end: a scheduled sensor's tick (a real every-second
+cron) runs only the changed key in runs forked from the warm pool, and a restart fires a
+missed tick once (a job never seen before does not fire at start).
+
+Which runs the scheduler starts when (jobs due together share a run, or run apart when
+sharing would delay one; a job never overlaps itself; a catch-up at start) is tested on data
+with a clock the test sets in tests/unit/test_scheduler_fires.py and test_scheduler.py."""
 
 from __future__ import annotations
 
@@ -60,10 +64,6 @@ def _write_json(path: Path, value) -> None:
     os.replace(tmp, path)
 
 
-def _instant(text: str) -> float:
-    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-
-
 def test_a_scheduled_keyed_tick_runs_the_sensor_and_only_the_changed_key(
         project: Path, serve) -> None:
     versions = {f"k{i:02d}": 1 for i in range(50)}
@@ -119,118 +119,6 @@ def test_a_scheduled_keyed_tick_runs_the_sensor_and_only_the_changed_key(
                                                               changed["run_id"])]
     assert all(r["steps_executed"] <= 1 for r in later), later
     assert sorted(log.read_text().splitlines()) == ["cleaned k17", "scored k17"]
-
-
-def test_two_scheduled_readers_of_one_upstream_share_one_run(project: Path, serve) -> None:
-    write(project, {"p.py": f"""
-        from barca import Schedule, asset
-
-        @asset()
-        def base() -> int:
-            return 1
-
-        @asset(inputs={{"base": base}}, freshness=Schedule("{EVERY_SECOND}"))
-        def alpha(base: int) -> int:
-            return base
-
-        @asset(inputs={{"base": base}}, freshness=Schedule("{EVERY_SECOND}"))
-        def beta(base: int) -> int:
-            return base + 1
-    """})
-    server = serve(project, "p.py")
-    run = server.wait_run(lambda r: r["triggered_by"] == "schedule" and r["status"] == "success",
-                          "a scheduled run to succeed")
-    assert set(run["target"].split(",")) == {"p.py:alpha", "p.py:beta"}, run
-    scheduled = [r for r in server.runs() if r["triggered_by"] == "schedule"]
-    assert all(set(r["target"].split(",")) == {"p.py:alpha", "p.py:beta"} for r in scheduled)
-    assert f"scheduled run p.py:alpha, p.py:beta → {run['run_id']}" in server.stderr
-    assert "scheduled run p.py:alpha →" not in server.stderr
-    jobs = {j["id"]: j for j in server.get("/schedule").json()}
-    assert set(jobs) == {"p.py:alpha", "p.py:beta"}
-
-
-def test_an_asset_and_a_task_due_together_share_one_run_of_command_serve(
-        project: Path, serve) -> None:
-    write(project, {"p.py": f"""
-        from barca import Schedule, asset, task
-
-        @asset(freshness=Schedule("{EVERY_SECOND}"))
-        def alpha() -> int:
-            return 1
-
-        @task(inputs={{"alpha": alpha}}, freshness=Schedule("{EVERY_SECOND}"))
-        def notify(alpha: int) -> None:
-            print("notified", alpha)
-    """})
-    server = serve(project, "p.py")
-    run = server.wait_run(lambda r: r["triggered_by"] == "schedule" and r["status"] == "success",
-                          "a scheduled run to succeed")
-    assert run["command"] == "serve", run
-    assert set(run["target"].split(",")) == {"p.py:alpha", "p.py:notify"}, run
-    logs = server.get(f"/logs/{run['run_id']}").json()["logs"]
-    assert any(line["line"] == "notified 1" for line in logs), logs  # the task ran in it
-
-
-def test_jobs_due_together_run_apart_when_sharing_would_delay_one(project: Path, serve) -> None:
-    write(project, {"p.py": f"""
-        from barca import Schedule, asset
-
-        @asset()
-        def base() -> int:
-            return 1
-
-        @asset(inputs={{"base": base}})
-        def middle(base: int) -> int:
-            return base
-
-        @asset(inputs={{"base": base}}, freshness=Schedule("{EVERY_SECOND}"))
-        def near(base: int) -> int:
-            return base
-
-        @asset(inputs={{"middle": middle}}, freshness=Schedule("{EVERY_SECOND}"))
-        def far(middle: int) -> int:
-            return middle
-
-        @asset(freshness=Schedule("{EVERY_SECOND}"))
-        def alone() -> int:
-            return 3
-    """})
-    server = serve(project, "p.py")
-    poll(lambda: {r["target"] for r in server.runs() if r["status"] == "success"}
-         >= {"p.py:near", "p.py:far", "p.py:alone"}, "a run of each job on its own")
-    assert all("," not in r["target"] for r in server.runs()), server.runs()
-    # far, two levels below base, would wait behind near's level: said once
-    poll(lambda: server.stderr.count("scheduled run p.py:far →") >= 2, "far to fire twice")
-    said = [line for line in server.lines if "runs apart" in line]
-    assert len(said) == 1, server.stderr
-    assert said[0].endswith("from the jobs due with it: in one run p.py:far would wait for "
-                            "p.py:near, which it does not read"), said
-    assert "p.py:alone runs apart" not in server.stderr  # nothing in common: nothing to say
-
-
-def test_a_job_never_overlaps_itself_a_fire_in_flight_is_skipped(project: Path, serve) -> None:
-    write(project, {"p.py": f"""
-        import time
-        from barca import Schedule, task
-
-        @task(freshness=Schedule("{EVERY_SECOND}"))
-        def nap() -> None:
-            time.sleep(2)
-    """})
-    server = serve(project, "p.py")
-    poll(lambda: "scheduled run p.py:nap skipped — previous run" in server.stderr,
-         "a fire skipped while the last run is in flight")
-    poll(lambda: len([r for r in server.runs() if r["status"] == "success"]) >= 2,
-         "two scheduled runs to finish", timeout=40)
-    runs = sorted(server.runs(), key=lambda r: _instant(r["started_at"]))
-    assert all(r["triggered_by"] == "schedule" and r["command"] == "run" for r in runs), runs
-    assert sum(r["status"] in ("pending", "running") for r in runs) <= 1, runs
-    done = [r for r in runs if r["finished_at"]]
-    for before, after in zip(done, runs[1:]):
-        assert _instant(after["started_at"]) >= _instant(before["finished_at"]), (before, after)
-    skipped = [line for line in server.lines if "skipped" in line]
-    ran = {r["run_id"] for r in runs}
-    assert all(line.rsplit("previous run ", 1)[1].split()[0] in ran for line in skipped)
 
 
 def _schedule_row(root: Path, job: str):
