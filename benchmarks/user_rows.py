@@ -115,6 +115,7 @@ class Took:
 
 @dataclass
 class Row:
+    """One line of the printed table; `num` is the issue table's line it measures."""
     num: str
     what: str
     ours: str
@@ -243,6 +244,8 @@ def wait_gone(pid: int, timeout: float = 60) -> None:
 # --------------------------------------------------------------------------- measurements
 
 class Measure:
+    """The rows, section by section; a section's rows and notes are appended as it ends."""
+
     def __init__(self, args: argparse.Namespace, ours: Side, ref: Side | None,
                  ref_seed: str | None) -> None:
         self.args = args
@@ -715,14 +718,14 @@ def main() -> None:
     table = render(rows, notes)
     print(table)
     if args.write:
-        write(args, header, table)
+        write(header, table)
 
 
 def stage(text: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {text}", file=sys.stderr)
 
 
-def write(args: argparse.Namespace, header: list[str], table: str) -> None:
+def write(header: list[str], table: str) -> None:
     now = _dt.datetime.now()
     heading = f"## Issue 28's rows ({now.strftime('%Y-%m-%d %H:%M')})"
     info = core.machine()
