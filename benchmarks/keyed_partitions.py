@@ -585,6 +585,18 @@ def machine() -> str:
     return f"{os.cpu_count()} cores, {cpu}, Python {platform.python_version()}"
 
 
+def prepare_children(*packages: Path) -> None:
+    """Child processes find bytecode as an installed barca does (see the module docstring):
+    no PYTHONDONTWRITEBYTECODE or PYTHONPYCACHEPREFIX, barca's package (and `packages`)
+    compiled first."""
+    for name in ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX"):
+        CHILD_ENV.pop(name, None)
+    package = Path(importlib.util.find_spec("barca").origin).parent
+    for directory in (package, *packages):
+        subprocess.run([sys.executable, "-m", "compileall", "-q", str(directory)],
+                       env=CHILD_ENV, check=True)
+
+
 def main() -> None:
     try:
         measure_and_print()
@@ -608,12 +620,7 @@ def measure_and_print() -> None:
                         "returning a 4-column table of ROWS rows, split into the first N keys")
     parser.add_argument("--write", action="store_true", help="append to benchmarks/RESULTS.md")
     args = parser.parse_args()
-    for name in ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX"):
-        CHILD_ENV.pop(name, None)
-    package = Path(importlib.util.find_spec("barca").origin).parent
-    for directory in (package, *([Path(args.against) / "barca"] if args.against else [])):
-        subprocess.run([sys.executable, "-m", "compileall", "-q", str(directory)],
-                       env=CHILD_ENV, check=True)
+    prepare_children(*([Path(args.against) / "barca"] if args.against else []))
     # the pools of the smallest and largest N must outlive the first runs between them
     CHILD_ENV["BARCA_WARM_SECONDS"] = "7200"
     sizes = [int(x) for x in args.keys.split(",")]
