@@ -16,7 +16,6 @@ module `conftest`, and a second one would hide tests/conftest.py from the test f
 
 from __future__ import annotations
 
-import gc
 import os
 import sys
 from dataclasses import dataclass, field
@@ -124,10 +123,6 @@ class Engine:
             os.environ.clear()
             os.environ.update(saved)
             _forget_project_modules(modules, path)
-            # as the CLI's exit would: the run's SQLite connection (RunRecorder.conn, never
-            # closed, freed only with its reference cycle) closes and checkpoints its WAL, so
-            # that the database file holds what the run wrote, as after `barca get`
-            gc.collect()
         notes = report.notes(list(files), options.get("env"))
         return Ran(result, body, heard.lines + notes, len(started))
 

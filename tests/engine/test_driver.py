@@ -175,3 +175,20 @@ def test_warnings_reach_the_reporter_as_codes_with_evidence_worded_by_the_view(p
     assert warning_text(*heard[1]) == \
         f"p.py:base: cached result of the node is missing ({location}); computing it again"
     assert [warning_json(w)["message"] for w in result.warnings] == [warning_text(*heard[0])]
+
+
+def test_a_run_lets_go_of_the_metadata_database_when_it_returns(project):
+    """An in-process caller (the Python API) keeps no connection open after a run: no file
+    descriptor on the database, and its WAL checkpointed away."""
+    import gc
+
+    gc.disable()  # a connection closed only by garbage collection would pass unnoticed
+    try:
+        get(project, "total")
+        db = project / ".barca" / "metadata.db"
+        open_files = {os.path.realpath(f"/proc/self/fd/{fd}") for fd in os.listdir("/proc/self/fd")
+                      if os.path.exists(f"/proc/self/fd/{fd}")}
+        assert str(db.resolve()) not in open_files
+        assert not db.with_name("metadata.db-wal").exists()
+    finally:
+        gc.enable()

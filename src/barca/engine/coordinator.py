@@ -140,7 +140,10 @@ class _Run:
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
-            self._finish(status, time.perf_counter() - started)
+            try:
+                self._finish(status, time.perf_counter() - started)
+            finally:
+                recorder.close()
         return self._result(status, time.perf_counter() - started)
 
     def _observe_sensors(self, sensors: list[str], later: list[str]) -> None:

@@ -142,6 +142,13 @@ class RunRecorder:
         self.sources.save(self.conn)
         self.seconds += time.perf_counter() - began
 
+    def close(self) -> None:
+        """Let go of the database once the run is recorded: an in-process caller (the Python
+        API, a test) leaves no connection, and no WAL file, behind (a dry run before any
+        run has none)."""
+        if self.conn is not None:
+            self.conn.close()
+
     def notes(self, notes: Sequence[RunNote]) -> None:
         """Notes about the run as a whole, kept with its output (`barca logs`) in the words
         its events give them: the renderer's, as the engine writes no English."""

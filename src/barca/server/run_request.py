@@ -60,13 +60,13 @@ def parse_request(body: Any, served_files: Sequence[str]) -> RunRequest:
     for name, value in body.items():
         if name not in FIELDS:
             raise UsageError(f"unknown field {name[:40]!r}", f"fields: {', '.join(FIELDS)}")
+        _check_size(name, value)  # first: a value too big or too deep is refused as such
         if not isinstance(value, FIELDS[name]) or isinstance(value, list) and not all(
                 isinstance(v, str) for v in value) or isinstance(value, dict) and not all(
                 isinstance(v, list) and all(isinstance(k, str) for k in v)
                 for v in value.values()):
             raise UsageError(f"field {name!r} has the wrong type",
                              "see the RunRequest schema at /openapi.json")
-        _check_size(name, value)
     if body.get("command", "get") not in ("get", "run"):
         raise UsageError(f"command {body['command']!r} is not get or run", "pass get or run")
     if body.get("output", "json") not in ("json", "pretty"):
