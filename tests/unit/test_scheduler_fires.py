@@ -9,6 +9,7 @@ tests/unit/test_run_sharing.py; what fires when: tests/unit/test_scheduler.py.)"
 from __future__ import annotations
 
 import asyncio
+import threading
 import textwrap
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -24,6 +25,25 @@ from barca.store.schedule_state import Fired, load, record
 
 EVERY_SECOND = "*/1 * * * * *"
 NOON = datetime(2026, 3, 1, 12, tzinfo=timezone.utc).timestamp()
+
+
+def run_alone(coroutine) -> None:
+    """`asyncio.run` in a thread of its own, as the server runs its scheduler's loop: a test
+    that ran before in this process may have left an event loop running on this thread."""
+    failed: list[BaseException] = []
+
+    def main() -> None:
+        try:
+            asyncio.run(coroutine)
+        except BaseException as exc:  # noqa: BLE001 - raised again in the test's thread
+            failed.append(exc)
+
+    thread = threading.Thread(target=main)
+    thread.start()
+    thread.join(60)
+    assert not thread.is_alive(), "the scheduler's loop did not end within 60 s"
+    if failed:
+        raise failed[0]
 
 
 class Clock:
@@ -95,7 +115,7 @@ def tick(s: Scheduler, runs_end: bool = True) -> None:
         for at, jobs in s.due(s.clock.now):
             await s._fire(jobs, at, "schedule")
 
-    asyncio.run(fire())
+    run_alone(fire())
 
 
 def said(capsys) -> list[str]:
@@ -292,7 +312,7 @@ def test_the_loop_starts_one_catch_up_run_for_fires_missed_while_stopped(
         runs.on_start = lambda run: s.stop()  # the loop goes on to wait; stop wakes it
         await asyncio.wait_for(s.run(), 10)
 
-    asyncio.run(until_the_first_run())
+    run_alone(until_the_first_run())
     assert runs.asked() == [("get", ("p.py:hourly",), "p.py:hourly")]
     assert [(r.triggered_by, r.request.scheduled_at) for r in runs.started] == [
         ("catch_up", NOON + 600)]
