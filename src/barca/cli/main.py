@@ -17,15 +17,17 @@ def main(argv: list[str] | None = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0].endswith(".py"):
         argv = ["get", *argv]  # `barca pipeline.py` is `barca get pipeline.py`
-    from barca.cli.top_help import quick_answer
+    delegated = bool(argv) and argv[0] in DELEGATED
+    if not delegated:  # a quick answer is for `--help`, `-h` or `--version` alone
+        from barca.cli.top_help import quick_answer
 
-    answer = quick_answer(argv)
-    if answer is not None:
-        sys.stdout.write(answer + "\n")
-        return
+        answer = quick_answer(argv)
+        if answer is not None:
+            sys.stdout.write(answer + "\n")
+            return
     remote = "--local" not in argv and ("--server" in argv or os.environ.get("BARCA_SERVER")
                                         or any(a.startswith("--server=") for a in argv))
-    idle = _warm_seconds() if argv and argv[0] in DELEGATED and not remote else 0.0
+    idle = _warm_seconds() if delegated and not remote else 0.0
     if idle:
         from barca.cli.warm_launcher import run_in_warm_pool
 

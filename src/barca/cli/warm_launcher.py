@@ -13,17 +13,19 @@ fork server and teaches it to run a command with the CLI's entry point.
 from __future__ import annotations
 
 import os
-import signal
 import sys
-from pathlib import Path
+
+# The client's side runs before every `get` and `run` that a pool takes: it imports only
+# what reaching the pool needs (see `engine.local.pool_messages`), none of pathlib, typing
+# or enum.
 
 
 def run_in_warm_pool(argv: list[str], idle: float) -> int | None:
     """The command's exit code, or None when no warm pool took it (run it here)."""
     from barca.engine.local import warm_pool
-    from barca.project_root import find_root
+    from barca.project_root import root_of
 
-    root = find_root(Path.cwd())
+    root = root_of(os.getcwd())
     pool = warm_pool.WarmPool.connect(root)
     if pool is None:
         return None
@@ -33,7 +35,9 @@ def run_in_warm_pool(argv: list[str], idle: float) -> int | None:
         pool.close()
 
 
-def _run_command(pool, argv: list[str], idle: float, root: Path) -> int | None:
+def _run_command(pool, argv: list[str], idle: float, root: str) -> int | None:
+    import _signal  # `signal` without its wrapper module, which imports enum
+
     from barca.engine.local.pool_messages import (Exited, Forked, RunCommand, receive,
                                                   resource_limits, send)
 
@@ -51,8 +55,8 @@ def _run_command(pool, argv: list[str], idle: float, root: Path) -> int | None:
     if not isinstance(message, Forked):
         return None  # refused: run it here
     pid = message.pid  # Ctrl-C and kill reach the run, which records itself cancelled
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, lambda signum, _frame: os.kill(pid, signum))
+    for sig in (_signal.SIGINT, _signal.SIGTERM, _signal.SIGHUP):
+        _signal.signal(sig, lambda signum, _frame: os.kill(pid, signum))
     while not isinstance(message, Exited):
         try:
             message, _ = receive(pool.sock)
@@ -61,7 +65,7 @@ def _run_command(pool, argv: list[str], idle: float, root: Path) -> int | None:
     return message.code
 
 
-def _died(root: Path, pid: int) -> int:
+def _died(root: str, pid: int) -> int:
     """The forked run ended without an exit code (killed: the OOM killer, say): ask the pool
     how, and say so."""
     from barca.engine.local import warm_pool

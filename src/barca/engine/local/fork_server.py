@@ -39,7 +39,7 @@ import warnings
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from barca.engine.local import forked_child, pool_registry, warm_pool
+from barca.engine.local import forked_child, pool_address, pool_registry, warm_pool
 from barca.engine.local.forked_child import RunArgv
 from barca.engine.local.pool_messages import (ForkWorker, Forked, Hello, Preload, Reaped,
                                               Refused, RunCommand, Status, Welcome,
@@ -135,7 +135,7 @@ class ForkServer:
                 os.utime(self.lock.fileno())  # when it last served: `barca pool`, eviction
                 if key.data is None:
                     conn, _ = listener.accept()
-                    if not pool_registry.peer_is_us(conn):
+                    if not pool_address.peer_is_us(conn):
                         conn.close()  # another user: never served
                         continue
                     conn.setblocking(True)
