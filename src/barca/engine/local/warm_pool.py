@@ -78,12 +78,20 @@ def identity(root: str | Path, environ: dict[str, str] | None = None) -> str:
             *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
     for directory in dirs:
         add(directory, stamp(directory))
-    package = os.path.dirname(barca.__file__)
-    for folder, subdirs, files in os.walk(package):
-        subdirs[:] = sorted(d for d in subdirs if d != "__pycache__")
-        for name in sorted(files):
-            if name.endswith(".py"):
-                add(name, stamp(os.path.join(folder, name)))
+
+    def add_sources(folder: str) -> None:  # barca's own files, each one's stamp
+        try:
+            with os.scandir(folder) as listing:
+                entries = sorted(listing, key=lambda entry: entry.name)
+        except OSError:
+            return
+        for entry in entries:
+            if entry.name.endswith(".py"):
+                add(entry.name, stamp(entry.path))
+            elif entry.name != "__pycache__" and entry.is_dir(follow_symlinks=False):
+                add_sources(entry.path)
+
+    add_sources(os.path.dirname(barca.__file__))
     return h.hexdigest()
 
 
