@@ -22,8 +22,7 @@ def main(argv: list[str] | None = None) -> None:
         from barca.cli.top_help import quick_answer
 
         answer = quick_answer(argv)
-        if answer is not None:
-            sys.stdout.write(answer + "\n")
+        if answer is not None and _answered(answer + "\n"):
             return
     remote = "--local" not in argv and ("--server" in argv or os.environ.get("BARCA_SERVER")
                                         or any(a.startswith("--server=") for a in argv))
@@ -32,11 +31,34 @@ def main(argv: list[str] | None = None) -> None:
         from barca.cli.warm_launcher import run_in_warm_pool
 
         code = run_in_warm_pool(argv, idle)
-        if code is not None:
-            sys.exit(code)
+        if code is not None:  # what it printed, the pool's child printed
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)  # nothing here needs tearing down: a millisecond and more saved
     from barca.cli.app import main as run_here
 
     run_here(argv)
+
+
+def _answered(text: str) -> bool:
+    """Write a quick answer; False when stdout cannot take it (a full disk, a terminal that
+    hung up): then click's path answers, and reports that as for every command (exit 3). It
+    goes straight to the descriptor, leaving no buffered copy to fail again at exit; a reader
+    that is gone (`| head`) wanted no more."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, ValueError, OSError):  # stdout replaced by a caller: it takes it
+        sys.stdout.write(text)
+        return True
+    data = text.encode(sys.stdout.encoding or "utf-8", sys.stdout.errors or "strict")
+    try:
+        while data:
+            data = data[os.write(fd, data):]
+    except BrokenPipeError:
+        pass
+    except OSError:
+        return False
+    return True
 
 
 def _warm_seconds() -> float:
