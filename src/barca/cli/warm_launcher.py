@@ -3,21 +3,20 @@
 Client: `barca get` and `barca run` are handed to the project's warm pool when one is up. A
 process forked from it, with barca and the pipeline's libraries already imported, runs the
 command on this terminal's stdin, stdout and stderr; this process forwards signals and exits
-with its exit code. That skips most of Python's start-up cost on every tick.
+with its exit code. That skips most of Python's start-up cost on every tick, so this side
+imports only what reaching the pool takes (os, the C halves of socket, json and signal: no
+pathlib, typing, enum or re; `tests/e2e/test_warm_pool.py` holds it to that).
 
 Server: the pool's own process runs this module (`python -m barca.cli.warm_launcher ROOT KEY
 IDLE_SECONDS [MODULE ...]`, started by `engine.local.warm_pool`), which serves the engine's
-fork server and teaches it to run a command with the CLI's entry point.
+fork server and teaches it to run a command with the CLI's entry point, after rehearsing
+the parsing of one (`_rehearse`).
 """
 
 from __future__ import annotations
 
 import os
 import sys
-
-# The client's side runs before every `get` and `run` that a pool takes: it imports only
-# what reaching the pool needs (see `engine.local.pool_messages`), none of pathlib, typing
-# or enum.
 
 
 def run_in_warm_pool(argv: list[str], idle: float) -> int | None:
