@@ -33,7 +33,7 @@ class Message:
     _kinds: dict[str, str] = {}  # field -> the annotation's text
 
     def __init_subclass__(cls) -> None:
-        cls._kinds = dict(cls.__dict__.get("__annotations__", {}))
+        cls._kinds = dict(cls.__annotations__)  # its own: {} for a class without fields
         cls._fields = tuple(cls._kinds)
 
     def __init__(self, *values: object, **named: object) -> None:
