@@ -5,7 +5,6 @@ raised before anything runs.
 
 from __future__ import annotations
 
-import math
 import os
 
 from barca.errors import UsageError
@@ -21,6 +20,6 @@ def seconds(name: str, default: float, fix: str) -> float:
         value = float(text)
     except ValueError:
         value = -1.0
-    if not 0 <= value < math.inf:
+    if not 0 <= value < float("inf"):  # nan fails both; math is not imported for it
         raise UsageError(f"{name}={text!r} is not a number of seconds", fix)
     return value

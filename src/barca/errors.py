@@ -12,7 +12,9 @@ Every error carries a `remediation` naming the fix where one exists. The CLI ren
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+TYPE_CHECKING = False  # typing is not imported for it: the `barca` launcher imports this
+if TYPE_CHECKING:
+    from typing import Any, ClassVar
 
 
 class BarcaError(Exception):

@@ -12,13 +12,14 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from conftest import (barca, edit, in_terminal, lines, pool_processes, read_runs,
+from conftest import (barca, barca_env, edit, in_terminal, lines, pool_processes, read_runs,
                       start_barca, wait_until_gone, wait_until_ready, write)
 
 WARM = {"BARCA_WARM_SECONDS": "60"}
@@ -222,6 +223,35 @@ SLOW_AND_FAILING = """
 """
 
 
+# What the command a pool takes must not import before the pool has it, nor while it waits:
+# modules of several milliseconds each, paid on every tick (`barca.cli.warm_launcher`).
+NOT_FOR_THE_LAUNCHER = ("pathlib", "typing", "enum", "re", "hashlib", "dataclasses", "json",
+                        "socket", "signal", "fnmatch", "selectors", "subprocess", "click")
+
+
+def loaded_since_start(body: str) -> str:
+    """Python code that runs `body` in a fresh interpreter, then writes on the last line of
+    stderr which of NOT_FOR_THE_LAUNCHER it imported."""
+    return (f"import sys\nbefore = set(sys.modules)\n{body}\n"
+            f"sys.stderr.write('\\n' + repr(sorted((set(sys.modules) - before)"
+            f" & {set(NOT_FOR_THE_LAUNCHER)!r})))\n")
+
+
+# what `barca ARGV` does up to running a `get` or `run` here, if no pool takes it; then the
+# exit code the pool's child gave (None: none did) and what it imported, on stderr
+LAUNCHER = loaded_since_start(
+    "from barca.cli import main\nfrom barca.cli.warm_launcher import run_in_warm_pool\n"
+    "print(run_in_warm_pool(sys.argv[1:], main._warm_seconds()), file=sys.stderr)")
+
+
+def test_the_launcher_finds_no_pool_without_importing_what_it_does_not_need(project):
+    write(project, {"p.py": PIPELINE})
+    out = subprocess.run([sys.executable, "-c", LAUNCHER, "get", "p.py"], cwd=project,
+                         env=barca_env(WARM), capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert [line for line in out.stderr.splitlines() if line][-2:] == ["None", "[]"]
+
+
 def run_pid(root: Path) -> int:
     """The pid recorded by the newest run (the process that ran the command)."""
     return read_runs(root, "pid")[-1][0]
@@ -279,6 +309,16 @@ class TestCommandsInTheWarmPool:
         assert read_runs(project)[-1] == ("cancelled",)
         worker = int((project / "slow.started").read_text())
         wait_until_gone(worker)
+
+    def test_the_command_imports_nothing_it_does_not_need_to_reach_the_pool(self, warm):
+        project, _ = warm()
+        proc = subprocess.Popen([sys.executable, "-c", LAUNCHER, "get", "quick", "p.py"],
+                                cwd=project, env=barca_env(WARM), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        out, err = proc.communicate(timeout=60)
+        assert json.loads(out)["final_output"] == 1, err
+        assert [line for line in err.splitlines() if line][-2:] == ["0", "[]"]  # exit, imports
+        assert run_pid(project) != proc.pid  # the pool's child ran it
 
     def test_a_terminal_still_gets_human_output(self, warm):
         project, _ = warm()

@@ -17,35 +17,43 @@ def main(argv: list[str] | None = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0].endswith(".py"):
         argv = ["get", *argv]  # `barca pipeline.py` is `barca get pipeline.py`
-    from barca.cli.top_help import quick_answer
+    delegated = bool(argv) and argv[0] in DELEGATED
+    if not delegated:  # a quick answer is for `--help`, `-h` or `--version` alone
+        from barca.cli.top_help import quick_answer
 
-    answer = quick_answer(argv)
-    if answer is not None and _printed(answer + "\n"):
-        return
+        answer = quick_answer(argv)
+        if answer is not None and _answered(answer + "\n"):
+            return
     remote = "--local" not in argv and ("--server" in argv or os.environ.get("BARCA_SERVER")
                                         or any(a.startswith("--server=") for a in argv))
-    idle = _warm_seconds() if argv and argv[0] in DELEGATED and not remote else 0.0
+    idle = _warm_seconds() if delegated and not remote else 0.0
     if idle:
         from barca.cli.warm_launcher import run_in_warm_pool
 
         code = run_in_warm_pool(argv, idle)
-        if code is not None:
-            sys.exit(code)
+        if code is not None:  # what it printed, the pool's child printed
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)  # nothing here needs tearing down: a millisecond and more saved
     from barca.cli.app import main as run_here
 
     run_here(argv)
 
 
-def _printed(text: str) -> bool:
-    """`text` on stdout (a closed pipe takes it silently: the reader wanted no more); False
-    when stdout refuses it otherwise (a full disk), for the command's own path to report."""
-    if sys.stdout is not sys.__stdout__:  # a caller's stream (a test runner's capture)
+def _answered(text: str) -> bool:
+    """Write a quick answer; False when stdout cannot take it (a full disk, a terminal that
+    hung up): then click's path answers, and reports that as for every command (exit 3). It
+    goes straight to the descriptor, leaving no buffered copy to fail again at exit; a reader
+    that is gone (`| head`) wanted no more."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, ValueError, OSError):  # stdout replaced by a caller: it takes it
         sys.stdout.write(text)
         return True
-    data = text.encode()
+    data = text.encode(sys.stdout.encoding or "utf-8", sys.stdout.errors or "strict")
     try:
         while data:
-            data = data[os.write(1, data):]
+            data = data[os.write(fd, data):]
     except BrokenPipeError:
         pass
     except OSError:

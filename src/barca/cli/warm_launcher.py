@@ -3,27 +3,28 @@
 Client: `barca get` and `barca run` are handed to the project's warm pool when one is up. A
 process forked from it, with barca and the pipeline's libraries already imported, runs the
 command on this terminal's stdin, stdout and stderr; this process forwards signals and exits
-with its exit code. That skips most of Python's start-up cost on every tick.
+with its exit code. That skips most of Python's start-up cost on every tick, so this side
+imports only what reaching the pool takes (os, the C halves of socket, json and signal: no
+pathlib, typing, enum or re; `tests/e2e/test_warm_pool.py` holds it to that).
 
 Server: the pool's own process runs this module (`python -m barca.cli.warm_launcher ROOT KEY
 IDLE_SECONDS [MODULE ...]`, started by `engine.local.warm_pool`), which serves the engine's
-fork server and teaches it to run a command with the CLI's entry point.
+fork server and teaches it to run a command with the CLI's entry point, after rehearsing
+the parsing of one (`_rehearse`).
 """
 
 from __future__ import annotations
 
 import os
-import signal
 import sys
-from pathlib import Path
 
 
 def run_in_warm_pool(argv: list[str], idle: float) -> int | None:
     """The command's exit code, or None when no warm pool took it (run it here)."""
     from barca.engine.local import warm_pool
-    from barca.project_root import find_root
+    from barca.project_root import root_of
 
-    root = find_root(Path.cwd())
+    root = root_of(os.getcwd())
     pool = warm_pool.WarmPool.connect(root)
     if pool is None:
         return None
@@ -33,7 +34,9 @@ def run_in_warm_pool(argv: list[str], idle: float) -> int | None:
         pool.close()
 
 
-def _run_command(pool, argv: list[str], idle: float, root: Path) -> int | None:
+def _run_command(pool, argv: list[str], idle: float, root: str) -> int | None:
+    import _signal  # `signal` without its wrapper module, which imports enum
+
     from barca.engine.local.pool_messages import (Exited, Forked, RunCommand, receive,
                                                   resource_limits, send)
 
@@ -51,8 +54,8 @@ def _run_command(pool, argv: list[str], idle: float, root: Path) -> int | None:
     if not isinstance(message, Forked):
         return None  # refused: run it here
     pid = message.pid  # Ctrl-C and kill reach the run, which records itself cancelled
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, lambda signum, _frame: os.kill(pid, signum))
+    for sig in (_signal.SIGINT, _signal.SIGTERM, _signal.SIGHUP):
+        _signal.signal(sig, lambda signum, _frame: os.kill(pid, signum))
     while not isinstance(message, Exited):
         try:
             message, _ = receive(pool.sock)
@@ -61,7 +64,7 @@ def _run_command(pool, argv: list[str], idle: float, root: Path) -> int | None:
     return message.code
 
 
-def _died(root: Path, pid: int) -> int:
+def _died(root: str, pid: int) -> int:
     """The forked run ended without an exit code (killed: the OOM killer, say): ask the pool
     how, and say so."""
     from barca.engine.local import warm_pool
@@ -98,10 +101,23 @@ def _run_entry(entry: str, argv: list[str]) -> int:
     return 0
 
 
+def _rehearse() -> None:
+    """Parse `get` and `run` as a command does, without running them, so that what click
+    and the ABCs it checks against cache on first use (about 1 ms and 200 copied pages per
+    command) is cached in the pool, not worked out again in every forked command."""
+    from barca.cli.app import cli
+
+    for name in ("get", "run"):
+        group = cli.make_context("barca", [name, "pipeline.py", "--json"])
+        command = cli.get_command(group, name)
+        if command is not None:
+            command.make_context(name, ["pipeline.py", "--json"], parent=group)
+
+
 def _serve() -> None:
     from barca.engine.local import fork_server
 
-    fork_server.main(sys.argv[1:], _run_entry)
+    fork_server.main(sys.argv[1:], _run_entry, _rehearse)
 
 
 if __name__ == "__main__":

@@ -4,10 +4,11 @@ Imports stay inside the functions: the `barca` launcher imports this package on 
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
-
+TYPE_CHECKING = False  # typing and pathlib are not imported for it
 if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import Sequence
+
     from barca.engine.executor import NewExecutor
 
 

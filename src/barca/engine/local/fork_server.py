@@ -37,9 +37,9 @@ import sysconfig
 import time
 import warnings
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, Callable, NamedTuple
 
-from barca.engine.local import forked_child, pool_registry, warm_pool
+from barca.engine.local import forked_child, pool_address, pool_registry, warm_pool
 from barca.engine.local.forked_child import RunArgv
 from barca.engine.local.pool_messages import (ForkWorker, Forked, Hello, Preload, Reaped,
                                               Refused, RunCommand, Status, Welcome,
@@ -52,10 +52,11 @@ EXITS_KEPT = 256  # how many children's exit statuses the fork server remembers
 
 class ForkServer:
     def __init__(self, root: Path, key: str, idle: float, directory: Path, lock: Any,
-                 environ: dict[str, str], run_argv: RunArgv | None = None) -> None:
+                 environ: dict[str, str], run_argv: RunArgv | None = None,
+                 rehearse: Callable[[], None] | None = None) -> None:
         self.root, self.key, self.idle, self.directory = root, key, idle, directory
         self.lock = lock  # held while this fork server lives; a child must not keep it
-        self.run_argv = run_argv
+        self.run_argv, self.rehearse = run_argv, rehearse
         self.environ = environ  # as started: its identity's, whatever imports change later
         self.modules: set[str] = set()
         self.stamps: dict[str, tuple[int, int] | None] = {}  # loaded files outside installs
@@ -97,6 +98,11 @@ class ForkServer:
             origin = getattr(module, "__file__", None)
             if origin and is_project_file(str(self.root), origin):
                 del sys.modules[module_name]
+        if self.rehearse is not None:
+            try:  # after every import: an ABC registered since voids what ABCs had cached
+                self.rehearse()
+            except Exception:  # noqa: BLE001 - a command then works it out itself
+                pass
         self.stamps = {path: warm_pool.stamp(path) for path in _files_outside_installs()}
         # What is loaded now lives as long as the fork server: keep it out of the cyclic
         # collector, so that children do not traverse (and so copy) it at each full collection.
@@ -135,7 +141,7 @@ class ForkServer:
                 os.utime(self.lock.fileno())  # when it last served: `barca pool`, eviction
                 if key.data is None:
                     conn, _ = listener.accept()
-                    if not pool_registry.peer_is_us(conn):
+                    if not pool_address.peer_is_us(conn):
                         conn.close()  # another user: never served
                         continue
                     conn.setblocking(True)
@@ -294,9 +300,12 @@ def _rewrite(lock: Any, text: str) -> None:
     lock.flush()
 
 
-def main(argv: list[str], run_argv: RunArgv | None = None) -> None:
+def main(argv: list[str], run_argv: RunArgv | None = None,
+         rehearse: Callable[[], None] | None = None) -> None:
     """Serve as the fork server described by `argv` (ROOT KEY IDLE_SECONDS [MODULE ...]); with
-    `run_argv`, also run whole commands."""
+    `run_argv`, also run whole commands. `rehearse`, called once the pool has imported what
+    it preloads, works out now what every command would otherwise work out again in its
+    child (caches only: nothing a command could tell from a fresh process's)."""
     from barca.engine.local import settings
 
     environ = dict(os.environ)
@@ -319,7 +328,7 @@ def main(argv: list[str], run_argv: RunArgv | None = None) -> None:
         pool_registry.evict_beyond(settings.max_pools(), os.getpid(), directory)
     except Exception:  # noqa: BLE001 - a bad BARCA_WARM_POOLS is reported by the run
         pool_registry.evict_beyond(pool_registry.default_limit(), os.getpid(), directory)
-    server = ForkServer(root, key, idle, directory, lock, environ, run_argv)
+    server = ForkServer(root, key, idle, directory, lock, environ, run_argv, rehearse)
     if not server.serve_for(environ.get(pool_registry.SERVED_BY)):
         lock_path.unlink(missing_ok=True)  # the server that started it is gone already
         return

@@ -9,6 +9,7 @@ environment and directory. Neither function returns: the child exits when its wo
 
 from __future__ import annotations
 
+import _thread
 import io
 import os
 import select
@@ -16,7 +17,6 @@ import selectors
 import signal
 import socket
 import sys
-import threading
 from pathlib import Path
 from typing import Any, Callable, NamedTuple, NoReturn
 
@@ -99,7 +99,9 @@ def _die_with_client(conn: socket.socket) -> None:
         poller.poll()  # the client never writes after `RunCommand`: this is its end
         os.kill(os.getpid(), signal.SIGKILL)
 
-    threading.Thread(target=watch, daemon=True, name="barca-client-watch").start()
+    # a bare thread: threading's would have this thread wait until it has started (half a
+    # millisecond or more on every command); this process ends with os._exit, never joins it
+    _thread.start_new_thread(watch, ())
 
 
 def _take_stdio(fds: list[int] | tuple[int, ...], env: dict, cwd: str) -> None:
@@ -116,6 +118,9 @@ def _take_stdio(fds: list[int] | tuple[int, ...], env: dict, cwd: str) -> None:
     sys.stderr = sys.__stderr__ = io.TextIOWrapper(
         io.FileIO(2, "w", closefd=False), encoding=encoding, errors="backslashreplace",
         line_buffering=True)
-    os.environ.clear()
-    os.environ.update(env)
+    for name in [name for name in os.environ if name not in env]:
+        del os.environ[name]
+    for name, value in env.items():  # mostly the pool's own already (its identity's)
+        if os.environ.get(name) != value:
+            os.environ[name] = value
     os.chdir(cwd)

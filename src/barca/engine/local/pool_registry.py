@@ -1,5 +1,6 @@
-"""Where warm pools live, and which are running: the user's private state directory, each
-pool's files in it, listing them (`barca pool`), stopping them, and the per-user bound.
+"""Where warm pools live, and which are running: the user's private state directory and each
+pool's files in it (as `Path`s; the rules are `pool_address`'s), listing them (`barca pool`),
+stopping them, and the per-user bound.
 
 Each pool holds an exclusive lock on `<identity>.lock` for its whole life; the file says
 which project it serves (JSON: pid, root, start time, idle seconds) and its modification time
@@ -13,11 +14,11 @@ import hashlib
 import json
 import os
 import signal
-import socket
-import struct
 import time
 from pathlib import Path
 from typing import NamedTuple
+
+from barca.engine.local import pool_address
 
 # The pool's process is the launcher's (barca.cli.warm_launcher): it serves the fork server's
 # requests and can also run whole commands. Started by name, never imported.
@@ -55,46 +56,15 @@ def open_server(text: str | None) -> tuple[int, int] | None:
 
 
 def state_dir() -> Path | None:
-    """The user's private directory for warm pool sockets: `$XDG_RUNTIME_DIR/barca`, else
-    `$TMPDIR/barca-UID`; None if neither is safe to use (then workers start fresh)."""
-    runtime = os.environ.get("XDG_RUNTIME_DIR")
-    temp = next((d for d in map(os.environ.get, ("TMPDIR", "TEMP", "TMP"))
-                 if d and os.path.isdir(d)), "/tmp")  # tempfile's order, without importing it
-    candidates = [Path(runtime) / "barca"] if runtime and os.path.isabs(runtime) else []
-    candidates.append(Path(temp) / f"barca-{os.getuid()}")
-    return next((path for path in candidates if _is_private_dir(path)), None)
-
-
-def _is_private_dir(path: Path) -> bool:
-    """Created if missing; then a real directory (not a symlink to one: it is opened with
-    O_NOFOLLOW and checked on the open descriptor), ours, and closed to everyone else."""
-    try:
-        path.mkdir(mode=0o700, exist_ok=True)
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-    except OSError:
-        return False
-    try:
-        st = os.fstat(fd)
-    finally:
-        os.close(fd)
-    return st.st_uid == os.getuid() and not st.st_mode & 0o077
-
-
-def peer_is_us(sock: socket.socket) -> bool:
-    """Whether the process at the other end of a Unix socket runs as this user (SO_PEERCRED):
-    checked on every connection, in both directions, so that a socket swapped in by another
-    user is never talked to."""
-    try:
-        creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    except OSError:
-        return False
-    return struct.unpack("3i", creds)[1] == os.getuid()
+    """The user's private directory for warm pool sockets (`pool_address.state_dir`)."""
+    found = pool_address.state_dir()
+    return None if found is None else Path(found)
 
 
 def paths(directory: Path, key: str) -> tuple[Path, Path]:
-    """The socket and the lock file of the pool with this identity."""
-    stem = directory / key[:24]
-    return stem.with_suffix(".sock"), stem.with_suffix(".lock")
+    """The socket and the lock file of the pool with this identity (`pool_address.paths`)."""
+    sock, lock = pool_address.paths(str(directory), key)
+    return Path(sock), Path(lock)
 
 
 def project_paths(directory: Path, root: Path) -> tuple[Path, Path]:
@@ -123,8 +93,9 @@ def describe(root: Path, idle_seconds: float) -> str:
                        "started": time.time(), "idle_seconds": idle_seconds})
 
 
-def read(lock_path: Path) -> PoolInfo | None:
+def read(lock_path: str | Path) -> PoolInfo | None:
     """The pool holding this lock file, if it is running."""
+    lock_path = Path(lock_path)
     try:
         info = json.loads(lock_path.read_text())
         pid, root = int(info["pid"]), str(info["root"])

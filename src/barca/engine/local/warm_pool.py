@@ -23,24 +23,28 @@ file-descriptor passing, pidfds); elsewhere every worker is started fresh.
 
 from __future__ import annotations
 
-import hashlib
 import os
-import socket
 import sys
-from pathlib import Path
-from typing import Any, Iterable
 
+import _blake2  # hashlib's blake2b without hashlib, which loads OpenSSL
+import _socket  # `socket` without its wrapper module, which imports enum and selectors
+
+from barca.engine.local.pool_address import paths, peer_is_us, state_dir
 from barca.engine.local.pool_messages import (ForkWorker, Forked, Hello, Preload, Reaped, Status,
                                               Welcome, expect, receive, resource_limits, send)
-from barca.engine.local.pool_registry import (POOL_PROCESS, paths, peer_is_us, read,
-                                              state_dir)
+
+TYPE_CHECKING = False  # typing and pathlib are not imported for it: the launcher imports this
+if TYPE_CHECKING:
+    from pathlib import Path
+    from subprocess import Popen
+    from typing import Iterable
 
 HANDSHAKE_SECONDS = 1.0  # a pool that has not answered by then is stopped or stuck: go fresh
 
 
 def supported() -> bool:
     return sys.platform.startswith("linux") and hasattr(os, "pidfd_open") \
-        and hasattr(socket, "send_fds")
+        and hasattr(_socket, "SCM_RIGHTS")
 
 
 # Shell bookkeeping that differs between terminals and never shapes what a library does.
@@ -49,7 +53,7 @@ _VOLATILE = frozenset({"_", "OLDPWD", "PWD", "SHLVL", "COLUMNS", "LINES", "TERM"
                        "SSH_CONNECTION", "SSH_TTY", "TMUX_PANE", "WINDOWID"})
 
 
-def identity(root: Path, environ: dict[str, str] | None = None) -> str:
+def identity(root: str | Path, environ: dict[str, str] | None = None) -> str:
     """What a forked process inherits from the fork server, hashed: if any of it changes, the
     fork server no longer stands in for a freshly started `barca` or worker. `environ` is the
     environment the process was started with (the fork server's own changes as libraries
@@ -58,7 +62,7 @@ def identity(root: Path, environ: dict[str, str] | None = None) -> str:
 
     import barca
 
-    h = hashlib.blake2b(digest_size=16)
+    h = _blake2.blake2b(digest_size=16)
 
     def add(*parts: object) -> None:
         h.update(repr(parts).encode())
@@ -74,12 +78,20 @@ def identity(root: Path, environ: dict[str, str] | None = None) -> str:
             *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
     for directory in dirs:
         add(directory, stamp(directory))
-    package = os.path.dirname(barca.__file__)
-    for folder, subdirs, files in os.walk(package):
-        subdirs[:] = sorted(d for d in subdirs if d != "__pycache__")
-        for name in sorted(files):
-            if name.endswith(".py"):
-                add(name, stamp(os.path.join(folder, name)))
+
+    def add_sources(folder: str) -> None:  # barca's own files, each one's stamp
+        try:
+            with os.scandir(folder) as listing:
+                entries = sorted(listing, key=lambda entry: entry.name)
+        except OSError:
+            return
+        for entry in entries:
+            if entry.name.endswith(".py"):
+                add(entry.name, stamp(entry.path))
+            elif entry.name != "__pycache__" and entry.is_dir(follow_symlinks=False):
+                add_sources(entry.path)
+
+    add_sources(os.path.dirname(barca.__file__))
     return h.hexdigest()
 
 
@@ -94,13 +106,13 @@ def stamp(path: str) -> tuple[int, int] | None:
 class WarmPool:
     """A connection to this project's fork server."""
 
-    def __init__(self, sock: socket.socket, modules: frozenset[str], pid: int) -> None:
+    def __init__(self, sock: _socket.socket, modules: frozenset[str], pid: int) -> None:
         self.sock = sock
         self.modules = modules  # what the fork server has imported
         self.pid = pid
 
     @classmethod
-    def connect(cls, root: Path, key: str | None = None) -> "WarmPool | None":
+    def connect(cls, root: str | Path, key: str | None = None) -> WarmPool | None:
         """This project's fork server, if one is up and current; None otherwise (start workers
         fresh). One that does not answer within HANDSHAKE_SECONDS is reported once on stderr
         (see `unresponsive`)."""
@@ -108,10 +120,10 @@ class WarmPool:
         if directory is None:
             return None
         sock_path, lock_path = paths(directory, key or identity(root))
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_SEQPACKET)
         try:
             sock.settimeout(HANDSHAKE_SECONDS)
-            sock.connect(str(sock_path))
+            sock.connect(sock_path)
             if not peer_is_us(sock):
                 raise OSError(f"{sock_path} is served by another user")
             send(sock, Hello())
@@ -125,7 +137,7 @@ class WarmPool:
             return None
         return cls(sock, frozenset(welcome.modules), welcome.pid)
 
-    def fork_worker(self, root: Path, env: dict[str, str], fds: tuple[int, int],
+    def fork_worker(self, root: str | Path, env: dict[str, str], fds: tuple[int, int],
                     idle: float) -> int:
         """A new worker on these pipe ends (worker's read, worker's write), under this
         process's resource limits; returns its pid."""
@@ -153,7 +165,7 @@ class WarmPool:
         self.sock.close()
 
 
-def child_exit(root: Path, pid: int) -> str:
+def child_exit(root: str | Path, pid: int) -> str:
     """How a process the project's fork server forked ended ("code 3", "SIGKILL ..."), asked
     of the fork server after the client lost it; "" when nobody can say."""
     pool = WarmPool.connect(root)
@@ -174,7 +186,9 @@ def unresponsive() -> bool:
     return bool(_unresponsive)
 
 
-def _note_unresponsive(lock_path: Path) -> None:
+def _note_unresponsive(lock_path: str) -> None:
+    from barca.engine.local.pool_registry import read
+
     if _unresponsive:
         return
     info = read(lock_path)
@@ -186,11 +200,13 @@ def _note_unresponsive(lock_path: Path) -> None:
 
 
 def start_pool_process(root: Path, modules: set[str], idle_seconds: float,
-                       key: str | None = None) -> Any:
+                       key: str | None = None) -> Popen | None:
     """Start a fork server for this project (of identity `key`, computed if not given) that
     imports `modules` in the background; its process (a `subprocess.Popen`), or None where no
     fork server can run."""
     import subprocess
+
+    from barca.engine.local.pool_registry import POOL_PROCESS
 
     directory = state_dir() if supported() else None
     if directory is None or unresponsive():
@@ -211,11 +227,13 @@ def start_and_connect(root: Path, modules: set[str], idle_seconds: float,
     `timeout` seconds, and workers start fresh."""
     import time
 
+    from barca.engine.local.pool_registry import read
+
     key = identity(root)
     process = start_pool_process(root, modules, idle_seconds, key)
     if process is None:
         return None
-    _, lock_path = paths(state_dir() or Path(), key)
+    _, lock_path = paths(state_dir() or "", key)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         pool = WarmPool.connect(root, key)
