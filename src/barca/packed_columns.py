@@ -126,6 +126,26 @@ class JsonColumn:
             self._index = dict(zip(self.items, range(len(self.items))))
         return self
 
+    def replaced(self, changes: dict[int, Any]) -> "JsonColumn":
+        """A new column with items at these positions replaced; only their chunks unpack."""
+        if not changes:
+            return self
+        if self._items is not None:
+            items = list(self._items)
+            for i, value in changes.items():
+                items[i] = value
+            return JsonColumn(items)
+        chunks = list(self.chunks)
+        edited: dict[int, list[Any]] = {}
+        for i, value in changes.items():
+            c, j = divmod(i, CHUNK)
+            if c not in edited:
+                edited[c] = orjson.loads(chunks[c])
+            edited[c][j] = value
+        for c, items in edited.items():
+            chunks[c] = orjson.dumps(items, option=orjson.OPT_SORT_KEYS)
+        return JsonColumn(chunks=chunks, n=len(self))
+
     def differing(self, other: "JsonColumn | HashColumn") -> list[int]:
         """Positions where two columns of equal length differ; only differing chunks unpack."""
         if self == other:

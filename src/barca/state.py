@@ -29,6 +29,8 @@ class NodeState:
     output_hash: digest of each key's bytes, kept for sensors and cutoff assets, else None
     parts:     context digest -> {part label: digest}, to explain what changed
     failed:    key -> [run_hash, error message], failures newer than the key's last success
+    where:     per key, where its result is in a pack of the node (`<name>.pack@<offset>:<length>`,
+               store.packs) or None for a file of its own; None when no key is packed
     Frozen: a change makes a new state (`with_records`, `dataclasses.replace`). The columns
     may build a lookup index on first use (`JsonColumn.indexed`), which changes no value.
     """
@@ -42,6 +44,7 @@ class NodeState:
     output_hash: HashColumn | None = None
     parts: dict[str, dict[str, str]] = field(default_factory=dict)
     failed: dict[str, list[Any]] = field(default_factory=dict)
+    where: JsonColumn | None = None
 
     def __len__(self) -> int:
         return len(self.run_hash)
@@ -70,10 +73,13 @@ class NodeState:
     def output_hash_at(self, i: int) -> str | None:
         return self.output_hash[i] if self.output_hash is not None else None
 
+    def where_at(self, i: int) -> str | None:
+        return self.where[i] if self.where is not None else None
+
     def record(self, i: int) -> tuple:
-        """(key, run_hash, context, signature, fmt, output_hash) of position i."""
+        """(key, run_hash, context, signature, fmt, output_hash, where) of position i."""
         return (self.keys[i], self.run_hash[i], self.context_at(i), self.signature_at(i),
-                self.fmt_at(i), self.output_hash_at(i))
+                self.fmt_at(i), self.output_hash_at(i), self.where_at(i))
 
     def with_records(self, records: Iterable[tuple]) -> "NodeState":
         """A copy with successes added or replaced; records as `record` returns them."""
@@ -92,7 +98,7 @@ class StateBuilder:
     def __init__(self) -> None:
         self.keys: list[str] = []
         self.index: dict[str, int] = {}
-        self.rows: list[list[Any]] = []  # [run_hash, context, signature, fmt, output_hash]
+        self.rows: list[list[Any]] = []  # [run_hash, context, signature, fmt, output_hash, where]
 
     @classmethod
     def from_state(cls, state: NodeState) -> "StateBuilder":
@@ -102,8 +108,8 @@ class StateBuilder:
         return builder
 
     def put(self, key: str, run_hash: str, context: str, signature: list[Any], fmt: str,
-            output_hash: str | None) -> None:
-        row = [run_hash, context, list(signature or ()), fmt, output_hash]
+            output_hash: str | None, where: str | None = None) -> None:
+        row = [run_hash, context, list(signature or ()), fmt, output_hash, where]
         i = self.index.get(key)
         if i is None:
             self.index[key] = len(self.keys)
@@ -126,12 +132,13 @@ class StateBuilder:
         fmt: str | list[str] = fmts[0] if len(set(fmts)) == 1 else fmts
         hashes = [r[4] for r in rows]
         output = HashColumn(hashes) if rows and all(hashes) else None
+        where = JsonColumn([r[5] for r in rows]) if any(r[5] for r in rows) else None
         done = set(self.keys)
         return NodeState(JsonColumn(self.keys), HashColumn(r[0] for r in rows), context,
                          contexts, signature, fmt if rows else "json", output,
                          {c: parts[c] for c in contexts if c in parts},
                          {k: v for k, v in failed.items() if k not in done or
-                          v[0] != rows[self.index[k]][0]})
+                          v[0] != rows[self.index[k]][0]}, where)
 
 
 def _column(values: list[Any]) -> Any:
@@ -163,13 +170,16 @@ def unpack_entry(entry: int) -> tuple[int, str]:
 
 
 def state_after_run(plan: Any, old: NodeState, ran: dict[str, int], digests: dict[str, str],
-                    failed: dict[str, list], keep_output_hash: bool, whole: bool) -> NodeState:
+                    failed: dict[str, list], keep_output_hash: bool, whole: bool,
+                    packed: dict[str, str] | None = None) -> NodeState:
     """The snapshot after a run: every current key at its current run hash when the run left
     the node complete, else the old snapshot with this run's successes and failures added.
 
     plan: the node's NodePlan; ran: key -> ran_entry of the keys that succeeded in this run;
-    digests: key -> output digest, for nodes whose readers need them.
+    digests: key -> output digest, for nodes whose readers need them; packed: key -> where in
+    a pack this run put its result (store.packs), for keys whose result is packed.
     """
+    packed = packed or {}
     # a Manual asset's pinned keys keep what their results were computed from, so that the
     # next run still sees them stale
     complete = whole and not failed and not plan.pinned and \
@@ -179,14 +189,37 @@ def state_after_run(plan: Any, old: NodeState, ran: dict[str, int], digests: dic
         for key, entry in ran.items():
             i, fmt = unpack_entry(entry)
             records.append((key, plan.run_hashes[i], plan.context,
-                            [column[i] for column in plan.signatures], fmt, digests.get(key)))
+                            [column[i] for column in plan.signatures], fmt, digests.get(key),
+                            packed.get(key)))
         new = old.with_records(records)
         parts = dict(new.parts)
         parts.setdefault(plan.context, dict(plan.context_parts))
         return replace(new, parts=parts, failed={**new.failed, **failed})
     fmt, output = _formats_and_digests(plan, old, ran, digests, keep_output_hash)
     return NodeState(plan.keys, plan.run_hashes, 0, [plan.context], plan.signatures, fmt,
-                     output, {plan.context: dict(plan.context_parts)}, {})
+                     output, {plan.context: dict(plan.context_parts)}, {},
+                     _where(plan, old, ran, packed))
+
+
+def _where(plan: Any, old: NodeState, ran: dict[str, int], packed: dict[str, str]
+           ) -> JsonColumn | None:
+    """Where each key's result is packed, from this run or the old snapshot: the old column
+    with this run's keys replaced when the keys are those of the old snapshot, in order (a
+    tick: a few chunks unpack), else built key by key."""
+    if old.where is None and not packed:
+        return None
+    if old.where is not None and old.keys == plan.keys:
+        return old.where.replaced({entry >> 3: packed.get(k) for k, entry in ran.items()})
+    if len(old) > 16:
+        old.keys.indexed()
+    column = []
+    for key in plan.keys:
+        if key in ran:
+            column.append(packed.get(key))
+        else:
+            j = old.find(key)
+            column.append(old.where_at(j) if j is not None else None)
+    return JsonColumn(column) if any(column) else None
 
 
 def _formats_and_digests(plan: Any, old: NodeState, ran: dict[str, int],

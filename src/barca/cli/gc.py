@@ -13,6 +13,7 @@ from barca import config
 from barca.views.plan_text import human_size
 from barca.cli.output import choose_mode, emit, emit_json
 from barca.printable import note
+from barca.store.packs import file_of
 from barca.errors import BarcaError, UsageError
 from barca.project import open_project
 from barca.store.gc import collect
@@ -71,17 +72,18 @@ def _planned(env_name: str | None) -> set[Path]:
         note(f"barca: could not plan the pipeline ({exc.message}); keeping only the latest "
              "result of every node and key")
         return set()
-    keep = set()
+    files = set()  # store keys: a packed result's is its pack's (store.packs)
     for node_id in result.order:
         plan = result.plans[node_id]
         if plan.unknown:
             continue
         ran = {plan.keys[i] for i in plan.run}
         for key in plan.keys:
-            found = None if key in ran else result.artifact_of(node_id, key)
+            found = None if key in ran else result.key_of(node_id, key)
             if found:
-                keep.add(found[0].resolve())
-    return keep
+                files.add(file_of(found[0]))
+    artifacts = result.artifacts_dir.resolve()
+    return {artifacts / key for key in files}
 
 
 def _report(body: dict[str, Any]) -> str:

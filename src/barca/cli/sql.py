@@ -23,7 +23,7 @@ from barca.printable import note
 from barca.engine.driver import open_pipeline
 from barca.store.db import connect
 from barca.store.history import latest_results
-from barca.store.sql_views import node_sources, run_query
+from barca.store.sql_views import node_sources, run_query, unpacked_results
 
 DEFAULT_ROWS = 100
 
@@ -60,12 +60,13 @@ def sql_command(query, files, limit, all_rows, json_flag, pretty, env_name) -> N
     conn = connect(loaded.project.db_path, create=False)
     states = latest_results(conn, loaded.graph.order)
     warnings: list[str] = []
-    found = node_sources(loaded.graph, states, loaded.project.root, warnings)
-    for warning in warnings:
-        note(warning)
     hint = _get_hint(list(files), env_name)
-    columns, rows, total = run_query(query, found, rows_shown, hint,
-                                     loaded.project.artifacts_dir)
+    with unpacked_results(loaded.project.artifacts_dir) as unpack:
+        found = node_sources(loaded.graph, states, loaded.project.root, warnings, unpack)
+        for warning in warnings:
+            note(warning)
+        columns, rows, total = run_query(query, found, rows_shown, hint,
+                                         loaded.project.artifacts_dir)
     if mode == "json":
         emit_json(listing({"columns": columns}, "rows", rows, total, "rows"), indent=True,
                   default=_json_value)

@@ -45,7 +45,6 @@ from barca.errors import Cancelled
 from barca.graph import Graph
 from barca.planner.planner import refreshed_nodes
 from barca.project import Project
-from barca.state import ran_entry
 from barca.store.artifact_store import ArtifactStore
 from barca.store.local_store import LocalStore
 
@@ -334,8 +333,7 @@ class _Run:
                                    max(spent[1], outcome.attempts))
         ok = outcome.status == "success"
         if ok:
-            run.results.setdefault(node_id, {})[outcome.key] = ran_entry(outcome.index,
-                                                                         outcome.format)
+            run.succeeded(outcome)
             if self.graph.output_read(node_id):
                 run.digests.setdefault(node_id, {})[outcome.key] = outcome.output_hash
             if outcome.key_columns is not None:
@@ -391,7 +389,8 @@ class _Run:
                          self.store, self.batches.execution,
                          self.handling_seconds + self.recorder.seconds,
                          self.batches.planned, self.warnings,
-                         bytes_changed=self.bytes_changed, step_times=run.step_times)
+                         bytes_changed=self.bytes_changed, step_times=run.step_times,
+                         packed=run.packed)
 
 
 def _raise_interrupt(signum: int, frame: Any) -> None:

@@ -45,6 +45,7 @@ class InProcessExecutor:
             out: list[Any] = []
             outcomes = self.runner.run(step, lambda event: out.append(event) if isinstance(
                 event, (LogLine, StepOutcome)) else None)
+            self.runner.packs.flush()  # the results' packs, before their outcomes go
             self.runner.last_value = None
             return [*out, *outcomes]
         return []

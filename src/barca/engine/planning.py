@@ -30,6 +30,7 @@ from barca.planner.outputs import UNKNOWN_DIGEST, output_digests, with_found
 from barca.planner.planner import plan_nodes
 from barca.state import EMPTY_STATE
 from barca.store.artifacts import read_result
+from barca.store.packs import file_of
 from barca.store.paths import node_dir_name
 
 class Planning:
@@ -187,8 +188,8 @@ class Planning:
             return []
         d = self.graph.nodes[node_id]
         present = self.run.store.names(node_dir_name(d.file, d.name))
-        return [k for k in cached
-                if self.artifact(node_id, k)[0].rpartition("/")[2] not in present]
+        return [k for k in cached  # a packed key is there when its pack is (store.packs)
+                if file_of(self.artifact(node_id, k)[0]).rpartition("/")[2] not in present]
 
     # -- where results are ------------------------------------------------------------------
 
@@ -210,7 +211,8 @@ class Planning:
         """The store key of a key's current result, with its format."""
         run = self.run
         found = locate_key(self.graph.nodes[node_id], key, run.plans[node_id],
-                           run.results.get(node_id, {}), run.states.get(node_id, EMPTY_STATE))
+                           run.results.get(node_id, {}), run.states.get(node_id, EMPTY_STATE),
+                           run.packed.get(node_id))
         if found is None:
             raise InfraError(f"no recorded result for {node_id} {key}".strip())
         return found

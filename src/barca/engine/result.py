@@ -21,7 +21,7 @@ from barca.planner.model import NodePlan, PlanOptions
 from barca.state import EMPTY_STATE, NodeState, unpack_entry
 from barca.store.artifact_store import ArtifactStore
 from barca.store.artifacts import read_result
-from barca.store.paths import artifact_key
+from barca.store.paths import artifact_key, node_dir_name
 
 
 @dataclass(slots=True)
@@ -92,6 +92,8 @@ class RunResult:
     bytes_changed: dict[str, list[str]] = field(default_factory=dict)  # engine.byte_checks
     # node id -> (seconds its executed keys took, summed; the most attempts a key took)
     step_times: dict[str, tuple[float, int]] = field(default_factory=dict)
+    # node id -> key -> where in a pack this run put the key's result (store.packs)
+    packed: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def key_of(self, node_id: str, key: str) -> tuple[str, str] | None:
         """The store key of a key's current result (run here, or cached), with its format."""
@@ -99,7 +101,7 @@ class RunResult:
         if plan is None or plan.unknown:
             return None
         return locate_key(self.graph.nodes[node_id], key, plan, self.results.get(node_id, {}),
-                          self.states.get(node_id, EMPTY_STATE))
+                          self.states.get(node_id, EMPTY_STATE), self.packed.get(node_id))
 
     def artifact_of(self, node_id: str, key: str) -> tuple[Path, str] | None:
         """The local file of a key's current result in the project's local store, with its
@@ -129,21 +131,27 @@ class RunResult:
 
 
 def locate_key(d: Definition, key: str, plan: NodePlan, ran: dict[str, int],
-               state: NodeState) -> tuple[str, str] | None:
+               state: NodeState, packed: dict[str, str] | None = None
+               ) -> tuple[str, str] | None:
     """The store key of a key's current result, with its format: written by this run (in
-    its scratch store, in a dry run) or its last recorded success."""
+    its scratch store, in a dry run; `packed`: where in a pack it put each packed result)
+    or its last recorded success."""
     hit = ran.get(key)
     if hit is not None:
         i, fmt = unpack_entry(hit)
+        where = packed.get(key) if packed else None
+        if where is not None:
+            return f"{node_dir_name(d.file, d.name)}/{where}", fmt
         return artifact_key(d.file, d.name, key_pairs(d, key), plan.run_hashes[i], fmt), fmt
     return stored_key(d, state, key)
 
 
 def locate(d: Definition, key: str, plan: NodePlan, ran: dict[str, int], state: NodeState,
-           run_dir: Path, stored_dir: Path) -> tuple[str, str] | None:
+           run_dir: Path, stored_dir: Path, packed: dict[str, str] | None = None
+           ) -> tuple[str, str] | None:
     """`locate_key` as a file in a local store: this run's results under `run_dir`, recorded
     ones under `stored_dir`."""
-    found = locate_key(d, key, plan, ran, state)
+    found = locate_key(d, key, plan, ran, state, packed)
     if found is None:
         return None
     return f"{run_dir if key in ran else stored_dir}/{found[0]}", found[1]
@@ -155,6 +163,9 @@ def stored_key(d: Definition, state: NodeState, key: str) -> tuple[str, str] | N
     if i is None:
         return None
     fmt = state.fmt_at(i)
+    where = state.where_at(i)
+    if where is not None:
+        return f"{node_dir_name(d.file, d.name)}/{where}", fmt
     return artifact_key(d.file, d.name, key_pairs(d, key), state.run_hash[i], fmt), fmt
 
 

@@ -175,5 +175,6 @@ class RunRecorder:
                 continue
             updates[node_id] = state_after_run(
                 plan, old, ran, run.digests.get(node_id, {}), failed,
-                keep_output_hash=self.graph.output_read(node_id), whole=whole)
+                keep_output_hash=self.graph.output_read(node_id), whole=whole,
+                packed=run.packed.get(node_id))
         return updates

@@ -11,9 +11,10 @@ from barca.engine.protocol import StepOutcome
 from barca.engine.step_scheduler import Edge, Schedule, new_schedule
 from barca.graph import Graph
 from barca.planner.model import KnownOutput, NodePlan, Reason
-from barca.state import NodeState
+from barca.state import NodeState, ran_entry
 from barca.store.artifact_store import ArtifactStore
 from barca.store.metadata import Stored
+from barca.store.packs import is_packed
 
 
 @dataclass
@@ -30,6 +31,8 @@ class RunState:
     results     node id -> key -> its position in the plan and its format, packed in one int
                 (see state.ran_entry): memory per key stays small at 200,000 keys
     digests     node id -> key -> output digest, only for nodes whose readers need bytes
+    packed      node id -> key -> where in a pack of the node its result is (store.packs), for
+                the keys this run wrote into packs
     failed_keys node id -> keys that failed or were skipped in this run (their readers skip them)
     skipped_keys node id -> keys skipped because an input failed
     failures    the StepOutcome of each failed key
@@ -55,6 +58,7 @@ class RunState:
     known: dict[str, KnownOutput] = field(default_factory=dict)
     results: dict[str, dict[str, int]] = field(default_factory=dict)
     digests: dict[str, dict[str, str]] = field(default_factory=dict)
+    packed: dict[str, dict[str, str]] = field(default_factory=dict)
     failed_keys: dict[str, list[str]] = field(default_factory=dict)
     skipped_keys: dict[str, list[str]] = field(default_factory=dict)
     failures: list[StepOutcome] = field(default_factory=list)
@@ -62,6 +66,14 @@ class RunState:
     served: dict[str, dict[str, int]] = field(default_factory=dict)
     executed: int = 0
     rewrite: set[str] = field(default_factory=set)
+
+    def succeeded(self, outcome: StepOutcome) -> None:
+        """A key's result is there: where (its position and format, and its pack's range)."""
+        self.results.setdefault(outcome.node_id, {})[outcome.key] = ran_entry(outcome.index,
+                                                                              outcome.format)
+        if is_packed(outcome.artifact_key):
+            self.packed.setdefault(outcome.node_id, {})[outcome.key] = \
+                outcome.artifact_key.rpartition("/")[2]
 
     def total_keys(self) -> int:
         return sum(len(p.keys) for p in self.plans.values() if not p.unknown)

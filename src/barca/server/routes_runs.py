@@ -105,11 +105,15 @@ def run_routes(s: Served) -> list[Route]:
                            if not key else "")
         path, fmt = found
         root = s.pipeline.project.root
+        media_type = MEDIA_TYPES.get(fmt, "application/octet-stream")
+        packed = views.packed_bytes(root, path)  # a small result, in a pack of its node
+        if packed is not None:
+            return Response(packed, media_type=media_type)
         full = (root / path).resolve()
         if not full.is_relative_to((root / ".barca").resolve()) or not full.is_file():
             raise ApiError(404, f"the result file {path} is not there",
                            "it was removed (barca gc?): get the node again")
-        return FileResponse(full, media_type=MEDIA_TYPES.get(fmt, "application/octet-stream"))
+        return FileResponse(full, media_type=media_type)
 
     async def stdout(request: Request) -> Response:
         """What the run's command printed on stdout, whole (kept as long as the run is)."""

@@ -27,6 +27,7 @@ import orjson
 from barca.store import unstorable
 from barca.store.artifact_store import ArtifactStore, staged
 from barca.store.local_files import atomic, digest_file, read_bytes, write_bytes
+from barca.store.packs import PACKED_MAX, PackWriter
 
 _JSON_OPTS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS | \
     orjson.OPT_PASSTHROUGH_SUBCLASS
@@ -100,6 +101,20 @@ def write_result(store: ArtifactStore, key: str, value: Any, fmt: str) -> tuple[
     writer = _table_writer(fmt)
     with staged(store, key) as tmp:
         return _write_table(writer, value, fmt, tmp)
+
+
+def write_packable(store: ArtifactStore, key: str, value: Any, fmt: str,
+                   packs: PackWriter | None) -> tuple[str, int, str]:
+    """`write_result`, but a small JSON or pickle result goes into one of `packs` (a
+    partitioned node's key: store.packs) when given: (the result's store key, size, digest)."""
+    if packs is None or fmt not in ("json", "pickle"):
+        return (key, *write_result(store, key, value, fmt))
+    data = _encoded(value, fmt)
+    digest = hashlib.blake2b(data, digest_size=16).hexdigest()
+    if len(data) > PACKED_MAX:
+        store.put(key, data)
+        return key, len(data), digest
+    return packs.add(store, key.rpartition("/")[0], data), len(data), digest
 
 
 def write_value(value: Any, path: Path | str, fmt: str) -> tuple[int, str]:

@@ -30,6 +30,7 @@ from barca.project import Project
 from barca.store import history, step_leases
 from barca.store.db import connect, write_transaction
 from barca.store.owners import pid_running
+from barca.store.packs import file_of
 from barca.store.paths import node_dir_name
 
 _TMP = re.compile(r"^\..+\.(\d+)\.tmp$")
@@ -123,7 +124,7 @@ def _last_recorded(conn: Any) -> int:
 
 def _candidates(files: list[Seen], keep: set[Path], conn: Any,
                 root: Path, live_since: float | None) -> list[Candidate]:
-    named = {(root / p).resolve(): n for p, n in conn.execute(
+    named = {(root / file_of(p)).resolve(): n for p, n in conn.execute(
         "SELECT artifact_path, min(node_id) FROM materializations "
         "WHERE artifact_path IS NOT NULL GROUP BY artifact_path")}
     out = []
@@ -186,7 +187,7 @@ def _remove(chosen: list[Candidate], project: Project, conn: Any, looked: int
 def _taken(conn: Any, root: Path, artifacts: Path, looked: int) -> Callable[[Candidate], bool]:
     """Whether a run has taken a candidate since gc looked: recorded it (a row after id
     `looked` names it), holds the lease of its step, or wrote another file under its name."""
-    recorded = {(root / p).resolve() for (p,) in conn.execute(
+    recorded = {(root / file_of(p)).resolve() for (p,) in conn.execute(
         "SELECT artifact_path FROM materializations WHERE id > ? AND artifact_path IS NOT NULL",
         (looked,))}
     leased = {(node_dir_name(*_file_and_name(node_id)), run_hash)

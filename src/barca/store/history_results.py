@@ -8,6 +8,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Sequence
 
+from barca.store.packs import file_of
 from barca.store.history_rows import Latest
 
 
@@ -53,10 +54,11 @@ def _recorded_paths(conn: sqlite3.Connection, node_id: str) -> dict[tuple[str, s
 
 
 def current_artifacts(conn: sqlite3.Connection) -> set[str]:
-    """Artifact paths (as recorded) that the latest success of some node and key points to."""
+    """Artifact paths (as recorded) that the latest success of some node and key points to;
+    for a packed result its pack's (store.packs): a pack is kept while any key is in it."""
     node_ids = [r[0] for r in conn.execute(
         "SELECT node_id FROM node_state UNION SELECT DISTINCT node_id FROM materializations")]
-    return {path for latest in latest_results(conn, node_ids).values()
+    return {file_of(path) for latest in latest_results(conn, node_ids).values()
             for path in latest.paths if path}
 
 

@@ -156,3 +156,19 @@ def read_bytes(path: Path | str) -> bytes:
         return b"".join(chunks)
     finally:
         os.close(fd)
+
+
+def read_range(path: Path | str, offset: int, length: int) -> bytes:
+    """`length` bytes of a file from `offset` (a packed result, store.packs); a file shorter
+    than that is an error, never a short value."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        data = os.pread(fd, length, offset)
+        while len(data) < length:
+            more = os.pread(fd, length - len(data), offset + len(data))
+            if not more:
+                raise OSError(f"{path} ends before byte {offset + length}")
+            data += more
+        return data
+    finally:
+        os.close(fd)

@@ -9,13 +9,18 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import io
 import os
+import secrets
 import shutil
 import tempfile
+import weakref
 from pathlib import Path
 from typing import BinaryIO, Iterable
 
-from barca.store.local_files import read_bytes, replace, temporary_name, write_bytes
+from barca.store.local_files import (read_bytes, read_range, replace, temporary_name,
+                                     write_bytes)
+from barca.store.packs import file_of, is_packed, split_range
 
 
 class LocalStore:
@@ -26,6 +31,7 @@ class LocalStore:
     def __init__(self, directory: Path | str, address: str) -> None:
         self.dir = os.fspath(directory).rstrip("/")
         self.address = address
+        self._copies: str | None = None  # packed results copied for readers that take a path
 
     @classmethod
     def of_project(cls, root: Path, artifacts_dir: Path) -> "LocalStore":
@@ -73,13 +79,28 @@ class LocalStore:
         return tempfile.mkdtemp(prefix=".batch-split-", dir=parent)
 
     def get(self, key: str) -> bytes:
-        return read_bytes(f"{self.dir}/{key}")
+        file_key, offset, length = split_range(key)
+        if offset is None:
+            return read_bytes(f"{self.dir}/{key}")
+        return read_range(f"{self.dir}/{file_key}", offset, length)
 
     def open(self, key: str) -> BinaryIO:
+        if is_packed(key):
+            return io.BytesIO(self.get(key))
         return open(f"{self.dir}/{key}", "rb")
 
     def local_path(self, key: str) -> str:
-        return f"{self.dir}/{key}"
+        """The key's file; a packed result's bytes copied to a file of their own (a reader
+        such as DuckDB's read_json takes a path), kept in a private temporary directory until
+        this process ends."""
+        if not is_packed(key):
+            return f"{self.dir}/{key}"
+        if self._copies is None:
+            self._copies = tempfile.mkdtemp(prefix="barca-unpacked-")
+            weakref.finalize(self, shutil.rmtree, self._copies, True)
+        copy = f"{self._copies}/{secrets.token_hex(8)}{os.path.splitext(file_of(key))[1]}"
+        write_bytes(self.get(key), copy)
+        return copy
 
     def location(self, key: str) -> str:
         return f"{self.dir}/{key}"

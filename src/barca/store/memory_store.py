@@ -10,6 +10,7 @@ private temporary directory until the store is destroyed or the process ends.
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import secrets
 import shutil
@@ -18,6 +19,7 @@ import weakref
 from typing import BinaryIO, Iterable
 
 from barca.errors import InfraError
+from barca.store.packs import is_packed, split_range
 
 
 class MemoryStore:
@@ -65,9 +67,17 @@ class MemoryStore:
         return tempfile.mkdtemp(prefix="work-", dir=self._local)
 
     def get(self, key: str) -> bytes:
-        return self.fs.cat_file(self._path(key))
+        file_key, offset, length = split_range(key)
+        if offset is None:
+            return self.fs.cat_file(self._path(key))
+        data = self.fs.cat_file(self._path(file_key), start=offset, end=offset + length)
+        if len(data) != length:
+            raise OSError(f"{file_key} ends before byte {offset + length}")
+        return data
 
     def open(self, key: str) -> BinaryIO:
+        if is_packed(key):
+            return io.BytesIO(self.get(key))
         return self.fs.open(self._path(key), "rb")
 
     def local_path(self, key: str) -> str:

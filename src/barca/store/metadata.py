@@ -22,6 +22,7 @@ from barca.state import NodeState
 from barca.store import run_queue, step_leases
 from barca.store.db import write_transaction
 from barca.store.owners import process_start
+from barca.store.packs import is_packed
 from barca.store.state_codec import decode_state, encode_header, state_columns
 
 
@@ -90,17 +91,19 @@ def _replay(conn: sqlite3.Connection, node_id: str, state: NodeState, watermark:
     """Apply the rows recorded after `watermark` (a killed run, or another process's run)."""
     delta = conn.execute(
         "SELECT id, key, run_hash, context, signature, format, output_hash, status, "
-        "error_message, run_id FROM materializations WHERE node_id = ? AND id > ? ORDER BY id",
-        (node_id, watermark)).fetchall()
+        "error_message, run_id, artifact_path FROM materializations "
+        "WHERE node_id = ? AND id > ? ORDER BY id", (node_id, watermark)).fetchall()
     if not delta:
         return state, watermark
     successes = []
     failed = dict(state.failed)
-    for _, key, run_hash, context, signature, fmt, output_hash, status, error, run_id in delta:
+    for _, key, run_hash, context, signature, fmt, output_hash, status, error, run_id, \
+            path in delta:
         if run_id == skip_run:
             continue
         if status == "success":
-            successes.append((key, run_hash, context, _signature(signature), fmt, output_hash))
+            successes.append((key, run_hash, context, _signature(signature), fmt, output_hash,
+                              _where(path)))
             failed.pop(key, None)
         else:
             failed[key] = [run_hash, error]
@@ -139,13 +142,21 @@ def find_successes(conn: sqlite3.Connection | None, node_id: str,
         # SQLite sort what it found in a temporary tree
         rows = sorted(conn.execute(
             f"SELECT m.id, m.key, m.run_hash, m.context, m.signature, m.format, "
-            f"m.output_hash FROM (VALUES {pairs}) AS w JOIN materializations AS m "
+            f"m.output_hash, m.artifact_path FROM (VALUES {pairs}) AS w "
+            f"JOIN materializations AS m "
             f"ON m.node_id = ? AND m.key = w.column1 AND m.run_hash = w.column2 "
             f"WHERE m.status = 'success'", (*(v for pair in chunk for v in pair), node_id)
         ).fetchall())
-        for _, key, run_hash, context, signature, fmt, output_hash in rows:
-            found[key] = (key, run_hash, context, _signature(signature), fmt, output_hash)
+        for _, key, run_hash, context, signature, fmt, output_hash, path in rows:
+            found[key] = (key, run_hash, context, _signature(signature), fmt, output_hash,
+                          _where(path))
     return list(found.values())
+
+
+def _where(path: str | None) -> str | None:
+    """Where in a pack of its node a recorded result is (`<name>.pack@<offset>:<length>`,
+    store.packs), from its recorded path; None for a file of its own."""
+    return path.rpartition("/")[2] if path and is_packed(path) else None
 
 
 def record(conn: sqlite3.Connection, run_id: str, outcomes: Sequence[Any],

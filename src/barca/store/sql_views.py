@@ -5,16 +5,22 @@ configuration (see run_query).
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
+import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterator
 
 from barca.discover.model import Definition
 from barca.errors import InfraError, UsageError
 from barca.graph import Graph
 from barca.planner.keys import key_label, keys_from_value, static_keys
 from barca.store.history import Latest
+from barca.store.local_files import read_range, write_bytes
+from barca.store.packs import is_packed, split_range
 
 NO_RESULT = Latest((), (), (), ())
 READERS = {"json": "read_json_auto", "keyed-json": "read_json_auto", "parquet": "read_parquet",
@@ -36,10 +42,11 @@ class Source:
 
 # -- which file each view reads -------------------------------------------------------------
 
-def node_sources(graph: Graph, states: dict[str, Latest], root: Path, warnings: list[str]
-                 ) -> list[Source]:
+def node_sources(graph: Graph, states: dict[str, Latest], root: Path, warnings: list[str],
+                 unpack: Callable[[Path], str] | None = None) -> list[Source]:
     """Each node's view: its current keys' files, absolute (DuckDB reads them from any
-    directory). A warning for the user is appended to `warnings`."""
+    directory; a packed result, `unpack`ed to a file of its own: `unpacked_results`). A
+    warning for the user is appended to `warnings`."""
     names: dict[str, list[str]] = {}
     for node_id in graph.order:
         names.setdefault(graph.nodes[node_id].name.lower(), []).append(node_id)
@@ -60,13 +67,39 @@ def node_sources(graph: Graph, states: dict[str, Latest], root: Path, warnings: 
             i = index.get(key)
             if i is not None and state.paths[i]:
                 label = key_label(d, key) if d.dimensions else None
-                results.append((label, str(root / state.paths[i]), state.formats[i]))
+                path = root / state.paths[i]
+                results.append((label, unpack(path) if unpack and is_packed(state.paths[i])
+                                else str(path), state.formats[i]))
         problem = None if results else "no_result"
         if any(fmt not in READERS for _, _, fmt in results):
             problem = "pickle"
         view = node_id if node_id in clashes else d.name
         out.append(Source(view, node_id, d.name, d.kind, tuple(results), problem))
     return out
+
+
+@contextlib.contextmanager
+def unpacked_results(artifacts: Path) -> Iterator[Callable[[Path], str]]:
+    """Packed results (store.packs) copied one file each, for the length of a query: DuckDB
+    reads files. They go in a private directory under the results (the only place a query
+    may read), named as a live process's temporary files, which `gc` leaves alone."""
+    folder = tempfile.mkdtemp(prefix=f".sql-{os.getpid()}-", dir=artifacts) \
+        if artifacts.is_dir() else None
+    count = 0
+
+    def unpack(path: Path) -> str:
+        nonlocal count
+        file, offset, length = split_range(str(path))
+        count += 1
+        copy = f"{folder}/.r{count}.{os.getpid()}.tmp"
+        write_bytes(read_range(file, offset, length), copy)
+        return copy
+
+    try:
+        yield unpack
+    finally:
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def current_keys(d: Definition, graph: Graph, states: dict[str, Latest],

@@ -22,6 +22,8 @@ def state_columns(state: NodeState) -> dict[str, Sequence[bytes]]:
         columns[f"sig{i}"] = column.chunks
     if state.output_hash is not None:
         columns["output_hash"] = state.output_hash.chunks
+    if state.where is not None:
+        columns["where"] = state.where.chunks
     return columns
 
 
@@ -31,7 +33,7 @@ def encode_header(state: NodeState) -> bytes:
         "n": len(state), "context": state.context, "contexts": state.contexts,
         "fmt": state.fmt, "parts": state.parts, "failed": state.failed,
         "signature": ["json" if isinstance(c, JsonColumn) else "hash" for c in state.signature],
-        "output_hash": state.output_hash is not None})
+        "output_hash": state.output_hash is not None, "where": state.where is not None})
 
 
 def decode_state(header_bytes: bytes, columns: dict[str, Sequence[bytes]]) -> NodeState:
@@ -52,6 +54,7 @@ def decode_state(header_bytes: bytes, columns: dict[str, Sequence[bytes]]) -> No
 
     signature = tuple(column(f"sig{i}", kind) for i, kind in enumerate(header["signature"]))
     output = column("output_hash", "hash") if header["output_hash"] else None
+    where = column("where", "json") if header.get("where") else None  # older: no packs
     return NodeState(column("keys", "json"), column("run_hash", "hash"), header["context"],
                      header["contexts"], signature, header["fmt"], output, header["parts"],
-                     header["failed"])
+                     header["failed"], where)

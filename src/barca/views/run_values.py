@@ -10,9 +10,10 @@ import os
 from pathlib import Path
 from typing import Any
 
-from barca.engine.result import RunResult, locate
+from barca.engine.result import RunResult, locate_key
 from barca.state import EMPTY_STATE
-from barca.store.artifacts import read_value
+from barca.store.artifacts import read_result
+from barca.store.packs import split_range
 
 
 def has_value(result: RunResult, node_id: str | None) -> bool:
@@ -105,21 +106,21 @@ def final_output(result: RunResult, node_id: str | None, limit: int | None = Non
         return None
     plan = result.plans[node_id]
     if not plan.partitioned:
-        found = result.artifact_of(node_id, "")
-        return None if found is None else value_at(str(found[0]), found[1], result)
+        found = result.key_of(node_id, "")
+        return None if found is None else value_at(found[0], found[1], result)
     if plan.unknown:
         return {}
     bad = not_current(result, node_id) if result.failed else ()
     d = result.graph.nodes[node_id]
     ran = result.results.get(node_id, {})
+    packed = result.packed.get(node_id)
     state = result.states.get(node_id, EMPTY_STATE)
     if len(plan.keys) > 16:
         state.keys.indexed()  # one dict, not a scan per key
-    where = result.artifacts_dir
     out = {}
     for key in label_order(plan, limit):  # every current key, however many
-        found = None if key in bad else locate(d, key, plan, ran, state, where, where)
-        if found is not None:  # plain strings: a Path per key costs more than its read
+        found = None if key in bad else locate_key(d, key, plan, ran, state, packed)
+        if found is not None:
             out[plan.label(key)] = value_at(found[0], found[1], result)
             if len(out) == limit:
                 break
@@ -137,16 +138,20 @@ def label_order(plan, limit: int | None) -> list[str]:
     return heapq.nsmallest(limit + len(plan.run), plan.keys)
 
 
-def value_at(path: str, fmt: str, result: RunResult) -> Any:
-    """A JSON result as its value; any other as a pointer to its file."""
+def value_at(key: str, fmt: str, result: RunResult) -> Any:
+    """A JSON result (store key `key`) as its value; any other as a pointer to its file (a
+    packed one's range of its pack: `<pack>@<offset>:<length>`)."""
     if fmt in ("json", "keyed-json"):
         try:
-            return read_value(path, fmt)
+            return read_result(result.store, key, fmt)
         except FileNotFoundError:
             pass
-    size = os.stat(path).st_size if os.path.exists(path) else None
-    return {"_barca_artifact": {"path": relative_path((Path(path), fmt), result), "format": fmt,
-                                "size_bytes": size}}
+    file_key, _, length = split_range(key)
+    path = f"{result.artifacts_dir}/{file_key}"
+    size = length if length is not None else \
+        os.stat(path).st_size if os.path.exists(path) else None
+    shown = relative_path((Path(path), fmt), result) + key[len(file_key):]
+    return {"_barca_artifact": {"path": shown, "format": fmt, "size_bytes": size}}
 
 
 def relative_path(found: tuple[Path, str] | None, result: RunResult) -> str | None:

@@ -11,12 +11,15 @@ from __future__ import annotations
 import collections
 import copy
 import threading
+from pathlib import Path
 from typing import Any
 
 import barca.store.history as history
 from barca.discover.model import Definition
 from barca.planner.keys import dimension_names, key_of_label
 from barca.store.db import Connection
+from barca.store.local_files import read_range
+from barca.store.packs import split_range
 from barca.views.failure_groups import run_failure_groups
 from barca.views.history import partition_key
 from barca.views.times import iso_time
@@ -126,6 +129,21 @@ def result_of_run(conn: Connection | None, run_id: str, node_id: str,
                   key: str) -> tuple[str, str] | None:
     """(path under the project, format) of what the run left for `node_id` at `key`."""
     return history.result_of_run(conn, run_id, node_id, key) if conn is not None else None
+
+
+def packed_bytes(root: Path, path: str) -> bytes | None:
+    """The bytes of a packed result (store.packs) at `path` under the project, read from its
+    pack, which must be under `.barca/`; None when `path` is a file of its own, or gone."""
+    file, offset, length = split_range(path)
+    if offset is None:
+        return None
+    full = (root / file).resolve()
+    if not full.is_relative_to((root / ".barca").resolve()):
+        return None
+    try:
+        return read_range(full, offset, length)
+    except OSError:
+        return None
 
 
 def matching_runs(conn: Connection | None, text: str) -> list[str]:

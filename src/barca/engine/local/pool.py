@@ -57,7 +57,7 @@ class _Worker:
 
 class LocalExecutor:
     def __init__(self, root: Path, pool_size: int, files: Sequence[str] = (),
-                 lease_size: int = 32, warm_seconds: float = 0.0,
+                 lease_size: int = 256, warm_seconds: float = 0.0,
                  capacity: int | None = None) -> None:
         self.files = tuple(files)  # the pipeline files, root-relative: what workers import
         self.starter = Starter(root, self.files, warm_seconds)

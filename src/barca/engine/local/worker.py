@@ -28,8 +28,10 @@ from barca.engine.local.project_code import is_project_file
 from barca.engine.protocol import CallFinished, LogLine, StepOutcome
 from barca.engine.worker.step_runner import StepRunner, StepStream
 
-FLUSH_EVERY = 16  # outcomes per message at most...
-FLUSH_SECONDS = 0.02  # ...and never held longer than this
+# outcomes per message at most (and small results per pack, store.packs: the pack is
+# written before the outcomes that name it)...
+FLUSH_EVERY = 128
+FLUSH_SECONDS = 0.05  # ...and never held longer than this
 
 
 class OutputCapture:
@@ -109,9 +111,11 @@ class Worker:
             self.flush()
 
     def flush(self) -> None:
-        """Report finished steps; many small steps share one message."""
+        """Report finished steps; many small steps share one message, sent once the packs
+        holding their results are written whole (store.packs)."""
         with self.lock:
             if self.finished:
+                self.runner.packs.flush()
                 write_frame(self.out_fd, Outcomes(tuple(self.finished)))
                 self.finished = []
 
@@ -137,6 +141,7 @@ class Worker:
                 return
             if isinstance(message, Shutdown):
                 self.stopping = True
+                self.flush()  # nothing the coordinator was told to wait for is held back
                 return
             if isinstance(message, Lease):
                 for step in message.steps:
@@ -145,11 +150,18 @@ class Worker:
                     capture.switch("")
                     for outcome in outcomes:
                         self.finish(outcome)
-                self.flush()
+                if not self._more_to_do():  # else the next lease's keys share the pack
+                    self.flush()
                 self.runner.last_value = None
                 self._report_imports()
             elif isinstance(message, Warm):
                 self.runner.warm(message.files)
+
+    def _more_to_do(self) -> bool:
+        """A message is waiting already (the coordinator refills a lease at half)."""
+        poller = select.poll()
+        poller.register(self.in_fd, select.POLLIN)
+        return any(events & select.POLLIN for _, events in poller.poll(0))
 
     def _die_with_coordinator(self) -> None:
         """The coordinator holds the only write end of our input pipe: when it closes without

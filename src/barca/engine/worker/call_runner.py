@@ -30,7 +30,8 @@ from barca.engine.worker.step_inputs import load_input
 from barca.planner.keys import label_of
 from barca.store.artifact_store import ArtifactStore
 from barca.store.artifacts import (SerializeError, choose_format, read_result, table_kind,
-                                   write_result)
+                                   write_packable)
+from barca.store.packs import PackWriter
 from barca.store.paths import EXTENSIONS
 from barca.store.sinks import write_sinks
 
@@ -51,6 +52,7 @@ class Runner(Protocol):
 
     root: Path
     last_value: Any
+    packs: PackWriter  # small results of the call's keys go into packs (store.packs)
 
     def module(self, file: str, planned: str = "") -> Any: ...
 
@@ -268,12 +270,12 @@ def _split_and_write(runner: Runner, store: ArtifactStore, call: CallSpec, posit
     began = time.perf_counter()
     rss = runner.peak_rss()  # what the call took (writing adds next to nothing)
 
+    packs = None if call.sinks else runner.packs  # a sink copies a file of its own
     for p, item in to_write:
         key_began = time.perf_counter()
         try:
             fmt = choose_format(item, call.serializer)
-            path = _target(call, p, fmt)
-            size, digest = write_result(store, path, item, fmt)
+            path, size, digest = write_packable(store, _target(call, p, fmt), item, fmt, packs)
         except SerializeError as exc:
             out[p] = _key_failed(call, p, attempt, share, "SerializeError", str(exc))
             continue

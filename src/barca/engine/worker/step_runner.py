@@ -29,9 +29,10 @@ from barca.engine.worker.key_source import KeySourceError, write_key_source
 from barca.engine.worker.retries import attempt_failed
 from barca.engine.worker.step_inputs import load_input
 from barca.store.artifact_store import ArtifactStore, open_store
-from barca.store.artifacts import SerializeError, choose_format, read_result, write_result
+from barca.store.artifacts import SerializeError, choose_format, read_result, write_packable
 from barca.store.paths import EXTENSIONS
 from barca.store.sinks import write_sinks
+from barca.store.packs import PackWriter
 
 Emit = Callable[[Any], None]  # takes a LogLine, a StepStarted, or a batch key written
 
@@ -69,6 +70,7 @@ class StepRunner:
         self.modules: dict[str, Any] = {}
         self.digests: dict[str, str] = {}  # pipeline file -> digest of the bytes imported
         self.stores: dict[str, ArtifactStore] = {}
+        self.packs = PackWriter()  # small results, written whole before their outcomes go
         # the last step's value, kept until its caller has sent the outcome: freeing a key
         # source's 200,000 entries takes about 10 ms that need not delay the outcome
         self.last_value: Any = None
@@ -161,8 +163,10 @@ class StepRunner:
         columns = None
         if step.key_source:
             fmt, size, digest, columns = write_key_source(value, out, key, step.known_chunks)
-        else:
-            size, digest = write_result(out, key, value, fmt)
+        else:  # a partitioned node's key may share a pack (store.packs); a sink copies a file
+            packable = bool(step.key) and step.kind != "sensor" and not step.sinks
+            key, size, digest = write_packable(out, key, value, fmt,
+                                               self.packs if packable else None)
         if update is True:  # an update however alike the bytes: every reader reruns
             digest = forced_digest(digest)
         sink_errors = write_sinks(str(self.root), step.sinks, out.local_path(key), fmt,

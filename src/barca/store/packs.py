@@ -1,0 +1,93 @@
+"""Small results packed: many keys' bytes in one file of their node, each addressed by a range.
+
+One file per key per asset costs a block, a create and a directory entry each (1.6 GB for
+400,000 results of a few dozen bytes), and would cost one request per key in an object store.
+So a worker gathers the small results it writes (JSON or pickle under PACKED_MAX bytes, of a
+partitioned node's keys) into a pack, `<node dir>/<random name>.pack`, and writes the pack
+whole (`ArtifactStore.put`) before it reports any of their outcomes: a kill leaves a pack
+complete or absent, never half of one, and nothing refers to a pack before it is there.
+
+A packed result's store key is its pack's key and the range of its bytes,
+`<node dir>/<name>.pack@<offset>:<length>`; stores read such a key's range (`get`, `open`),
+and everything else handles it as an ordinary key. Planning finds a packed key present when
+its pack is in the node's listing; `gc` keeps a pack while any current key is in it.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+from typing import Any
+
+PACKED_MAX = 64 * 1024  # a result this small goes into a pack
+PACK_MAX = 8 * 1024 * 1024  # a pack this big is written at once, whatever else is pending
+_RANGE = "@"
+
+
+def range_key(pack_key: str, offset: int, length: int) -> str:
+    return f"{pack_key}{_RANGE}{offset}:{length}"
+
+
+def split_range(key: str) -> tuple[str, int | None, int | None]:
+    """(the key of the file, offset, length): the range of a packed result's key, else
+    (key, None, None)."""
+    file_key, sep, where = key.rpartition(_RANGE)
+    if not sep or "/" in where:
+        return key, None, None
+    offset, _, length = where.partition(":")
+    return file_key, int(offset), int(length)
+
+
+def file_of(key: str) -> str:
+    """The store key of the file holding a result: a packed result's pack, else the key."""
+    return split_range(key)[0]
+
+
+def is_packed(key: str) -> bool:
+    return split_range(key)[1] is not None
+
+
+class PackWriter:
+    """The packs a worker is filling, one per (store, node directory). `add` gives a result its
+    final key at once; its bytes reach the store at the next `flush`, which the worker calls
+    before it reports the outcomes of what it added (and which `add` calls itself once a pack
+    is PACK_MAX bytes). Thread-safe: a worker flushes from a timer thread too."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.open: dict[tuple[int, str], _Pack] = {}
+
+    def add(self, store: Any, node_dir: str, data: bytes) -> str:
+        with self.lock:
+            pack = self.open.get((id(store), node_dir))
+            if pack is None:
+                pack = self.open[(id(store), node_dir)] = _Pack(store, node_dir)
+            key = pack.add(data)
+            if pack.size >= PACK_MAX:
+                del self.open[(id(store), node_dir)]
+                pack.write()
+            return key
+
+    def flush(self) -> None:
+        """Write every pack being filled, whole."""
+        with self.lock:
+            packs, self.open = list(self.open.values()), {}
+            for pack in packs:
+                pack.write()
+
+
+class _Pack:
+    def __init__(self, store: Any, node_dir: str) -> None:
+        self.store = store
+        self.key = f"{node_dir}/{secrets.token_hex(8)}.pack"
+        self.parts: list[bytes] = []
+        self.size = 0
+
+    def add(self, data: bytes) -> str:
+        key = range_key(self.key, self.size, len(data))
+        self.parts.append(data)
+        self.size += len(data)
+        return key
+
+    def write(self) -> None:
+        self.store.put(self.key, b"".join(self.parts))
