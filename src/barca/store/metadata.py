@@ -22,7 +22,7 @@ from barca.state import NodeState
 from barca.store import run_queue, step_leases
 from barca.store.db import write_transaction
 from barca.store.owners import process_start
-from barca.store.packs import is_packed
+from barca.store.packs import where_in_pack
 from barca.store.state_codec import decode_state, encode_header, state_columns
 
 
@@ -103,7 +103,7 @@ def _replay(conn: sqlite3.Connection, node_id: str, state: NodeState, watermark:
             continue
         if status == "success":
             successes.append((key, run_hash, context, _signature(signature), fmt, output_hash,
-                              _where(path)))
+                              where_in_pack(path)))
             failed.pop(key, None)
         else:
             failed[key] = [run_hash, error]
@@ -149,14 +149,9 @@ def find_successes(conn: sqlite3.Connection | None, node_id: str,
         ).fetchall())
         for _, key, run_hash, context, signature, fmt, output_hash, path in rows:
             found[key] = (key, run_hash, context, _signature(signature), fmt, output_hash,
-                          _where(path))
+                          where_in_pack(path))
     return list(found.values())
 
-
-def _where(path: str | None) -> str | None:
-    """Where in a pack of its node a recorded result is (`<name>.pack@<offset>:<length>`,
-    store.packs), from its recorded path; None for a file of its own."""
-    return path.rpartition("/")[2] if path and is_packed(path) else None
 
 
 def record(conn: sqlite3.Connection, run_id: str, outcomes: Sequence[Any],

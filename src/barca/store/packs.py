@@ -47,6 +47,12 @@ def is_packed(key: str) -> bool:
     return split_range(key)[1] is not None
 
 
+def where_in_pack(path: str | None) -> str | None:
+    """Where a recorded result (its `artifact_path`) is in a pack of its node,
+    `<name>.pack@<offset>:<length>` (NodeState.where); None for a file of its own."""
+    return path.rpartition("/")[2] if path and is_packed(path) else None
+
+
 class PackWriter:
     """The packs a worker is filling, one per (store, node directory). `add` gives a result its
     final key at once; its bytes reach the store at the next `flush`, which the worker calls

@@ -19,6 +19,7 @@ from typing import Iterable, NamedTuple
 
 import orjson
 
+from barca.store.packs import where_in_pack
 from barca.store.owners import owner_gone, process_start
 
 
@@ -115,9 +116,9 @@ def recorded_since(conn: sqlite3.Connection, node_id: str, after: int,
     (one range of the node's index: rows recorded since, not the node's history)."""
     return [Recorded(id_, key, run_hash, other, status == "success",
                      (key, run_hash, context, orjson.loads(signature) if signature else None,
-                      fmt, output_hash) if status == "success" else None)
-            for id_, key, run_hash, other, status, context, signature, fmt, output_hash
+                      fmt, output_hash, where_in_pack(path)) if status == "success" else None)
+            for id_, key, run_hash, other, status, context, signature, fmt, output_hash, path
             in conn.execute(
                 "SELECT id, key, run_hash, run_id, status, context, signature, format, "
-                "output_hash FROM materializations WHERE node_id = ? AND id > ? "
+                "output_hash, artifact_path FROM materializations WHERE node_id = ? AND id > ? "
                 "AND run_id != ? ORDER BY id", (node_id, after, run_id))]
