@@ -27,6 +27,7 @@ from barca.store.artifact_store import ArtifactStore
 from barca.store.artifacts import read_result
 from barca.store.local_store import LocalStore
 from barca.store.memory_store import MemoryStore
+from barca.store.packs import split_range
 
 PIPELINE = '''
 import os
@@ -61,6 +62,10 @@ def plus_one(upstream: int) -> int:
 def interrupts() -> int:
     raise KeyboardInterrupt
 
+@asset()
+def big() -> str:
+    return "x" * 70_000
+
 @sensor()
 def versions() -> dict:
     return {"r1": "a", "r2": "b", "r3": "c"}
@@ -92,9 +97,11 @@ class Setup:
         self.root, self.executor, self.store = root, executor, store
 
     def spec(self, function: str, index: int = 0, *, key_args=(), inputs=(), retries: int = 1,
-             kind: str = "asset", key_source: bool = False,
-             source_digest: str = "") -> StepSpec:
-        return StepSpec(f"p.py:{function}[{index}]", f"p.py:{function}", str(index), index,
+             kind: str = "asset", key_source: bool = False, source_digest: str = "",
+             key: str | None = None) -> StepSpec:
+        """A step of key `key` (default: the index as text; "" an unpartitioned node)."""
+        key = str(index) if key is None else key
+        return StepSpec(f"p.py:{function}[{index}]", f"p.py:{function}", key, index,
                         kind, "p.py", function, tuple(key_args), tuple(inputs),
                         f"p.py--{function}/k_{index}.hash{index:04d}", f"hash{index:04d}", None,
                         retries, 0.0, 60.0, key_source, store=self.store.address,
@@ -133,7 +140,7 @@ def only_outcomes(events: list) -> list[StepOutcome]:
 
 
 def test_a_step_writes_its_value_to_the_store_under_its_key(setup):
-    setup.executor.submit([setup.spec("double", key_args=[("n", 21)])], 1)
+    setup.executor.submit([setup.spec("double", key_args=[("n", 21)], key="")], 1)
     [outcome] = only_outcomes(drain(setup.executor, 1))
     assert outcome.status == "success" and outcome.attempts == 1
     assert outcome.format == "json" and outcome.output_hash
@@ -141,6 +148,21 @@ def test_a_step_writes_its_value_to_the_store_under_its_key(setup):
     assert json.loads(setup.store.get(outcome.artifact_key)) == 42
     assert setup.store.names("p.py--double") == {"k_0.hash0000.json"}
     assert not Path(".barca").exists()  # nothing written where the caller stands
+
+
+def test_a_keys_small_result_is_a_range_of_a_pack_written_before_its_outcome(setup):
+    setup.executor.submit([setup.spec("double", 1, key_args=[("n", 21)])], 1)
+    [outcome] = only_outcomes(drain(setup.executor, 1))
+    pack, offset, length = split_range(outcome.artifact_key)
+    assert pack.startswith("p.py--double/") and pack.endswith(".pack")
+    assert (offset, length) == (0, outcome.size_bytes) and outcome.size_bytes == 2
+    assert json.loads(setup.store.get(outcome.artifact_key)) == 42
+    assert read_result(setup.store, outcome.artifact_key, "json") == 42
+    assert setup.store.names("p.py--double") == {pack.rpartition("/")[2]}
+    setup.executor.submit([setup.spec("big", 2)], 1)  # past PACKED_MAX: a file of its own
+    [large] = only_outcomes(drain(setup.executor, 1))
+    assert large.artifact_key == "p.py--big/k_2.hash0002.json"
+    assert setup.store.get(large.artifact_key) == b'"' + b"x" * 70_000 + b'"'
 
 
 def test_each_submitted_step_gives_one_outcome_and_steps_are_drawn_as_needed(setup):
@@ -157,7 +179,8 @@ def test_each_submitted_step_gives_one_outcome_and_steps_are_drawn_as_needed(set
     assert sorted(o.index for o in outcomes) == list(range(40))
     assert all(o.status == "success" for o in outcomes)
     assert setup.executor.events(0.2) == []  # nothing more comes
-    assert len(setup.store.names("p.py--double")) == 40
+    assert [json.loads(setup.store.get(o.artifact_key)) for o in
+            sorted(outcomes, key=lambda o: o.index)] == [2 * i for i in range(40)]
 
 
 def test_a_failing_step_is_an_outcome_with_the_users_traceback(setup):
@@ -234,4 +257,6 @@ def test_a_step_planned_from_other_source_bytes_fails_and_writes_nothing(setup):
     assert "p.py is not the source this run was planned with" in stale.error_message
     assert stale.traceback is None
     assert outcomes[1].status == "success"
-    assert setup.store.names("p.py--double") == {"k_1.hash0001.json"}
+    pack = split_range(outcomes[1].artifact_key)[0]  # nothing of the stale step in it
+    assert setup.store.names("p.py--double") == {pack.rpartition("/")[2]}
+    assert len(setup.store.get(pack)) == outcomes[1].size_bytes

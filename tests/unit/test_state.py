@@ -9,6 +9,7 @@ its stored encoding unchanged.
 
 from __future__ import annotations
 
+import orjson
 import pytest
 
 from barca.packed_columns import CHUNK, HashColumn, JsonColumn
@@ -56,7 +57,7 @@ def test_literal_state_answers_per_position_from_its_columns():
     assert [state.fmt_at(i) for i in range(3)] == ["json", "parquet", "json"]
     assert state.signature_at(1) == [20]
     assert state.output_hash_at(1) is None
-    assert state.record(2) == ("r3", h("3"), h("ctx a"), [30], "json", None)
+    assert state.record(2) == ("r3", h("3"), h("ctx a"), [30], "json", None, None)
 
 
 def test_one_shared_context_and_format_are_stored_once():
@@ -90,8 +91,8 @@ def test_builder_puts_each_key_in_first_seen_order_with_all_its_columns():
     state = two_keys()
 
     assert records(state) == [
-        ("r1", h("run r1"), h("ctx a"), [h("up r1"), 1], "json", h("out r1")),
-        ("r2", h("run r2"), h("ctx a"), [h("up r2"), {"v": 2}], "json", h("out r2")),
+        ("r1", h("run r1"), h("ctx a"), [h("up r1"), 1], "json", h("out r1"), None),
+        ("r2", h("run r2"), h("ctx a"), [h("up r2"), {"v": 2}], "json", h("out r2"), None),
     ]
     # a slot of run hashes is kept as a HashColumn, a slot of values as a JsonColumn
     assert [type(c) for c in state.signature] == [HashColumn, JsonColumn]
@@ -117,7 +118,7 @@ def test_put_on_an_existing_key_updates_its_row_in_place():
     assert list(state.keys) == ["r1", "r2"]
     assert state.find("r1") == 0
     assert state.record(0) == ("r1", h("run r1 new"), h("ctx b"), [h("up r1 new"), 10],
-                               "parquet", h("o"))
+                               "parquet", h("o"), None)
     assert state.record(1)[:2] == ("r2", h("run r2"))
     assert state.contexts == [h("ctx b"), h("ctx a")]
     assert state.fmt == ["parquet", "json"]
@@ -244,8 +245,8 @@ def test_complete_run_snapshot_is_the_plans_columns():
 
     state = state_after_run(plan, old, ran, {}, {}, keep_output_hash=False, whole=True)
 
-    assert records(state) == [("r1", h("new r1"), h("ctx new"), ["v-r1"], "json", None),
-                              ("r2", h("new r2"), h("ctx new"), ["v-r2"], "json", None)]
+    assert records(state) == [("r1", h("new r1"), h("ctx new"), ["v-r1"], "json", None, None),
+                              ("r2", h("new r2"), h("ctx new"), ["v-r2"], "json", None, None)]
     assert (state.parts, state.failed) == ({h("ctx new"): {"code": "c2"}}, {})
 
 
@@ -274,3 +275,44 @@ def test_a_run_where_every_key_failed_leaves_the_old_state_and_the_empty_state_a
         assert state.failed == failed and state is not old
         assert stored(old) == before
     assert (EMPTY_STATE.failed, EMPTY_STATE.parts) == ({}, {})
+
+
+# --- where packed results are (store.packs) ------------------------------------------------
+
+def test_a_run_that_packs_its_results_keeps_where_each_is_and_a_tick_replaces_only_its_key():
+    plan = plan_of([f"r{i}" for i in range(3 * CHUNK)], tuple(range(3 * CHUNK)))
+    ran = {k: ran_entry(i, "json") for i, k in enumerate(plan.keys)}
+    packed = {k: f"a.pack@{i * 10}:10" for i, k in enumerate(plan.keys) if i != 5}
+    first = state_after_run(plan, EMPTY_STATE, ran, {}, {}, keep_output_hash=False,
+                            whole=True, packed=packed)
+    assert first.where_at(0) == "a.pack@0:10" and first.where_at(5) is None  # a file of its own
+    again = decode_state(*stored(first))
+    assert [again.where_at(i) for i in (0, 5, 3 * CHUNK - 1)] == \
+        ["a.pack@0:10", None, f"a.pack@{(3 * CHUNK - 1) * 10}:10"]
+
+    tick = plan_of(list(plan.keys), (7,))  # one key reruns, into another pack
+    after = state_after_run(tick, again, {"r7": ran_entry(7, "json")}, {}, {},
+                            keep_output_hash=False, whole=True, packed={"r7": "b.pack@0:9"})
+    assert after.where_at(7) == "b.pack@0:9" and after.where_at(8) == "a.pack@80:10"
+    assert after.where.chunks[1:] == again.where.chunks[1:]  # the other chunks as they were
+
+
+def test_where_follows_its_key_when_the_keys_change_and_an_unpacked_rerun_clears_it():
+    old = state_after_run(plan_of(["r1", "r2"], (0, 1)), EMPTY_STATE,
+                          {"r1": ran_entry(0, "json"), "r2": ran_entry(1, "json")}, {}, {},
+                          keep_output_hash=False, whole=True,
+                          packed={"r1": "a.pack@0:4", "r2": "a.pack@4:4"})
+    grown = state_after_run(plan_of(["r0", "r1", "r2"], (0, 2)), old,
+                            {"r0": ran_entry(0, "json"), "r2": ran_entry(2, "json")}, {}, {},
+                            keep_output_hash=False, whole=True, packed={"r0": "b.pack@0:4"})
+    assert [grown.where_at(i) for i in range(3)] == ["b.pack@0:4", "a.pack@0:4", None]
+    partial = state_after_run(plan_of(["r1", "r2"], (1,)), old, {}, {},
+                              {"r2": [h("new r2"), "boom"]}, keep_output_hash=False, whole=True)
+    assert [partial.where_at(i) for i in range(2)] == ["a.pack@0:4", "a.pack@4:4"]
+
+
+def test_a_snapshot_stored_before_packs_reads_as_every_result_a_file_of_its_own():
+    header, columns = stored(two_keys())
+    old_header = orjson.dumps({k: v for k, v in orjson.loads(header).items() if k != "where"})
+    state = decode_state(old_header, columns)
+    assert state.where is None and state.where_at(1) is None
