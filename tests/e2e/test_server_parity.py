@@ -52,6 +52,8 @@ VOLATILE = {"elapsed_seconds", "metadata_seconds", "started_at", "finished_at", 
             "import_seconds", "load_seconds", "compute_seconds", "split_seconds", "write_seconds",
             "cpu_seconds",
             "triggered_by"}  # by design: a run started through the server is the server's (api)
+# a small result's place in a pack: the pack's name is random, its grouping depends on timing
+PACKED = re.compile(r"[0-9a-f]{16}\.pack@\d+:\d+")
 RUN_ID = re.compile(r"\b[0-9a-f]{12}\b")
 SECONDS = re.compile(r"\d+(\.\d+)?s\b")
 DONE = re.compile(r"\(\d+/(\d+)\)")  # (done/total): parallel steps finish in any order
@@ -63,7 +65,7 @@ def normal(value, root: Path):
     if isinstance(value, list):
         return [normal(v, root) for v in value]
     if isinstance(value, str):
-        return RUN_ID.sub("<id>", value.replace(str(root), "<root>"))
+        return PACKED.sub("<packed>", RUN_ID.sub("<id>", value.replace(str(root), "<root>")))
     return value
 
 

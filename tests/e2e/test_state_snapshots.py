@@ -112,16 +112,18 @@ def test_a_tick_that_changes_one_key_rewrites_only_that_keys_chunk(big: Path) ->
     tick = barca(big, "get", "scored", "pipeline.py").expect(0)
     assert executed(tick) == {"cleaned": 1, "scored": 1}
     assert tick.steps["cleaned"]["partitions"]["will_run_keys"] == [f"k={key(CHUNK + 3)}"]
-    # the key's own chunk of its run hash and of what its hash is made of (the value, the
-    # upstream run hash), and the sensor's output digest; the keys are untouched
+    # the key's own chunk of its run hash, of what its hash is made of (the value, the
+    # upstream run hash) and of where its result is packed, and the sensor's output digest;
+    # the keys are untouched
     assert written(big) == [("cleaned", "run_hash", 1), ("cleaned", "sig0", 1),
-                            ("scored", "run_hash", 1), ("scored", "sig0", 1),
+                            ("cleaned", "where", 1), ("scored", "run_hash", 1),
+                            ("scored", "sig0", 1), ("scored", "where", 1),
                             ("versions", "output_hash", 0)]
     assert stored_chunks(big).keys() == before.keys()
 
     again = barca(big, "get", "scored", "pipeline.py").expect(0)
     assert again.json["steps_executed"] == 1
-    assert len(written(big)) == 5  # nothing changed, nothing written
+    assert len(written(big)) == 7  # nothing changed, nothing written
     one = barca(big, "get", "scored", "pipeline.py", "--partition", f"k={key(CHUNK + 3)}")
     assert one.expect(0).json["final_output"] == {f"k={key(CHUNK + 3)}": 20}
 

@@ -9,6 +9,11 @@ the pipeline file; with HOLD_GC set that import waits for a marker, so gc stands
 it has walked `artifacts/` and seen those files, while the next run replaces every one of them
 (and records them, or is about to). Then gc goes on, the run still live: its last step waits
 for a marker.
+
+Each result is padded past the pack threshold, so that it is a file of its own (store.packs)
+at a name the next run writes again. Small results share packs of random names: what a killed
+run left there is garbage gc may remove, and the packed case checks that gc removes nothing
+the live run records.
 """
 
 from __future__ import annotations
@@ -24,11 +29,12 @@ from pathlib import Path
 
 import pytest
 
+from barca.store.packs import file_of
 from conftest import barca, db_rows, gone, poll, start_barca, wait_for, write
 
 KEYS = 40
 
-PIPELINE = f"""
+PIPELINE = """
     import os
     import time
     from pathlib import Path
@@ -36,7 +42,8 @@ PIPELINE = f"""
     from barca import asset, collect, partitions
 
     HERE = Path(__file__).parent
-    KEYS = [f"k{{i:02d}}" for i in range({KEYS})]
+    KEYS = [f"k{{i:02d}}" for i in range({keys})]
+    PAD = "x" * {pad}
 
     if os.environ.get("HOLD_GC"):  # only the test's `barca gc`, which imports this to plan
         (HERE / "gc-holding").touch()
@@ -45,10 +52,10 @@ PIPELINE = f"""
 
 
     @asset(partitions={{"key": partitions(KEYS)}})
-    def items(key: str) -> int:
+    def items(key: str) -> dict:
         with open(HERE / "executed.log", "a") as log:
             log.write(f"items {{key}} {{os.getpid()}}\\n")
-        return int(key[1:]) * 3
+        return {{"v": int(key[1:]) * 3, "pad": PAD}}
 
 
     @asset(inputs={{"all": collect(items)}})
@@ -58,7 +65,7 @@ PIPELINE = f"""
         (HERE / "total-started").touch()
         while not (HERE / "total-go").exists():
             time.sleep(0.01)
-        return sum(all)
+        return sum(item["v"] for item in all)
 """
 
 EXPECTED = sum(i * 3 for i in range(KEYS))
@@ -114,9 +121,10 @@ def _leave_unrecorded_files(root: Path) -> list[str]:
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="kills are Linux-checked")
-def test_gc_during_a_run_keeps_what_it_wrote_where_a_killed_run_left_files(project: Path
-                                                                           ) -> None:
-    write(project, {"p.py": PIPELINE})
+@pytest.mark.parametrize("pad", [70_000, 0], ids=["own-files", "packed"])
+def test_gc_during_a_run_keeps_what_it_wrote_where_a_killed_run_left_files(project: Path,
+                                                                           pad: int) -> None:
+    write(project, {"p.py": PIPELINE.format(keys=KEYS, pad=pad)})
     left = _leave_unrecorded_files(project)
     assert left, "the killed run left no unrecorded file"
 
@@ -137,11 +145,13 @@ def test_gc_during_a_run_keeps_what_it_wrote_where_a_killed_run_left_files(proje
     assert json.loads(out)["final_output"] == EXPECTED
 
     evicted = {e["path"] for e in json.loads(gc_out)["evicted"]}
-    assert evicted & set(left) == set()  # the run rewrote and recorded each of them
-    recorded = db_rows(project, "SELECT m.artifact_path FROM materializations m JOIN runs r "
-                       "USING (run_id) WHERE r.status = 'success' AND m.status = 'success'")
-    assert {p for (p,) in recorded} >= set(left)
-    assert [p for (p,) in recorded if not (project / p).exists()] == []
+    recorded = {file_of(p) for (p,) in db_rows(
+        project, "SELECT m.artifact_path FROM materializations m JOIN runs r USING (run_id) "
+        "WHERE r.status = 'success' AND m.status = 'success'")}
+    assert evicted & recorded == set()
+    assert [p for p in recorded if not (project / p).exists()] == []
+    if pad:  # the run rewrote and recorded each file the killed run left
+        assert evicted & set(left) == set() and recorded >= set(left)
 
     again = barca(project, "get", "total", "p.py").expect(0).json
     assert again["steps_executed"] == 0
