@@ -34,11 +34,18 @@ del TYPE_CHECKING
 
 
 def __getattr__(name: str) -> object:
-    module = _HOME.get(name)
-    if module is None:
-        raise AttributeError(f"module 'barca' has no attribute {name!r}")
+    """A public name, loaded from its module; or a submodule not imported yet (`barca.api`,
+    which the published barca's scripts call as `barca.api.run`)."""
     import importlib
 
+    module = _HOME.get(name)
+    if module is None:
+        try:
+            return importlib.import_module(f"barca.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"barca.{name}":
+                raise
+            raise AttributeError(f"module 'barca' has no attribute {name!r}") from None
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value  # later lookups find it without this hook
     return value

@@ -87,3 +87,10 @@ def test_barca_plan_stays_the_function_after_the_planner_package_loaded():
         "from barca.planner.model import NodePlan\n"
         "print(json.dumps([before, callable(barca.plan)]))")
     assert kinds == [True, True]
+
+
+def test_a_submodule_is_reached_as_an_attribute_without_importing_it_first():
+    """Scripts written for the published barca call `barca.api.run` after `import barca`."""
+    found = fresh("import barca, json\n"
+                  "print(json.dumps([callable(barca.api.run), hasattr(barca, 'no_such')]))")
+    assert found == [True, False]
