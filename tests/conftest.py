@@ -410,6 +410,16 @@ def poll(fn: Callable[[], Any], what: str, timeout: float = 30.0, every: float =
     raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
 
 
+def result_bytes(root: Path, artifact_path: str) -> bytes:
+    """The bytes of a recorded result (`artifact_path`, project-relative): its file, or for
+    a small result packed with others (`<pack>@<offset>:<length>`, store.packs) its range."""
+    from barca.store.packs import split_range
+
+    file, offset, length = split_range(artifact_path)
+    data = (root / file).read_bytes()
+    return data if offset is None else data[offset:offset + length]
+
+
 def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 

@@ -92,6 +92,7 @@ def test_three_changed_retailers_of_twenty_give_the_seeds_shapes(project: Path) 
         for row, retailer in zip(table[i + 1:i + 4], CHANGED):
             assert row[:2] == [f"pipeline.py:{node}[retailer={retailer}]", "success"]
             assert row[4] == "-" and re.fullmatch(r"[0-9a-f]{12}", row[5])
-            assert row[6].startswith(f".barca/artifacts/pipeline.py--{node}/retailer_"
-                                     f"{retailer}.") and "(json, " in row[6]
+            # each key's small result is a range of a pack of its node (store.packs)
+            assert re.fullmatch(rf"\.barca/artifacts/pipeline\.py--{node}/[0-9a-f]{{16}}\.pack"
+                                rf"@\d+:\d+ \(json, \d+ B\)", row[6]), row[6]
     assert len(table) == 10

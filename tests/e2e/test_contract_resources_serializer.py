@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import barca, write
+from conftest import barca, db_rows, write
 
 PIPELINE = """
     import pyarrow as pa
@@ -48,9 +48,11 @@ def test_a_forced_parquet_on_a_dict_is_stored_as_pickle_with_a_warning(tmp_path:
     assert "pipeline.py:table" not in got.stderr
     # the value comes back whole, from pickle
     assert got.json["targets"]["uses"]["final_output"] == 6
+    formats = [f for (f,) in db_rows(tmp_path, "SELECT format FROM materializations WHERE "
+                                     "status = 'success' AND node_id != 'pipeline.py:uses'")]
+    assert sorted(formats) == ["csv", "parquet", "pickle", "pickle", "pickle"]
     stored = sorted(p.suffix for p in (tmp_path / ".barca" / "artifacts").rglob("*.*"))
-    assert stored.count(".pkl") == 3 and stored.count(".parquet") == 1
-    assert stored.count(".csv") == 1
+    assert stored.count(".parquet") == 1 and stored.count(".csv") == 1  # tables: own files
     # a cached run writes nothing, so it has nothing to say
     again = barca(tmp_path, "get", "uses", "pipeline.py").expect(0)
     assert again.json["warnings"] == [] and "warning" not in again.stderr

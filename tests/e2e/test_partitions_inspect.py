@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import barca, write
+from conftest import barca, result_bytes, write
 
 PIPELINE = """
     import json
@@ -57,8 +57,7 @@ def test_history_of_a_run_has_one_step_per_key_that_ran(ran) -> None:
                    ("pipeline.py:scored", "retailer=r2", "success")]
     for step in one["steps"]:
         if step["partition_key"]:
-            artifact = root / step["artifact_path"]
-            assert json.loads(artifact.read_text())["rows"] == 20
+            assert json.loads(result_bytes(root, step["artifact_path"]))["rows"] == 20
     every = barca(root, "history", first, "--json").expect(0).json
     assert len(every["steps"]) == 7
     assert every["steps_page"]["total"] == 7

@@ -26,17 +26,20 @@ ARTIFACTS = """
         def __init__(self, v):
             self.v = v
 
+    PAD = "x" * 70_000  # past the pack threshold: a file of its own per key (store.packs)
+
     @asset(partitions={"region": partitions(["emea", "amer"])})
     def sales(region: str) -> dict:
-        return {"region": region}
+        return {"region": region, "pad": PAD}
 
     @asset(partitions={"region": partitions_from(sales)})
     def boxed(region: str, sales: dict) -> object:
-        return Box(sales["region"])
+        return Box(sales["region"] + PAD)
 """
 
 
 def test_each_key_has_its_own_artifact_named_file_node_dim_key_run_hash(project: Path) -> None:
+    """A result too big for a pack; a small one shares a pack of its node (test_packs.py)."""
     write(project, {"pipeline.py": ARTIFACTS})
     got = barca(project, "get", "boxed", "pipeline.py").expect(0)
     steps = barca(project, "history", got.json["run_id"], "--json").expect(0).json["steps"]
@@ -51,7 +54,7 @@ def test_each_key_has_its_own_artifact_named_file_node_dim_key_run_hash(project:
         assert re.fullmatch(r"[0-9a-f]{12,64}", step["run_hash"])
     sales = project / ".barca/artifacts/pipeline.py--sales"
     (only,) = sales.glob("region_amer.*")
-    assert json.loads(only.read_text()) == {"region": "amer"}
+    assert json.loads(only.read_text())["region"] == "amer"
     assert {s["artifact_format"] for s in steps if "boxed" in s["node_id"]} == {"pickle"}
 
 
@@ -74,13 +77,13 @@ def test_any_key_string_stays_inside_its_node_directory_and_never_shares_a_file(
 
         @asset(partitions={"k": partitions_from(names)})
         def value(k: str) -> str:
-            return "v:" + k
+            return "v:" + k + "x" * 70_000  # a file of its own per key, not a pack's range
     """})
     (project / "keys.json").write_text(json.dumps(ODD_KEYS))
     assert len("x" * 300) == 300 and len(("日本語" * 40).encode()) == 360
 
     got = barca(project, "get", "value", "pipeline.py").expect(0)
-    assert got.json["final_output"] == {f"k={k}": f"v:{k}" for k in ODD_KEYS}
+    assert got.json["final_output"] == {f"k={k}": f"v:{k}" + "x" * 70_000 for k in ODD_KEYS}
 
     # every file barca wrote is under .barca/, artifacts under .barca/artifacts/
     outside = [p for p in project.rglob("*") if p.is_file() and ".barca" not in p.parts
@@ -94,7 +97,7 @@ def test_any_key_string_stays_inside_its_node_directory_and_never_shares_a_file(
     for f in files:
         assert f.is_file() and len(f.name.encode()) <= 255 and not f.name.startswith(".")
     contents = sorted(json.loads(f.read_text()) for f in files)
-    assert contents == sorted(f"v:{k}" for k in ODD_KEYS)
+    assert contents == sorted(f"v:{k}" + "x" * 70_000 for k in ODD_KEYS)
 
     # each key's value reads back under its own name: from its own recorded artifact...
     steps = barca(project, "history", got.json["run_id"], "--json").expect(0).json["steps"]
@@ -104,7 +107,7 @@ def test_any_key_string_stays_inside_its_node_directory_and_never_shares_a_file(
         key = step["partition_key"].removeprefix("k=")
         path = (project / step["artifact_path"]).resolve()
         assert path.is_relative_to(artifacts)
-        assert json.loads(path.read_text()) == f"v:{key}"
+        assert json.loads(path.read_text()) == f"v:{key}" + "x" * 70_000
     # ...and from cache on the next run
     again = barca(project, "get", "value", "pipeline.py").expect(0)
     assert again.json["steps_executed"] == 0

@@ -1,6 +1,8 @@
 """A project made by a barca that kept a directory per partition key (schema 4 and earlier)
 is moved to one directory per node by the first command of this one: every result stays
-cached and reads back intact, even when an earlier upgrade was cut off halfway."""
+cached and reads back intact, even when an earlier upgrade was cut off halfway. (Those
+barcas wrote every result to a file of its own: the results here are padded past the pack
+threshold, so that this barca writes them so too, store.packs.)"""
 
 from __future__ import annotations
 
@@ -20,12 +22,12 @@ PIPELINE = """
     @asset(partitions={"k": partitions(["a", "b/c", "d"])})
     def load(k: str) -> dict:
         _ran("load " + k)
-        return {"k": k}
+        return {"k": k, "pad": "x" * 70_000}
 
     @asset(partitions={"k": partitions(["a", "b/c", "d"])}, inputs={"load": load})
     def score(k: str, load: dict) -> dict:
         _ran("score " + k)
-        return {"k": k, "load": load}
+        return {"k": k, "load": load["k"], "pad": load["pad"]}
 
     @asset(inputs={"score": collect(score)})
     def total(score: list) -> int:
@@ -82,7 +84,7 @@ def test_results_in_key_directories_move_to_their_node_directory_and_stay_cached
         "pipeline.py--load", "pipeline.py--score", "pipeline.py--total"]
 
     got = barca(project, "get", "score", "pipeline.py", "--partition", "k=b/c").expect(0)
-    assert got.json["final_output"] == {"k=b/c": {"k": "b/c", "load": {"k": "b/c"}}}
+    assert got.json["final_output"] == {"k=b/c": {"k": "b/c", "load": "b/c", "pad": "x" * 70_000}}
     history = barca(project, "history", first.json["run_id"], "--json").expect(0).json
     paths = [s["artifact_path"] for s in history["steps"] if s.get("artifact_path")]
     assert paths and all((project / p).is_file() for p in paths)
@@ -119,8 +121,8 @@ def test_a_schema_6_database_has_its_results_indexed_by_key_and_keeps_its_cache(
     results are still found by (key, run hash): code changed and changed back runs nothing."""
     write(project, {"pipeline.py": PIPELINE})
     barca(project, "get", "total", "pipeline.py").expect(0)
-    edited = PIPELINE.replace('return {"k": k, "load": load}',
-                              'return {"k": k, "load": load, "v": 2}')
+    edited = PIPELINE.replace('"pad": load["pad"]}', '"pad": load["pad"], "v": 2}')
+    assert edited != PIPELINE
     write(project, {"pipeline.py": edited})
     barca(project, "get", "total", "pipeline.py").expect(0)
     take_executed(project)

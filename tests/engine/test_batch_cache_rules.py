@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conftest import barca_here, take_calls, write
+from conftest import barca_here, result_bytes, take_calls, write
 from engine_runs import Engine, engine  # noqa: F401 (the fixture)
 
 PIPELINE = """
@@ -102,7 +102,7 @@ def test_the_grouping_changes_no_run_hash_and_no_artifact(engine: Engine) -> Non
         write(root, {"barca.toml": ""})
         setup(root)
         got = Engine(root).get("scored", "pipeline.py", batch=batch).expect(0)
-        runs[name] = {key: (s["run_hash"], (root / s["artifact_path"]).read_bytes()
+        runs[name] = {key: (s["run_hash"], result_bytes(root, s["artifact_path"])
                             if s["artifact_path"] else None)
                       for key, s in keys_of(root, got.json["run_id"]).items()}
         calls = take_calls(root)

@@ -20,6 +20,7 @@ from barca.errors import UsageError
 from barca.printable import note, printable_lines
 from barca.store import history as store
 from barca.store.db import Connection
+from barca.store.packs import file_of
 from barca.views.history import (DEFAULT_RUNS, RUN_FIELDS, RUN_STATUSES, find_run, open_history,
                                  run_detail_json, runs_json, select_runs)
 from barca.views.plan_text import first_line, human_size, plural
@@ -225,7 +226,7 @@ def _steps_table(steps: list[store.StepRow], summaries: list[store.NodeSummary],
 def _artifact_cell(step: store.StepRow, root: Path) -> str:
     if not step.artifact_path:
         return "-"
-    gone = "" if (root / step.artifact_path).exists() else ", removed"
+    gone = "" if (root / file_of(step.artifact_path)).exists() else ", removed"
     return (f"{step.artifact_path} ({step.format}, {human_size(step.size_bytes)}"
             f"{gone})")
 
