@@ -60,6 +60,9 @@ def test_dry_run_lists_superseded_files_oldest_first_and_removes_nothing(
     times = [os.stat(versions / p).st_mtime for p in paths]
     assert times == sorted(times)
     assert body["size_bytes"] - body["evicted_bytes"] == body["after_bytes"]
+    on_disk = sum(f.stat().st_blocks * 512 for f in (versions / ".barca" / "artifacts").rglob("*")
+                  if f.is_file())
+    assert body["size_bytes"] == on_disk  # the space the files take, as `du` counts it
 
 
 def test_gc_removes_superseded_files_and_keeps_every_current_result(versions: Path) -> None:

@@ -114,8 +114,14 @@ def _walk(artifacts: Path) -> list[Seen]:
                 info = path.lstat()
             except OSError:
                 continue
-            out.append((path, info.st_size, info.st_mtime, (info.st_ino, info.st_mtime_ns)))
+            out.append((path, _on_disk(info), info.st_mtime, (info.st_ino, info.st_mtime_ns)))
     return out
+
+
+def _on_disk(info: os.stat_result) -> int:
+    """The disk space a file takes, as `du` counts it (its allocated blocks): 400,000 small
+    files take 1.6 GB, not the 35 MB their bytes add up to."""
+    return info.st_blocks * 512 if hasattr(info, "st_blocks") else info.st_size
 
 
 def _last_recorded(conn: Any) -> int:
