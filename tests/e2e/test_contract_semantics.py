@@ -14,35 +14,7 @@ from pathlib import Path
 import pytest
 
 from conftest import barca, edit, take_executed, write
-
-
-SELECTION = """
-    from barca import asset, collect, partitions, partitions_from, task
-
-    def _ran(name):
-        with open("executed.log", "a") as fh:
-            fh.write(name + "\\n")
-
-    @asset(partitions={"k": partitions(["a", "b", "c"])})
-    def load(k: str) -> str:
-        _ran("load " + k)
-        return "v-" + k
-
-    @asset(inputs={"all": collect(load)})
-    def total(all: list) -> int:
-        _ran("total")
-        return len(all)
-
-    @asset(inputs={"total": total})
-    def report(total: int) -> str:
-        _ran("report")
-        return f"{total} keys"
-
-    @task(inputs={"all": collect(load)})
-    def publish(all: list) -> int:
-        _ran("publish")
-        return len(all)
-"""
+from rule_pipelines.semantics import MANUAL, SELECTION
 
 
 @pytest.mark.parametrize("args", [
@@ -101,36 +73,6 @@ def test_a_new_element_of_a_list_asset_runs_only_its_key(project: Path) -> None:
     edit(project / "pipeline.py", 'return ["a", "b", "c"]', 'return ["a", "c"]')
     assert barca(project, "get", "per", "pipeline.py").expect(0).json["steps_executed"] == 1
     assert take_executed(project) == ["ids"]
-
-
-MANUAL = """
-    from pathlib import Path
-    from barca import Manual, asset, partitions
-
-    def _ran(name):
-        with open("executed.log", "a") as fh:
-            fh.write(name + "\\n")
-
-    @asset()
-    def base() -> str:
-        _ran("base")
-        return "base"
-
-    @asset(freshness=Manual, inputs={"base": base})
-    def snapshot(base: str) -> str:
-        _ran("snapshot")
-        return Path("source.txt").read_text()
-
-    @asset(inputs={"snapshot": snapshot})
-    def reader(snapshot: str) -> str:
-        _ran("reader")
-        return snapshot.upper()
-
-    @asset(partitions={"k": partitions(["a", "b"])}, inputs={"snapshot": snapshot})
-    def per(k: str, snapshot: str) -> str:
-        _ran("per " + k)
-        return k + snapshot
-"""
 
 
 def test_a_manual_asset_is_computed_once_then_kept_until_refreshed(project: Path) -> None:

@@ -12,7 +12,6 @@ tests/engine/test_partition_dry_run_rules.py.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from pathlib import Path
@@ -20,45 +19,14 @@ from pathlib import Path
 import pytest
 
 from conftest import barca, lines, write
-
-PIPELINE = """
-    import json
-    from pathlib import Path
-    from barca import asset, partitions_from, sensor
-
-    @sensor()
-    def retailer_versions() -> dict:
-        return json.loads(Path("versions.json").read_text())
-
-    @asset(partitions={"retailer": partitions_from(retailer_versions)})
-    def cleaned(retailer: str, retailer_versions) -> str:
-        with open("executed.log", "a") as fh:
-            fh.write(retailer + "\\n")
-        return f"{retailer}@{retailer_versions}"
-"""
-
-# declared in reverse, so that lexical order differs from the dict's order
-KEYS = [f"r{i:02d}" for i in reversed(range(30))]
-
-
-def _versions(root: Path, changed: range = range(0), new: int = 0) -> None:
-    versions = {k: 1 for k in KEYS}
-    for i in changed:
-        versions[f"r{i:02d}"] = 2
-    for i in range(new):
-        versions[f"n{i:02d}"] = 0
-    (root / "versions.json").write_text(json.dumps(versions))
-
-
-def _snapshot(root: Path) -> dict[str, str]:
-    return {p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted((root / ".barca").rglob("*")) if p.is_file()}
+from rule_pipelines.partition_dry_run import (BASE, CHAIN, PIPELINE, store_snapshot,
+                                               write_versions)
 
 
 @pytest.fixture
 def warm(project: Path) -> Path:
     write(project, {"pipeline.py": PIPELINE})
-    _versions(project)
+    write_versions(project)
     barca(project, "get", "cleaned", "pipeline.py").expect(0)
     (project / "executed.log").unlink()
     return project
@@ -66,7 +34,7 @@ def warm(project: Path) -> Path:
 
 def test_dry_run_table_line_names_the_keys_that_fit_then_a_count_and_the_cause(
         warm: Path) -> None:
-    _versions(warm, changed=range(5, 29))                # 24 of 30
+    write_versions(warm, changed=range(5, 29))           # 24 of 30
     dry = barca(warm, "get", "cleaned", "pipeline.py", "--dry-run", "--pretty").expect(0)
     row = next(line for line in dry.stdout.splitlines() if line.startswith("partial"))
     m = re.fullmatch(r"partial\s+6 of 30 keys cached; will run: (?P<keys>.*) and (?P<more>\d+) "
@@ -83,7 +51,7 @@ def test_dry_run_table_line_names_the_keys_that_fit_then_a_count_and_the_cause(
 
 
 def test_dry_run_table_line_for_one_changed_key(warm: Path) -> None:
-    _versions(warm, changed=range(10, 11))
+    write_versions(warm, changed=range(10, 11))
     dry = barca(warm, "get", "cleaned", "pipeline.py", "--dry-run", "--pretty").expect(0)
     assert re.search(r"^partial\s+29 of 30 keys cached; will run: retailer=r10 "
                      r"\(value pipeline\.py:retailer_versions changed\)\s+pipeline\.py:cleaned$",
@@ -91,40 +59,6 @@ def test_dry_run_table_line_for_one_changed_key(warm: Path) -> None:
     assert re.search(r"^will run\s+sensors always re-run\s+pipeline\.py:retailer_versions$",
                      dry.stdout, re.M), dry.stdout
     assert "+" not in dry.stdout.split("retailer=r10", 1)[1].splitlines()[0]
-
-
-CHAIN = """
-    import json
-    from pathlib import Path
-    from barca import asset, collect, partitions_from, sensor
-
-    def _ran(name):
-        with open("executed.log", "a") as fh:
-            fh.write(name + "\\n")
-
-    @sensor()
-    def versions() -> dict:
-        return json.loads(Path("versions.json").read_text())
-
-    @asset(partitions={"k": partitions_from(versions)})
-    def cleaned(k: str, versions) -> dict:
-        _ran("cleaned k=" + k)
-        if versions == "fail":
-            raise ValueError("cannot clean " + k)
-        return {"k": k, "v": versions}
-
-    @asset(partitions={"k": partitions_from(cleaned)})
-    def scored(k: str, cleaned: dict) -> str:
-        _ran("scored k=" + k)
-        return f"{k}={cleaned['v']}"
-
-    @asset(inputs={"all": collect(scored)})
-    def summary(all: list) -> list:
-        _ran("summary")
-        return all
-"""
-
-BASE = {"a": 1, "b": 1, "c": 1, "d": 1}
 
 
 # every case: tests/engine/test_partition_dry_run_rules.py
@@ -140,14 +74,14 @@ def test_dry_run_predicts_exactly_the_keys_the_real_run_executes(project: Path, 
         barca(project, "get", "summary", "pipeline.py").expect(1 if warm == "failed" else 0)
         (project / "executed.log").unlink()
     (project / "versions.json").write_text(json.dumps(versions))
-    before = _snapshot(project) if warm else None
+    before = store_snapshot(project) if warm else None
 
     # summary reads every key: with --partition it is in the run (skipped), not its target
     target = [] if "--partition" in flags else ["summary"]
     dry = barca(project, "get", *target, "pipeline.py", "--dry-run", *flags).expect(0)
     assert not (project / "executed.log").exists()
     if warm:
-        assert _snapshot(project) == before
+        assert store_snapshot(project) == before
     else:
         assert not (project / ".barca").exists()
 

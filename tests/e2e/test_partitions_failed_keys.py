@@ -16,38 +16,13 @@ from pathlib import Path
 import pytest
 
 from conftest import barca, take_executed, write
-
-PIPELINE = """
-    from pathlib import Path
-    from barca import asset, collect, partitions, partitions_from
-
-    def _ran(name):
-        with open("executed.log", "a") as fh:
-            fh.write(name + "\\n")
-
-    @asset(partitions={"k": partitions(["a", "b", "c", "d"])})
-    def load(k: str) -> str:
-        _ran("load " + k)
-        if Path("fail_" + k).exists():
-            raise ValueError("boom on " + k)
-        return "v-" + k
-
-    @asset(partitions={"k": partitions_from(load)})
-    def score(k: str, load: str) -> str:
-        _ran("score " + k)
-        return load + "!"
-
-    @asset(inputs={"all": collect(score)})
-    def total(all: list) -> list:
-        _ran("total")
-        return all
-"""
+from rule_pipelines.partition_selection import FAILING
 
 
 @pytest.fixture
 def failing(project: Path) -> Path:
     """The pipeline after a first run in which keys b and d of `load` failed."""
-    write(project, {"pipeline.py": PIPELINE, "fail_b": "", "fail_d": ""})
+    write(project, {"pipeline.py": FAILING, "fail_b": "", "fail_d": ""})
     return project
 
 

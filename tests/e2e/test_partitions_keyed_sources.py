@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from conftest import barca, lines, take_executed, write
+from rule_pipelines.keyed import CHAIN, MODES, write_versions
 
 # ---------------------------------------------------------------------------------------------
 # The seed example (verbatim pipeline), over a warehouse.duckdb built in the test directory.
@@ -129,38 +130,6 @@ def test_the_bundled_keyed_example_runs_as_its_docstring_says(tmp_path: Path) ->
     assert bad.returncode == 2 and "warehouse.py build 10000" in bad.stderr
 
 
-MODES = """
-    from pathlib import Path
-    from barca import asset, partitions_from, sensor
-
-    @sensor()
-    def src() -> dict:
-        mode = Path("mode.txt").read_text().strip()
-        if mode == "good":
-            return {1: "one", 2: "two"}
-        if mode == "good3":
-            return {1: "one", 2: "two", 3: "three"}
-        if mode == "set":
-            return {1: "one", 2: {"not", "json"}}
-        if mode == "nan":
-            return {1: "one", "oops": float("nan")}
-        if mode == "object":
-            return {1: "one", "weird": object()}
-        if mode == "collide":
-            return {1: "one", "1": "uno"}
-        if mode == "bool":
-            return {True: "yes"}
-        if mode == "bigint":
-            return {1: 2 ** 70}
-
-    @asset(partitions={"k": partitions_from(src)})
-    def use(k: str, src) -> str:
-        with open("executed.log", "a") as fh:
-            fh.write(k + "\\n")
-        return f"{type(k).__name__}:{k}:{src}"
-"""
-
-
 @pytest.fixture
 def modes(project: Path) -> Path:
     return write(project, {"pipeline.py": MODES, "mode.txt": "good"})
@@ -195,44 +164,10 @@ def test_a_value_that_is_not_json_writable_fails_the_sensor_naming_the_key_and_k
     assert sorted(lines(modes / "executed.log")) == ["1", "2", "3"]
 
 
-CHAIN = """
-    import json
-    from pathlib import Path
-    from barca import asset, collect, partitions_from, sensor
-
-    def _ran(name):
-        with open("executed.log", "a") as fh:
-            fh.write(name + "\\n")
-
-    @sensor()
-    def versions() -> dict:
-        return json.loads(Path("versions.json").read_text())
-
-    @asset(partitions={"k": partitions_from(versions)})
-    def cleaned(k: str, versions) -> dict:
-        _ran("cleaned " + k)
-        return {"k": k, "v": versions}
-
-    @asset(partitions={"k": partitions_from(cleaned)})
-    def scored(k: str, cleaned: dict) -> str:
-        _ran("scored " + k)
-        return f"{k}:{json.dumps(cleaned['v'], sort_keys=True)}"
-
-    @asset(inputs={"all": collect(scored)})
-    def summary(all: list) -> list:
-        _ran("summary")
-        return all
-"""
-
-
-def _versions(root: Path, text: str) -> None:
-    (root / "versions.json").write_text(text)
-
-
 @pytest.fixture
 def chain(project: Path) -> Path:
     write(project, {"pipeline.py": CHAIN})
-    _versions(project, '{"c": 1, "a": 1, "b": 1}')
+    write_versions(project, '{"c": 1, "a": 1, "b": 1}')
     barca(project, "get", "summary", "pipeline.py").expect(0)
     assert take_executed(project) == ["cleaned a", "cleaned b", "cleaned c",
                                       "scored a", "scored b", "scored c", "summary"]
@@ -246,7 +181,7 @@ def test_an_unchanged_value_is_cached_and_so_is_everything_below_it(chain: Path)
                                 "summary": "cached"}
     assert take_executed(chain) == []
 
-    _versions(chain, '{"c": 1, "a": 1, "b": 2}')
+    write_versions(chain, '{"c": 1, "a": 1, "b": 2}')
     one = barca(chain, "get", "summary", "pipeline.py").expect(0)
     assert one.json["steps_executed"] == 4  # sensor, cleaned b, scored b, summary
     assert one.steps["cleaned"]["partitions"]["will_run_keys"] == ["k=b"]

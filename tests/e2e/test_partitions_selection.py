@@ -16,34 +16,7 @@ from pathlib import Path
 import pytest
 
 from conftest import barca, take_executed, write
-
-PIPELINE = """
-    from barca import asset, collect, partitions, partitions_from
-
-    def _ran(name):
-        with open("executed.log", "a") as fh:
-            fh.write(name + "\\n")
-
-    @asset(partitions={"k": partitions(["a", "b", "c", "d"])})
-    def load(k: str) -> str:
-        _ran("load " + k)
-        return "v-" + k
-
-    @asset(partitions={"k": partitions_from(load)})
-    def score(k: str, load: str) -> str:
-        _ran("score " + k)
-        return load + "!"
-
-    @asset(inputs={"all": collect(score)})
-    def total(all: list) -> list:
-        _ran("total")
-        return all
-
-    @asset(partitions={"region": partitions(["emea", "amer"]), "day": partitions(["d1", "d2"])})
-    def grid(region: str, day: str) -> str:
-        _ran(f"grid {region} {day}")
-        return f"{region}/{day}"
-"""
+from rule_pipelines.partition_selection import PIPELINE
 
 
 @pytest.fixture

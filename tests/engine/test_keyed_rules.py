@@ -11,12 +11,12 @@ tests check what really executed as well as what barca reports.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from conftest import barca_here, edit, lines, take_executed, write
 from engine_runs import Engine, engine  # noqa: F401 (the fixture)
+from rule_pipelines.keyed import CHAIN, MODES, write_versions
 
 FORMS = """
     import json
@@ -111,38 +111,6 @@ def test_partitions_from_a_dict_gives_each_key_only_its_own_value(forms: Engine)
                                                    "k=c": "only-c"}
 
 
-MODES = """
-    from pathlib import Path
-    from barca import asset, partitions_from, sensor
-
-    @sensor()
-    def src() -> dict:
-        mode = Path("mode.txt").read_text().strip()
-        if mode == "good":
-            return {1: "one", 2: "two"}
-        if mode == "good3":
-            return {1: "one", 2: "two", 3: "three"}
-        if mode == "set":
-            return {1: "one", 2: {"not", "json"}}
-        if mode == "nan":
-            return {1: "one", "oops": float("nan")}
-        if mode == "object":
-            return {1: "one", "weird": object()}
-        if mode == "collide":
-            return {1: "one", "1": "uno"}
-        if mode == "bool":
-            return {True: "yes"}
-        if mode == "bigint":
-            return {1: 2 ** 70}
-
-    @asset(partitions={"k": partitions_from(src)})
-    def use(k: str, src) -> str:
-        with open("executed.log", "a") as fh:
-            fh.write(k + "\\n")
-        return f"{type(k).__name__}:{k}:{src}"
-"""
-
-
 @pytest.fixture
 def modes(engine: Engine) -> Engine:
     write(engine.root, {"pipeline.py": MODES, "mode.txt": "good"})
@@ -204,44 +172,10 @@ def test_a_big_integer_value_is_json_writable(modes: Engine) -> None:
     assert got.json["final_output"] == {"k=1": f"str:1:{2 ** 70}"}
 
 
-CHAIN = """
-    import json
-    from pathlib import Path
-    from barca import asset, collect, partitions_from, sensor
-
-    def _ran(name):
-        with open("executed.log", "a") as fh:
-            fh.write(name + "\\n")
-
-    @sensor()
-    def versions() -> dict:
-        return json.loads(Path("versions.json").read_text())
-
-    @asset(partitions={"k": partitions_from(versions)})
-    def cleaned(k: str, versions) -> dict:
-        _ran("cleaned " + k)
-        return {"k": k, "v": versions}
-
-    @asset(partitions={"k": partitions_from(cleaned)})
-    def scored(k: str, cleaned: dict) -> str:
-        _ran("scored " + k)
-        return f"{k}:{json.dumps(cleaned['v'], sort_keys=True)}"
-
-    @asset(inputs={"all": collect(scored)})
-    def summary(all: list) -> list:
-        _ran("summary")
-        return all
-"""
-
-
-def _versions(root: Path, text: str) -> None:
-    (root / "versions.json").write_text(text)
-
-
 @pytest.fixture
 def chain(engine: Engine) -> Engine:
     write(engine.root, {"pipeline.py": CHAIN})
-    _versions(engine.root, '{"c": 1, "a": 1, "b": 1}')
+    write_versions(engine.root, '{"c": 1, "a": 1, "b": 1}')
     engine.get("summary", "pipeline.py").expect(0)
     assert take_executed(engine.root) == ["cleaned a", "cleaned b", "cleaned c",
                                           "scored a", "scored b", "scored c", "summary"]
@@ -249,7 +183,7 @@ def chain(engine: Engine) -> Engine:
 
 
 def test_a_new_key_runs_only_that_key(chain: Engine) -> None:
-    _versions(chain.root, '{"c": 1, "a": 1, "b": 1, "d": 5}')
+    write_versions(chain.root, '{"c": 1, "a": 1, "b": 1, "d": 5}')
     got = chain.get("summary", "pipeline.py").expect(0)
     assert got.steps["cleaned"]["partitions"] == {
         "total": 4, "cached": 3, "will_run": 1, "will_run_keys": ["k=d"]}
@@ -258,13 +192,13 @@ def test_a_new_key_runs_only_that_key(chain: Engine) -> None:
 
 
 def test_a_removed_key_runs_nothing_and_is_no_longer_returned(chain: Engine) -> None:
-    _versions(chain.root, '{"c": 1, "a": 1}')
+    write_versions(chain.root, '{"c": 1, "a": 1}')
     got = chain.get("scored", "pipeline.py").expect(0)
     assert got.json["steps_executed"] == 1
     assert got.json["final_output"] == {"k=a": "a:1", "k=c": "c:1"}
     assert take_executed(chain.root) == []
     # a key that comes back with its old value is served from its kept artifact
-    _versions(chain.root, '{"c": 1, "a": 1, "b": 1}')
+    write_versions(chain.root, '{"c": 1, "a": 1, "b": 1}')
     back = chain.get("scored", "pipeline.py").expect(0)
     assert back.json["steps_executed"] == 1
     assert take_executed(chain.root) == []
@@ -279,15 +213,15 @@ def test_collect_gets_keys_in_sorted_order_and_reruns_on_add_remove_and_recomput
         return got.statuses()["summary"], got.json["final_output"]
 
     assert summary() == ("cached", ["a:1", "b:1", "c:1"])   # sorted, not the dict's order
-    _versions(chain.root, '{"b": 1, "c": 1, "a": 1}')
+    write_versions(chain.root, '{"b": 1, "c": 1, "a": 1}')
     assert summary() == ("cached", ["a:1", "b:1", "c:1"])   # reordered: nothing reruns
-    _versions(chain.root, '{"c": 1, "a": 1, "b": 1, "d": 1}')
+    write_versions(chain.root, '{"c": 1, "a": 1, "b": 1, "d": 1}')
     assert summary() == ("ran", ["a:1", "b:1", "c:1", "d:1"])   # added
-    _versions(chain.root, '{"c": 1, "a": 1, "d": 1}')
+    write_versions(chain.root, '{"c": 1, "a": 1, "d": 1}')
     assert summary() == ("ran", ["a:1", "c:1", "d:1"])          # removed
-    _versions(chain.root, '{"c": 1, "d": 1}')
+    write_versions(chain.root, '{"c": 1, "d": 1}')
     assert summary() == ("ran", ["c:1", "d:1"])                 # removed again
-    _versions(chain.root, '{"c": 1, "d": 2}')
+    write_versions(chain.root, '{"c": 1, "d": 2}')
     assert summary() == ("ran", ["c:1", "d:2"])                 # recomputed
     assert summary() == ("cached", ["c:1", "d:2"])
     assert take_executed(chain.root) == ["cleaned d", "cleaned d", "scored d", "scored d",
@@ -307,17 +241,17 @@ def test_editing_the_sensor_code_reruns_every_key(chain: Engine) -> None:
 
 def test_a_keys_value_is_hashed_as_canonical_json(chain: Engine) -> None:
     root = chain.root
-    _versions(root, '{"c": 1, "a": {"x": 1, "y": [1, {"p": 1, "q": 2}]}, "b": 1}')
+    write_versions(root, '{"c": 1, "a": {"x": 1, "y": [1, {"p": 1, "q": 2}]}, "b": 1}')
     chain.get("scored", "pipeline.py").expect(0)
     assert take_executed(root) == ["cleaned a", "scored a"]
     # same values, every object written in another order, whitespace added
-    _versions(root, '{"b": 1,\n "a": {"y": [1, {"q": 2, "p": 1}], "x": 1},\n "c": 1}')
+    write_versions(root, '{"b": 1,\n "a": {"y": [1, {"q": 2, "p": 1}], "x": 1},\n "c": 1}')
     got = chain.get("scored", "pipeline.py").expect(0)
     assert got.json["steps_executed"] == 1
     assert got.statuses() == {"versions": "ran", "cleaned": "cached", "scored": "cached"}
     assert take_executed(root) == []
     # a list's order is part of the value
-    _versions(root, '{"b": 1, "a": {"y": [{"q": 2, "p": 1}, 1], "x": 1}, "c": 1}')
+    write_versions(root, '{"b": 1, "a": {"y": [{"q": 2, "p": 1}, 1], "x": 1}, "c": 1}')
     moved = chain.get("scored", "pipeline.py").expect(0)
     assert moved.steps["cleaned"]["partitions"]["will_run_keys"] == ["k=a"]
     assert take_executed(root) == ["cleaned a", "scored a"]
@@ -325,12 +259,12 @@ def test_a_keys_value_is_hashed_as_canonical_json(chain: Engine) -> None:
 
 def test_an_empty_source_gives_no_keys_and_collect_receives_an_empty_list(
         chain: Engine) -> None:
-    _versions(chain.root, "{}")
+    write_versions(chain.root, "{}")
     got = chain.get("summary", "pipeline.py").expect(0)
     assert got.json["final_output"] == []
     assert got.steps["cleaned"]["partitions"]["total"] == 0
     assert take_executed(chain.root) == ["summary"]
-    _versions(chain.root, '{"a": 1}')                   # a key comes back: served from cache
+    write_versions(chain.root, '{"a": 1}')              # a key comes back: served from cache
     back = chain.get("summary", "pipeline.py").expect(0)
     assert back.json["final_output"] == ["a:1"]
     assert take_executed(chain.root) == ["summary"]
@@ -363,17 +297,17 @@ def test_a_reader_of_the_whole_source_is_cached_when_only_the_order_of_its_rows_
     query returning its rows in another order reruns nothing; readers get the dict in key order."""
     project = engine.root
     write(project, {"pipeline.py": WHOLE})
-    _versions(project, '{"c": 1, "a": {"x": 1, "y": 2}, "b": 1}')
+    write_versions(project, '{"c": 1, "a": {"x": 1, "y": 2}, "b": 1}')
     first = engine.get("everything", "pipeline.py").expect(0)
     assert first.json["final_output"] == [["a", {"x": 1, "y": 2}], ["b", 1], ["c", 1]]
     assert take_executed(project) == ["everything"]
 
-    _versions(project, '{"b": 1, "a": {"y": 2, "x": 1}, "c": 1}')
+    write_versions(project, '{"b": 1, "a": {"y": 2, "x": 1}, "c": 1}')
     again = engine.get("everything", "pipeline.py").expect(0)
     assert again.statuses()["everything"] == "cached"
     assert take_executed(project) == []
 
-    _versions(project, '{"b": 2, "a": {"y": 2, "x": 1}, "c": 1}')
+    write_versions(project, '{"b": 2, "a": {"y": 2, "x": 1}, "c": 1}')
     changed = engine.get("everything", "pipeline.py").expect(0)
     assert changed.statuses()["everything"] == "ran"
     assert changed.json["final_output"] == [["a", {"x": 1, "y": 2}], ["b", 2], ["c", 1]]

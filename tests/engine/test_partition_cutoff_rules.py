@@ -14,49 +14,7 @@ import pytest
 
 from conftest import edit, take_executed, write
 from engine_runs import Engine, engine  # noqa: F401 (the fixture)
-
-CUTOFF = """
-    import json
-    from pathlib import Path
-    from barca import asset, partitions, partitions_from, sensor
-
-    def _ran(name):
-        with open("executed.log", "a") as fh:
-            fh.write(name + "\\n")
-
-    @sensor()
-    def rates_file() -> str:
-        return Path("rates.txt").read_text()
-
-    @asset(inputs={"raw": rates_file}, cutoff=True)
-    def rates(raw: str) -> dict:
-        _ran("rates")
-        return {"rate": int(raw.split()[0])}          # the comment after the rate is dropped
-
-    @asset(partitions={"region": partitions(["emea", "amer", "apac"])}, inputs={"rates": rates})
-    def priced(region: str, rates: dict) -> str:
-        _ran("priced " + region)
-        return f"{region}:{rates['rate']}"
-
-    @asset(partitions={"region": partitions_from(priced)})
-    def report(region: str, priced: str) -> str:
-        _ran("report " + region)
-        return priced.upper()
-
-    @sensor()
-    def manifest() -> str:
-        return Path("manifest.json").read_text()
-
-    @asset(inputs={"m": manifest}, cutoff=True)
-    def keyed(m: str) -> dict:
-        _ran("keyed")
-        return json.loads(m)
-
-    @asset(partitions={"k": partitions_from(keyed)})
-    def per(k: str, keyed) -> str:
-        _ran("per " + k)
-        return f"{k}@{keyed}"
-"""
+from rule_pipelines.partition_cutoff import CUTOFF, SENSORS
 
 
 @pytest.fixture
@@ -96,29 +54,6 @@ def test_a_dict_asset_without_cutoff_reruns_every_key_when_it_reruns(cutoff: Eng
     got = cutoff.get("per", "pipeline.py").expect(0)
     assert got.steps["per"]["partitions"]["will_run"] == 3
     assert take_executed(root) == ["keyed", "per a", "per b", "per c"]
-
-
-SENSORS = """
-    from pathlib import Path
-    from barca import asset, partitions, partitions_from, sensor
-
-    RETAILERS = ["r1", "r2", "r3"]
-
-    def _ran(name):
-        with open("executed.log", "a") as fh:
-            fh.write(name + "\\n")
-
-    @sensor(partitions={"retailer": partitions(RETAILERS)})
-    def poll(retailer: str) -> str:
-        _ran("poll " + retailer)
-        p = Path(retailer + ".txt")
-        return p.read_text() if p.exists() else "none"
-
-    @asset(partitions={"retailer": partitions_from(poll)})
-    def data(retailer: str, poll: str) -> str:
-        _ran("data " + retailer)
-        return retailer + ":" + poll
-"""
 
 
 def test_a_reader_of_a_partitioned_sensor_reruns_the_key_whose_value_changed(

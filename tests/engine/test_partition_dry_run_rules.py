@@ -10,59 +10,26 @@ real run then executes exactly the keys the dry run named.
 
 from __future__ import annotations
 
-import hashlib
 import json
-from pathlib import Path
 
 import pytest
 
 from conftest import lines, write
 from engine_runs import Engine, engine  # noqa: F401 (the fixture)
-
-PIPELINE = """
-    import json
-    from pathlib import Path
-    from barca import asset, partitions_from, sensor
-
-    @sensor()
-    def retailer_versions() -> dict:
-        return json.loads(Path("versions.json").read_text())
-
-    @asset(partitions={"retailer": partitions_from(retailer_versions)})
-    def cleaned(retailer: str, retailer_versions) -> str:
-        with open("executed.log", "a") as fh:
-            fh.write(retailer + "\\n")
-        return f"{retailer}@{retailer_versions}"
-"""
-
-# declared in reverse, so that lexical order differs from the dict's order
-KEYS = [f"r{i:02d}" for i in reversed(range(30))]
-
-
-def _versions(root: Path, changed: range = range(0), new: int = 0) -> None:
-    versions = {k: 1 for k in KEYS}
-    for i in changed:
-        versions[f"r{i:02d}"] = 2
-    for i in range(new):
-        versions[f"n{i:02d}"] = 0
-    (root / "versions.json").write_text(json.dumps(versions))
-
-
-def _snapshot(root: Path) -> dict[str, str]:
-    return {p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted((root / ".barca").rglob("*")) if p.is_file()}
+from rule_pipelines.partition_dry_run import (BASE, CHAIN, PIPELINE, store_snapshot,
+                                               write_versions)
 
 
 def test_dry_run_json_counts_keys_lists_at_most_20_and_gives_each_ones_cause(
         engine: Engine) -> None:
     warm = engine.root
     write(warm, {"pipeline.py": PIPELINE})
-    _versions(warm)
+    write_versions(warm)
     engine.get("cleaned", "pipeline.py").expect(0)
     (warm / "executed.log").unlink()
 
-    _versions(warm, changed=range(3, 27), new=2)         # 24 changed + 2 new of 32
-    before = _snapshot(warm)
+    write_versions(warm, changed=range(3, 27), new=2)    # 24 changed + 2 new of 32
+    before = store_snapshot(warm)
     dry = engine.get("cleaned", "pipeline.py", dry_run=True)
     assert dry.json["dry_run"] is True
     step = dry.steps["cleaned"]
@@ -78,46 +45,12 @@ def test_dry_run_json_counts_keys_lists_at_most_20_and_gives_each_ones_cause(
                                 for k in expected if not k.startswith("retailer=n")}
     assert dry.json["summary"] == {"will_run": 27, "cached": 6, "unknown": 0}
     assert dry.steps["cleaned"]["detail"].endswith(", +6 more")  # 20 keys named, then a count
-    assert _snapshot(warm) == before
+    assert store_snapshot(warm) == before
     assert not (warm / "executed.log").exists()
 
     real = engine.get("cleaned", "pipeline.py").expect(0)
     assert real.json["steps_executed"] == dry.json["summary"]["will_run"]
     assert len(lines(warm / "executed.log")) == 26
-
-
-CHAIN = """
-    import json
-    from pathlib import Path
-    from barca import asset, collect, partitions_from, sensor
-
-    def _ran(name):
-        with open("executed.log", "a") as fh:
-            fh.write(name + "\\n")
-
-    @sensor()
-    def versions() -> dict:
-        return json.loads(Path("versions.json").read_text())
-
-    @asset(partitions={"k": partitions_from(versions)})
-    def cleaned(k: str, versions) -> dict:
-        _ran("cleaned k=" + k)
-        if versions == "fail":
-            raise ValueError("cannot clean " + k)
-        return {"k": k, "v": versions}
-
-    @asset(partitions={"k": partitions_from(cleaned)})
-    def scored(k: str, cleaned: dict) -> str:
-        _ran("scored k=" + k)
-        return f"{k}={cleaned['v']}"
-
-    @asset(inputs={"all": collect(scored)})
-    def summary(all: list) -> list:
-        _ran("summary")
-        return all
-"""
-
-BASE = {"a": 1, "b": 1, "c": 1, "d": 1}
 
 
 @pytest.mark.parametrize("warm, versions, options", [
@@ -141,14 +74,14 @@ def test_dry_run_predicts_exactly_the_keys_the_real_run_executes(engine: Engine,
         engine.get("summary", "pipeline.py").expect(1 if warm == "failed" else 0)
         (project / "executed.log").unlink()
     (project / "versions.json").write_text(json.dumps(versions))
-    before = _snapshot(project) if warm else None
+    before = store_snapshot(project) if warm else None
 
     # summary reads every key: with --partition it is in the run (skipped), not its target
     target = None if "partition" in options else "summary"
     dry = engine.get(target, "pipeline.py", dry_run=True, **options)
     assert not (project / "executed.log").exists()
     if warm:
-        assert _snapshot(project) == before
+        assert store_snapshot(project) == before
     else:
         assert not (project / ".barca").exists()
 

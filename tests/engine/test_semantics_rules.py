@@ -13,6 +13,7 @@ import pytest
 from barca.errors import UsageError
 from conftest import barca_here, edit, take_executed, write
 from engine_runs import Engine, engine  # noqa: F401 (the fixture)
+from rule_pipelines.semantics import MANUAL, SELECTION
 
 
 def test_an_input_given_as_its_id_in_text_reads_like_asset_ref(engine: Engine) -> None:
@@ -68,35 +69,6 @@ def test_an_input_given_as_its_id_in_text_reads_like_asset_ref(engine: Engine) -
     """})
     with pytest.raises(UsageError, match="other.py:missing"):
         engine.get("total", "pipeline.py", "other.py")
-
-
-SELECTION = """
-    from barca import asset, collect, partitions, partitions_from, task
-
-    def _ran(name):
-        with open("executed.log", "a") as fh:
-            fh.write(name + "\\n")
-
-    @asset(partitions={"k": partitions(["a", "b", "c"])})
-    def load(k: str) -> str:
-        _ran("load " + k)
-        return "v-" + k
-
-    @asset(inputs={"all": collect(load)})
-    def total(all: list) -> int:
-        _ran("total")
-        return len(all)
-
-    @asset(inputs={"total": total})
-    def report(total: int) -> str:
-        _ran("report")
-        return f"{total} keys"
-
-    @task(inputs={"all": collect(load)})
-    def publish(all: list) -> int:
-        _ran("publish")
-        return len(all)
-"""
 
 
 @pytest.mark.parametrize("command, target, options", [
@@ -303,36 +275,6 @@ def test_a_refresh_cascade_stops_at_a_cutoff_asset_with_the_same_bytes(
                                       "report amer", "report emea"]
     assert got.steps["priced"]["changed"] == ["input pipeline.py:rate"]
     assert got.json["final_output"] == {"region=amer": "AMER:6", "region=emea": "EMEA:6"}
-
-
-MANUAL = """
-    from pathlib import Path
-    from barca import Manual, asset, partitions
-
-    def _ran(name):
-        with open("executed.log", "a") as fh:
-            fh.write(name + "\\n")
-
-    @asset()
-    def base() -> str:
-        _ran("base")
-        return "base"
-
-    @asset(freshness=Manual, inputs={"base": base})
-    def snapshot(base: str) -> str:
-        _ran("snapshot")
-        return Path("source.txt").read_text()
-
-    @asset(inputs={"snapshot": snapshot})
-    def reader(snapshot: str) -> str:
-        _ran("reader")
-        return snapshot.upper()
-
-    @asset(partitions={"k": partitions(["a", "b"])}, inputs={"snapshot": snapshot})
-    def per(k: str, snapshot: str) -> str:
-        _ran("per " + k)
-        return k + snapshot
-"""
 
 
 def test_readers_of_a_manual_asset_hash_its_bytes(engine: Engine) -> None:
