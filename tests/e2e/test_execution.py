@@ -265,6 +265,23 @@ def test_timeout_stops_the_step_and_counts_as_an_attempt(project: Path) -> None:
     assert result.steps["quick"]["status"] == "ran"
 
 
+def test_a_step_that_ends_just_inside_its_timeout_is_not_timed_out(project: Path) -> None:
+    """A worker holds finished outcomes a moment to report many at once (and pack their
+    results): one whose step took nearly all of its timeout must leave at once, since the
+    pool times a step from the outcome before it to its own."""
+    write(project, {"p.py": """
+        import time
+        from barca import asset, partitions
+
+        @asset(partitions={"k": partitions([f"k{i}" for i in range(12)])}, timeout_seconds=0.6)
+        def close_call(k: str) -> str:
+            time.sleep(0.45)
+            return k
+    """})  # one worker, so that its leases hold several steps (reported together)
+    got = barca(project, "get", "close_call", "p.py", env={"BARCA_POOL_SIZE": "1"}).expect(0)
+    assert got.json["final_output"] == {f"k=k{i}": f"k{i}" for i in range(12)}
+
+
 FAILING = """
     from barca import asset
 

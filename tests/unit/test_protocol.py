@@ -70,3 +70,20 @@ def test_a_blocking_reader_gets_the_same_messages() -> None:
     os.close(read_fd)
     os.close(write_fd)
     assert got == _expected()
+
+
+def test_a_worker_reports_at_once_a_step_that_took_nearly_all_its_timeout():
+    """Outcomes are held up to FLUSH_SECONDS to travel (and pack) together, but the pool times
+    a step from the outcome before it to its own: one near its timeout must go at once."""
+    from types import SimpleNamespace
+
+    from barca.engine.local.worker import FLUSH_SECONDS, _near_timeout
+
+    def took(seconds: float) -> list:
+        return [SimpleNamespace(elapsed_seconds=seconds)]
+
+    step = SimpleNamespace(timeout_seconds=1.0)
+    assert _near_timeout(step, took(1.0 - 2 * FLUSH_SECONDS))
+    assert not _near_timeout(step, took(1.0 - 2 * FLUSH_SECONDS - 0.01))
+    assert not _near_timeout(SimpleNamespace(timeout_seconds=0), took(100.0))  # none: 0
+    assert not _near_timeout(SimpleNamespace(timeout_seconds=300.0), took(0.001))

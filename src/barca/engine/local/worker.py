@@ -31,7 +31,7 @@ from barca.engine.worker.step_runner import StepRunner, StepStream
 # outcomes per message at most (and small results per pack, store.packs: the pack is
 # written before the outcomes that name it)...
 FLUSH_EVERY = 128
-FLUSH_SECONDS = 0.05  # ...and never held longer than this
+FLUSH_SECONDS = 0.25  # ...and never held longer than this
 
 
 class OutputCapture:
@@ -82,6 +82,14 @@ class OutputCapture:
                                       entry[1].decode("utf-8", "replace")))
                     entry[1] = b""
             self.step_id = step_id
+
+
+def _near_timeout(step: Any, outcomes: list) -> bool:
+    """Whether a held outcome could reach the pool after the step's timeout: the pool times a
+    step from the outcomes before it to its own, so an outcome held FLUSH_SECONDS must leave
+    at once when the step took nearly all of its time."""
+    took = max((getattr(o, "elapsed_seconds", 0.0) for o in outcomes), default=0.0)
+    return bool(step.timeout_seconds) and took >= step.timeout_seconds - 2 * FLUSH_SECONDS
 
 
 class Worker:
@@ -150,6 +158,8 @@ class Worker:
                     capture.switch("")
                     for outcome in outcomes:
                         self.finish(outcome)
+                    if _near_timeout(step, outcomes):
+                        self.flush()
                 if not self._more_to_do():  # else the next lease's keys share the pack
                     self.flush()
                 self.runner.last_value = None
