@@ -14,6 +14,7 @@ import sqlite3
 import threading
 from pathlib import Path
 
+from barca.store.db import SCHEMA_VERSION
 from conftest import barca, poll, start_barca, write
 
 CHAIN = """
@@ -187,7 +188,7 @@ def test_a_schema_8_database_is_upgraded_and_keeps_its_runs(project: Path) -> No
     recent = barca(project, "stats", "mid", "chain.py").expect(0).json["recent_runs"]
     assert recent[0]["cpu_seconds"] is None
     conn = sqlite3.connect(project / ".barca" / "metadata.db")
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == 9
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     conn.close()
 
 

@@ -17,7 +17,7 @@ from typing import Iterator
 from barca.errors import InfraError
 from barca.store.relayout import move_key_directories
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 # versions this barca upgrades in place: 1 kept each node's snapshot in one row; its snapshots
 # are dropped and rebuilt from the materializations by the next run that reads the node.
 # 2 had no key_source_chunk table; it is added (empty: the next tick sends whole columns).
@@ -35,7 +35,9 @@ SCHEMA_VERSION = 9
 # 8 had no runs.job (the resolved targets), runs.schedule_id and runs.scheduled_at (the
 # schedule and tick that started a scheduled run), nor materializations.cpu_seconds (a step's
 # CPU time); they are added, null for the rows before.
-UPGRADABLE = (1, 2, 3, 4, 5, 6, 7, 8)
+# 9 had no index of failed attempts (mat_failed): the first page of a partitioned node's keys
+# (store.partition_pages) read every key's newest row to count the failed ones; it is built.
+UPGRADABLE = (1, 2, 3, 4, 5, 6, 7, 8, 9)
 _ADDED_COLUMNS = {"materializations": (("worker_exit", "TEXT"), ("cpu_seconds", "REAL")),
                   "runs": (("triggered_by", "TEXT"), ("job", "TEXT"), ("schedule_id", "TEXT"),
                            ("scheduled_at", "REAL"))}
@@ -61,6 +63,7 @@ DROP INDEX IF EXISTS mat_by_hash;
 CREATE INDEX IF NOT EXISTS mat_by_key ON materializations (node_id, key, run_hash);
 CREATE INDEX IF NOT EXISTS mat_by_node ON materializations (node_id, id);
 CREATE INDEX IF NOT EXISTS mat_by_run ON materializations (run_id);
+CREATE INDEX IF NOT EXISTS mat_failed ON materializations (node_id, key) WHERE status = 'failed';
 CREATE TABLE IF NOT EXISTS contexts (digest TEXT PRIMARY KEY, parts TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS node_state (
     node_id TEXT PRIMARY KEY, watermark INTEGER NOT NULL, generation INTEGER NOT NULL,
