@@ -146,17 +146,6 @@ def locate_key(d: Definition, key: str, plan: NodePlan, ran: dict[str, int],
     return stored_key(d, state, key)
 
 
-def locate(d: Definition, key: str, plan: NodePlan, ran: dict[str, int], state: NodeState,
-           run_dir: Path, stored_dir: Path, packed: dict[str, str] | None = None
-           ) -> tuple[str, str] | None:
-    """`locate_key` as a file in a local store: this run's results under `run_dir`, recorded
-    ones under `stored_dir`."""
-    found = locate_key(d, key, plan, ran, state, packed)
-    if found is None:
-        return None
-    return f"{run_dir if key in ran else stored_dir}/{found[0]}", found[1]
-
-
 def stored_key(d: Definition, state: NodeState, key: str) -> tuple[str, str] | None:
     """The store key of the last success of a key, with its format."""
     i = state.find(key)

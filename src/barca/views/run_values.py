@@ -8,10 +8,9 @@ from __future__ import annotations
 import heapq
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
-from barca.engine.result import RunResult, locate_key
-from barca.state import EMPTY_STATE
+from barca.engine.result import RunResult
 from barca.store.artifacts import read_result
 from barca.store.packs import split_range
 
@@ -83,20 +82,10 @@ def key_paths(result: RunResult, node_id: str | None, base: str | None = None) -
         return None
     if base is None:
         base = relative_path((result.artifacts_dir, ""), result)
-    plan = result.plans[node_id]
-    if not plan.partitioned:
+    if not result.plans[node_id].partitioned:
         found = result.key_of(node_id, "")
         return None if found is None else f"{base}/{found[0]}"
-    bad = not_current(result, node_id) if result.failed else ()
-    state = result.states.get(node_id)
-    if state is not None and len(plan.keys) > 16:
-        state.keys.indexed()  # one dict, not a scan per key
-    out = {}
-    for key in ([] if plan.unknown else label_order(plan, None)):
-        found = None if key in bad else result.key_of(node_id, key)
-        if found is not None:
-            out[plan.label(key)] = f"{base}/{found[0]}"
-    return out
+    return {label: f"{base}/{found[0]}" for label, found in current_results(result, node_id)}
 
 
 def final_output(result: RunResult, node_id: str | None, limit: int | None = None) -> Any:
@@ -104,27 +93,34 @@ def final_output(result: RunResult, node_id: str | None, limit: int | None = Non
     keys' when given)."""
     if node_id is None:
         return None
-    plan = result.plans[node_id]
-    if not plan.partitioned:
+    if not result.plans[node_id].partitioned:
         found = result.key_of(node_id, "")
         return None if found is None else value_at(found[0], found[1], result)
-    if plan.unknown:
-        return {}
-    bad = not_current(result, node_id) if result.failed else ()
-    d = result.graph.nodes[node_id]
-    ran = result.results.get(node_id, {})
-    packed = result.packed.get(node_id)
-    state = result.states.get(node_id, EMPTY_STATE)
-    if len(plan.keys) > 16:
-        state.keys.indexed()  # one dict, not a scan per key
     out = {}
-    for key in label_order(plan, limit):  # every current key, however many
-        found = None if key in bad else locate_key(d, key, plan, ran, state, packed)
-        if found is not None:
-            out[plan.label(key)] = value_at(found[0], found[1], result)
-            if len(out) == limit:
-                break
+    for label, found in current_results(result, node_id, limit):
+        out[label] = value_at(found[0], found[1], result)
+        if len(out) == limit:
+            break
     return out
+
+
+def current_results(result: RunResult, node_id: str, limit: int | None = None
+                    ) -> Iterator[tuple[str, tuple[str, str]]]:
+    """(label, (store key, format)) of each key of a partitioned target with a current
+    result, in label order (`limit`: enough keys for that many), from the plan and the state
+    alone. A key that failed in this run, or whose input failed, has none: any older result
+    of it is not what a successful run would give."""
+    plan = result.plans[node_id]
+    if plan.unknown:
+        return
+    bad = not_current(result, node_id) if result.failed else ()
+    state = result.states.get(node_id)
+    if state is not None and len(plan.keys) > 16:
+        state.keys.indexed()  # one dict, not a scan per key
+    for key in label_order(plan, limit):
+        found = None if key in bad else result.key_of(node_id, key)
+        if found is not None:
+            yield plan.label(key), found
 
 
 def label_order(plan, limit: int | None) -> list[str]:
