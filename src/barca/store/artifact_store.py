@@ -8,6 +8,10 @@ coordinator plans with one store object; a worker opens the same store from its 
 (fsspec's `memory://`, one process only: it proves the seam in tests). A remote store is a
 third module (issue 30). `tests/engine/test_executor_contract.py` runs over executor x store.
 
+A small result a worker packed with others (store.packs) is addressed by its pack's key and
+its byte range, `<node dir>/<name>.pack@<offset>:<length>`: `get` and `open` read the range,
+`local_path` gives a copy of it.
+
 A result becomes visible only whole: small results are `put` as bytes; a library that writes a
 file itself (parquet, a keyed-json written in threads, a batch split) writes a `staging` path on
 this machine, which `commit` makes the key's result (or `discard` drops).
