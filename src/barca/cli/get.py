@@ -41,8 +41,10 @@ def _run_options(fn):
                      "stdout is not a terminal)."),
         click.option("--pretty", is_flag=True, help="Human output (default in a terminal)."),
         click.option("-o", "--output", type=click.Choice(OUTPUTS), help="What to print: "
-                     "json or pretty (as --json, --pretty), value (only the target's value), "
-                     "path (its result files, one line per key)."),
+                     "json or pretty (as --json, --pretty), value (only the target's value, "
+                     "every key's), path (its result files, one line per key). With --json, "
+                     "value or path fill the JSON's final_output (past 1,000 keys it is "
+                     "otherwise a summary)."),
         click.option("--fields", metavar="A,B", help="Keep only these keys of each step "
                      "(implies JSON): " + ", ".join(STEP_FIELDS) + "."),
         click.option("--partition", multiple=True, metavar="DIM=V[,V]",
