@@ -89,13 +89,7 @@ class PartitionPages:
                 summary["failed"] if status == "failed" and not q and error is None else \
                 self.conn.execute(f"SELECT count(*) FROM latest WHERE {filtered}",
                                   params).fetchone()[0]
-        keys = [{"key": key, "status": st, "run_hash": run_hash, "error_type": error_type,
-                 "error": error, "created_at": created}
-                for key, st, run_hash, error_type, error, created in rows]
-        return {"node_id": node_id, "total": summary["total"], "failed": summary["failed"],
-                "matched": matched, "offset": offset, "keys": keys,
-                "next_offset": offset + len(keys) if offset + len(keys) < matched else None,
-                "failures": summary["failures"]}
+        return _page(node_id, summary, matched, offset, rows)
 
     def _current(self, node_id: str, groups: int = 20) -> dict:
         """The node's summary, after refreshing its last attempts if it has new rows."""
@@ -161,26 +155,29 @@ def _first_pages(conn: sqlite3.Connection, node_id: str, offset: int, limit: int
     ids = [i for (_, i) in conn.execute(
         "SELECT key, max(id) FROM materializations WHERE node_id = ? GROUP BY key "
         "ORDER BY key LIMIT ? OFFSET ?", (node_id, limit, offset))]
-    rows = _rows_by_id(conn, ids, "key, status, run_hash, error_type, error_message, created_at")
+    rows = conn.execute(
+        "SELECT key, status, run_hash, error_type, error_message, created_at FROM "
+        f"materializations WHERE id IN ({','.join('?' * len(ids))}) ORDER BY key",
+        ids).fetchall() if ids else []
     failed = conn.execute(  # a key's failed attempts, kept when none came after
         f"SELECT {_FIRST_LINE}, error_type, key FROM materializations AS m WHERE id IN ("
         "SELECT max(id) FROM materializations WHERE node_id = ? AND status = 'failed' "
         "GROUP BY key) AND id = (SELECT max(id) FROM materializations "
         "WHERE node_id = m.node_id AND key = m.key)", (node_id,)).fetchall()
+    summary = {"total": total, "failed": len(failed), "failures": _groups(failed, groups)}
+    return _page(node_id, summary, total, offset, rows)
+
+
+def _page(node_id: str, summary: dict, matched: int, offset: int, rows: list[tuple]) -> dict:
+    """A page's answer: the node's summary, how many keys the filter matched, and these rows
+    (key, status, run hash, error type, error message, time), in key order."""
     keys = [{"key": key, "status": st, "run_hash": run_hash, "error_type": error_type,
              "error": error, "created_at": created}
-            for key, st, run_hash, error_type, error, created in sorted(rows)]
-    return {"node_id": node_id, "total": total, "failed": len(failed), "matched": total,
-            "offset": offset, "keys": keys,
-            "next_offset": offset + len(keys) if offset + len(keys) < total else None,
-            "failures": _groups(failed, groups)}
-
-
-def _rows_by_id(conn: sqlite3.Connection, ids: list[int], columns: str) -> list[tuple]:
-    if not ids:
-        return []
-    return conn.execute(f"SELECT {columns} FROM materializations WHERE id IN "
-                        f"({','.join('?' * len(ids))})", ids).fetchall()
+            for key, st, run_hash, error_type, error, created in rows]
+    return {"node_id": node_id, "total": summary["total"], "failed": summary["failed"],
+            "matched": matched, "offset": offset, "keys": keys,
+            "next_offset": offset + len(keys) if offset + len(keys) < matched else None,
+            "failures": summary["failures"]}
 
 
 def _groups(failed: list[tuple], groups: int) -> list[dict]:
@@ -192,5 +189,5 @@ def _groups(failed: list[tuple], groups: int) -> list[dict]:
     ordered = sorted(by_line.items(), key=lambda item: (-len(item[1]), item[0]))[:groups]
     return [{"error": line, "error_type": min((t for _, t in keys if t is not None),
                                                 default=None),
-             "count": len(keys), "sample_keys": sorted(k for k, _ in sorted(keys)[:5])}
+             "count": len(keys), "sample_keys": [k for k, _ in sorted(keys)[:5]]}
             for line, keys in ordered]
