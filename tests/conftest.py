@@ -413,11 +413,9 @@ def poll(fn: Callable[[], Any], what: str, timeout: float = 30.0, every: float =
 def result_bytes(root: Path, artifact_path: str) -> bytes:
     """The bytes of a recorded result (`artifact_path`, project-relative): its file, or for
     a small result packed with others (`<pack>@<offset>:<length>`, store.packs) its range."""
-    from barca.store.packs import split_range
+    from barca.store.local_files import read_stored
 
-    file, offset, length = split_range(artifact_path)
-    data = (root / file).read_bytes()
-    return data if offset is None else data[offset:offset + length]
+    return read_stored(str(root / artifact_path))
 
 
 def sha256(path: Path) -> str:

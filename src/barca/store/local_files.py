@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Iterator
 
 from barca.fd_writes import write_all
+from barca.store.packs import split_range
 
 _NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
 
@@ -156,6 +157,13 @@ def read_bytes(path: Path | str) -> bytes:
         return b"".join(chunks)
     finally:
         os.close(fd)
+
+
+def read_stored(path: str) -> bytes:
+    """A result's bytes at a local path: its file, or for a packed result
+    (`<pack>@<offset>:<length>`, store.packs) its range of the pack."""
+    file, offset, length = split_range(path)
+    return read_bytes(path) if offset is None else read_range(file, offset, length)
 
 
 def read_range(path: Path | str, offset: int, length: int) -> bytes:

@@ -18,9 +18,8 @@ import weakref
 from pathlib import Path
 from typing import BinaryIO, Iterable
 
-from barca.store.local_files import (read_bytes, read_range, replace, temporary_name,
-                                     write_bytes)
-from barca.store.packs import file_of, is_packed, split_range
+from barca.store.local_files import read_stored, replace, temporary_name, write_bytes
+from barca.store.packs import file_of, is_packed
 
 
 class LocalStore:
@@ -79,10 +78,7 @@ class LocalStore:
         return tempfile.mkdtemp(prefix=".batch-split-", dir=parent)
 
     def get(self, key: str) -> bytes:
-        file_key, offset, length = split_range(key)
-        if offset is None:
-            return read_bytes(f"{self.dir}/{key}")
-        return read_range(f"{self.dir}/{file_key}", offset, length)
+        return read_stored(f"{self.dir}/{key}")
 
     def open(self, key: str) -> BinaryIO:
         if is_packed(key):

@@ -19,8 +19,8 @@ from barca.errors import InfraError, UsageError
 from barca.graph import Graph
 from barca.planner.keys import key_label, keys_from_value, static_keys
 from barca.store.history import Latest
-from barca.store.local_files import read_range, write_bytes
-from barca.store.packs import is_packed, split_range
+from barca.store.local_files import read_stored, write_bytes
+from barca.store.packs import is_packed
 
 NO_RESULT = Latest((), (), (), ())
 READERS = {"json": "read_json_auto", "keyed-json": "read_json_auto", "parquet": "read_parquet",
@@ -89,10 +89,9 @@ def unpacked_results(artifacts: Path) -> Iterator[Callable[[Path], str]]:
 
     def unpack(path: Path) -> str:
         nonlocal count
-        file, offset, length = split_range(str(path))
         count += 1
         copy = f"{folder}/.r{count}.{os.getpid()}.tmp"
-        write_bytes(read_range(file, offset, length), copy)
+        write_bytes(read_stored(str(path)), copy)
         return copy
 
     try:
