@@ -105,8 +105,9 @@ def _execute(command, args, refresh, no_cascade, refresh_all, dry_run, json_flag
     mode, values = _output_mode(json_flag, pretty, output, fields, dry_run)
     target, paths = split_positionals(args, takes_target=True)
     run_and_print(command, target, paths, mode, parse_fields(fields, STEP_FIELDS),
-                  CliReporter(agent), values, env=env_name, refresh=refresh, refresh_all=refresh_all,
-                  partition=partition, cascade=not no_cascade, dry_run=dry_run, batch=batch)
+                  CliReporter(agent), values, env=env_name, refresh=refresh,
+                  refresh_all=refresh_all, partition=partition, cascade=not no_cascade,
+                  dry_run=dry_run, batch=batch)
 
 
 def run_and_print(command: str, target: str | None, paths: list[str], mode: str,

@@ -320,13 +320,8 @@ def _targets_json(result: RunResult, text: str | None, values: str) -> dict[str,
     for name, node_id in zip((text or "").split(","), result.targets):
         cone = result.graph.cone([node_id])
         failed = [o for o in result.failed if o.node_id in cone]
-        if failed:
-            out[name] = {"status": "failed", "failed_node": failed[0].step_id,
-                         "error": failed[0].error_message}
-            if values != "none" and has_value(result, node_id):
-                out[name]["final_output"] = target_output(result, node_id, values)
-        else:
-            out[name] = {"status": "success"}
-            if values != "none":
-                out[name]["final_output"] = target_output(result, node_id, values)
+        out[name] = {"status": "failed", "failed_node": failed[0].step_id,
+                     "error": failed[0].error_message} if failed else {"status": "success"}
+        if values != "none" and (not failed or has_value(result, node_id)):
+            out[name]["final_output"] = target_output(result, node_id, values)
     return out
