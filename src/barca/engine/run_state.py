@@ -14,7 +14,7 @@ from barca.planner.model import KnownOutput, NodePlan, Reason
 from barca.state import NodeState, ran_entry
 from barca.store.artifact_store import ArtifactStore
 from barca.store.metadata import Stored
-from barca.store.packs import is_packed
+from barca.store.packs import where_in_pack
 
 
 @dataclass
@@ -71,9 +71,9 @@ class RunState:
         """A key's result is there: where (its position and format, and its pack's range)."""
         self.results.setdefault(outcome.node_id, {})[outcome.key] = ran_entry(outcome.index,
                                                                               outcome.format)
-        if is_packed(outcome.artifact_key):
-            self.packed.setdefault(outcome.node_id, {})[outcome.key] = \
-                outcome.artifact_key.rpartition("/")[2]
+        where = where_in_pack(outcome.artifact_key)
+        if where is not None:
+            self.packed.setdefault(outcome.node_id, {})[outcome.key] = where
 
     def total_keys(self) -> int:
         return sum(len(p.keys) for p in self.plans.values() if not p.unknown)
