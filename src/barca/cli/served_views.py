@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 
 from barca.errors import UsageError
-from barca.server.run_request import MAX_NAME_CHARS, ServedRun
+from barca.server.run_request import ServedRun, resolve_node
 from barca.view_commands import VIEW_COMMANDS
 
 
@@ -72,15 +72,7 @@ def _check_target(text: str, order: ServedRun) -> None:
     except UsageError:  # a served file does not load: the command fails as it loads them,
         return  # saying why, before it reads anything for the target
     for part in text.split(","):
-        if len(part) > MAX_NAME_CHARS:
-            raise UsageError(f"a node name of {len(part)} characters: no node is named so",
-                             f"node names are at most {MAX_NAME_CHARS} characters; see "
-                             "GET /assets")
-        try:
-            graph.resolve_target(part)
-        except UsageError as exc:
-            raise UsageError(exc.message, exc.remediation,
-                             http_status=409 if "ambiguous" in exc.message else 404) from None
+        resolve_node(graph, part)
 
 
 def _captured(argv: list[str]) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from barca.errors import BarcaError, UsageError
-from barca.server.run_request import MAX_NAME_CHARS
+from barca.server.run_request import resolve_node
 from barca.server.runs import Runs
 from barca.server.scheduler import Scheduler
 from barca.server.state import StateCache
@@ -41,13 +41,10 @@ class Served:
     def node_id(self, text: str) -> str:
         """A node named as the CLI names a target (id or declared name); 404 unknown, 409
         ambiguous, in the CLI resolver's words."""
-        if len(text) > MAX_NAME_CHARS:
-            raise ApiError(400, f"a node name of {len(text)} characters: no node is named so",
-                           f"node names are at most {MAX_NAME_CHARS} characters; see GET /assets")
         try:
-            return self.pipeline.graph.resolve_target(text)
+            return resolve_node(self.pipeline.graph, text)
         except UsageError as exc:
-            raise ApiError(409 if "ambiguous" in exc.message else 404, exc.message,
+            raise ApiError(exc.context["http_status"], exc.message,
                            exc.remediation or "") from None
 
     def writable(self) -> None:

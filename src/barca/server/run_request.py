@@ -111,6 +111,21 @@ def _check_size(name: str, value: Any) -> None:
                          "node names and keys are text without NUL")
 
 
+def resolve_node(graph: Any, text: str) -> str:
+    """The node a client names (an id or a declared name, as the CLI takes a target); else a
+    UsageError carrying the HTTP status to answer: 400 a name longer than any node's, 404 an
+    unknown one, 409 an ambiguous one, in the resolver's words."""
+    if len(text) > MAX_NAME_CHARS:
+        raise UsageError(f"a node name of {len(text)} characters: no node is named so",
+                         f"node names are at most {MAX_NAME_CHARS} characters; see GET /assets",
+                         http_status=400)
+    try:
+        return graph.resolve_target(text)
+    except UsageError as exc:
+        raise UsageError(exc.message, exc.remediation,
+                         http_status=409 if "ambiguous" in exc.message else 404) from None
+
+
 def missing_target(request: RunRequest, graph: Any) -> str | None:
     """Why `graph` cannot run the request (a target it no longer has), None when it can."""
     for text in request.targets:
