@@ -439,6 +439,41 @@ def db_rows(root: Path, sql: str, params: tuple = ()) -> list[tuple]:
         conn.close()
 
 
+_SCHEMA_10_HISTORY = """
+CREATE TEMP TABLE history AS SELECT * FROM main.materializations;
+DROP VIEW main.materializations;
+CREATE TABLE materializations (
+    id INTEGER PRIMARY KEY, run_id TEXT NOT NULL, node_id TEXT NOT NULL, key TEXT NOT NULL,
+    step_id TEXT NOT NULL, run_hash TEXT NOT NULL, context TEXT, signature TEXT,
+    status TEXT NOT NULL, artifact_path TEXT, format TEXT, size_bytes INTEGER,
+    output_hash TEXT, elapsed_seconds REAL, attempts INTEGER, error_type TEXT,
+    error_message TEXT, error_traceback TEXT, max_rss_bytes INTEGER, created_at REAL NOT NULL,
+    batch TEXT, worker_exit TEXT, cpu_seconds REAL);
+INSERT INTO materializations SELECT id, run_id, node_id, key, step_id, run_hash, context,
+    signature, status, artifact_path, format, size_bytes, output_hash, elapsed_seconds,
+    attempts, error_type, error_message, error_traceback, max_rss_bytes, created_at, batch,
+    worker_exit, cpu_seconds FROM history;
+DROP TABLE history;
+DROP TABLE executions;
+DROP TABLE nodes;
+CREATE INDEX mat_by_key ON materializations (node_id, key, run_hash);
+CREATE INDEX mat_by_node ON materializations (node_id, id);
+CREATE INDEX mat_by_run ON materializations (run_id);
+CREATE INDEX mat_failed ON materializations (node_id, key) WHERE status = 'failed';
+PRAGMA user_version = 10;
+"""
+
+
+def as_schema_10(root: Path) -> None:
+    """Rewrite a project's database as barca with schema 10 kept it: its history in one
+    `materializations` table of text, which later versions compact (store.history_table)."""
+    conn = sqlite3.connect(root / ".barca" / "metadata.db")
+    try:
+        conn.executescript(_SCHEMA_10_HISTORY)
+    finally:
+        conn.close()
+
+
 class ServeProcess:
     """A running `barca serve`, its stderr lines and an HTTP client on its port."""
 

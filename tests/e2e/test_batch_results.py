@@ -370,18 +370,30 @@ def test_a_call_that_raised_is_retried_with_all_its_keys_together(project: Path)
 LOST_MIDWAY = LOG_CALL + """
     import os
     import signal
+    import sqlite3
     import time
 
     from barca import asset, partitions
 
+    def _recorded() -> int:
+        conn = sqlite3.connect("file:.barca/metadata.db?mode=ro", uri=True)
+        try:
+            return conn.execute("SELECT count(*) FROM materializations WHERE "
+                                "node_id = 'pipeline.py:written'").fetchone()[0]
+        finally:
+            conn.close()
+
     class DiesWhenStored:
-        \"\"\"Kills its worker the first time it is pickled (while the call writes its keys);
-        the keys written before it have been reported by then.\"\"\"
+        \"\"\"Kills its worker the first time it is pickled (while the call writes its keys),
+        once the keys written before it are recorded (the worker reports them within a
+        second).\"\"\"
 
         def __reduce__(self):
             if not Path("died").exists():
                 Path("died").write_text("")
-                time.sleep(0.5)  # the outcomes written so far go out (every 0.02 s)
+                deadline = time.monotonic() + 60
+                while _recorded() < 3 and time.monotonic() < deadline:
+                    time.sleep(0.05)
                 os.kill(os.getpid(), signal.SIGKILL)
             return (str, ("stored",))
 

@@ -15,7 +15,7 @@ import threading
 from pathlib import Path
 
 from barca.store.db import SCHEMA_VERSION
-from conftest import barca, poll, start_barca, write
+from conftest import as_schema_10, barca, poll, start_barca, write
 
 CHAIN = """
     from barca import asset, task
@@ -174,6 +174,7 @@ def test_a_schema_8_database_is_upgraded_and_keeps_its_runs(project: Path) -> No
     materializations.cpu_seconds: a database without them gets them, null for older rows."""
     write(project, {"chain.py": CHAIN})
     old_run = barca(project, "get", "mid", "chain.py").expect(0).json["run_id"]
+    as_schema_10(project)
     conn = sqlite3.connect(project / ".barca" / "metadata.db")
     for table, column in (("runs", "job"), ("runs", "schedule_id"), ("runs", "scheduled_at"),
                           ("materializations", "cpu_seconds")):

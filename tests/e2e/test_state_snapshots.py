@@ -16,7 +16,7 @@ import pytest
 
 from barca.packed_columns import CHUNK
 from barca.store.db import SCHEMA_VERSION
-from conftest import barca, write
+from conftest import as_schema_10, barca, write
 
 PIPELINE = """
 import json
@@ -140,6 +140,7 @@ def test_a_key_inserted_in_the_first_chunk_runs_only_that_key(big: Path) -> None
 
 def _downgrade_to_schema_1(root: Path) -> None:
     """What barca before chunked snapshots left: one node_state row per node, version 1."""
+    as_schema_10(root)
     conn = sqlite3.connect(root / ".barca" / "metadata.db")
     try:
         conn.executescript("""
@@ -239,6 +240,7 @@ def test_the_stored_sensor_chunks_follow_a_source_that_shrinks_below_a_chunk_and
 
 
 def test_a_schema_2_database_gets_the_sensor_chunk_table(big: Path) -> None:
+    as_schema_10(big)
     _damage(big, "DROP TABLE key_source_chunk")
     _damage(big, "PRAGMA user_version = 2")
     set_versions(big, {key(2): 4})

@@ -10,7 +10,8 @@ import json
 import sqlite3
 from pathlib import Path
 
-from conftest import barca, take_executed, write
+from barca.store.db import SCHEMA_VERSION
+from conftest import as_schema_10, barca, take_executed, write
 
 PIPELINE = """
     from barca import asset, collect, partitions
@@ -39,6 +40,7 @@ PIPELINE = """
 def _as_schema_4(project: Path) -> list[tuple[str, str]]:
     """Move every result back into a directory per key, as barca with schema 4 laid it out,
     and rewrite the rows to match; returns (old, new) root-relative paths."""
+    as_schema_10(project)
     conn = sqlite3.connect(project / ".barca" / "metadata.db")
     moved = []
     with conn:
@@ -126,6 +128,7 @@ def test_a_schema_6_database_has_its_results_indexed_by_key_and_keeps_its_cache(
     write(project, {"pipeline.py": edited})
     barca(project, "get", "total", "pipeline.py").expect(0)
     take_executed(project)
+    as_schema_10(project)
     conn = sqlite3.connect(project / ".barca" / "metadata.db")
     with conn:  # the index as schema 6 had it
         conn.execute("DROP INDEX mat_by_key")
@@ -139,12 +142,54 @@ def test_a_schema_6_database_has_its_results_indexed_by_key_and_keeps_its_cache(
     conn = sqlite3.connect(project / ".barca" / "metadata.db")
     try:
         indexes = {row[0] for row in conn.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'index' AND "
-            "tbl_name = 'materializations'")}
+            "SELECT name FROM sqlite_master WHERE type = 'index'")}
         plan = " ".join(str(row) for row in conn.execute(
             "EXPLAIN QUERY PLAN SELECT id FROM materializations WHERE node_id = 'n' AND "
             "key = 'k' AND run_hash = 'h'"))
     finally:
         conn.close()
-    assert "mat_by_key" in indexes and "mat_by_hash" not in indexes
-    assert "mat_by_key (node_id=? AND key=? AND run_hash=?)" in plan
+    assert "executions_by_key" in indexes and "mat_by_hash" not in indexes
+    assert "executions_by_key (node_no=? AND key=?)" in plan
+
+
+def test_a_schema_10_history_is_compacted_in_place_and_reads_as_before(project: Path) -> None:
+    """Schema 10 kept each executed step as a row of text; the upgrade moves the rows into
+    `executions` under their ids and the `materializations` view shows them unchanged, so
+    history, stats and the cache read what they read before, in fewer bytes."""
+    write(project, {"pipeline.py": PIPELINE})
+    first = barca(project, "get", "total", "pipeline.py").expect(0).json
+    take_executed(project)
+    db = project / ".barca" / "metadata.db"
+    conn = sqlite3.connect(db)
+    before = [row[:23] for row in conn.execute("SELECT * FROM materializations ORDER BY id")]
+    conn.close()
+    history = barca(project, "history", first["run_id"]).expect(0).json
+    stats = barca(project, "stats", "score", "pipeline.py").expect(0).json
+    as_schema_10(project)
+    conn = sqlite3.connect(db)
+    try:
+        assert conn.execute("SELECT type FROM sqlite_master WHERE name = 'materializations'"
+                            ).fetchone() == ("table",)
+        text_bytes = conn.execute("SELECT sum(length(run_id) + length(node_id) + "
+                                  "length(step_id) + length(run_hash) + "
+                                  "length(artifact_path)) FROM materializations").fetchone()[0]
+    finally:
+        conn.close()
+
+    again = barca(project, "get", "total", "pipeline.py").expect(0).json
+    assert again["final_output"] == first["final_output"] and take_executed(project) == []
+    assert barca(project, "history", first["run_id"]).expect(0).json == history
+    assert barca(project, "stats", "score", "pipeline.py").expect(0).json == stats
+    conn = sqlite3.connect(db)
+    try:
+        after = conn.execute("SELECT * FROM materializations WHERE id <= ? ORDER BY id",
+                             (before[-1][0],)).fetchall()
+        stored_bytes = conn.execute("SELECT sum(length(run_ref) + 1 + coalesce(length(label), "
+                                    "0) + length(run_hash) + length(artifact) ) FROM "
+                                    "executions WHERE id <= ?", (before[-1][0],)).fetchone()[0]
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+    finally:
+        conn.close()
+    assert version == SCHEMA_VERSION
+    assert [row[:23] for row in after] == before
+    assert stored_bytes < text_bytes / 2

@@ -18,7 +18,7 @@ import subprocess
 from pathlib import Path
 
 from barca.store.db import SCHEMA_VERSION
-from conftest import barca, gone, lines, start_barca, take_executed, wait_for, write
+from conftest import as_schema_10, barca, gone, lines, start_barca, take_executed, wait_for, write
 
 KEYS = 120
 
@@ -277,6 +277,7 @@ def test_a_schema_3_database_gets_the_step_lease_table(project: Path) -> None:
     write(project, {"p.py": GATED})
     (project / "gate").write_text("")
     barca(project, "get", "other", "p.py").expect(0)
+    as_schema_10(project)
     conn = sqlite3.connect(project / ".barca" / "metadata.db")
     with conn:  # as barca before step leases left it
         conn.execute("DROP TABLE step_leases")

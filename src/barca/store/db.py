@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import Iterator
 
 from barca.errors import InfraError
-from barca.store.relayout import move_key_directories
+from barca.store import history_table
+from barca.store.relayout import move_key_directories, project_root
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 # versions this barca upgrades in place: 1 kept each node's snapshot in one row; its snapshots
 # are dropped and rebuilt from the materializations by the next run that reads the node.
 # 2 had no key_source_chunk table; it is added (empty: the next tick sends whole columns).
@@ -37,7 +38,10 @@ SCHEMA_VERSION = 10
 # CPU time); they are added, null for the rows before.
 # 9 had no index of failed attempts (mat_failed): the first page of a partitioned node's keys
 # (store.partition_pages) read every key's newest row to count the failed ones; it is built.
-UPGRADABLE = (1, 2, 3, 4, 5, 6, 7, 8, 9)
+# 10 kept the history in a `materializations` table of text (about 490 bytes a row with its
+# indexes); its rows move to `executions` (barca.store.history_table), read through a view of
+# the same name and columns.
+UPGRADABLE = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10)
 _ADDED_COLUMNS = {"materializations": (("worker_exit", "TEXT"), ("cpu_seconds", "REAL")),
                   "runs": (("triggered_by", "TEXT"), ("job", "TEXT"), ("schedule_id", "TEXT"),
                            ("scheduled_at", "REAL"))}
@@ -50,20 +54,6 @@ CREATE TABLE IF NOT EXISTS runs (
     pid INTEGER, host TEXT, proc_start TEXT, failed_node TEXT, error TEXT, triggered_by TEXT,
     job TEXT, schedule_id TEXT, scheduled_at REAL
 );
-CREATE TABLE IF NOT EXISTS materializations (
-    id INTEGER PRIMARY KEY, run_id TEXT NOT NULL, node_id TEXT NOT NULL, key TEXT NOT NULL,
-    step_id TEXT NOT NULL,
-    run_hash TEXT NOT NULL, context TEXT, signature TEXT, status TEXT NOT NULL,
-    artifact_path TEXT, format TEXT, size_bytes INTEGER, output_hash TEXT,
-    elapsed_seconds REAL, attempts INTEGER, error_type TEXT, error_message TEXT,
-    error_traceback TEXT, max_rss_bytes INTEGER, created_at REAL NOT NULL, batch TEXT,
-    worker_exit TEXT, cpu_seconds REAL
-);
-DROP INDEX IF EXISTS mat_by_hash;
-CREATE INDEX IF NOT EXISTS mat_by_key ON materializations (node_id, key, run_hash);
-CREATE INDEX IF NOT EXISTS mat_by_node ON materializations (node_id, id);
-CREATE INDEX IF NOT EXISTS mat_by_run ON materializations (run_id);
-CREATE INDEX IF NOT EXISTS mat_failed ON materializations (node_id, key) WHERE status = 'failed';
 CREATE TABLE IF NOT EXISTS contexts (digest TEXT PRIMARY KEY, parts TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS node_state (
     node_id TEXT PRIMARY KEY, watermark INTEGER NOT NULL, generation INTEGER NOT NULL,
@@ -120,8 +110,10 @@ def _create_schema(conn: sqlite3.Connection, path: Path) -> None:
                     conn.execute(f"ALTER TABLE {table} ADD COLUMN {name} {kind}")
         if version and version < 5:
             move_key_directories(conn, path)
+        if version and version < 11:
+            history_table.compact_old_table(conn, _artifacts_dir(path))
         if version != SCHEMA_VERSION:
-            for statement in _SCHEMA.split(";"):
+            for statement in (_SCHEMA + history_table.DDL).split(";"):
                 if statement.strip():
                     conn.execute(statement)
             conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
@@ -129,6 +121,11 @@ def _create_schema(conn: sqlite3.Connection, path: Path) -> None:
     except BaseException:
         conn.execute("ROLLBACK")
         raise
+
+
+def _artifacts_dir(db_path: Path) -> str:
+    """Where this database's results are, as its rows name them (root-relative)."""
+    return (db_path.parent / "artifacts").relative_to(project_root(db_path)).as_posix()
 
 
 Connection = sqlite3.Connection  # what `connect` returns: the name outside store/ uses

@@ -9,6 +9,7 @@ import statistics
 from typing import Sequence
 
 from barca.store.history_rows import STEP_COLUMNS, NodeStats, StepRow
+from barca.store.history_table import ref
 
 
 def node_stats(conn: sqlite3.Connection, node_id: str, recent: int = 10) -> NodeStats:
@@ -56,9 +57,9 @@ def last_materializations(conn: sqlite3.Connection, node_ids: Sequence[str]
         step = StepRow(*row)
         if step.step_id != step.node_id:
             step = StepRow(*conn.execute(
-                f"SELECT {STEP_COLUMNS} FROM materializations WHERE run_id = ? AND "
+                f"SELECT {STEP_COLUMNS} FROM materializations WHERE run_ref = ? AND "
                 "node_id = ? ORDER BY status = 'failed' DESC, step_id LIMIT 1",
-                (step.run_id, node_id)).fetchone())
+                (ref(step.run_id), node_id)).fetchone())
         out[node_id] = step
     return out
 

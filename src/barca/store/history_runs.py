@@ -16,6 +16,7 @@ from typing import Sequence
 import orjson
 
 from barca.store.history_rows import RUN_COLUMNS, RunRow
+from barca.store.history_table import ref
 from barca.store.owners import owner_gone
 
 
@@ -119,8 +120,8 @@ def _run_row(conn: sqlite3.Connection, row: tuple) -> RunRow:
     if status == "running" and owner_gone(pid, host, start):
         status = "interrupted"
     if executed is None:  # still running, or never finished: count what it recorded
-        executed = conn.execute("SELECT count(*) FROM materializations WHERE run_id = ?",
-                                (run_id,)).fetchone()[0]
+        executed = conn.execute("SELECT count(*) FROM executions WHERE run_ref = ?",
+                                (ref(run_id),)).fetchone()[0]
     return RunRow(run_id, command, tuple(orjson.loads(files or "[]")), target, status, total,
                   executed, cached, started, finished, elapsed, failed_node, error,
                   triggered_by, job, schedule_id, scheduled_at, pid is not None)
@@ -139,4 +140,4 @@ def changed_stamp(conn: sqlite3.Connection) -> tuple:
     """Changes whenever a run starts, records a step or ends: when what `status` says may
     have changed."""
     return conn.execute("SELECT (SELECT count(*) FROM runs), (SELECT max(id) FROM "
-                        "materializations), (SELECT max(finished_at) FROM runs)").fetchone()
+                        "executions), (SELECT max(finished_at) FROM runs)").fetchone()

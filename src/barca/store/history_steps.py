@@ -7,13 +7,14 @@ from __future__ import annotations
 import sqlite3
 from typing import Sequence
 
-from barca.store.history_rows import (STEP_COLUMNS, STEP_WIDTH, CallSummary, LogRow,
-                                      NodeSummary, StepRow)
+from barca.store.history_rows import (STEP_COLUMNS, STEP_WIDTH, CallSummary, LogRow, NodeSummary,
+                                      StepRow)
+from barca.store.history_table import ref
 
 
 def count_steps(conn: sqlite3.Connection, run_id: str) -> int:
-    return conn.execute("SELECT count(*) FROM materializations WHERE run_id = ?",
-                        (run_id,)).fetchone()[0]
+    return conn.execute("SELECT count(*) FROM executions WHERE run_ref = ?",
+                        (ref(run_id),)).fetchone()[0]
 
 
 def run_steps(conn: sqlite3.Connection, run_id: str, *, per_node: int | None = None,
@@ -24,14 +25,13 @@ def run_steps(conn: sqlite3.Connection, run_id: str, *, per_node: int | None = N
     limit: at most this many steps overall (failures are kept before successes). Both None =
     every step.
     """
-    where = "run_id = ?"
     ranked = (f"SELECT {STEP_COLUMNS}, ROW_NUMBER() OVER (PARTITION BY node_id, batch "
               "ORDER BY status = 'failed' DESC, id) AS rank_in_node, "
               "MIN(id) OVER (PARTITION BY node_id) AS node_first, "
               "MIN(id) OVER (PARTITION BY node_id, batch) AS call_first "
-              f"FROM materializations WHERE {where}")
+              "FROM materializations WHERE run_ref = ?")
     sql = f"SELECT * FROM ({ranked})"
-    params: list = [run_id]
+    params: list = [ref(run_id)]
     if per_node is not None:
         sql += " WHERE rank_in_node <= ?"
         params.append(per_node)
@@ -54,8 +54,8 @@ def step_sample(conn: sqlite3.Connection, run_id: str, node_ids: Sequence[str],
             if len(taken) >= n:
                 break
             rows = conn.execute(f"SELECT {STEP_COLUMNS} FROM materializations WHERE "
-                                f"run_id = ? AND node_id = ? AND status {test} ORDER BY id "
-                                "LIMIT ?", (run_id, node_id, n - len(taken))).fetchall()
+                                f"run_ref = ? AND node_id = ? AND status {test} ORDER BY id "
+                                "LIMIT ?", (ref(run_id), node_id, n - len(taken))).fetchall()
             taken.extend(StepRow(*r) for r in rows)
         out.extend(taken)
     return out
@@ -65,8 +65,8 @@ def node_summaries(conn: sqlite3.Connection, run_id: str) -> list[NodeSummary]:
     rows = conn.execute(
         "SELECT node_id, count(*), sum(status = 'failed'), coalesce(sum(elapsed_seconds), 0), "
         "CASE WHEN count(batch) THEN count(DISTINCT batch) ELSE count(*) END "
-        "FROM materializations WHERE run_id = ? GROUP BY node_id ORDER BY min(id)",
-        (run_id,)).fetchall()
+        "FROM materializations WHERE run_ref = ? GROUP BY node_id ORDER BY min(id)",
+        (ref(run_id),)).fetchall()
     return [NodeSummary(n, k, f, round(e, 4), c) for n, k, f, e, c in rows]
 
 
@@ -74,8 +74,8 @@ def call_summaries(conn: sqlite3.Connection, run_id: str) -> dict[tuple[str, str
     """(node id, call id) -> the batch call's summary, for each call of the run."""
     rows = conn.execute(
         "SELECT node_id, batch, count(*), coalesce(sum(elapsed_seconds), 0), "
-        "max(max_rss_bytes) FROM materializations WHERE run_id = ? AND batch IS NOT NULL "
-        "GROUP BY node_id, batch", (run_id,)).fetchall()
+        "max(max_rss_bytes) FROM materializations WHERE run_ref = ? AND batch IS NOT NULL "
+        "GROUP BY node_id, batch", (ref(run_id),)).fetchall()
     return {(n, b): CallSummary(n, b, k, round(e, 4), r) for n, b, k, e, r in rows}
 
 
@@ -83,8 +83,8 @@ def call_step_ids(conn: sqlite3.Connection, run_id: str, step_ids: Sequence[str]
     """The step ids with each key that ran in a batch call replaced by its call's, under which
     the call's output is logged once."""
     wanted = set(step_ids)
-    rows = conn.execute("SELECT step_id, node_id, batch FROM materializations WHERE run_id = ? "
-                        "AND batch IS NOT NULL", (run_id,)).fetchall()
+    rows = conn.execute("SELECT step_id, node_id, batch FROM materializations WHERE "
+                        "run_ref = ? AND batch IS NOT NULL", (ref(run_id),)).fetchall()
     calls = {s: f"{n}[batch={b}]" for s, n, b in rows if s in wanted}
     return list(dict.fromkeys(calls.get(s, s) for s in step_ids))
 
@@ -93,8 +93,8 @@ def step_ids(conn: sqlite3.Connection, run_id: str) -> list[str]:
     """Every step id a run recorded a result or a log line for, in first-seen order."""
     rows = conn.execute(
         "SELECT step_id FROM (SELECT step_id, min(id) AS o, 0 AS src FROM materializations "
-        "WHERE run_id = ? GROUP BY step_id UNION ALL SELECT step_id, min(seq), 1 FROM logs "
-        "WHERE run_id = ? GROUP BY step_id) ORDER BY src, o", (run_id, run_id)).fetchall()
+        "WHERE run_ref = ? GROUP BY step_id UNION ALL SELECT step_id, min(seq), 1 FROM logs "
+        "WHERE run_id = ? GROUP BY step_id) ORDER BY src, o", (ref(run_id), run_id)).fetchall()
     return list(dict.fromkeys(r[0] for r in rows))
 
 

@@ -19,7 +19,7 @@ import orjson
 
 from barca.errors import UsageError
 from barca.state import NodeState
-from barca.store import run_queue, step_leases
+from barca.store import history_table, run_queue, step_leases
 from barca.store.db import write_transaction
 from barca.store.owners import process_start
 from barca.store.packs import where_in_pack
@@ -173,21 +173,15 @@ def record(conn: sqlite3.Connection, run_id: str, outcomes: Sequence[Any],
         rows.append((run_id, o.node_id, o.key, o.step_id, o.run_hash, plan.context,
                      orjson.dumps(sig), o.status,
                      None if o.artifact_key is None else f"{artifacts_dir}/{o.artifact_key}",
-                     o.format,
-                     o.size_bytes, o.output_hash, o.elapsed_seconds, o.attempts, o.error_type,
-                     o.error_message, o.traceback, o.max_rss_bytes, o.worker_exit, o.batch, now,
-                     o.cpu_seconds))
+                     o.format, o.size_bytes, o.output_hash, o.elapsed_seconds, o.attempts,
+                     o.error_type, o.error_message, o.traceback, o.max_rss_bytes, now, o.batch,
+                     o.worker_exit, o.cpu_seconds))
     conn.execute("BEGIN IMMEDIATE")
     try:
         conn.executemany(
             "INSERT OR IGNORE INTO contexts (digest, parts) VALUES (?, ?)",
             [(d, orjson.dumps(p)) for d, p in new_contexts.items()])
-        conn.executemany(
-            "INSERT INTO materializations (run_id, node_id, key, step_id, run_hash, context, "
-            "signature, status, artifact_path, format, size_bytes, output_hash, "
-            "elapsed_seconds, attempts, error_type, error_message, error_traceback, "
-            "max_rss_bytes, worker_exit, batch, created_at, cpu_seconds) "
-            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+        history_table.insert(conn, rows, artifacts_dir)
         step_leases.release(conn, run_id, leased)
         conn.execute("COMMIT")
     except BaseException:

@@ -21,7 +21,7 @@ from barca.errors import InfraError
 
 def move_key_directories(conn: sqlite3.Connection, db_path: Path) -> None:
     """Move every recorded result still in a key directory."""
-    root = _project_root(db_path)
+    root = project_root(db_path)
     moves = [(old, new) for node_id, old in conn.execute(
         "SELECT DISTINCT node_id, artifact_path FROM materializations "
         "WHERE artifact_path IS NOT NULL") if (new := _new_path(node_id, old)) is not None]
@@ -67,7 +67,7 @@ def _new_path(node_id: str, old: str) -> str | None:
     return f"{parent}/{base}/{leaf[len(base) + 1:]}.{filename}"
 
 
-def _project_root(db_path: Path) -> Path:
+def project_root(db_path: Path) -> Path:
     """The directory holding `.barca/` (rows name files relative to it)."""
     for folder in db_path.parents:
         if folder.name == ".barca":

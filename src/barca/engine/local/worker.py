@@ -31,7 +31,8 @@ from barca.engine.worker.step_runner import StepRunner, StepStream
 # outcomes per message at most (and small results per pack, store.packs: the pack is
 # written before the outcomes that name it)...
 FLUSH_EVERY = 128
-FLUSH_SECONDS = 0.25  # ...and never held longer than this
+FLUSH_SECONDS = 1.0  # ...and never held longer than this (a pack per second or 128 results: few
+# blocks wasted at the end of each, still under a second behind for progress)
 
 
 class OutputCapture:

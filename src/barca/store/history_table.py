@@ -1,0 +1,142 @@
+"""How the run history is stored: one compact row per executed step, read through a view.
+
+A first run at 200,000 keys records 400,000 rows, so a row's bytes are most of the metadata
+database. Each row is written small (`executions`): its node as a number (`nodes`), its step
+id as the key's label only, hex digests (run id, run hash, context, output hash) as their bytes,
+and its result's path as the name inside the node's directory. Readers see the rows as they
+always were (`materializations`, a view that gives the text back) and filter on the stored
+columns (`node_no` through the view's join, `run_ref`) where an index must serve them.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from typing import Any, Iterable
+
+from barca.store.paths import node_dir_name
+
+DDL = """
+CREATE TABLE IF NOT EXISTS nodes (
+    node_no INTEGER PRIMARY KEY, node_id TEXT NOT NULL UNIQUE, dir TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS executions (
+    id INTEGER PRIMARY KEY, run_ref NOT NULL, node_no INTEGER NOT NULL, key TEXT NOT NULL,
+    label TEXT, run_hash NOT NULL, context, signature, status TEXT NOT NULL, artifact TEXT,
+    format TEXT, size_bytes INTEGER, output_hash, elapsed_seconds REAL, attempts INTEGER,
+    error_type TEXT, error_message TEXT, error_traceback TEXT, max_rss_bytes INTEGER,
+    created_at REAL NOT NULL, batch TEXT, worker_exit TEXT, cpu_seconds REAL
+);
+CREATE INDEX IF NOT EXISTS executions_by_key ON executions (node_no, key);
+CREATE INDEX IF NOT EXISTS executions_by_node ON executions (node_no, id);
+CREATE INDEX IF NOT EXISTS executions_by_run ON executions (run_ref);
+CREATE INDEX IF NOT EXISTS executions_failed ON executions (node_no, key)
+    WHERE status = 'failed';
+CREATE VIEW IF NOT EXISTS materializations AS SELECT
+    e.id AS id, {run_ref} AS run_id, n.node_id AS node_id, e.key AS key,
+    CASE WHEN e.label IS NULL THEN n.node_id ELSE n.node_id || '[' || e.label || ']' END
+        AS step_id,
+    {run_hash} AS run_hash, {context} AS context, e.signature AS signature,
+    e.status AS status,
+    CASE WHEN e.artifact IS NULL OR instr(e.artifact, '/') THEN e.artifact
+         ELSE n.dir || '/' || e.artifact END AS artifact_path,
+    e.format AS format, e.size_bytes AS size_bytes, {output_hash} AS output_hash,
+    e.elapsed_seconds AS elapsed_seconds, e.attempts AS attempts, e.error_type AS error_type,
+    e.error_message AS error_message, e.error_traceback AS error_traceback,
+    e.max_rss_bytes AS max_rss_bytes, e.created_at AS created_at, e.batch AS batch,
+    e.worker_exit AS worker_exit, e.cpu_seconds AS cpu_seconds,
+    e.node_no AS node_no, e.run_ref AS run_ref
+FROM executions AS e JOIN nodes AS n ON n.node_no = e.node_no;
+""".format(**{column: f"CASE WHEN typeof(e.{column}) = 'blob' THEN lower(hex(e.{column})) "
+                      f"ELSE e.{column} END"
+              for column in ("run_ref", "run_hash", "context", "output_hash")})
+
+COLUMNS = ("run_id", "node_id", "key", "step_id", "run_hash", "context", "signature", "status",
+           "artifact_path", "format", "size_bytes", "output_hash", "elapsed_seconds",
+           "attempts", "error_type", "error_message", "error_traceback", "max_rss_bytes",
+           "created_at", "batch", "worker_exit", "cpu_seconds")  # a row as `insert` takes it
+
+
+def ref(text: Any) -> Any:
+    """A lowercase hex digest as its bytes (half the size, given back by the view as the same
+    text); anything else as it is."""
+    if text.__class__ is not str:
+        return text
+    try:
+        raw = bytes.fromhex(text)
+    except ValueError:
+        return text
+    return raw if raw and raw.hex() == text else text
+
+
+def node_numbers(conn: sqlite3.Connection, node_ids: Iterable[str],
+                 artifacts_dir: str) -> dict[str, int]:
+    """Each node's number, given on its first row; its directory is where the view puts the
+    file names its rows keep."""
+    wanted = list(dict.fromkeys(node_ids))
+    conn.executemany("INSERT OR IGNORE INTO nodes (node_id, dir) VALUES (?, ?)",
+                     [(n, f"{artifacts_dir}/{_node_dir(n)}") for n in wanted])
+    numbers = {}
+    for node_id in wanted:
+        numbers[node_id] = conn.execute("SELECT node_no FROM nodes WHERE node_id = ?",
+                                        (node_id,)).fetchone()[0]
+    return numbers
+
+
+def _node_dir(node_id: str) -> str:
+    file, _, name = node_id.rpartition(":")
+    try:
+        return node_dir_name(file, name)
+    except ValueError:  # not a name a directory can have: its paths are kept whole
+        return "\0"
+
+
+_INSERT = ("INSERT INTO executions (id, run_ref, node_no, key, label, run_hash, context, "
+           "signature, status, artifact, format, size_bytes, output_hash, elapsed_seconds, "
+           "attempts, error_type, error_message, error_traceback, max_rss_bytes, created_at, "
+           "batch, worker_exit, cpu_seconds) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
+
+
+def insert(conn: sqlite3.Connection, rows: list[tuple], artifacts_dir: str) -> None:
+    """Record rows given as `COLUMNS` (what the view shows), under new ids."""
+    conn.executemany(_INSERT, [(None, *row) for row in _compact(conn, rows, artifacts_dir)])
+
+
+def _compact(conn: sqlite3.Connection, rows: list[tuple], artifacts_dir: str) -> list[tuple]:
+    numbers = node_numbers(conn, (row[1] for row in rows), artifacts_dir)
+    dirs = {node_id: f"{artifacts_dir}/{_node_dir(node_id)}/" for node_id in numbers}
+    compact = []
+    for (run_id, node_id, key, step_id, run_hash, context, signature, status, path,
+         fmt, size, output_hash, *rest) in rows:
+        label = None if step_id == node_id else step_id[len(node_id) + 1:-1]
+        folder = dirs[node_id]
+        if path is not None and path.startswith(folder) and "/" not in path[len(folder):]:
+            path = path[len(folder):]
+        compact.append((ref(run_id), numbers[node_id], key, label, ref(run_hash),
+                        ref(context), signature, status, path, fmt, size, ref(output_hash),
+                        *rest))
+    return compact
+
+
+def compact_old_table(conn: sqlite3.Connection, artifacts_dir: str = ".barca/artifacts") -> None:
+    """Move the rows of a `materializations` table (schema 10 and before) into `executions`,
+    once, inside the caller's upgrade transaction. Ids are kept: snapshots' watermarks still
+    name the same rows."""
+    if conn.execute("SELECT type FROM sqlite_master WHERE name = 'materializations'"
+                    ).fetchone() != ("table",):
+        return
+    total = conn.execute("SELECT count(*) FROM materializations").fetchone()[0]
+    if total > 100_000:
+        logging.getLogger("barca").warning(
+            "[barca] compacting the run history (%d rows, once, as this barca upgrades the "
+            "project)", total)
+    conn.execute("ALTER TABLE materializations RENAME TO old_materializations")
+    for statement in DDL.split(";"):
+        if statement.strip() and "VIEW" not in statement:
+            conn.execute(statement)
+    cursor = conn.execute(f"SELECT id, {', '.join(COLUMNS)} FROM old_materializations "
+                          "ORDER BY id")
+    while batch := cursor.fetchmany(20_000):
+        compact = _compact(conn, [row[1:] for row in batch], artifacts_dir)
+        conn.executemany(_INSERT, [(row[0], *c) for row, c in zip(batch, compact)])
+    conn.execute("DROP TABLE old_materializations")
