@@ -28,7 +28,7 @@ from typing import Any, Callable, Sequence
 from barca.engine import step_scheduler
 from barca.engine.batch_calls import BatchCalls
 from barca.engine.concurrent_runs import Claim, Steps
-from barca.engine.events import MetadataNote, Reporter, UpgradeNote
+from barca.engine.events import MetadataNote, Reporter
 from barca.engine.executor import Executor, NewExecutor
 from barca.engine.planning import Planning
 from barca.engine.protocol import CallFinished, LogLine, RunInterrupted, StepOutcome
@@ -377,9 +377,7 @@ class _Run:
         if notes:  # a batched run says where the coordinator's time went too
             notes.append(MetadataNote(self.handling_seconds + recorder.seconds))
             self.reporter.run_note(notes[-1])
-        if run.upgraded:  # once: results of an earlier barca kept (planner.upgrade)
-            notes.append(UpgradeNote(len(run.upgraded), sum(run.upgraded.values())))
-            self.reporter.run_note(notes[-1])
+        notes += self.planning.upgrade_notes()  # once: results of an earlier barca kept
         if notes:
             recorder.notes(notes)  # kept with the run's output: `barca logs` shows them too
 

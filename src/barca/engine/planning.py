@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from barca.engine.events import Reporter
+from barca.engine.events import Reporter, UpgradeNote
 from barca.engine.key_source_columns import SourceColumns
 from barca.engine.result import locate_key, stored_key
 from barca.engine import step_scheduler
@@ -76,6 +76,16 @@ class Planning:
                 break
         run.schedule, _ = step_scheduler.planned(run.schedule, {
             n: None if run.plans[n].unknown else len(run.plans[n].run) for n in todo})
+
+    def upgrade_notes(self) -> list[UpgradeNote]:
+        """The note that keys recorded under hash scheme 1 were kept, told to the reporter;
+        none when no asset had any (so, after the run that stored them, never again)."""
+        upgraded = self.run.upgraded
+        if not upgraded:
+            return []
+        note = UpgradeNote(len(upgraded), sum(upgraded.values()))
+        self.reporter.run_note(note)
+        return [note]
 
     def _apply_history_hits(self, node_id: str) -> None:
         run = self.run
