@@ -34,18 +34,18 @@ from typing import Iterable
 
 _DOC_OWNERS = (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 _SKIPPED = frozenset({"type_comment", "type_ignores", "kind"})
+_CLOSE = b")"
 
 
 def tree_digest(label: str, nodes: Iterable[ast.AST], decorators: bool = True) -> str:
     """blake2b-128 hex digest of `label` and the normal form of each node, in order.
     `decorators=False` leaves out the decorators of the nodes themselves (a node function's
     barca decorator is hashed part by part elsewhere; nested decorators always count)."""
-    h = hashlib.blake2b(digest_size=16)
-    _text(h, label)
+    out = [_text(label)]
     for node in nodes:
-        h.update(b"|")
-        _write(h, node, skip_top_decorators=not decorators)
-    return h.hexdigest()
+        out.append(b"|")
+        _write(out, node, skip_top_decorators=not decorators)
+    return hashlib.blake2b(b"".join(out), digest_size=16).hexdigest()
 
 
 def normal_bytes(node: ast.AST) -> bytes:
@@ -54,69 +54,57 @@ def normal_bytes(node: ast.AST) -> bytes:
     >>> normal_bytes(ast.parse("(1,)")) == normal_bytes(ast.parse("1 ,  # one"))
     True
     """
-    out = _Collect()
+    out: list[bytes] = []
     _write(out, node, skip_top_decorators=False)
-    return b"".join(out.chunks)
+    return b"".join(out)
 
 
-class _Collect:
-    def __init__(self) -> None:
-        self.chunks: list[bytes] = []
-
-    def update(self, data: bytes) -> None:
-        self.chunks.append(data)
-
-
-def _write(h, root: ast.AST, skip_top_decorators: bool) -> None:
-    """Stream the normal form of `root` into `h` (anything with `update(bytes)`)."""
+def _write(out: list[bytes], root: ast.AST, skip_top_decorators: bool) -> None:
+    """Append the normal form of `root` to `out`, walking with a stack of nodes, lists and
+    tokens already encoded (bytes: a constant is encoded when it is pushed)."""
+    append = out.append
     stack: list[object] = [root]
+    push, pop = stack.append, stack.pop
     while stack:
-        item = stack.pop()
-        if item is _CLOSE:  # queued behind a node's fields
-            h.update(b")")
-        elif isinstance(item, ast.AST):
-            fields = _fields(item, skip_decorators=skip_top_decorators and item is root)
-            _text(h, type(item).__name__, b"(")
-            stack.append(_CLOSE)
-            for name, value in reversed(fields):
-                stack.append(value)
-                stack.append(_Field(name))
-        elif isinstance(item, _Field):
-            _text(h, item.name, b".")
+        item = pop()
+        if type(item) is bytes:
+            append(item)
         elif isinstance(item, list):
-            h.update(b"[%d;" % len(item))
-            stack.extend(reversed(item))
+            append(b"[%d;" % len(item))
+            for value in reversed(item):
+                push(value if isinstance(value, (ast.AST, list)) else _constant(value))
         else:
-            _constant(h, item)
+            header, fields = _shape(type(item))
+            append(header)
+            push(_CLOSE)
+            skip = skip_top_decorators and item is root
+            for name, token in fields:
+                value = getattr(item, name, None)
+                if value is None or value == [] or skip and name == "decorator_list":
+                    continue
+                if name == "values" and type(item) is ast.JoinedStr:
+                    value = _joined_literals(value)
+                elif name == "body" and isinstance(item, _DOC_OWNERS):
+                    value = _clean_docstring(value)
+                push(value if isinstance(value, (ast.AST, list)) else _constant(value))
+                push(token)
 
 
-class _Field:
-    __slots__ = ("name",)
-
-    def __init__(self, name: str) -> None:
-        self.name = name
+_SHAPES: dict[type, tuple[bytes, tuple[tuple[str, bytes], ...]]] = {}
 
 
-_CLOSE = _Field(")")  # the end of a node (a constant can be bytes, so no bytes marker)
+def _shape(cls: type) -> tuple[bytes, tuple[tuple[str, bytes], ...]]:
+    """A node class's opening token and its counted fields with their tokens, last first
+    (they are pushed on a stack)."""
+    found = _SHAPES.get(cls)
+    if found is None:
+        fields = tuple((name, _text(name, b".")) for name in reversed(cls._fields)
+                       if name not in _SKIPPED)
+        found = _SHAPES[cls] = (_text(cls.__name__, b"("), fields)
+    return found
 
 
-def _fields(node: ast.AST, skip_decorators: bool) -> list[tuple[str, object]]:
-    out = []
-    for name in node._fields:
-        if name in _SKIPPED or skip_decorators and name == "decorator_list":
-            continue
-        value = getattr(node, name, None)
-        if value is None or isinstance(value, list) and not value:
-            continue
-        if name == "values" and isinstance(node, ast.JoinedStr):
-            value = _joined_literals(value)
-        elif name == "body" and isinstance(node, _DOC_OWNERS):
-            value = _clean_docstring(value)
-        out.append((name, value))
-    return out
-
-
-def _joined_literals(values: list[ast.expr]) -> list[object]:
+def _joined_literals(values: list[ast.expr]) -> list[ast.expr]:
     """An f-string's parts with adjacent literal text joined into one string."""
     out: list[object] = []
     for value in values:
@@ -140,28 +128,26 @@ def _clean_docstring(body: list[ast.stmt]) -> list[ast.stmt]:
     return [ast.Expr(ast.Constant(text)), *body[1:]]
 
 
-def _text(h, text: str, tag: bytes = b"s") -> None:
+def _text(text: str, tag: bytes = b"s") -> bytes:
     data = text.encode("utf-8", "surrogatepass")
-    h.update(b"%s%d:" % (tag, len(data)))
-    h.update(data)
+    return b"%s%d:%s" % (tag, len(data), data)
 
 
-def _constant(h, value: object) -> None:
+def _constant(value: object) -> bytes:
     """A literal value, tagged by its type: 1, 1.0, True and "1" differ."""
     if isinstance(value, str):
-        _text(h, value)
-    elif isinstance(value, bytes):
-        h.update(b"y%d:" % len(value))
-        h.update(value)
-    elif value is None:
-        h.update(b"n")
-    elif isinstance(value, bool):
-        h.update(b"b1" if value else b"b0")
-    elif isinstance(value, int):
-        h.update(b"i%x;" % value)  # hex: no digit limit (a 5,000-digit 0x... literal parses)
-    elif isinstance(value, (float, complex)):
-        _text(h, repr(value), b"f" if isinstance(value, float) else b"j")
-    elif value is Ellipsis:
-        h.update(b"e")
-    else:  # the parser makes no other constants; refuse rather than hash ambiguously
-        raise TypeError(f"no normal form for {type(value).__name__}")
+        return _text(value)
+    if isinstance(value, bytes):
+        return b"y%d:%s" % (len(value), value)
+    if value is None:
+        return b"n"
+    if isinstance(value, bool):
+        return b"b1" if value else b"b0"
+    if isinstance(value, int):
+        return b"i%x;" % value  # hex: no digit limit (a 5,000-digit 0x... literal parses)
+    if isinstance(value, (float, complex)):
+        return _text(repr(value), b"f" if isinstance(value, float) else b"j")
+    if value is Ellipsis:
+        return b"e"
+    # the parser makes no other constants; refuse rather than hash ambiguously
+    raise TypeError(f"no normal form for {type(value).__name__}")
