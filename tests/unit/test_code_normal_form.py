@@ -112,6 +112,17 @@ def test_two_programs_two_forms(a, b):
     assert normal_bytes(ast.parse(wrap(a))) != normal_bytes(ast.parse(wrap(b)))
 
 
+def test_an_f_string_is_its_fields_and_its_text_whatever_the_parser_splits():
+    """Python 3.12.1 parses `f"{a:{b}}"`'s format spec with an empty literal after `{b}`;
+    3.11 and 3.13 without: one form for both. Adjacent literal pieces are one text."""
+    parsed = ast.parse('f"{a:{b}}"').body[0].value
+    spec = parsed.values[0].format_spec
+    with_empty = ast.JoinedStr([*spec.values, ast.Constant("")])
+    assert normal_bytes(with_empty) == normal_bytes(spec)
+    split = ast.JoinedStr([ast.Constant("a"), ast.Constant("b")])
+    assert normal_bytes(split) == normal_bytes(ast.parse('f"ab"').body[0].value)
+
+
 def test_a_long_expression_python_compiles_has_a_form():
     """`1 + 1 + ...` is a tree as deep as it is long: walked without recursion, it cannot
     run into the interpreter's recursion limit where the compiler does not."""

@@ -20,8 +20,8 @@ between Python versions (3.12 adds empty `type_params`, 3.13 leaves out empty fi
 hash must not change with the interpreter; and it is walked with a stack, not recursion, so a
 long chain of `a + b + ...` that Python parses cannot exhaust the recursion limit. Fields that
 are None or empty are left out (so a field a newer Python adds, empty for existing code,
-changes nothing); an f-string's adjacent literal parts are joined (3.12 splits them
-differently). Each token is tagged and length-prefixed: two different trees never give the
+changes nothing); an f-string's adjacent literal parts are joined and empty ones left out
+(3.12.1 adds an empty one to some format specs). Each token is tagged and length-prefixed: two different trees never give the
 same bytes.
 """
 
@@ -105,7 +105,8 @@ def _shape(cls: type) -> tuple[bytes, tuple[tuple[str, bytes], ...]]:
 
 
 def _joined_literals(values: list[ast.expr]) -> list[ast.expr]:
-    """An f-string's parts with adjacent literal text joined into one string."""
+    """An f-string's parts with adjacent literal text joined into one string, and empty
+    literal text left out (3.12.1 ends `f"{a:{b}}"`'s format spec with one)."""
     out: list[object] = []
     for value in values:
         if isinstance(value, ast.Constant) and isinstance(value.value, str):
@@ -115,7 +116,7 @@ def _joined_literals(values: list[ast.expr]) -> list[ast.expr]:
                 out.append(value.value)
         else:
             out.append(value)
-    return [ast.Constant(v) if isinstance(v, str) else v for v in out]
+    return [ast.Constant(v) if isinstance(v, str) else v for v in out if v != ""]
 
 
 def _clean_docstring(body: list[ast.stmt]) -> list[ast.stmt]:
