@@ -273,7 +273,7 @@ def test_a_cutoff_asset_with_a_failed_key_blocks_only_that_key_of_its_reader(
     assert take_executed(root) == ["load b", "load d", "score b", "score d"]
 
     # b fails again under new code; a, c and d give the same bytes: their readers stay cached
-    write(root, {"pipeline.py": cutoff.replace('"v-" + k', '"v-" + k  # edited'),
+    write(root, {"pipeline.py": cutoff.replace('"v-" + k', '"v-" + str(k)'),
                  "fail_b": ""})
     got = failing.get("score", "pipeline.py").expect(1)
     assert take_executed(root) == ["load a", "load b", "load c", "load d"]

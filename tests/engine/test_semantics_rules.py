@@ -287,7 +287,7 @@ def test_readers_of_a_manual_asset_hash_its_bytes(engine: Engine) -> None:
     assert same.expect(0).json["steps_executed"] == 1
     assert take_executed(project) == ["snapshot"]
     # an edit that leaves the bytes alone, then a refresh: still no reader reruns
-    edit(project / "pipeline.py", '_ran("snapshot")', '_ran("snapshot")  # edited')
+    edit(project / "pipeline.py", '_ran("snapshot")', '_ran(str("snapshot"))')
     engine.get("reader,per", "pipeline.py", refresh="snapshot").expect(0)
     assert take_executed(project) == ["snapshot"]
     # new bytes: every reader reruns, naming the Manual asset as what changed

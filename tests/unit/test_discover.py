@@ -644,10 +644,10 @@ def test_editing_the_body_changes_only_that_function(tmp_path):
         "pipeline.py:doubled"}
 
 
-def test_comments_and_whitespace_inside_the_function_count(tmp_path):
+def test_comments_and_whitespace_inside_the_function_change_nothing(tmp_path):
     write(tmp_path, PROJECT)
-    assert changed(tmp_path, "pipeline.py", "return raw * 2", "return raw * 2  # twice") == {
-        "pipeline.py:doubled"}
+    assert changed(tmp_path, "pipeline.py", "return raw * 2", "return raw*2  # twice") == set()
+    assert changed(tmp_path, "helpers.py", "RATE = 2", "RATE = (2)  # per unit") == set()
 
 
 def test_editing_an_unused_helper_changes_nothing(tmp_path):
@@ -964,7 +964,9 @@ def test_decorators_of_helpers_count_and_are_followed(tmp_path):
             return h()
     """})
     assert {"helper helpers.py:h", "helper helpers.py:wrap"} <= set(parts(load(tmp_path)["p.py:f"]))
-    assert changed(tmp_path, "helpers.py", "    return fn", "    return fn  # same") == {"p.py:f"}
+    assert changed(tmp_path, "helpers.py", "    return fn", "    return fn  # same") == set()
+    assert changed(tmp_path, "helpers.py", "    return fn", "    return print or fn") == {
+        "p.py:f"}
 
 
 def test_project_star_imports_are_followed(tmp_path):

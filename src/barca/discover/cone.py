@@ -4,7 +4,7 @@ Starting from the names a node function reads, follow every module-level functio
 constant and import they resolve to, transitively and to any depth, into project modules
 only (a module the `ModuleCache` cannot find under the root is external and ends the walk).
 Each definition reached becomes one hash part, `helper <file>:<name>`, whose digest covers
-that definition's source; a module used as a value (not as `m.attr`), or a name bound in a
+that definition's syntax tree (normal_form.py: comments and layout do not count); a module used as a value (not as `m.attr`), or a name bound in a
 way we cannot pin to one statement, makes the whole file one part, `helper <file>`, and
 its imports are followed. Unused definitions never enter, so editing them reruns nothing.
 
@@ -19,6 +19,7 @@ from __future__ import annotations
 import ast
 
 from barca.discover.hashing import digest
+from barca.discover.normal_form import tree_digest
 from barca.discover.modules import ModuleCache, ModuleInfo
 from barca.discover.names import ImportBinding, Uses, uses_of
 
@@ -29,6 +30,7 @@ class ConeGraph:
     def __init__(self, modules: ModuleCache) -> None:
         self.modules = modules
         self.digests: dict[str, str] = {}
+        self.legacy: dict[str, str] = {}  # scheme 1's digest (the text) of each helper label
         self._what: dict[str, tuple[ModuleInfo, str | None]] = {}
         self._edges: dict[tuple[tuple[str, ...], str], tuple[str, ...]] = {}
         self._uses: dict[int, Uses] = {}
@@ -51,15 +53,17 @@ class ConeGraph:
         label = f"helper {module.file}:{name}"
         if label not in self.digests:
             stmts = module.index.defs[name]
-            self.digests[label] = digest((label, tuple(module.statement_source(s)
-                                                       for s in stmts)))
+            self.digests[label] = tree_digest(label, stmts)
+            self.legacy[label] = digest((label, tuple(module.statement_source(s)
+                                                      for s in stmts)))
             self._what[label] = (module, name)
         return label
 
     def module_label(self, module: ModuleInfo) -> str:
         label = f"helper {module.file}"
         if label not in self.digests:
-            self.digests[label] = digest((label, module.source))
+            self.digests[label] = tree_digest(label, [module.tree])
+            self.legacy[label] = digest((label, module.source))
             self._what[label] = (module, None)
         return label
 

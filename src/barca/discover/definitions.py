@@ -83,7 +83,7 @@ def _definition(node: RawNode, resolver: Resolver, hasher: _Hasher) -> Definitio
                 inputs.append(InputSpec(param, source, "value"))
                 taken.add(param)
         dimensions.append(DimensionSpec(dim.name, dim.kind, dim.keys, dim.expr, source))
-    parts = hasher.parts(node, explicit, dimensions)
+    parts, legacy = hasher.parts(node, explicit, dimensions)
     o = node.options
     return Definition(
         node_id=node.node_id, name=node.name, function=node.function, file=node.file,
@@ -93,6 +93,9 @@ def _definition(node: RawNode, resolver: Resolver, hasher: _Hasher) -> Definitio
         retry_backoff=o.retry_backoff, timeout_seconds=o.timeout_seconds, env=o.env,
         cutoff=o.cutoff, weight=o.weight, batch=o.batch, description=o.description,
         tags=o.tags, definition_hash=hashing.definition_hash(parts), hash_parts=parts,
+        legacy_hash=hashing.definition_hash(
+            [(label, legacy.get(label, value)) for label, value in parts],
+            hashing.LEGACY_SCHEME), legacy_parts=tuple(sorted(legacy.items())),
         schedule_batch=o.schedule_batch, sinks=node.sinks, deterministic=o.deterministic,
         unused=unused_params(node.fn, (i.param for i in inputs if i.mode != "order")),
         source_digest=hasher.modules.digests[node.file])
@@ -113,17 +116,23 @@ class _Hasher:
         self.cones = ConeGraph(modules)
 
     def parts(self, node: RawNode, inputs: Sequence[InputSpec],
-              dimensions: Sequence[DimensionSpec]) -> tuple[tuple[str, str], ...]:
+              dimensions: Sequence[DimensionSpec]
+              ) -> tuple[tuple[tuple[str, str], ...], dict[str, str]]:
+        """The hash parts, and scheme 1's digest of those that scheme 2 hashes differently
+        (code and helpers: text then, syntax trees now)."""
         module = self.modules.load(node.file)
         fn = node.fn
-        parts = dict([hashing.code_part(module.segment(fn.lineno, fn.end_lineno or fn.lineno)),
-                      hashing.kind_part(node.kind)])
+        parts = dict([hashing.code_part(fn), hashing.kind_part(node.kind)])
         parts.update(self._argument_parts(node, inputs, dimensions))
         parts.update(hashing.decorator_parts(node.decorators))
         uses = function_uses(fn) | uses_of(node.decorators) | uses_of(node.counted)
         parts.update(self.cones.parts(module, uses, self.modules.search_dirs(node.file),
                                       node.node_id, f"helper {node.file}:{fn.name}"))
-        return tuple(sorted(parts.items()))
+        legacy = {label: self.cones.legacy[label] for label in parts
+                  if label in self.cones.legacy}
+        legacy["code"] = hashing.legacy_code_part(
+            module.segment(fn.lineno, fn.end_lineno or fn.lineno))[1]
+        return tuple(sorted(parts.items())), legacy
 
     def _argument_parts(self, node: RawNode, inputs: Sequence[InputSpec],
                         dimensions: Sequence[DimensionSpec]) -> list[tuple[str, str]]:

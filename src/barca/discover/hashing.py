@@ -5,7 +5,8 @@ A definition hash is blake2b (16 bytes, hex) over the canonical encoding of the 
 label, so it depends on nothing but the parts (not dict order, file order or keyword order).
 The parts, kept on the Definition so that a stale reason can name what changed:
 
-    code                              the function text from `def` to its end, as written
+    code                              the function from `def` to its end, as its syntax tree
+                                      (normal_form.py: comments and layout do not count)
     kind                              asset / sensor / task
     decorator argument inputs         {param: upstream id | collect(id)}, sorted by param
     decorator argument serializer     the serializer name
@@ -19,6 +20,11 @@ The parts, kept on the Definition so that a stale reason can name what changed:
 Never hashed: name, freshness, retries, retry_backoff, timeout_seconds, description, tags, env
 (its values enter the run hash), batch, cutoff, weight, deterministic, and partition key
 values.
+
+Scheme 1 hashed the code and helper parts as text, comments and layout included. Its
+definition hash is still worked out (`LEGACY_SCHEME`, `legacy_code_part`) so that results
+recorded under it are recognised once after an upgrade instead of recomputed
+(planner/upgrade.py).
 """
 
 from __future__ import annotations
@@ -27,7 +33,10 @@ import ast
 import hashlib
 from typing import Any, Sequence
 
-SCHEME_VERSION = 1
+from barca.discover.normal_form import tree_digest
+
+SCHEME_VERSION = 2
+LEGACY_SCHEME = 1  # code as text: see planner/upgrade.py
 
 
 def encode(value: Any) -> bytes:
@@ -70,10 +79,10 @@ def digest(value: Any) -> str:
     return hashlib.blake2b(encode(value), digest_size=16).hexdigest()
 
 
-def definition_hash(parts: Sequence[tuple[str, str]]) -> str:
+def definition_hash(parts: Sequence[tuple[str, str]], scheme: int = SCHEME_VERSION) -> str:
     """Combine (label, digest) parts; their order does not matter.
 
-    Equal to `digest(("definition", SCHEME_VERSION, tuple(sorted(parts))))`, written out
+    Equal to `digest(("definition", scheme, tuple(sorted(parts))))`, written out
     flat because it runs once per node on every command:
 
     >>> p = [("kind", "ab"), ("code", "cd")]
@@ -81,7 +90,7 @@ def definition_hash(parts: Sequence[tuple[str, str]]) -> str:
     True
     """
     ordered = sorted(parts)
-    chunks = [b"t3:s10:definition", b"i%d;" % SCHEME_VERSION, b"t%d:" % len(ordered)]
+    chunks = [b"t3:s10:definition", b"i%d;" % scheme, b"t%d:" % len(ordered)]
     for label, part_digest in ordered:
         label_bytes, digest_bytes = label.encode("utf-8"), part_digest.encode("utf-8")
         chunks += (b"t2:s%d:" % len(label_bytes), label_bytes,
@@ -89,7 +98,13 @@ def definition_hash(parts: Sequence[tuple[str, str]]) -> str:
     return hashlib.blake2b(b"".join(chunks), digest_size=16).hexdigest()
 
 
-def code_part(source: str) -> tuple[str, str]:
+def code_part(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[str, str]:
+    """The function's syntax tree without its decorators (they are parts of their own)."""
+    return "code", tree_digest("code", [fn], decorators=False)
+
+
+def legacy_code_part(source: str) -> tuple[str, str]:
+    """Scheme 1's code part: the function's text from `def` to its end, as written."""
     return "code", digest(("code", source))
 
 

@@ -85,6 +85,11 @@ class Definition:
     # digest of the file's bytes discovery read: a worker checks it imports the same file
     # (engine.source_check)
     source_digest: str = ""
+    # the definition hash under scheme 1 (code as text), and scheme 1's digests of the parts
+    # scheme 2 hashes differently: results recorded before an upgrade are recognised with
+    # them (planner.upgrade), and a stale reason names only the parts that really changed
+    legacy_hash: str = ""
+    legacy_parts: tuple[tuple[str, str], ...] = ()
 
     @property
     def pinned(self) -> bool:

@@ -377,6 +377,8 @@ class _Run:
         if notes:  # a batched run says where the coordinator's time went too
             notes.append(MetadataNote(self.handling_seconds + recorder.seconds))
             self.reporter.run_note(notes[-1])
+        notes += self.planning.upgrade_notes()  # once: results of an earlier barca kept
+        if notes:
             recorder.notes(notes)  # kept with the run's output: `barca logs` shows them too
 
     def _result(self, status: str, elapsed: float) -> RunResult:

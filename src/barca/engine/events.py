@@ -32,7 +32,17 @@ class MetadataNote:
     seconds: float
 
 
-RunNote = Union[BatchNote, MetadataNote]
+@dataclass(frozen=True, slots=True)
+class UpgradeNote:
+    """Results recorded under hash scheme 1 (code hashed as text) that this run recognised
+    for the code as it is and stored under scheme 2, without running them (planner.upgrade):
+    said once, so that a user who upgraded sees why nothing reran."""
+
+    nodes: int
+    keys: int
+
+
+RunNote = Union[BatchNote, MetadataNote, UpgradeNote]
 
 
 class Reporter:

@@ -1,7 +1,8 @@
 """A run's decisions, with the facts they need gathered for them.
 
 The rules live in planner/ and are pure (planner.planner, planner.history,
-planner.missing); this module only fetches what they take as data and applies what they return to the run's state: older
+planner.missing, planner.upgrade); this module only fetches what they take as data and
+applies what they return to the run's state: older
 successes a new run hash matches and output digests a snapshot lacks (asked of the run's
 recorder, engine.run_recorder), a key source's keys and values (its stored chunks, or its
 result), and whether the cached results that will be read are still in the artifact store (one
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from barca.engine.events import Reporter
+from barca.engine.events import Reporter, UpgradeNote
 from barca.engine.key_source_columns import SourceColumns
 from barca.engine.result import locate_key, stored_key
 from barca.engine import step_scheduler
@@ -28,6 +29,7 @@ from barca.planner.missing import input_keys_to_check, reopen, target_keys_to_ch
 from barca.planner.model import KnownOutput, NodePlan, PlanOptions
 from barca.planner.outputs import UNKNOWN_DIGEST, output_digests, with_found
 from barca.planner.planner import plan_nodes
+from barca.planner.upgrade import upgraded
 from barca.state import EMPTY_STATE
 from barca.store.artifacts import read_result
 from barca.store.packs import file_of
@@ -44,10 +46,22 @@ class Planning:
     # -- plans ------------------------------------------------------------------------------
 
     def plan(self, node_ids: Sequence[str]) -> None:
-        """Plan these nodes (topological order) on what is known now."""
+        """Plan these nodes (topological order) on what is known now. Keys a plan found
+        recorded under hash scheme 1 for the current code are moved to its context in the
+        run's state, whose snapshot is then written: the upgrade is stored once."""
         run = self.run
         run.plans = plan_nodes(self.graph, node_ids, run.states, run.known, self.options,
                                self.expr_keys, run.refreshed, run.plans)
+        for node_id in node_ids:
+            plan = run.plans[node_id]
+            state = run.states.get(node_id)
+            if plan.upgraded_from is not None and state is not None:
+                if plan.kind == "asset":  # sensors and tasks run anyway: not "kept"
+                    run.upgraded[node_id] = sum(1 for i in range(len(state))
+                                                if state.context_at(i) == plan.upgraded_from)
+                run.states[node_id] = upgraded(state, plan.upgraded_from, plan.context,
+                                               plan.context_parts)
+                run.rewrite.add(node_id)
 
     def plan_pending(self) -> None:
         """Plan every undecided node; repeat while a cached node reveals an output readers
@@ -62,6 +76,16 @@ class Planning:
                 break
         run.schedule, _ = step_scheduler.planned(run.schedule, {
             n: None if run.plans[n].unknown else len(run.plans[n].run) for n in todo})
+
+    def upgrade_notes(self) -> list[UpgradeNote]:
+        """The note that keys recorded under hash scheme 1 were kept, told to the reporter;
+        none when no asset had any (so, after the run that stored them, never again)."""
+        upgraded = self.run.upgraded
+        if not upgraded:
+            return []
+        note = UpgradeNote(len(upgraded), sum(upgraded.values()))
+        self.reporter.run_note(note)
+        return [note]
 
     def _apply_history_hits(self, node_id: str) -> None:
         run = self.run

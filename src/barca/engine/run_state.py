@@ -41,7 +41,8 @@ class RunState:
     served      node id -> run id -> keys another run computed while this one waited (or
                 between loading and claiming them), served from its results
     rewrite     nodes whose snapshot must be written even if no key ran (history hits, digests
-                looked up)
+                looked up, keys recorded under hash scheme 1 moved to the current one)
+    upgraded    node id -> how many of its keys were moved from hash scheme 1 (planner.upgrade)
     store       the artifact store recorded results live in
     written     the store this run's steps write to (a scratch store in a dry run)
     """
@@ -66,6 +67,7 @@ class RunState:
     served: dict[str, dict[str, int]] = field(default_factory=dict)
     executed: int = 0
     rewrite: set[str] = field(default_factory=set)
+    upgraded: dict[str, int] = field(default_factory=dict)
 
     def succeeded(self, outcome: StepOutcome) -> None:
         """A key's result is there: where (its position and format, and its pack's range)."""

@@ -87,6 +87,9 @@ class NodePlan:
     # a Manual asset's keys that are stale but keep their last result (index -> why they
     # would run); their run_hashes are those of the kept results
     pinned: Mapping[int, Reason] = field(default_factory=dict)
+    # the hash scheme 1 context whose keys this plan counts as recorded under `context`
+    # (planner.upgrade); the caller stores the state with them moved
+    upgraded_from: str | None = None
 
     def label(self, key: str) -> str:
         """`retailer=r1`: the key as users see it (see barca.planner.keys)."""

@@ -18,6 +18,7 @@ from barca.graph import Graph
 from barca.planner.hashes import column_digest, context_digest, digest, run_hash
 from barca.planner.keys import key_args, label_order, static_keys
 from barca.planner.model import KnownOutput, NodePlan, PlanOptions, Reason
+from barca.planner.upgrade import legacy_context, upgraded
 from barca.packed_columns import HashColumn, JsonColumn, same_value
 from barca.state import EMPTY_STATE, NodeState
 
@@ -87,7 +88,10 @@ def plan_node(d: Definition, graph: Graph, plans: Mapping[str, NodePlan], state:
     parts = _unkeyed_parts(d, graph, plans, known, options)
     labels, columns, value_slots = _keyed_columns(d, graph, plans, known, keys, key_values)
     context = context_digest(d.definition_hash, parts)
+    legacy = legacy_context(d.legacy_hash, parts, state, context)
     parts = {**dict(d.hash_parts), **parts}
+    if legacy is not None:  # recorded under hash scheme 1 for this very code: cached
+        state = upgraded(state, legacy, context, parts)
     hashes, run = _decide(keys, context, columns, value_slots, state)
     always = d.kind in ("sensor", "task")
     pinned: dict[int, Reason] = {}
@@ -101,7 +105,7 @@ def plan_node(d: Definition, graph: Graph, plans: Mapping[str, NodePlan], state:
     return NodePlan(d.node_id, d.kind, keys, hashes, context, parts, columns, labels,
                     tuple(run), reasons, key_values, partitioned=bool(d.dimensions),
                     dims=tuple(sorted(dim.name for dim in d.dimensions)),
-                    selected_from=selected_from, pinned=pinned)
+                    selected_from=selected_from, pinned=pinned, upgraded_from=legacy)
 
 
 def _pin(run: list[int], keys: JsonColumn, hashes: HashColumn, reasons: dict[int, Reason],
@@ -357,7 +361,8 @@ def _explain(run: list[int], keys: JsonColumn, hashes: HashColumn, columns: tupl
             continue
         changed = []
         if state.context_at(j) != context:
-            changed = _diff_parts(state.parts.get(state.context_at(j)), parts)
+            changed = _diff_parts(state.parts.get(state.context_at(j)), parts,
+                                  dict(d.legacy_parts))
         old = state.signature_at(j)
         for slot, label in enumerate(labels):
             if slot >= len(old) or not same_value(old[slot], columns[slot][i]):
@@ -366,11 +371,15 @@ def _explain(run: list[int], keys: JsonColumn, hashes: HashColumn, columns: tupl
     return reasons
 
 
-def _diff_parts(before: Mapping[str, str] | None, now: Mapping[str, str]) -> list[str]:
+def _diff_parts(before: Mapping[str, str] | None, now: Mapping[str, str],
+                legacy: Mapping[str, str]) -> list[str]:
+    """The labels whose digest differs; a part recorded under hash scheme 1 is compared with
+    scheme 1's digest of it now (`legacy`), so that only what really changed is named."""
     if before is None:
         return ["code"]
     labels = set(before) | set(now)
-    return [label for label in labels if before.get(label) != now.get(label)]
+    return [label for label in labels
+            if before.get(label) not in (now.get(label), legacy.get(label, ""))]
 
 
 def _part_rank(label: str) -> tuple[int, str]:

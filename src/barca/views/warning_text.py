@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
-from barca.engine.events import BatchNote, RunNote
+from barca.engine.events import BatchNote, RunNote, UpgradeNote
 from barca.engine.log_cap import LineCut, LogLimit, LogMark
 
 Evidence = Mapping[str, Any]
@@ -64,12 +64,19 @@ def warning_json(warning: Evidence) -> dict[str, Any]:
 
 def note_text(note: RunNote) -> str:
     """`batch:<node> 7 calls, 3077 keys | import 0.1s, load ...` for a batched node's calls;
+    `code hash upgraded: ...` once after an upgrade of the code hash;
     `metadata 0.3s recording this run's results` for the coordinator's own time."""
     if isinstance(note, BatchNote):
         parts = ", ".join(f"{part} {seconds:.1f}s" for part, seconds in note.seconds)
         calls = f"{note.calls} call{'s' if note.calls != 1 else ''}"
         keys = f"{note.keys} key{'s' if note.keys != 1 else ''}"
         return f"batch:{note.node_id} {calls}, {keys} | {parts}"
+    if isinstance(note, UpgradeNote):
+        keys = f"{note.keys} key{'s' if note.keys != 1 else ''}"
+        nodes = f"{note.nodes} node{'s' if note.nodes != 1 else ''}"
+        return (f"code hash upgraded: {keys} of {nodes} computed by an earlier barca kept as "
+                "cached, none rerun (comments and layout no longer count as code; see "
+                "`barca docs cache`)")
     return f"metadata {note.seconds:.1f}s recording this run's results"
 
 
