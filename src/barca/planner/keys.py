@@ -13,9 +13,10 @@ import itertools
 import operator
 
 import orjson
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from barca.discover.model import Definition
+from barca.packed_columns import CHUNK, JsonColumn
 
 
 def key_text(value: Any) -> str:
@@ -101,15 +102,37 @@ def static_keys(d: Definition, expr_keys: Mapping[tuple[str, str], Sequence[str]
     return [orjson.dumps(list(combo)).decode() for combo in itertools.product(*columns)]
 
 
-def keys_from_value(value: Any) -> tuple[list[str], dict[str, Any] | None]:
-    """Keys from a list source in its order, or a dict source's keys sorted (a dict built from
-    a query's rows comes in any order, which must not change a plan); for a dict also
-    key -> that key's value."""
+def keys_from_value(value: Any) -> tuple[list[str], dict[str, Any] | None, list[int] | None]:
+    """Keys from a list source in its order; a dict source's keys sorted (a dict built from a
+    query's rows comes in any order, which must not change a hash nor make a tick compare
+    key by key), with each key's value and its place in the dict's own order (`key_order`)."""
     if isinstance(value, dict):
         by_text = value if not value or set(map(type, value)) == {str} else {
             key_text(k): v for k, v in value.items()}
-        return sorted(by_text), by_text
+        keys = sorted(by_text)
+        return keys, by_text, key_order(by_text, keys)
     if isinstance(value, (list, tuple)):
-        return [key_text(v) for v in value], None
+        return [key_text(v) for v in value], None, None
     raise TypeError(f"a partitions_from source must return a list or a dict, "
                     f"not {type(value).__name__}")
+
+
+def key_order(declared: Iterable[str], keys: list[str]) -> list[int] | None:
+    """The declared position of each of `keys` (sorted): a keyed source's keys are kept sorted
+    and this says the dict's own order, the order they are batched, listed and run in. None
+    when the dict is sorted already (the usual case costs one compare in C)."""
+    declared = list(declared)
+    if declared == keys:
+        return None
+    position = dict(zip(declared, range(len(declared))))
+    return list(map(position.__getitem__, keys))
+
+
+def in_declared_order(positions: Iterable[int], order: Sequence[int] | None) -> tuple[int, ...]:
+    """Positions of a node's keys (sorted keys for a keyed source) in declared order."""
+    if order is None:
+        return tuple(sorted(positions))
+    positions = list(positions)
+    if isinstance(order, JsonColumn) and len(positions) > CHUNK:
+        order = order.items  # many keys: unpack once rather than item by item
+    return tuple(sorted(positions, key=order.__getitem__))
