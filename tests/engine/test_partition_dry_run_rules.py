@@ -3,8 +3,8 @@ tests/e2e/test_partitions_dry_run.py, which keeps the human table lines and one 
 against real workers).
 
 JSON: `steps[].action == "partial"` with `partitions{total, cached, will_run, will_run_keys}`
-(at most 20 keys, in declared order: a keyed source's dict order, `dim=value`) and `partitions.changed` giving each listed key
-that ran before its cause. The sensor is observed, nothing else runs, nothing is written; the
+(at most 20 keys, in declared order: a keyed source's dict order, `dim=value`) and
+`partitions.changed` giving each listed key that ran before its cause. The sensor is observed, nothing else runs, nothing is written; the
 real run then executes exactly the keys the dry run named.
 """
 
