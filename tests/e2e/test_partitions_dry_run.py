@@ -3,7 +3,8 @@
 JSON: `steps[].action == "partial"` with `partitions{total, cached, will_run, will_run_keys}`
 (at most 20 keys, in declared order: a keyed source's dict order, `dim=value`) and
 `partitions.changed` giving each listed key that ran before its cause. Human: `partial  <c> of
-<t> keys cached; will run: retailer=r.. (value ... changed), ..., +N more`. The sensor is observed, nothing else runs, nothing is written.
+<t> keys cached; will run: retailer=r.. (value ... changed), ..., +N more`. The sensor is
+observed, nothing else runs, nothing is written.
 
 End to end against real workers: the human table lines and one prediction. The JSON counts
 and every prediction case are tested at the driver level in
