@@ -5,8 +5,9 @@ Covered: batch=2 over a sensor returning {"z", "a", "m", "b"} calls [z, a] then 
 `partitions_from` reader of that asset groups in the same order; the dry run lists the keys
 that will run in that order; a reorder of the dict alone reruns nothing (no run hash changes,
 a `collect` reader stays cached and keeps its list sorted by key); after a reorder the keys
-that changed run in the new order; a `cutoff=True` asset returning the dict keeps its order
-when it is served from cache and a reader's keys run again.
+that changed run in the new order; `--partition` narrows and keeps the order; a
+`cutoff=True` asset returning the dict keeps its order when it is served from cache and a
+reader's keys run again.
 
 Batch functions append `[node, keys]` to calls.log (tests/conftest.py `take_calls`): calls of
 a node may run in parallel, so the calls are compared as a sorted list, each call's own key
@@ -97,6 +98,15 @@ def test_a_reorder_alone_reruns_nothing_and_changed_keys_run_in_the_new_order(
     assert calls["cleaned"] == [["z", "a"]]
     assert calls["scored"] == [["z", "a"]]
     assert got.json["final_output"] == ["a@2!", "b@1!", "m@1!", "z@2!"]
+
+
+
+def test_partition_narrows_and_keeps_the_dict_order(project: Path) -> None:
+    write(project, {"pipeline.py": SENSOR})
+    versions(project, [("z", "1"), ("a", "1"), ("m", "1"), ("b", "1")])
+    barca(project, "get", "scored", "pipeline.py", "--partition", "k=b,z",
+          "--batch", "all").expect(0)
+    assert take_calls(project) == {"cleaned": [["z", "b"]], "scored": [["z", "b"]]}
 
 
 CUTOFF = LOG_CALL + """
