@@ -7,7 +7,8 @@ batches([...], strict=True) (a stale key in no group is exit 2 before any step o
 runs; a narrowed-away key in no group is fine), batches_by(fn) with int and str
 labels and max_size; only stale keys are grouped (a partly cached group runs its stale keys
 together, a fully cached group makes no call); --partition narrows first, then groups; a node
-of two dimensions gets tuples in dimension-name order and returns a dict keyed by tuples; the
+of two dimensions gets each dimension's values in its own parameter, input dicts keyed by
+tuples in dimension-name order, and returns a dict keyed by such tuples; the
 `[barca] batch:` line counts the calls; the dry run reports the grouping, keys and calls
 (calls unknown for batches_by over more than the 20 keys it lists); a batched @task
 runs all its keys in calls on every `barca run`, and `run` takes --batch too.
@@ -283,33 +284,34 @@ TWO_DIMS = """
     @asset(partitions={"region": partitions(["emea", "amer"]), "day": partitions(["d2", "d1"])},
            batch="all")
     def sales(region: list, day: list) -> dict:
-        _log(["sales", [list(t) for t in region], region == day,
-              all(type(t) is tuple for t in region)])
-        return {(d, r): f"{r}/{d}" for (d, r) in region}
+        _log(["sales", region, day])
+        return {(d, r): f"{r}/{d}" for d, r in zip(day, region)}
 
     @asset(partitions={"region": partitions(["emea", "amer"]), "day": partitions(["d2", "d1"])},
            inputs={"sales": sales}, batch=batches_by(region_of))
     def per_region(region: list, day: list, sales: dict) -> dict:
-        _log(["per_region", [list(t) for t in region],
+        _log(["per_region", region, day, all(type(k) is tuple for k in sales),
               sorted([list(k), v] for k, v in sales.items())])
-        return {t: sales[t] + "!" for t in region}
+        return {(d, r): sales[(d, r)] + "!" for d, r in zip(day, region)}
 """
 
 
-def test_two_dimensions_give_tuples_in_dimension_name_order(project: Path) -> None:
+def test_two_dimensions_give_each_parameter_its_values_and_dicts_tuple_keys(
+        project: Path) -> None:
     write(project, {"pipeline.py": TWO_DIMS})
     got = barca(project, "get", "per_region", "pipeline.py").expect(0)
     entries = [json.loads(line) for line in (project / "calls.log").read_text().splitlines()]
     sales = [e for e in entries if e[0] == "sales"]
-    # (day, region): "day" sorts before "region"; each dimension in its declared order
-    assert sales == [["sales", [["d2", "emea"], ["d2", "amer"], ["d1", "emea"], ["d1", "amer"]],
-                      True, True]]
+    # keys ordered by dimension names ("day" before "region"), each dimension's values in
+    # declared order; each dimension parameter gets its own values, in call order
+    assert sales == [["sales", ["emea", "amer", "emea", "amer"], ["d2", "d2", "d1", "d1"]]]
     per_region = sorted(e[1:] for e in entries if e[0] == "per_region")
+    # input dicts keep the keys as tuples of values in dimension-name order: (day, region)
     assert per_region == [
-        [[["d2", "amer"], ["d1", "amer"]], [[["d1", "amer"], "amer/d1"],
-                                           [["d2", "amer"], "amer/d2"]]],
-        [[["d2", "emea"], ["d1", "emea"]], [[["d1", "emea"], "emea/d1"],
-                                           [["d2", "emea"], "emea/d2"]]],
+        [["amer", "amer"], ["d2", "d1"], True, [[["d1", "amer"], "amer/d1"],
+                                                [["d2", "amer"], "amer/d2"]]],
+        [["emea", "emea"], ["d2", "d1"], True, [[["d1", "emea"], "emea/d1"],
+                                                [["d2", "emea"], "emea/d2"]]],
     ]
     assert got.json["final_output"] == {
         "day=d1,region=amer": "amer/d1!", "day=d1,region=emea": "emea/d1!",

@@ -1,9 +1,10 @@
 """How a dry run reports partitioned steps.
 
 JSON: `steps[].action == "partial"` with `partitions{total, cached, will_run, will_run_keys}`
-(at most 20 keys, lexical order, `dim=value`) and `partitions.changed` giving each listed key
-that ran before its cause. Human: `partial  <c> of <t> keys cached; will run: retailer=r.. (value
-... changed), ..., +N more`. The sensor is observed, nothing else runs, nothing is written.
+(at most 20 keys, in declared order: a keyed source's dict order, `dim=value`) and
+`partitions.changed` giving each listed key that ran before its cause. Human: `partial  <c> of
+<t> keys cached; will run: retailer=r.. (value ... changed), ..., +N more`. The sensor is
+observed, nothing else runs, nothing is written.
 
 End to end against real workers: the human table lines and one prediction. The JSON counts
 and every prediction case are tested at the driver level in
@@ -42,7 +43,8 @@ def test_dry_run_table_line_names_the_keys_that_fit_then_a_count_and_the_cause(
                      r"\s+pipeline\.py:cleaned", row)
     assert m, row
     listed = m["keys"].split(", ")
-    assert listed == [f"retailer=r{i:02d}" for i in range(5, 5 + len(listed))]
+    # in the dict's order, which declares r29 first (issue 29)
+    assert listed == [f"retailer=r{i:02d}" for i in range(28, 28 - len(listed), -1)]
     assert len(listed) + int(m["more"]) == 24 and len(listed) >= 3
     detail = barca(warm, "get", "cleaned", "pipeline.py", "--dry-run").expect(0)
     assert detail.steps["cleaned"]["detail"].endswith(", +4 more")  # JSON: 20 keys, causes

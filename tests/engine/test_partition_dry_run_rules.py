@@ -3,8 +3,8 @@ tests/e2e/test_partitions_dry_run.py, which keeps the human table lines and one 
 against real workers).
 
 JSON: `steps[].action == "partial"` with `partitions{total, cached, will_run, will_run_keys}`
-(at most 20 keys, lexical order, `dim=value`) and `partitions.changed` giving each listed key
-that ran before its cause. The sensor is observed, nothing else runs, nothing is written; the
+(at most 20 keys, in declared order: a keyed source's dict order, `dim=value`) and
+`partitions.changed` giving each listed key that ran before its cause. The sensor is observed, nothing else runs, nothing is written; the
 real run then executes exactly the keys the dry run named.
 """
 
@@ -36,9 +36,10 @@ def test_dry_run_json_counts_keys_lists_at_most_20_and_gives_each_ones_cause(
     assert step["action"] == "partial"
     parts = step["partitions"]
     assert (parts["total"], parts["cached"], parts["will_run"]) == (32, 6, 26)
-    expected = sorted([f"retailer=r{i:02d}" for i in range(3, 27)]
-                      + ["retailer=n00", "retailer=n01"])[:20]
-    assert parts["will_run_keys"] == expected           # first 20 in lexical order
+    # the dict's order: r29 down to r00, then the new n00 and n01 (issue 29)
+    expected = ([f"retailer=r{i:02d}" for i in reversed(range(3, 27))]
+                + ["retailer=n00", "retailer=n01"])[:20]
+    assert parts["will_run_keys"] == expected           # first 20 in declared order
     assert all(key.startswith("retailer=") for key in parts["will_run_keys"])
     # every listed key that ran before has its cause; new keys have none
     assert parts["changed"] == {k: ["value pipeline.py:retailer_versions"]

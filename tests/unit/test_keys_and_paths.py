@@ -11,8 +11,8 @@ import itertools
 import pytest
 
 from barca.discover.model import Definition, DimensionSpec
-from barca.planner.keys import (key_args, key_label, key_of_label, key_text, keys_from_value,
-                                static_keys)
+from barca.planner.keys import (in_declared_order, key_args, key_label, key_of_label, key_text,
+                                keys_from_value, static_keys)
 
 from barca.planner.keys import key_pairs
 from barca.store.paths import artifact_file, escape, node_dir_name
@@ -113,18 +113,21 @@ def test_expression_dimension_keys_come_from_the_evaluated_expressions():
         ["day=d2,region=emea", "day=d1,region=emea"]
 
 
-def test_keys_from_a_dict_are_its_keys_sorted_with_each_keys_value():
-    value = {"r2": {"v": 2}, "r1": {"v": 1}}
-    keys, values = keys_from_value(value)
+def test_keys_from_a_dict_are_its_keys_sorted_with_each_keys_value_and_the_dicts_order():
+    value = {"r2": {"v": 2}, "r1": {"v": 1}, "r3": {"v": 3}}
+    keys, values, order = keys_from_value(value)
 
-    assert keys == ["r1", "r2"]
+    assert keys == ["r1", "r2", "r3"]
     assert values == value
+    assert order == [1, 0, 2]  # r1 is second in the dict, r2 first, r3 third
+    assert [keys[i] for i in in_declared_order(range(3), order)] == ["r2", "r1", "r3"]
+    assert keys_from_value({"a": 1, "b": 2})[2] is None  # a sorted dict needs no order
 
 
 def test_keys_from_a_list_or_tuple_are_text_in_order_without_values():
-    assert keys_from_value(["b", 1, "a", -7]) == (["b", "1", "a", "-7"], None)
-    assert keys_from_value(("x", "y")) == (["x", "y"], None)
-    assert keys_from_value([]) == ([], None)
+    assert keys_from_value(["b", 1, "a", -7]) == (["b", "1", "a", "-7"], None, None)
+    assert keys_from_value(("x", "y")) == (["x", "y"], None, None)
+    assert keys_from_value([]) == ([], None, None)
 
 
 @pytest.mark.parametrize("bad", [[True], [1.5], [None], [("a",)]])

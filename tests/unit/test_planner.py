@@ -74,9 +74,10 @@ PIPELINE = pipeline()
 
 def source_output(value: Any, output: str = "bytes") -> KnownOutput:
     """What the coordinator knows of a key source that returned `value` (list or dict)."""
-    keys, values = keys_from_value(value)
+    keys, values, order = keys_from_value(value)
     return KnownOutput(HashColumn([digest(output)]), JsonColumn(keys),
-                       None if values is None else JsonColumn([values[k] for k in keys]))
+                       None if values is None else JsonColumn([values[k] for k in keys]),
+                       None if order is None else JsonColumn(order))
 
 
 def output_of(text: str) -> KnownOutput:

@@ -11,10 +11,14 @@ from __future__ import annotations
 import sqlite3
 from typing import Any, Callable, Sequence
 
+import orjson
+
 from barca.packed_columns import JsonColumn, chunk_digest
 from barca.engine.protocol import Known, PackedColumns
 from barca.planner.keys import keys_from_value
 from barca.store import key_source_chunks
+from barca.store.artifact_store import ArtifactStore
+from barca.store.artifacts import read_result
 from barca.store.key_source_chunks import SourceChunks
 
 
@@ -32,7 +36,7 @@ class SourceColumns:
 
     def known(self, node_id: str) -> Known:
         chunks = self.stored.get(node_id)
-        return chunks.known() if chunks is not None else ((), ())
+        return chunks.known() if chunks is not None else ((), (), ())
 
     def load(self, conn: sqlite3.Connection | None, node_ids: Sequence[str]) -> None:
         """While their steps run: the stored bytes, each checked against its digest."""
@@ -43,29 +47,30 @@ class SourceColumns:
         """A step's outcome: its chunks, with the stored ones where it sent none. When a stored
         chunk could not be read, nothing is kept and `columns` reads the file instead."""
         stored = self.stored.get(node_id, SourceChunks({}))
-        keys = stored.rebuild(packed.keys, "keys")
-        values = None if packed.values is None else stored.rebuild(packed.values, "values")
-        if keys is not None and (values is not None or packed.values is None):
-            self.current[node_id] = packed._replace(keys=keys, values=values)
+        sent = {"keys": packed.keys, "values": packed.values, "order": packed.order}
+        rebuilt = {part: stored.rebuild(chunks, part) for part, chunks in sent.items()
+                   if chunks is not None}
+        if None not in rebuilt.values():
+            self.current[node_id] = packed._replace(**rebuilt)
 
     def columns(self, node_id: str, read_file: Callable[[], Any]
-                ) -> tuple[JsonColumn, JsonColumn | None]:
-        """The keys and (for a dict) values; `read_file()` gives the value when no step sent
+                ) -> tuple[JsonColumn, JsonColumn | None, JsonColumn | None]:
+        """The keys, (for a dict) values and the dict's order (None when sorted, see
+        PackedColumns); `read_file()` gives (keys, values, order) as stored when no step sent
         them. Read from the file, they are kept too, so that the end of a run that ran the
         source stores them and its next step sends only what changed."""
         packed = self.current.get(node_id)
         if packed is not None:
             n = packed.count
             return JsonColumn(chunks=packed.keys, n=n), \
-                None if packed.values is None else JsonColumn(chunks=packed.values, n=n)
-        keys, by_key = keys_from_value(read_file())
-        key_column = JsonColumn(keys)
-        values = None if by_key is None else JsonColumn([by_key[k] for k in keys])
-        value_chunks = values.chunks if values is not None else None
+                None if packed.values is None else JsonColumn(chunks=packed.values, n=n), \
+                None if packed.order is None else JsonColumn(chunks=packed.order, n=n)
+        keys, values, order = (None if c is None else JsonColumn(c) for c in read_file())
+        assert keys is not None  # a source always has keys, perhaps none
         self.current[node_id] = PackedColumns(
-            len(keys), key_column.chunks, value_chunks, tuple(map(chunk_digest, key_column.chunks)),
-            tuple(map(chunk_digest, value_chunks or ())))
-        return key_column, values
+            len(keys), keys.chunks, _chunks(values), _digests(keys), _digests(values),
+            _chunks(order), _digests(order))
+        return keys, values, order
 
     def save(self, conn: sqlite3.Connection) -> None:
         """Store the columns of the key sources that ran, only the chunks that changed."""
@@ -74,4 +79,24 @@ class SourceColumns:
             if packed is not None:
                 key_source_chunks.save(conn, node_id, {
                     "keys": (packed.keys, packed.key_digests),
-                    "values": (packed.values or (), packed.value_digests)}, stored)
+                    "values": (packed.values or (), packed.value_digests),
+                    "order": (packed.order or (), packed.order_digests)}, stored)
+
+
+def stored_columns(store: ArtifactStore, key: str, fmt: str
+                   ) -> tuple[list[str], list[Any] | None, list[int] | None]:
+    """A key source's keys, values and order as its result holds them (keyed-json, see
+    store.keyed_json_writer), or as derived from a list (or older dict) result."""
+    if fmt == "keyed-json":
+        columns = orjson.loads(store.get(key))
+        return columns["keys"], columns["values"], columns.get("order")
+    keys, by_key, order = keys_from_value(read_result(store, key, fmt))
+    return keys, None if by_key is None else [by_key[k] for k in keys], order
+
+
+def _chunks(column: JsonColumn | None) -> tuple[bytes, ...] | None:
+    return None if column is None else column.chunks
+
+
+def _digests(column: JsonColumn | None) -> tuple[bytes, ...]:
+    return () if column is None else tuple(map(chunk_digest, column.chunks))

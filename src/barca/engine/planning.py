@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from barca.engine.events import Reporter, UpgradeNote
-from barca.engine.key_source_columns import SourceColumns
+from barca.engine.key_source_columns import SourceColumns, stored_columns
 from barca.engine.result import locate_key, stored_key
 from barca.engine import step_scheduler
 from barca.engine.run_recorder import RunRecorder
@@ -31,7 +31,6 @@ from barca.planner.outputs import UNKNOWN_DIGEST, output_digests, with_found
 from barca.planner.planner import plan_nodes
 from barca.planner.upgrade import upgraded
 from barca.state import EMPTY_STATE
-from barca.store.artifacts import read_result
 from barca.store.packs import file_of
 from barca.store.paths import node_dir_name
 
@@ -147,8 +146,8 @@ class Planning:
         hashes = self._output_hashes(node_id, self.run.plans[node_id], ran)
         if not self.graph.is_key_source(node_id):
             return KnownOutput(hashes)
-        keys, values = self.source_columns.columns(node_id, lambda: self._read(node_id, ""))
-        return KnownOutput(hashes, keys, values)
+        keys, values, order = self.source_columns.columns(node_id, lambda: self._columns(node_id))
+        return KnownOutput(hashes, keys, values, order)
 
     def _output_hashes(self, node_id: str, plan: NodePlan, ran: Mapping[str, str]) -> HashColumn:
         """The digest of each key's bytes (plan.outputs), with those the state lacks looked up
@@ -241,8 +240,8 @@ class Planning:
             raise InfraError(f"no recorded result for {node_id} {key}".strip())
         return found
 
-    def _read(self, node_id: str, key: str) -> Any:
-        """A key's current value: from the store this run wrote it to, or the recorded one."""
+    def _columns(self, node_id: str) -> tuple[list[str], list[Any] | None, list[int] | None]:
+        """A key source's keys, values and order, as its current result holds them."""
         run = self.run
-        store = run.written if key in run.results.get(node_id, {}) else run.store
-        return read_result(store, *self.artifact(node_id, key))
+        store = run.written if "" in run.results.get(node_id, {}) else run.store
+        return stored_columns(store, *self.artifact(node_id, ""))

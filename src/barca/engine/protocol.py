@@ -32,18 +32,22 @@ class InputRef(NamedTuple):
     annotation: str | None = None
 
 
-Known = tuple[tuple[bytes, ...], tuple[bytes, ...]]  # digests of stored keys / values chunks
+# digests of the stored keys / values / order chunks of a key source
+Known = tuple[tuple[bytes, ...], tuple[bytes, ...], tuple[bytes, ...]]
 
 
 class PackedColumns(NamedTuple):
     """A key source's keys and values packed in chunks (barca.packed_columns), each chunk the
-    coordinator said it has left out (None), with every chunk's digest."""
+    coordinator said it has left out (None), with every chunk's digest. A dict's keys are
+    sorted; `order` is each key's position in the dict's own order, None when that is sorted."""
 
     count: int
     keys: tuple[Any, ...]
     values: tuple[Any, ...] | None  # None for a list source
     key_digests: tuple[bytes, ...]
     value_digests: tuple[bytes, ...]
+    order: tuple[Any, ...] | None = None
+    order_digests: tuple[bytes, ...] = ()
 
 
 class StepSpec(NamedTuple):
@@ -63,7 +67,7 @@ class StepSpec(NamedTuple):
     retry_backoff: float
     timeout_seconds: float
     key_source: bool  # the value must be a list or a {key: value} dict of JSON values
-    known_chunks: Known = ((), ())  # a key source's: what the coordinator has stored
+    known_chunks: Known = ((), (), ())  # a key source's: what the coordinator has stored
     # a sensor key's last observation: (store key, format, output digest or None)
     previous: tuple[str, str, str | None] | None = None
     sinks: tuple[tuple[str, str | None], ...] = ()  # (destination, serializer) per @sink

@@ -25,7 +25,7 @@ Artifact = Callable[[str, str], tuple[str, str]]  # (node id, key) -> (store key
 
 def step_spec(graph: Graph, plans: Mapping[str, NodePlan], node_id: str, plan: NodePlan,
               i: int, store: str, scratch: str, artifact: Artifact,
-              known_chunks: Known = ((), ()),
+              known_chunks: Known = ((), (), ()),
               previous: tuple[str, str, str | None] | None = None) -> StepSpec:
     """The step for key `i` of the node's plan, reading and writing the store at address
     `store` (writing to `scratch` instead, when given: a dry run's); `known_chunks` for a key

@@ -12,6 +12,7 @@ from dataclasses import replace
 from typing import Container, Mapping, Sequence
 
 from barca.graph import Graph
+from barca.planner.keys import in_declared_order
 from barca.planner.model import NodePlan, Reason
 
 TARGET_CHECK_LIMIT = 1000  # a target with more keys is not stat-ed key by key
@@ -68,6 +69,6 @@ def reopen(plan: NodePlan, keys: Sequence[str]) -> NodePlan:
     """The plan with `keys` (whose files are gone) to run again, as "artifact_missing"."""
     index = {k: i for i, k in enumerate(plan.keys)}
     extra = sorted(index[k] for k in keys)
-    run = tuple(sorted(set(plan.run) | set(extra)))
+    run = in_declared_order(set(plan.run) | set(extra), plan.order)
     reasons = {**plan.reasons, **{i: Reason("artifact_missing") for i in extra}}
     return replace(plan, run=run, reasons=reasons)

@@ -36,11 +36,14 @@ class KnownOutput:
     output_hashes: digest of each key's bytes, aligned with the node's keys
     keys, values:  for a `partitions_from` source, the keys it defines and (dict source) each
                    key's value, aligned
+    order:         for a dict source, whose keys are sorted, each key's position in the dict's
+                   own order (its declared key order); None when that is the sorted order
     """
 
     output_hashes: HashColumn
     keys: JsonColumn | None = None
     values: JsonColumn | None = None
+    order: JsonColumn | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,10 +60,14 @@ class PlanOptions:
 class NodePlan:
     """One node's decision. Lists are aligned with `keys` and never mutated after planning.
 
-    keys:        raw partition keys in declared order (see plan.keys); [""] when unpartitioned
+    keys:        raw partition keys in declared order (see plan.keys), but sorted for keys
+                 from a dict source (so that a dict's order changes nothing a tick compares);
+                 [""] when unpartitioned
+    order:       for keys from a dict source, each key's position in the declared order
+                 (the dict's), None when that is the order of `keys`
     run_hashes:  the run hash of each key
     signatures:  one column per keyed hash part (signature_labels names them), aligned
-    run:         indices of the keys that will execute, in key order
+    run:         indices of the keys that will execute, in declared order
     reasons:     index -> Reason, for each index in `run`
     key_values:  each key's value from a keyed source, passed to the step inline
     unknown:     set when the node cannot be decided before something else runs:
@@ -90,6 +97,7 @@ class NodePlan:
     # the hash scheme 1 context whose keys this plan counts as recorded under `context`
     # (planner.upgrade); the caller stores the state with them moved
     upgraded_from: str | None = None
+    order: JsonColumn | None = None
 
     def label(self, key: str) -> str:
         """`retailer=r1`: the key as users see it (see barca.planner.keys)."""

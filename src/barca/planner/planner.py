@@ -16,7 +16,7 @@ from typing import Any, Mapping, Sequence
 from barca.discover.model import Definition
 from barca.graph import Graph
 from barca.planner.hashes import column_digest, context_digest, digest, run_hash
-from barca.planner.keys import key_args, label_order, static_keys
+from barca.planner.keys import in_declared_order, key_args, label_order, static_keys
 from barca.planner.model import KnownOutput, NodePlan, PlanOptions, Reason
 from barca.planner.upgrade import legacy_context, upgraded
 from barca.packed_columns import HashColumn, JsonColumn, same_value
@@ -77,14 +77,14 @@ def plan_node(d: Definition, graph: Graph, plans: Mapping[str, NodePlan], state:
     if blocked:
         return NodePlan(d.node_id, d.kind, partitioned=bool(d.dimensions), unknown=blocked[0],
                         unknown_detail=blocked[1])
-    keys, key_values = _node_keys(d, graph, plans, known, expr_keys)
+    keys, key_values, order = _node_keys(d, graph, plans, known, expr_keys)
     selected_from = None
     if any(dim.name in options.partition for dim in d.dimensions):
         source = plans.get(graph.key_source(d.node_id) or "")
         # keys taken from a node the selection already narrowed: count from its full set
         selected_from = source.selected_from if source is not None and \
             source.selected_from is not None else len(keys)
-        keys, key_values = narrow_keys(d, keys, key_values, options.partition)
+        keys, key_values, order = narrow_keys(d, keys, key_values, order, options.partition)
     parts = _unkeyed_parts(d, graph, plans, known, options)
     labels, columns, value_slots = _keyed_columns(d, graph, plans, known, keys, key_values)
     context = context_digest(d.definition_hash, parts)
@@ -103,9 +103,11 @@ def plan_node(d: Definition, graph: Graph, plans: Mapping[str, NodePlan], state:
         if d.pinned and run:
             run, hashes, pinned = _pin(run, keys, hashes, reasons, state)
     return NodePlan(d.node_id, d.kind, keys, hashes, context, parts, columns, labels,
-                    tuple(run), reasons, key_values, partitioned=bool(d.dimensions),
+                    in_declared_order(run, order), reasons, key_values,
+                    partitioned=bool(d.dimensions),
                     dims=tuple(sorted(dim.name for dim in d.dimensions)),
-                    selected_from=selected_from, pinned=pinned, upgraded_from=legacy)
+                    selected_from=selected_from, pinned=pinned, upgraded_from=legacy,
+                    order=order)
 
 
 def _pin(run: list[int], keys: JsonColumn, hashes: HashColumn, reasons: dict[int, Reason],
@@ -145,12 +147,13 @@ def _unknown_upstream(d: Definition, graph: Graph, plans: Mapping[str, NodePlan]
 
 
 def narrow_keys(d: Definition, keys: JsonColumn, key_values: JsonColumn | None,
-                selection: Mapping[str, frozenset[str]]
-                ) -> tuple[JsonColumn, JsonColumn | None]:
-    """The keys `--partition` selects on the dimensions this node has (and their values)."""
+                order: JsonColumn | None, selection: Mapping[str, frozenset[str]]
+                ) -> tuple[JsonColumn, JsonColumn | None, JsonColumn | None]:
+    """The keys `--partition` selects on the dimensions this node has (their values and
+    declared positions too)."""
     names = [dim.name for dim in d.dimensions]
     if not any(name in selection for name in names):
-        return keys, key_values
+        return keys, key_values, order
     if len(names) == 1:
         wanted = selection[names[0]]
         kept = [i for i, k in enumerate(keys) if k in wanted]
@@ -158,7 +161,8 @@ def narrow_keys(d: Definition, keys: JsonColumn, key_values: JsonColumn | None,
         kept = [i for i, k in enumerate(keys)
                 if all(v in selection[n] for n, v in key_args(d, k).items() if n in selection)]
     values = None if key_values is None else JsonColumn([key_values[i] for i in kept])
-    return JsonColumn([keys[i] for i in kept]), values
+    positions = None if order is None else JsonColumn([order[i] for i in kept])
+    return JsonColumn([keys[i] for i in kept]), values, positions
 
 
 def _skipped_by_selection(d: Definition, graph: Graph, plans: Mapping[str, NodePlan],
@@ -205,15 +209,16 @@ def skipped_by_selection(graph: Graph, cone: frozenset[str],
 def _node_keys(d: Definition, graph: Graph, plans: Mapping[str, NodePlan],
                known: Mapping[str, KnownOutput],
                expr_keys: Mapping[tuple[str, str], Sequence[str]]
-               ) -> tuple[JsonColumn, JsonColumn | None]:
+               ) -> tuple[JsonColumn, JsonColumn | None, JsonColumn | None]:
+    """A node's keys, their values from a keyed source, their declared order (plan.order)."""
     if not d.dimensions:
-        return UNPARTITIONED, None
+        return UNPARTITIONED, None, None
     source = graph.key_source(d.node_id)
     if source is None:
-        return JsonColumn(static_keys(d, expr_keys)), None
+        return JsonColumn(static_keys(d, expr_keys)), None, None
     if graph.nodes[source].dimensions:
-        return plans[source].keys, None
-    return known[source].keys, known[source].values
+        return plans[source].keys, None, plans[source].order
+    return known[source].keys, known[source].values, known[source].order
 
 
 def _unkeyed_parts(d: Definition, graph: Graph, plans: Mapping[str, NodePlan],

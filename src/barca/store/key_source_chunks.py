@@ -13,7 +13,7 @@ from typing import Sequence
 
 from barca.packed_columns import chunk_digest
 
-PARTS = ("keys", "values")
+PARTS = ("keys", "values", "order")  # order: see engine.protocol.PackedColumns
 
 
 class SourceChunks:
@@ -35,9 +35,9 @@ class SourceChunks:
                     digests[part].append(digest)
         return cls(digests)
 
-    def known(self) -> tuple[tuple[bytes, ...], tuple[bytes, ...]]:
-        """What the step is told: the digests of the stored keys and values chunks."""
-        return tuple(self.digests["keys"]), tuple(self.digests["values"])
+    def known(self) -> tuple[tuple[bytes, ...], ...]:
+        """What the step is told: the digests of the stored keys, values and order chunks."""
+        return tuple(tuple(self.digests[part]) for part in PARTS)
 
     def load(self, conn: sqlite3.Connection | None, node_id: str) -> None:
         """The bytes of each chunk whose digest was told; one that does not match it (another

@@ -1,6 +1,7 @@
 """Writing a key source's keyed-json result from its packed chunks, in two threads.
 
-The file is one JSON object {"keys": [...], "values": [...]} in key order (store.artifacts reads
+The file is one JSON object {"keys": [...], "values": [...]} in key order, with "order" (each
+key's position in the dict's own order) when that is not the key order (store.artifacts reads
 it). It is written from the packed chunks the step has already made, so a tick never encodes
 the whole dict again, and it becomes the key's result only whole (a staged file, committed).
 """
@@ -30,10 +31,12 @@ class KeyedJsonWriter:
         self._size = 0
         self._thread = self._start([b'{"keys":[', *_items(key_chunks), b'],"values":['])
 
-    def finish(self, value_chunks: Sequence[bytes]) -> None:
-        """Start writing the values part, which ends the file."""
+    def finish(self, value_chunks: Sequence[bytes],
+               order_chunks: Sequence[bytes] | None = None) -> None:
+        """Start writing the values part and the order (if any), which end the file."""
         self._thread.join()
-        self._thread = self._start([*_items(value_chunks), b"]}"])
+        order = [] if order_chunks is None else [b',"order":[', *_items(order_chunks), b"]"]
+        self._thread = self._start([*_items(value_chunks), b"]", *order, b"}"])
 
     def close(self) -> int:
         """Wait for the result to be in place; returns its size in bytes."""

@@ -79,14 +79,9 @@ def first_line(text: str | None) -> str:
 
 
 def first_run_keys(plan: NodePlan, n: int = KEYS_LISTED) -> list[int]:
-    """Positions of the first `n` keys that will run, in label order, without sorting them all
-    (a key's label is a fixed prefix plus the key, so keys sort as their labels do)."""
-    import heapq
-
-    keys = plan.keys
-    if len(plan.dims) > 1:
-        return heapq.nsmallest(n, plan.run, key=lambda i: plan.label(keys[i]))
-    return heapq.nsmallest(n, plan.run, key=lambda i: keys[i])
+    """Positions of the first `n` keys that will run, in declared key order (the order they
+    run and are batched in: a list's, a keyed source's dict order, dimension names first)."""
+    return list(plan.run[:n])
 
 
 def will_run_keys(plan: NodePlan) -> list[str]:

@@ -112,7 +112,8 @@ class Worker:
             columns = outcome.key_columns
             outcome = outcome._replace(key_columns=columns._replace(
                 keys=out_of_band(columns.keys),
-                values=None if columns.values is None else out_of_band(columns.values)))
+                values=None if columns.values is None else out_of_band(columns.values),
+                order=None if columns.order is None else out_of_band(columns.order)))
         with self.lock:
             self.finished.append(outcome)
             full = len(self.finished) >= FLUSH_EVERY

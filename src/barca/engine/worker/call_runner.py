@@ -1,15 +1,16 @@
 """Running one batch call (`batch=`): many keys of a node in one function call, each key's
 result written and reported as if it had run alone.
 
-The function gets the call's keys as a list in every dimension parameter; an input read key
-for key arrives as {key: value} or, by its annotation, as one lazy table over the keys'
-results (store.batch_inputs). It returns {key: value} or a table with the dimension
-column(s), split into one artifact per key. `Failed(...)` or a missing key fails that key
-alone; a key the call was not given, one given twice (1 and "1"), or a call that raises,
-fails every key. A retry runs the keys that failed, together. Each key written is reported
-at once (its recording overlaps the writing of the next); the failed keys follow at the end,
-then a `CallFinished` with where the time went, in five parts (import, load, compute, split,
-write).
+The function gets the call's keys as a list in its dimension parameter (with several
+dimensions, each parameter the list of its own values, in call order); an input read key
+for key arrives as {key: value} (a key of several dimensions as the tuple of its values) or,
+by its annotation, as one lazy table over the keys' results (store.batch_inputs). It returns
+{key: value} or a table with the dimension column(s), split into one artifact per key.
+`Failed(...)` or a missing key fails that key alone; a key the call was not given, one given
+twice (1 and "1"), or a call that raises, fails every key. A retry runs the keys that
+failed, together. Each key written is reported at once (its recording overlaps the writing of
+the next); the failed keys follow at the end, then a `CallFinished` with where the time went,
+in five parts (import, load, compute, split, write).
 """
 
 from __future__ import annotations
@@ -118,7 +119,7 @@ def _attempt(runner: Runner, call: CallSpec, positions: list[int], attempt: int,
         mark = _lap(times, "import_", began)
         keys = [call.keys[p] for p in positions]
         call_keys = [_key_value(call.dims, k) for k in keys]
-        kwargs: dict[str, Any] = dict.fromkeys(call.dims, call_keys)
+        kwargs: dict[str, Any] = _dimension_args(call.dims, call_keys)
         for ref in call.inputs:
             kwargs[ref.param] = _call_input(store, ref, call.dims, positions, call_keys)
         mark = _lap(times, "load", mark)
@@ -147,6 +148,15 @@ def _key_value(dims: Sequence[str], key: str) -> Any:
     """A key as the function sees it: the value, or a tuple of values for several
     dimensions (in dimension-name order)."""
     return key if len(dims) == 1 else tuple(orjson.loads(key))
+
+
+def _dimension_args(dims: Sequence[str], call_keys: list[Any]) -> dict[str, list[Any]]:
+    """Each dimension parameter's list: the call's keys for one dimension; with several,
+    each dimension's own values, in call order (`region=["amer", "amer"]`, `day=["d2", "d1"]`
+    for the keys ("d2", "amer") and ("d1", "amer"))."""
+    if len(dims) == 1:
+        return {dims[0]: call_keys}
+    return {name: [key[i] for key in call_keys] for i, name in enumerate(dims)}
 
 
 def _match_text(dims: Sequence[str], key: Any) -> str | None:

@@ -2,13 +2,15 @@
 
 A sensor over 200,000 keys runs on every tick, so each pass over its dict shows in the tick's
 time. A dict is sorted by key once and its keys and values packed in chunks; the packing checks
-that they are JSON. The file (keyed-json) is written from those chunks by threads that let go of
-the GIL while they write: the keys while the values are packed, the values while the chunks are
-hashed. The digest recorded for it (SHA-256, cut to barca's 128 bits) is taken over the chunks'
-digests, so a query that returns its rows in another order changes nothing downstream. Only the
-chunks the coordinator does not have already are sent (see barca.store.key_source_chunks).
+that they are JSON. The dict's own order (its declared key order: keys are batched, listed and
+run in it) travels beside them as each sorted key's position in the dict, only when that is not
+the sorted order, and is no part of the digest. The file (keyed-json) is written from those
+chunks by threads that let go of the GIL while they write: the keys while the values are
+packed, the values while the chunks are hashed. The digest recorded for it (SHA-256, cut to
+barca's 128 bits) is taken over the keys' and values' chunk digests, so a query that returns
+its rows in another order changes nothing downstream. Only the chunks the coordinator does not
+have already are sent (see barca.store.key_source_chunks).
 """
-
 from __future__ import annotations
 
 import hashlib
@@ -19,7 +21,7 @@ from typing import Any, Iterator, Sequence
 
 from barca.packed_columns import CHUNK, HASH_WIDTH, chunk_digest, pack_chunks
 from barca.engine.protocol import Known, PackedColumns
-from barca.planner.keys import key_text
+from barca.planner.keys import key_text, sorted_keys
 from barca.store.artifact_store import ArtifactStore
 from barca.store.artifacts import SerializeError, encode_json, write_result
 from barca.store.keyed_json_writer import KeyedJsonWriter
@@ -44,7 +46,7 @@ def write_key_source(value: Any, store: ArtifactStore, key: str, known: Known
             size, digest = write_result(store, key, value, "json")
         except SerializeError:
             raise _not_text(next(k for k in keys if encode_json(k) is None)) from None
-        return "json", size, digest, _packed(len(keys), pack_chunks(keys), None, known)[0]
+        return "json", size, digest, _packed(len(keys), pack_chunks(keys), None, None, known)[0]
     if not isinstance(value, dict):
         raise KeySourceError(f"a partitions_from source must return a list or a dict, not "
                              f"{type(value).__name__}")
@@ -56,9 +58,10 @@ def _write_dict(value: dict, store: ArtifactStore, key: str, known: Known, check
     """Sort, pack and write; the file is written in threads while the values are packed and
     the chunks hashed. A key that is not a str, or a value that JSON would not give back as it
     is, sends the dict through `_text_keys` once, which converts int keys or names the key."""
-    keys = _str_keys_sorted(value)
-    if keys is None:
+    sort = _str_keys_sorted(value)
+    if sort is None:
         return _write_dict(_text_keys(value), store, key, known, checked=True)
+    keys, order = sort
     try:
         key_chunks = tuple(map(_strict_chunk, _runs(keys)))
         writer = KeyedJsonWriter(store, key, key_chunks)
@@ -71,18 +74,22 @@ def _write_dict(value: dict, store: ArtifactStore, key: str, known: Known, check
         if checked:
             raise
         return _write_dict(_text_keys(value), store, key, known, checked=True)
-    writer.finish(value_chunks)
-    packed, digests = _packed(len(keys), key_chunks, value_chunks, known)
+    order_chunks = None if order is None else pack_chunks(order)
+    writer.finish(value_chunks, order_chunks)
+    packed, digests = _packed(len(keys), key_chunks, value_chunks, order_chunks, known)
     return "keyed-json", writer.close(), hashlib.sha256(digests).hexdigest()[:HASH_WIDTH], packed
 
 
-def _str_keys_sorted(value: dict) -> list[str] | None:
-    """The keys in order, or None unless every one is a str."""
+def _str_keys_sorted(value: dict) -> tuple[list[str], list[int] | None] | None:
+    """The keys sorted and the dict's order (planner.keys.sorted_keys), or None unless every
+    key is a str."""
     try:
-        keys = sorted(value)  # keys of mixed types do not sort
+        keys, order = sorted_keys(value)  # keys of mixed types do not sort
     except TypeError:
         return None
-    return None if keys and keys[0].__class__ is not str else keys  # all sort with a str
+    if keys and keys[0].__class__ is not str:  # they all sort with a str, so all are str
+        return None
+    return keys, order
 
 
 def _runs(keys: list[str]) -> Iterator[list[str]]:
@@ -106,14 +113,18 @@ def _strict_chunk(items: Sequence[Any]) -> bytes:
 
 
 def _packed(count: int, keys: tuple[bytes, ...], values: tuple[bytes, ...] | None,
-            known: Known) -> tuple[PackedColumns, bytes]:
-    """The columns with each chunk the coordinator already has left out (None), and all the
-    chunks' digests joined (what the whole value's digest is taken over)."""
+            order: tuple[bytes, ...] | None, known: Known) -> tuple[PackedColumns, bytes]:
+    """The columns with each chunk the coordinator already has left out (None), and the keys'
+    and values' chunk digests joined (what the whole value's digest is taken over: the dict's
+    order is not part of it)."""
     key_digests = tuple(map(chunk_digest, keys))
     value_digests = tuple(map(chunk_digest, values)) if values is not None else ()
+    order_digests = tuple(map(chunk_digest, order)) if order is not None else ()
     packed = PackedColumns(count, _unknown(keys, key_digests, known[0]),
                            None if values is None else _unknown(values, value_digests, known[1]),
-                           key_digests, value_digests)
+                           key_digests, value_digests,
+                           None if order is None else _unknown(order, order_digests, known[2]),
+                           order_digests)
     return packed, b"".join(key_digests + value_digests)
 
 
