@@ -273,6 +273,8 @@ def check_metadata(project: Project) -> Check:
                      "creates it", data=data)
     try:
         version, runs = describe(path)
+    except UsageError as exc:  # another tool's database (store.db.published_layout)
+        return Check("metadata", False, exc.message, exc.remediation, data)
     except InfraError as exc:
         return Check("metadata", False, exc.message,
                      f"move {path} aside (history and cache records are lost) and run again",

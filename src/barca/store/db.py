@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from barca.errors import InfraError
+from barca.errors import InfraError, UsageError
 from barca.store import history_table
 from barca.store.relayout import move_key_directories, project_root
 
@@ -89,6 +89,26 @@ CREATE TABLE IF NOT EXISTS run_queue (
 """
 
 
+def published_layout(conn: sqlite3.Connection, path: Path) -> UsageError | None:
+    """The error for a database the published barca (0.33 and the releases around it) wrote:
+    its own schema, numbered from 1 like ours, with a history this barca cannot read (no
+    partition keys, its own run hashes). None for any other database."""
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(materializations)")}
+    tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE "
+                                             "type = 'table'")}
+    if not (columns and "key" not in columns) and not tables & _PUBLISHED_ONLY:
+        return None
+    state = path.parent
+    return UsageError(
+        f"{state} was written by the published barca (0.33 or a release near it), whose "
+        "records this barca cannot read",
+        f"move it aside (`mv {state} {state}-0.33`) or run with another --env; the next "
+        "`barca get` then computes every result again")
+
+
+_PUBLISHED_ONLY = {"server_state", "freshness_proofs", "cost_estimates", "pending_uploads"}
+
+
 def _create_schema(conn: sqlite3.Connection, path: Path) -> None:
     """Create (or upgrade) the tables under the write lock, so two first runs never race."""
     conn.execute("BEGIN IMMEDIATE")
@@ -142,6 +162,9 @@ def connect(path: Path, *, create: bool) -> sqlite3.Connection | None:
     try:
         conn = sqlite3.connect(path, timeout=60.0, isolation_level=None,
                                check_same_thread=False)
+        if (foreign := published_layout(conn, path)) is not None:
+            conn.close()  # before WAL mode, which would change the file
+            raise foreign
         _enable_wal(conn)
         conn.execute("PRAGMA synchronous=NORMAL")
         version = conn.execute("PRAGMA user_version").fetchone()[0]
@@ -222,6 +245,8 @@ def describe(path: Path) -> tuple[int, int]:
         conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
         try:
             version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if (foreign := published_layout(conn, path)) is not None:
+                raise foreign
             runs = conn.execute("SELECT count(*) FROM runs").fetchone()[0] if version else 0
         finally:
             conn.close()
