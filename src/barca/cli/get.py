@@ -19,6 +19,7 @@ from barca.engine.result import RunResult
 from barca.errors import StepFailed, UsageError
 from barca.printable import note, printable, printable_lines
 from barca.views.plan_text import first_line, plural
+from barca.views.run_counts import key_counts
 from barca.views.run_report import SHOWN_KEYS, STEP_FIELDS, DryRunReport, RunReport
 from barca.views.run_values import key_paths
 
@@ -190,11 +191,8 @@ def _print_human(report: RunReport, body: dict) -> None:
     command, target, result = report.command, report.target, report.result
     what = f"'{printable(target)}'" if target else "all assets"
     if result.failed:
-        count = {s: sum(1 for step in body["steps"] if step["status"] == s)
-                 for s in ("ran", "partial", "failed", "cached", "skipped")}
         emit(f"Run {result.run_id} | {command} {what} failed after {result.elapsed:.3f}s "
-             f"({count['ran']} ran, {count['failed'] + count['partial']} failed, "
-             f"{count['cached']} cached, {count['skipped']} skipped)")
+             f"({key_counts(result).text()})")
     else:
         verb = "ran" if command == "run" else "got"
         emit(f"Run {result.run_id} | {verb} {what} in {result.elapsed:.3f}s "
