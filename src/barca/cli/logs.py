@@ -69,6 +69,8 @@ def logs_command(run_id, step, stream, json_flag, pretty, env_name, follow) -> N
             raise _unknown_step(conn, run.run_id, step)
         chosen = store.call_step_ids(conn, run.run_id, chosen)  # a batched key: its call's
     lines = store.run_logs(conn, run.run_id, chosen, stream)
+    if not lines:
+        note(_wrote_nothing(run.run_id, step, chosen, stream))
     if mode == "json":
         emit_json([_line_json(line) for line in lines], indent=True)
     elif mode == "pretty":
@@ -191,6 +193,18 @@ def _unknown_step(conn: Connection, run_id: str, text: str) -> UsageError:
     listed = ", ".join(names[:10]) + (f", +{len(names) - 10} more" if len(names) > 10 else "")
     return UsageError(f"no step '{text}' in run {run_id}",
                       f"steps of this run: {listed}")
+
+
+def _wrote_nothing(run_id: str, step: str | None, chosen: list[str] | None,
+                   stream: str | None) -> str:
+    """Said on stderr when there is no line to print: an empty answer alone reads as a broken
+    command, or as a step that never ran."""
+    where = f"to {stream}" if stream else "to stdout or stderr"
+    if step is None:
+        return f"barca: no step of run {run_id} wrote anything {where}"
+    what = f"step '{chosen[0]}'" if len(chosen) == 1 else \
+        f"the {len(chosen)} steps of '{step}'"
+    return f"barca: {what} ran in run {run_id} and wrote nothing {where}"
 
 
 def _line_json(line: store.LogRow) -> dict[str, Any]:
