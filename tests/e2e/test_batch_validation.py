@@ -196,6 +196,29 @@ def test_batch_override_naming_a_node_without_batch_is_exit_2(project: Path,
     assert "plain" in err["remediation"]
 
 
+SENSOR_SOURCE = pipeline("""
+    @sensor()
+    def versions() -> dict:
+        return {"a": 1, "b": 2}
+
+    @asset(partitions={"k": partitions_from(versions)}, batch=2)
+    def scored(k: list[str], versions: dict) -> dict:
+        _call("scored", k)
+        return {key: versions[key] for key in k}
+""")
+
+
+def test_batch_override_naming_a_node_without_partitions_does_not_advise_batch(
+        project: Path) -> None:
+    """A sensor has no keys to group: the fix is to drop it from --batch, never to declare
+    batch= on it (which is a parse error of its own)."""
+    write(project, {"pipeline.py": SENSOR_SOURCE})
+    err = usage_error(project, "scored", "pipeline.py", "--batch", "versions=2")
+    assert "pipeline.py:versions has no partitions" in err["error"], err
+    assert "Declare batch=" not in err["remediation"], err
+    assert err["remediation"].startswith("Drop versions from --batch"), err
+
+
 @pytest.mark.parametrize("value", ["0", "-1", "some", "scored=0", "scored=some", "scored="])
 def test_a_bad_batch_override_value_is_exit_2(project: Path, value: str) -> None:
     write(project, {"pipeline.py": UNBATCHED})

@@ -47,7 +47,7 @@ def test_failed_run_has_one_failure_headline_and_the_error_once(project: Path) -
     result = barca(project, "get", "report", "pipeline.py", "--pretty").expect(1)
     assert result.stdout.splitlines()[0].startswith("Run ")
     assert "failed after" in result.stdout and "got " not in result.stdout
-    assert "(1 ran, 1 failed, 0 cached, 1 skipped)" in result.stdout
+    assert "(3 keys: 1 ran, 1 failed, 1 blocked)" in result.stdout  # keys, not nodes
     both = result.stdout + result.stderr
     assert both.count("boom here") == 2  # the raising source line and the error, once each
     assert both.count("ValueError: boom here") == 1
@@ -55,6 +55,33 @@ def test_failed_run_has_one_failure_headline_and_the_error_once(project: Path) -
                                "(exit 1)") == 1
     assert result.stderr.count("Traceback (most recent call last)") == 1
     assert result.stderr.rstrip().splitlines()[-1].strip().startswith("fix the step")
+
+
+KEYED_FAILING = """
+from barca import asset, partitions
+
+@asset(partitions={"k": partitions([f"k{i:02}" for i in range(10)])})
+def raw(k: str) -> int:
+    if k == "k03":
+        raise ValueError("bad key")
+    return int(k[1:])
+
+@asset(inputs={"raw": raw}, partitions={"k": partitions([f"k{i:02}" for i in range(10)])})
+def doubled(raw: int, k: str) -> int:
+    return raw * 2
+"""
+
+
+def test_failed_run_summary_counts_keys_as_the_progress_bar_does(project: Path) -> None:
+    """One failed key of ten, its reader's key blocked: the summary line counts the keys
+    (the bar above it counts keys), never the two nodes as "2 failed"."""
+    write(project, {"pipeline.py": KEYED_FAILING})
+    first = barca(project, "get", "doubled", "pipeline.py", "--pretty").expect(1)
+    assert "failed after" in first.stdout
+    assert first.stdout.splitlines()[0].endswith("s (20 keys: 18 ran, 1 failed, 1 blocked)")
+    again = barca(project, "get", "doubled", "pipeline.py", "--pretty").expect(1)
+    assert again.stdout.splitlines()[0].endswith(
+        "s (20 keys: 18 cached, 1 failed, 1 blocked)"), again.stdout
 
 
 def test_failed_run_in_json_mode_keeps_the_error_in_the_result_and_envelope(project: Path

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from conftest import barca, result_bytes, write
@@ -143,3 +144,57 @@ def test_json_with_o_value_or_path_gives_every_key_and_a_partition_every_selecte
     assert len(chosen["final_output"]) == 1002  # --partition: every selected key's value
     dry = barca(project, "get", "down", "pipeline.py", "--json", "-o", "value", "--dry-run")
     assert dry.expect(2).envelope["kind"] == "usage"
+
+
+TABLES = """
+from barca import asset, partitions
+
+@asset()
+def orders() -> list:
+    return [{"customer": f"c{i:02}", "amount": float(i)} for i in range(25)]
+
+@asset(inputs={"orders": orders})
+def big_orders(orders: list) -> "pyarrow.Table":
+    import pyarrow as pa
+    return pa.Table.from_pylist([o for o in orders if o["amount"] >= 5])
+"""
+
+KEYED_TABLES = TABLES + """
+@asset(partitions={"region": partitions(["emea", "amer"])})
+def regional(region: str) -> "pyarrow.Table":
+    import pyarrow as pa
+    return pa.Table.from_pylist([{"region": region}])
+"""
+
+
+def test_pretty_get_without_a_target_names_the_value_and_previews_a_table(project: Path
+                                                                          ) -> None:
+    """`barca get FILE --pretty` says which node's value it prints (barca chose it), and a
+    parquet value shows as its first rows and shape, never the `_barca_artifact` pointer
+    (which the JSON keeps, for scripts)."""
+    write(project, {"pipeline.py": TABLES})
+    out = barca(project, "get", "pipeline.py", "--pretty").expect(0).stdout
+    lines = out.splitlines()
+    label = lines.index("Value of 'big_orders' (the last asset; name a target to choose "
+                        "another):")
+    assert re.fullmatch(r"parquet table, 20 rows x 2 columns, [\d,]+ bytes", lines[label + 1])
+    assert lines[label + 2].startswith("file: .barca/artifacts/") and \
+        lines[label + 2].endswith(".parquet")
+    assert lines[label + 3].split() == ["customer", "amount"]
+    assert [row.split() for row in lines[label + 4:label + 14]] == [
+        [f"c{i:02}", f"{float(i)}"] for i in range(5, 15)]
+    assert lines[label + 14] == "... 10 more rows (-o path gives the file; barca sql queries it)"
+    assert "_barca_artifact" not in out
+    named = barca(project, "get", "big_orders", "pipeline.py", "--pretty").expect(0).stdout
+    assert "\nValue:\nparquet table, 20 rows x 2 columns" in named
+    as_json = barca(project, "get", "big_orders", "pipeline.py").expect(0).json
+    assert as_json["final_output"]["_barca_artifact"]["format"] == "parquet"
+
+
+def test_pretty_get_of_keyed_tables_gives_each_key_s_file(project: Path) -> None:
+    write(project, {"pipeline.py": KEYED_TABLES})
+    out = barca(project, "get", "regional", "pipeline.py", "--pretty").expect(0).stdout
+    keyed = out.split("\nValue:\n", 1)[1].splitlines()
+    assert [line.split(": ", 1)[0] for line in keyed] == ["region=amer", "region=emea"]
+    assert all(" (parquet, " in line and line.endswith(" bytes)") for line in keyed)
+    assert "_barca_artifact" not in out

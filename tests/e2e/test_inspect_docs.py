@@ -82,7 +82,28 @@ def test_docs_without_topic_lists_every_topic_with_its_summary(tmp_path: Path) -
         assert re.search(rf"^  {re.escape(name)}\s+\S", text, re.MULTILINE), name
 
 
-def test_docs_topic_prints_the_page_as_markdown_even_when_piped(tmp_path: Path) -> None:
+def test_docs_in_a_terminal_renders_the_page_and_piped_stays_markdown(tmp_path: Path) -> None:
+    """Read by a person, a page is laid out (no `#`, no backticks or fences); piped, the same
+    page is its Markdown, byte for byte (below)."""
+    import pty
+
+    from conftest import CLI, read_pty
+
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([*CLI, "docs", "agents"], cwd=tmp_path, stdout=slave,
+                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                            env=barca_env({"COLUMNS": "100", "TERM": "xterm"}))
+    os.close(slave)
+    shown = read_pty(master).decode()  # read while it writes: a page outgrows a pty's buffer
+    assert proc.wait(timeout=60) == 0, proc.stderr.read()
+    plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", shown)
+    assert shown != plain  # styled for the terminal
+    assert "For agents and scripts" in plain and "# For agents" not in plain
+    assert "```" not in plain and "`barca list pipeline.py --json`" not in plain
+    assert "barca list pipeline.py --json" in plain
+
+
+def test_docs_topic_prints_the_page_as_markdown_when_piped(tmp_path: Path) -> None:
     out = barca(tmp_path, "docs", "history").expect(0).stdout
     assert out.rstrip("\n") == (DOCS / "history.md").read_text().rstrip("\n")
     one = barca(tmp_path, "docs", "contract", "--json").expect(0).json

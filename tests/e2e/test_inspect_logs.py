@@ -80,6 +80,22 @@ def test_step_accepts_a_name_an_id_or_one_key(project: Path, run_id: str) -> Non
     assert lines("silent") == []
 
 
+def test_a_step_that_wrote_nothing_is_said_to_have_written_nothing(project: Path,
+                                                                    run_id: str) -> None:
+    """An empty answer alone reads as a broken command or a step that never ran."""
+    silent = barca(project, "logs", run_id, "--step", "silent").expect(0)
+    assert silent.stdout == ""
+    assert silent.stderr.splitlines()[-1] == (f"barca: step 'pipeline.py:silent' ran in run "
+                                              f"{run_id} and wrote nothing to stdout or stderr")
+    keys = barca_here(project, "logs", run_id, "--step", "scored", "--stream", "stdout",
+                      "--json").expect(0)
+    assert len(keys.json) == 3 and "wrote nothing" not in keys.stderr
+    quiet = barca_here(project, "logs", run_id, "--step", "silent", "--stream", "stderr",
+                       "--json").expect(0)
+    assert quiet.json == [] and quiet.stderr.splitlines()[-1].endswith(
+        "and wrote nothing to stderr")
+
+
 def test_stream_keeps_one_stream(project: Path, run_id: str) -> None:
     err = barca_here(project, "logs", run_id, "--step", "orders", "--stream", "stderr").expect(0)
     assert err.stdout.splitlines() == ["slow warehouse"]

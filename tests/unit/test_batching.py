@@ -288,14 +288,14 @@ def resolve(name):
 
 def test_node_overrides_resolve_names():
     o = parse_overrides(["scored=20"])
-    assert node_overrides(o, resolve, lambda i: DECLARED[i] is not None) == {
+    assert node_overrides(o, resolve, lambda i: DECLARED[i] is not None, lambda i: True) == {
         "pipeline.py:scored": size_setting(20)}
 
 
 def test_naming_a_node_without_batch_is_a_usage_error():
     with pytest.raises(UsageError) as e:
         node_overrides(parse_overrides(["orders=all"]), resolve,
-                       lambda i: DECLARED[i] is not None)
+                       lambda i: DECLARED[i] is not None, lambda i: True)
     assert "pipeline.py:orders" in e.value.message and "batch=" in e.value.remediation
     assert e.value.exit_code == 2
 
@@ -303,12 +303,12 @@ def test_naming_a_node_without_batch_is_a_usage_error():
 def test_a_node_named_twice_by_different_names():
     with pytest.raises(UsageError):
         node_overrides(parse_overrides(["scored=1", "pipeline.py:scored=2"]), resolve,
-                       lambda i: True)
+                       lambda i: True, lambda i: True)
 
 
 def test_unknown_node_error_comes_from_the_resolver():
     with pytest.raises(UsageError, match="unknown target"):
-        node_overrides(parse_overrides(["nope=1"]), resolve, lambda i: True)
+        node_overrides(parse_overrides(["nope=1"]), resolve, lambda i: True, lambda i: True)
 
 
 def test_effective_batch():

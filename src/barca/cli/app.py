@@ -35,7 +35,7 @@ class LazyGroup(click.Group):
 
 @click.group(cls=LazyGroup, help=ABOUT, epilog=EPILOG,
              context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, "--version", prog_name="barca")
+@click.version_option(__version__, "-V", "--version", prog_name="barca")
 def cli() -> None:
     pass
 

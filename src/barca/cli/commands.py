@@ -43,5 +43,5 @@ COMMANDS = {
     "serve": ("barca.cli.serve", "serve_command", "Fire schedules and answer an HTTP API."),
     "help": ("barca.cli.help", "help_command", "The help of a command (as COMMAND --help)."),
 }
-OPTIONS = [("--version", "Show the version and exit."),
+OPTIONS = [("-V, --version", "Show the version and exit."),
            ("-h, --help", "Show this message and exit.")]

@@ -1,12 +1,14 @@
 """`barca docs [TOPIC]`: the manual, shipped inside the package so it matches this version.
 
 Each topic is one markdown file in `barca/docs/`; its name is the file name and its summary
-the first paragraph line after the title. Markdown is printed as is, whatever stdout is;
-`--json` wraps it for programs.
+the first paragraph line after the title. In a terminal a page is rendered for reading
+(headings, tables, code blocks: rich's Markdown); piped or redirected it is the Markdown as is,
+for grep, a file or a program; `--json` wraps it for programs.
 """
 
 from __future__ import annotations
 
+import sys
 from importlib import resources
 from typing import Any
 
@@ -18,6 +20,9 @@ from barca.errors import UsageError
 FIELDS = ["name", "summary", "content"]
 
 HELP = """Print the manual: without TOPIC, the list of topics; with it, that page.
+
+\b
+In a terminal a page is rendered for reading; piped or redirected it is its Markdown.
 
 \b
 Examples:
@@ -90,7 +95,7 @@ def _print_topic(name: str, text: str, json_flag: bool, fields: list[str] | None
     if json_flag:
         emit_json(_entry(name, text, True, fields), indent=True)
     else:
-        emit(text)
+        _show(text)
 
 
 def _print_all(pages: dict[str, str], json_flag: bool, fields: list[str] | None) -> None:
@@ -98,7 +103,18 @@ def _print_all(pages: dict[str, str], json_flag: bool, fields: list[str] | None)
         emit_json({"topics": [_entry(n, t, True, fields) for n, t in pages.items()]},
                   indent=True)
     else:
-        emit("\n\n".join(text.rstrip() for text in pages.values()))
+        _show("\n\n".join(text.rstrip() for text in pages.values()))
+
+
+def _show(markdown: str) -> None:
+    """A page rendered for a terminal, or its Markdown as is when stdout is not one."""
+    if not sys.stdout.isatty():
+        emit(markdown)
+        return
+    from rich.console import Console
+    from rich.markdown import Markdown
+
+    Console(file=sys.stdout).print(Markdown(markdown, code_theme="ansi_dark"))
 
 
 def _print_index(pages: dict[str, str], json_flag: bool, fields: list[str] | None) -> None:

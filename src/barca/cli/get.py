@@ -9,7 +9,7 @@ import click
 
 from barca.cli import render
 from barca.cli.load import split_positionals
-from barca.cli.output import choose_listing_mode, emit, emit_json, parse_fields
+from barca.cli.output import choose_listing_mode, emit, emit_json, parse_fields, table
 from barca.views.listing import pick_fields
 from barca.cli.progress import CliReporter
 from barca.cli.server_option import server_options
@@ -19,8 +19,10 @@ from barca.engine.result import RunResult
 from barca.errors import StepFailed, UsageError
 from barca.printable import note, printable, printable_lines
 from barca.views.plan_text import first_line, plural
+from barca.views.run_counts import key_counts
 from barca.views.run_report import SHOWN_KEYS, STEP_FIELDS, DryRunReport, RunReport
 from barca.views.run_values import key_paths
+from barca.views.value_preview import pointer, pointer_line, table_preview
 
 OUTPUTS = ("json", "pretty", "value", "path")
 MODE_VALUES = {"json": "summary", "pretty": "first", "value": "all", "path": "none"}
@@ -190,28 +192,51 @@ def _print_human(report: RunReport, body: dict) -> None:
     command, target, result = report.command, report.target, report.result
     what = f"'{printable(target)}'" if target else "all assets"
     if result.failed:
-        count = {s: sum(1 for step in body["steps"] if step["status"] == s)
-                 for s in ("ran", "partial", "failed", "cached", "skipped")}
         emit(f"Run {result.run_id} | {command} {what} failed after {result.elapsed:.3f}s "
-             f"({count['ran']} ran, {count['failed'] + count['partial']} failed, "
-             f"{count['cached']} cached, {count['skipped']} skipped)")
+             f"({key_counts(result).text()})")
     else:
         verb = "ran" if command == "run" else "got"
         emit(f"Run {result.run_id} | {verb} {what} in {result.elapsed:.3f}s "
              f"({plural(result.executed, 'step')}, "
              f"{plural(result.phases, 'phase')})")
     if "final_output" in body:
-        import orjson
+        _print_pretty_value(report, body["final_output"])
 
-        value = body["final_output"]
-        more = report.keys_with_value() - len(value) if \
-            isinstance(value, dict) and len(value) == SHOWN_KEYS else 0
-        emit("\nValue:")
+
+def _print_pretty_value(report: RunReport, value: Any) -> None:
+    """The target's value for a person: labelled with the target's name when none was given
+    (barca chose it), a table as its first rows, any other file result as its path."""
+    import orjson
+
+    result = report.result
+    node_id = result.final_node()
+    label = "Value:" if report.target else \
+        f"Value of '{printable(result.graph.nodes[node_id].name)}' (the last asset; " \
+        "name a target to choose another):"
+    emit("\n" + label)
+    found = pointer(value)
+    if found is not None:
+        preview = table_preview(result, node_id, found)
+        if preview is None:
+            emit(printable(pointer_line(found)))
+            return
+        emit(printable_lines(preview.heading()))
+        emit(table(preview.columns, [list(row) for row in preview.rows]))
+        if preview.more():
+            emit(preview.more())
+        return
+    more = report.keys_with_value() - len(value) if \
+        isinstance(value, dict) and len(value) == SHOWN_KEYS else 0
+    if isinstance(value, dict) and any(pointer(v) is not None for v in value.values()):
+        emit(printable_lines([f"{key}: " + (pointer_line(pointer(v)) if pointer(v) else
+                                            orjson.dumps(v, default=str).decode())
+                              for key, v in value.items()]))
+    else:
         shown = orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS,
                              default=str).decode()
         emit(printable_lines(shown.split("\n")))  # JSON leaves DEL, C1 and U+2028 as they are
-        if more:
-            emit(f"... and {more} more keys (-o value gives every key)")
+    if more:
+        emit(f"... and {more} more keys (-o value gives every key)")
 
 
 def _print_value(body: dict) -> None:

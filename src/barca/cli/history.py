@@ -21,8 +21,8 @@ from barca.printable import note, printable_lines
 from barca.store import history as store
 from barca.store.db import Connection
 from barca.store.packs import file_of
-from barca.views.history import (DEFAULT_RUNS, RUN_FIELDS, RUN_STATUSES, find_run, open_history,
-                                 run_detail_json, runs_json, select_runs)
+from barca.views.history import (DEFAULT_RUNS, RUN_FIELDS, RUN_STATUSES, TRIGGERS, find_run,
+                                 open_history, run_detail_json, runs_json, select_runs)
 from barca.views.plan_text import first_line, human_size, plural
 from barca.views.times import utc_time
 
@@ -65,13 +65,18 @@ Examples:
               "writes it, 2026-10-02T11:00:00.000Z).")
 @click.option("--target", "target_name", metavar="NAME", help="Only runs whose target list "
               "names NAME (a function name or a node id).")
+@click.option("--triggered-by", "triggers", metavar="T[,T]", help="Only runs started this "
+              "way: cli, python (barca.get/run), api (a server's client), schedule, catch_up "
+              "(a missed tick); manual = cli or python.")
 def history_command(run_id, limit, show_all, json_flag, pretty, fields, env_name, statuses,
-                    since, target_name) -> None:
+                    since, target_name, triggers) -> None:
     mode = choose_listing_mode(json_flag, pretty, fields)
     wanted = parse_names(statuses, RUN_STATUSES, "--status", "run status", "statuses")
+    who = parse_names(triggers, TRIGGERS, "--triggered-by", "trigger", "triggers")
     since_ts = parse_since(since)
-    if run_id is not None and (wanted or since_ts is not None or target_name):
-        raise UsageError("--status, --since and --target choose among runs, not one run's steps",
+    if run_id is not None and (wanted or since_ts is not None or target_name or who):
+        raise UsageError("--status, --since, --target and --triggered-by choose among runs, "
+                         "not one run's steps",
                          f"drop them, or run `barca history` without {run_id}")
     if run_id is not None and fields is not None:
         raise UsageError("--fields applies to the list of runs, not to one run",
@@ -82,7 +87,7 @@ def history_command(run_id, limit, show_all, json_flag, pretty, fields, env_name
         _show_run(conn, find_run(conn, run_id, env_name), limit, show_all, mode, project.root)
         return
     runs, total = select_runs(conn, bounded(limit, show_all, DEFAULT_RUNS), wanted,
-                              since_ts, target_name)
+                              since_ts, target_name, who)
     _show_runs(runs, total, chosen, mode)
 
 

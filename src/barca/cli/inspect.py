@@ -160,18 +160,22 @@ def _last_run_cell(last: dict[str, Any] | None) -> str:
               "JSON; accepted as every command accepts it).")
 @click.option("--pretty", is_flag=True, help="Indented JSON (plan's only output; accepted as "
               "every command accepts it).")
-def plan_command(files, json_flag, pretty) -> None:
+@click.option("--partition", multiple=True, metavar="DIM=V[,V]", help="Say what this "
+              "selection (as get --partition takes it) would narrow and skip: "
+              "partition_selection.")
+def plan_command(files, json_flag, pretty, partition) -> None:
     """The execution phases of every node, as JSON (reads no stored state), with the
     run's capacity and each node's weight.
 
     \b
-    Example:
+    Examples:
       barca plan pipeline.py
+      barca plan pipeline.py --partition region=emea
     """
     if json_flag and pretty:
         choose_mode(json_flag, pretty)  # the usage error every command gives
     _, paths = split_positionals(files, takes_target=False)
-    body = plan_json(paths)
+    body = plan_json(paths, partition)
     for warning in body["warnings"]:
         note(f"[barca] warning: {warning['message']}")
     emit_json(body, indent=True)

@@ -27,7 +27,8 @@ HELP = """Print what each step of a run wrote to stdout and stderr, in order.
 \b
 Without RUN_ID, the newest run. --step takes a function name (every key of it), a node id,
 or one key: 'scored[retailer=r7]'. Lines are printed as `[STEP] line`; with a --step that
-names one step, bare. --follow (-f) keeps printing a running run's lines until it ends and
+names one step, bare; --timestamps starts each with the moment it was written (UTC, as JSON
+writes it). --follow (-f) keeps printing a running run's lines until it ends and
 exits as the run did (with --json, one object a line).
 \b
 Examples:
@@ -47,12 +48,15 @@ Examples:
               help="Only lines written to this stream.")
 @click.option("--json", "json_flag", is_flag=True, help="One JSON object per line, in a list.")
 @click.option("--pretty", is_flag=True, help="Group the lines by step, with a heading each.")
+@click.option("--timestamps", is_flag=True, help="Start each line with the moment it was "
+              "written (RFC 3339 UTC, milliseconds); JSON always has it as `ts`.")
 @click.option("--env", "env_name", metavar="NAME", help="Read the runs of environment NAME "
               "(or set BARCA_ENV).")
 @click.option("-f", "--follow", is_flag=True, help="Keep printing lines as a running run "
               "writes them, until it ends; exit as the run did (0, 1 failed, 130 cancelled, "
               "3 interrupted).")
-def logs_command(run_id, step, stream, json_flag, pretty, env_name, follow) -> None:
+def logs_command(run_id, step, stream, json_flag, pretty, timestamps, env_name,
+                 follow) -> None:
     mode = _mode(json_flag, pretty)
     if follow and mode == "pretty":
         raise UsageError("--follow prints lines as they come and cannot group them by step",
@@ -60,7 +64,7 @@ def logs_command(run_id, step, stream, json_flag, pretty, env_name, follow) -> N
     _, conn = open_history(env_name)
     run = _the_run(conn, run_id, env_name)
     if follow:
-        _follow(conn, run, step, stream, mode)
+        _follow(conn, run, step, stream, mode, timestamps)
         return
     chosen = None
     if step is not None:
@@ -69,22 +73,29 @@ def logs_command(run_id, step, stream, json_flag, pretty, env_name, follow) -> N
             raise _unknown_step(conn, run.run_id, step)
         chosen = store.call_step_ids(conn, run.run_id, chosen)  # a batched key: its call's
     lines = store.run_logs(conn, run.run_id, chosen, stream)
+    if not lines:
+        note(_wrote_nothing(run.run_id, step, chosen, stream))
     if mode == "json":
         emit_json([_line_json(line) for line in lines], indent=True)
     elif mode == "pretty":
-        _print_grouped(lines)
+        _print_grouped(lines, timestamps)
     else:
         bare = chosen is not None and len(chosen) == 1
         if lines:
-            emit(printable_lines(line.line if bare else f"[{line.step_id}] {line.line}"
-                                 for line in lines))
+            emit(printable_lines(_text(line, bare, timestamps) for line in lines))
+
+
+def _text(line: store.LogRow, bare: bool, timestamps: bool) -> str:
+    """A line as text prints it: `[STEP] line`, bare, or after its moment."""
+    text = line.line if bare else f"[{line.step_id}] {line.line}"
+    return f"{iso_time(line.ts)} {text}" if timestamps else text
 
 
 POLL_SECONDS = 0.2  # how often a follower looks for new lines (the run writes them twice a second)
 
 
 def _follow(conn: Connection, run: store.RunRow, step: str | None,
-            stream: str | None, mode: str) -> None:
+            stream: str | None, mode: str, timestamps: bool) -> None:
     """Print the run's lines as they are recorded, then end as the run ended. The run's row
     is read before its lines, so the lines read after it says `finished` are all of them."""
     import time
@@ -103,7 +114,7 @@ def _follow(conn: Connection, run: store.RunRow, step: str | None,
                 emit_json(_line_json(line))
             else:
                 bare = step is not None and ("[" in step or "[" not in line.step_id)
-                emit(printable(line.line if bare else f"[{line.step_id}] {line.line}"))
+                emit(printable(_text(line, bare, timestamps)))
         if current.status != "running":
             break
         time.sleep(POLL_SECONDS)
@@ -193,6 +204,18 @@ def _unknown_step(conn: Connection, run_id: str, text: str) -> UsageError:
                       f"steps of this run: {listed}")
 
 
+def _wrote_nothing(run_id: str, step: str | None, chosen: list[str] | None,
+                   stream: str | None) -> str:
+    """Said on stderr when there is no line to print: an empty answer alone reads as a broken
+    command, or as a step that never ran."""
+    where = f"to {stream}" if stream else "to stdout or stderr"
+    if step is None:
+        return f"barca: no step of run {run_id} wrote anything {where}"
+    what = f"step '{chosen[0]}'" if len(chosen) == 1 else \
+        f"the {len(chosen)} steps of '{step}'"
+    return f"barca: {what} ran in run {run_id} and wrote nothing {where}"
+
+
 def _line_json(line: store.LogRow) -> dict[str, Any]:
     node, bracket, label = line.step_id.partition("[")
     return {"step_id": line.step_id, "node_id": node,
@@ -200,13 +223,14 @@ def _line_json(line: store.LogRow) -> dict[str, Any]:
             "ts": iso_time(line.ts), "line": line.line}
 
 
-def _print_grouped(lines: list[store.LogRow]) -> None:
+def _print_grouped(lines: list[store.LogRow], timestamps: bool) -> None:
     groups: dict[str, list[store.LogRow]] = {}
     for line in lines:
         groups.setdefault(line.step_id, []).append(line)
     blocks = []
     for step_id, rows in groups.items():
-        body = [f"  {'[stderr] ' if r.stream == 'stderr' else ''}{r.line}" for r in rows]
+        body = [f"  {iso_time(r.ts) + ' ' if timestamps else ''}"
+                f"{'[stderr] ' if r.stream == 'stderr' else ''}{r.line}" for r in rows]
         count = f"{len(rows)} line{'s' if len(rows) != 1 else ''}"
         blocks.append(printable_lines([f"── {step_id} ({count})", *body]))
     if blocks:

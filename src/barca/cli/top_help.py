@@ -1,4 +1,4 @@
-"""`barca --help` and `barca --version` without importing click: the two answers a person
+"""`barca --help` and `barca --version` (`-V`) without importing click: the two answers a person
 types most and expects at once. The help is laid out as click lays out the group's help in
 a terminal at least 80 columns wide (or no terminal); narrower terminals, and everything
 else, go through click (`tests/unit/test_top_help.py` holds the two to the same text).
@@ -14,9 +14,9 @@ WIDTH = 78  # click's help width: the terminal's, at most 80, less 2
 
 
 def quick_answer(argv: list[str]) -> str | None:
-    """The text `barca ARGV` prints when it is `--help`, `-h` or `--version` alone and the
-    help fits the width click would use; None for anything else."""
-    if argv == ["--version"]:
+    """The text `barca ARGV` prints when it is `--help`, `-h`, `--version` or `-V` alone and
+    the help fits the width click would use; None for anything else."""
+    if argv in (["--version"], ["-V"]):
         from barca import __version__
 
         return f"barca, version {__version__}"

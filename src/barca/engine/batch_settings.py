@@ -32,7 +32,8 @@ def batch_settings(graph: Graph, root: Any, cone: frozenset[str],
     """node id -> the setting it runs with, for every node of the cone that declares batch=."""
     overrides = parse_overrides(override_texts(batch))
     named = node_overrides(overrides, graph.resolve_target,
-                           lambda node_id: graph.nodes[node_id].batch is not None)
+                           lambda node_id: graph.nodes[node_id].batch is not None,
+                           graph.partitioned)
     out = {}
     for node_id in sorted(cone):
         d = graph.nodes[node_id]

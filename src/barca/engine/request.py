@@ -119,7 +119,7 @@ def check_selection(graph: Graph, cone: frozenset[str], selection: dict[str, fro
     for node_id in cone:
         for dim in graph.nodes[node_id].dimensions:
             known = dims.setdefault(dim.name, set())
-            values = _values_known_in_advance(graph, node_id, dim.name, expr_keys)
+            values = values_known_in_advance(graph, node_id, dim.name, expr_keys)
             if values is None:
                 dims[dim.name] = None  # keys known only when a source has run
             elif known is not None:
@@ -155,7 +155,7 @@ def check_not_skipped(graph: Graph, cone: frozenset[str], selection: dict[str, f
                              "it reads")
 
 
-def _values_known_in_advance(graph: Graph, node_id: str, dim: str,
+def values_known_in_advance(graph: Graph, node_id: str, dim: str,
                              expr_keys: dict) -> Sequence[str] | None:
     """A dimension's values before anything runs: through partitions_from mirrors down to
     a partitions([...]) list; None when they come from a node's output."""
@@ -168,7 +168,7 @@ def _values_known_in_advance(graph: Graph, node_id: str, dim: str,
     source = graph.nodes[spec.source]
     if not source.dimensions:
         return None
-    return _values_known_in_advance(graph, source.node_id, source.dimensions[0].name, expr_keys)
+    return values_known_in_advance(graph, source.node_id, source.dimensions[0].name, expr_keys)
 
 
 def check_target_kinds(graph: Graph, command: str, targets: Sequence[str],

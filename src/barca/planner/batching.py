@@ -273,14 +273,22 @@ def parse_overrides(texts: Sequence[str]) -> BatchOverrides:
 
 
 def node_overrides(overrides: BatchOverrides, resolve: Callable[[str], str],
-                   declares_batch: Callable[[str], bool]) -> dict[str, BatchSetting]:
+                   declares_batch: Callable[[str], bool],
+                   has_partitions: Callable[[str], bool]) -> dict[str, BatchSetting]:
     """node id -> override for the nodes named. `resolve` turns a name as typed into a node
     id (Graph.resolve_target); naming a node without batch= is a usage error, since its
-    function takes one key and cannot be given a list."""
+    function takes one key and cannot be given a list. The fix depends on the node: a
+    partitioned one could declare batch=; one without partitions (a sensor, say) has no keys
+    to group, and advising batch= on it would send the user to a parse error."""
     out: dict[str, BatchSetting] = {}
     for name, value in overrides.nodes:
         node_id = resolve(name)
         if not declares_batch(node_id):
+            if not has_partitions(node_id):
+                raise UsageError(
+                    f"--batch {name}=...: {node_id} has no partitions, so it has no keys to "
+                    "group into calls", f"Drop {name} from --batch: only a partitioned node "
+                    "that declares batch= can be named")
             raise UsageError(
                 f"--batch {name}=...: {node_id} declares no batch=, so it takes a single key "
                 f"and cannot be batched by an override",

@@ -20,6 +20,8 @@ RUN_FIELDS = ["run_id", "command", "files", "target", "job", "status", "steps_to
               "error", "failure"]
 DEFAULT_RUNS = 10
 RUN_STATUSES = ("running", "success", "failed", "cancelled", "interrupted")
+# who started a run, as recorded; `manual` (0.33's word) is a person's: cli or python
+TRIGGERS = ("cli", "python", "api", "schedule", "catch_up", "manual")
 
 
 def open_history(env_name: str | None) -> tuple[Project, sqlite3.Connection | None]:
@@ -76,14 +78,19 @@ def _round(value: float | None) -> float | None:
 
 def select_runs(conn: sqlite3.Connection | None, limit: int | None,
                 statuses: list[str] | None = None, since: float | None = None,
-                target: str | None = None) -> tuple[list[store.RunRow], int]:
+                target: str | None = None, triggered_by: list[str] | None = None
+                ) -> tuple[list[store.RunRow], int]:
     """The newest `limit` runs (None: all) of these statuses, started since `since`, naming
-    `target`; and how many match in all."""
+    `target`, started by one of `triggered_by` (TRIGGERS); and how many match in all."""
     if conn is None:
         return [], 0
-    if target:  # matched by the names in each run's target text: filtered here
+    if target or triggered_by:  # matched on each run's row: filtered here
+        who = set(triggered_by or ())
+        if "manual" in who:
+            who |= {"cli", "python"}
         runs = [r for r in store.list_runs(conn, None, statuses, since)
-                if _names_target(r.target, target)]
+                if (not target or _names_target(r.target, target))
+                and (not who or r.triggered_by in who)]
         return (runs[:limit] if limit else runs), len(runs)
     return (store.list_runs(conn, limit, statuses, since),
             store.count_matching_runs(conn, statuses, since))

@@ -1,5 +1,6 @@
 """The execution phases of a pipeline, with its capacity and weights: `barca plan` and
-`barca.plan()`. Reads no stored state."""
+`barca.plan()`. Reads no stored state. With `--partition`, what the selection would narrow
+and skip, as far as the keys are known before anything runs."""
 
 from __future__ import annotations
 
@@ -9,9 +10,11 @@ from barca.engine.driver import capacity_warnings, open_pipeline, unused_warning
 from barca.engine.local import capacity, pool_size
 from barca.views.warning_text import warning_json
 
-def plan_json(paths: Sequence[str]) -> dict[str, Any]:
+def plan_json(paths: Sequence[str], partition: Sequence[str] | str | dict | None = None
+              ) -> dict[str, Any]:
     """What `barca plan` prints (and `barca.plan` returns): each node's phase by depth, the
-    capacity and the weights."""
+    capacity and the weights; with `partition` (as `get --partition` takes it) also
+    `partition_selection`."""
     pipeline = open_pipeline(paths)
     graph = pipeline.graph
     units, source = capacity(pipeline.project.settings.capacity)
@@ -32,10 +35,47 @@ def plan_json(paths: Sequence[str]) -> dict[str, Any]:
                       key=lambda w: (w["node"], w["param"] or "", w["kind"]))
     warnings = [warning_json(w) for w in warnings]
     workers, workers_source = _pool(units, source)
-    return {"plan_version": 1, "total_steps": len(graph.order),
+    body = {"plan_version": 1, "total_steps": len(graph.order),
             "pool_size": workers, "pool_source": workers_source, "capacity": units,
             "capacity_source": source, "weights": weights, "phases": phases,
             "warnings": warnings}
+    if partition:
+        body["partition_selection"] = _selection(pipeline, partition)
+    return body
+
+
+def _selection(pipeline: Any, partition: Sequence[str] | str | dict) -> dict[str, Any]:
+    """`partition_selection` as a run gives it (views.run_report), from the graph alone: per
+    node carrying a selected dimension, the keys it keeps and leaves out (null when they come
+    from a node's output, known only once it ran), and the nodes it skips. The selection is
+    checked as a run checks it (a dimension no node has, a value no known key has: exit 2)."""
+    from barca.engine.request import (check_selection, evaluate_key_expressions,
+                                      parse_partition, values_known_in_advance)
+    from barca.planner.planner import skipped_by_selection
+
+    graph = pipeline.graph
+    everything = frozenset(graph.order)
+    selection = parse_partition(partition)
+    expr_keys = evaluate_key_expressions(pipeline, everything)
+    check_selection(graph, everything, selection, expr_keys)
+    skipped = skipped_by_selection(graph, everything, selection)
+    nodes = []
+    for node_id in graph.order:
+        dims = graph.nodes[node_id].dimensions
+        if node_id in skipped or not any(dim.name in selection for dim in dims):
+            continue
+        values = [values_known_in_advance(graph, node_id, dim.name, expr_keys) for dim in dims]
+        if any(v is None for v in values):
+            nodes.append({"id": node_id, "selected": None, "skipped": None})
+            continue
+        total = kept = 1
+        for dim, known in zip(dims, values):
+            total *= len(known)
+            kept *= len(known) if dim.name not in selection else \
+                sum(1 for v in known if v in selection[dim.name])
+        nodes.append({"id": node_id, "selected": kept, "skipped": total - kept})
+    return {"selection": {dim: sorted(values) for dim, values in sorted(selection.items())},
+            "nodes": nodes, "skipped_nodes": [n for n in graph.order if n in skipped]}
 
 
 def _pool(units: int, capacity_source: str) -> tuple[int, str]:
