@@ -9,7 +9,7 @@ import click
 
 from barca.cli import render
 from barca.cli.load import split_positionals
-from barca.cli.output import choose_listing_mode, emit, emit_json, parse_fields
+from barca.cli.output import choose_listing_mode, emit, emit_json, json_text, parse_fields
 from barca.views.listing import pick_fields
 from barca.cli.progress import CliReporter
 from barca.cli.server_option import server_options
@@ -104,19 +104,22 @@ def _execute(command, args, refresh, no_cascade, refresh_all, dry_run, json_flag
              output, fields, partition, batch, agent, env_name) -> None:
     mode, values = _output_mode(json_flag, pretty, output, fields, dry_run)
     target, paths = split_positionals(args, takes_target=True)
+    plain = command == "get" and not (refresh or no_cascade or refresh_all or dry_run or agent
+                                      or fields or partition or batch or env_name or output)
     run_and_print(command, target, paths, mode, parse_fields(fields, STEP_FIELDS),
                   CliReporter(agent), values, env=env_name, refresh=refresh,
                   refresh_all=refresh_all, partition=partition, cascade=not no_cascade,
-                  dry_run=dry_run, batch=batch)
+                  dry_run=dry_run, batch=batch, keep_answer=plain and mode == "json")
 
 
 def run_and_print(command: str, target: str | None, paths: list[str], mode: str,
                   fields: list[str] | None, reporter: Reporter, values: str | None = None,
-                  **options: Any) -> None:
+                  keep_answer: bool = False, **options: Any) -> None:
     """Run through the driver (`options` are `driver.run`'s) and print what `barca get|run`
     prints: the report on stdout in `mode`, its notes on stderr, then StepFailed when a step
     failed. `values`: what the report's `final_output` holds (run_report.VALUES; by default
-    what `mode` shows; "none" for a scheduled tick nobody reads)."""
+    what `mode` shows; "none" for a scheduled tick nobody reads). `keep_answer`: a plain
+    `barca get` printing JSON, whose answer is kept when it qualifies (engine.cached_get)."""
     result = run(command, target, paths, reporter=reporter, **options)
     env_name = options.get("env")
     if options.get("dry_run"):
@@ -126,8 +129,24 @@ def run_and_print(command: str, target: str | None, paths: list[str], mode: str,
         return
     report = RunReport(result, command, target, values or MODE_VALUES[mode])
     body = report.to_json()
-    _say(report.notes(paths, env_name))
+    notes = report.notes(paths, env_name)
+    _say(notes)
     _print_run(report, body, mode, fields)
+    if keep_answer and not notes and values is None:
+        _keep_answer(result, body, target, paths)
+
+
+def _keep_answer(result: RunResult, body: dict, target: str | None, paths: list[str]) -> None:
+    """The JSON just printed, and the same with the values that differ from run to run
+    marked, for `cached_get.remember` (which checks that the two agree)."""
+    from barca.engine.cached_get import FILLED, remember
+    from barca.project import open_project
+
+    template = json_text({k: f"\x00{k}\x00" if k in FILLED else v for k, v in body.items()})
+    for name in FILLED:  # JSON writes the mark as \u0000: back to the mark itself
+        template = template.replace(f'"\\u0000{name}\\u0000"', f"\x00{name}\x00")
+    remember(open_project(None, Path.cwd()), result, target, paths, json_text(body) + "\n",
+             template + "\n")
 
 
 def _say(notes: list[str]) -> None:

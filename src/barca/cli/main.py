@@ -1,6 +1,7 @@
 """Entry point of the `barca` command.
 
-`get` and `run` are handed to the project's warm pool when one is up (see
+A plain `get` whose answer is kept is answered at once (`barca.cli.quick_get`). Otherwise `get`
+and `run` are handed to the project's warm pool when one is up (see
 `barca.cli.warm_launcher`). Without a pool, and for every other command, the command runs here.
 Nothing heavy is imported before that choice is made.
 """
@@ -26,6 +27,11 @@ def main(argv: list[str] | None = None) -> None:
             return
     remote = "--local" not in argv and ("--server" in argv or os.environ.get("BARCA_SERVER")
                                         or any(a.startswith("--server=") for a in argv))
+    if argv and argv[0] == "get" and not remote:
+        from barca.cli.quick_get import quick_get
+
+        if quick_get(argv):
+            os._exit(0)  # printed straight to the descriptor: nothing buffered, nothing to tear down
     idle = _warm_seconds() if delegated and not remote else 0.0
     if idle:
         from barca.cli.warm_launcher import run_in_warm_pool

@@ -1,0 +1,73 @@
+"""`barca get` answered from a kept answer (engine.cached_get) before click, the engine or the
+warm pool is reached: a script polling an unchanged pipeline pays little more than Python's
+start-up. Only the plain form is tried, `barca get [TARGET] FILE.py ... [--json]` printing
+JSON, in the project root (elsewhere the command first names the root on stderr); any other
+form, and any doubt, runs the command as usual.
+"""
+
+from __future__ import annotations
+
+import os
+
+
+def quick_get(argv: list[str]) -> bool:
+    """Print the kept answer of `barca get ARGV[1:]` and True, or False when there is none
+    that holds (nothing printed or written)."""
+    args = argv[1:]
+    positionals = [a for a in args if a != "--json"]
+    if len(args) - len(positionals) > 1 or not _json_output(len(args) > len(positionals)):
+        return False
+    if not positionals or any(a.startswith("-") or a in (".", "..") for a in positionals):
+        return False
+    target = None if positionals[0].endswith(".py") else positionals.pop(0)
+    if (target is not None and "/" in target) or not positionals or \
+            not all(p.endswith(".py") for p in positionals):
+        return False
+    if os.environ.get("BARCA_READ_ONLY") == "1":
+        return False
+    from barca.project_root import root_of
+
+    try:
+        cwd = os.path.realpath(os.getcwd())
+    except OSError:
+        return False
+    root = root_of(cwd)
+    if root != cwd:
+        return False
+    from barca.engine.cached_get import answer
+
+    text = answer(root, cwd, target, positionals)
+    if text is None:
+        return False
+    _write(text.encode())
+    return True
+
+
+def _json_output(json_flag: bool) -> bool:
+    """Whether the command prints JSON (cli.output.choose_mode, `--pretty` and `-o` aside)."""
+    if json_flag:
+        return True
+    chosen = os.environ.get("BARCA_OUTPUT")
+    if chosen:
+        return chosen == "json"
+    return not os.isatty(1)
+
+
+def _write(data: bytes) -> None:
+    """To stdout as the command writes its result: a reader that is gone wanted no more; any
+    other failure is the command's exit 3 (the run is recorded already)."""
+    try:
+        while data:
+            data = data[os.write(1, data):]
+    except BrokenPipeError:
+        pass
+    except OSError as exc:
+        from barca.cli.app import report_error
+        from barca.errors import InfraError
+
+        error = InfraError(f"could not write the result to stdout: {exc.strerror or exc}",
+                           "check where stdout goes (a full disk, a closed terminal) and run "
+                           "the command again; a run is recorded before its result is "
+                           "printed (barca history)", errno=exc.errno)
+        report_error(error, True)
+        os._exit(error.exit_code)

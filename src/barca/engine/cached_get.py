@@ -1,0 +1,203 @@
+"""A fully cached `barca get`, answered again without discovering, planning or importing the
+engine: what a script polling an unchanged pipeline pays is Python's start-up, a few file reads
+and one small transaction.
+
+A get whose every step was cached, that ran nothing and said nothing on stderr, keeps its
+printed JSON (`remember`) with everything it was derived from:
+- the command as typed (target, files, the directory it ran in) and what a process started now
+  inherits (the interpreter, the installed packages, barca's own files, the environment:
+  engine.local.environment_identity, and every BARCA_* variable), the number of CPUs;
+- the digest of every file discovery read and what each import lookup found (discovery's own
+  cache holds them: discover.cache.sources_of), and barca.toml's bytes;
+- each node's marks in the metadata database (store.answers: its state rows and newest
+  recorded row), read after the run and kept only if they are the ones the run planned from;
+- that every node's result file is there, and the bytes of the target's (its value is printed).
+
+Only unpartitioned assets whose cache decision rests on nothing else qualify: no sensor, task,
+key, `env=`, Manual or Schedule freshness, nor a `[cache] max_size` (whose trim runs after each
+run). `answer` checks all of it again (file contents, not stamps) and, when everything is as it
+was, records the run (store.answers.record_again) and returns the same JSON with this run's id
+and times; otherwise None, and the command runs as usual (which keeps a new answer).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from barca.discover.lookup import file_digest, find_module
+from barca.store import answers
+
+TYPE_CHECKING = False  # typing and pathlib are not imported for it
+if TYPE_CHECKING:
+    from typing import Sequence
+
+    from barca.engine.result import RunResult
+    from barca.project import Project
+
+FORMAT = 1
+FILLED = ("run_id", "elapsed_seconds", "metadata_seconds")  # what differs from run to run
+LARGEST_VALUE = 64 * 1024  # a target's result kept in the answer is at most this many bytes
+
+
+def answer(root: str, cwd: str, target: str | None, paths: Sequence[str]) -> str | None:
+    """The JSON a `barca get` of `target` in `paths` run in `cwd` prints, recorded as a run,
+    when a kept answer still holds; None when it does not (nothing is written then)."""
+    started, began = time.time(), time.perf_counter()
+    key = _key(root, cwd, target, paths)
+    kept = answers.load(answers.answer_file(os.path.join(root, ".barca"), _digest(key)))
+    if kept is None or kept.get("key") != key or not _still_holds(root, kept):
+        return None
+    conn = answers.open_db(kept["db"])
+    if conn is None:
+        return None
+    try:
+        if answers.schema_version(conn) != kept["schema"]:
+            return None
+        run_id = os.urandom(6).hex()
+        elapsed = time.perf_counter() - began
+        if not answers.record_again(conn, kept["marks"], kept["nodes"], kept["row"], run_id,
+                                    started, elapsed):
+            return None
+    finally:
+        conn.close()
+    return _fill(kept["text"], run_id, elapsed, time.perf_counter() - began - elapsed)
+
+
+def _fill(parts: Sequence[str], run_id: str, elapsed: float, metadata: float) -> str:
+    """The kept JSON with this run's values, as JSON writes them (the id is hex)."""
+    filled = {"run_id": f'"{run_id}"', "elapsed_seconds": repr(round(elapsed, 4)),
+              "metadata_seconds": repr(round(metadata, 4))}
+    return "".join(filled[part] if i % 2 else part for i, part in enumerate(parts))
+
+
+def _still_holds(root: str, kept: dict) -> bool:
+    """Every file discovery read has the same bytes, every import finds the same module,
+    barca.toml is the same, every result file is there and the target's has the same
+    bytes."""
+    try:
+        if _read(os.path.join(root, "barca.toml")) != kept["config"]:
+            return False
+        for file, digest in kept["digests"].items():
+            data = _read(os.path.join(root, file))
+            if data is None or file_digest(data) != digest:
+                return False
+        for (folder, name), found in kept["lookups"].items():
+            if find_module(root, folder, name) != found:
+                return False
+        if not all(os.path.isfile(path) for path in kept["artifacts"]):
+            return False
+        path, data = kept["value"]
+        return _read(path) == data
+    except (OSError, KeyError, TypeError, ValueError):
+        return False
+
+
+def _read(path: str) -> bytes | None:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read()
+    except FileNotFoundError:
+        return None
+
+
+def _key(root: str, cwd: str, target: str | None, paths: Sequence[str]) -> tuple:
+    from barca.engine.local import environment_identity
+
+    return (FORMAT, environment_identity(root), cwd, "get", target, tuple(paths),
+            tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("BARCA_"))),
+            os.cpu_count(), len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+            else 0)
+
+
+def _digest(key: tuple) -> str:
+    return file_digest(repr(key).encode())
+
+
+# -- keeping an answer (after a run, which imported everything already) ----------------------
+
+def remember(project: Project, result: RunResult, target: str | None, paths: Sequence[str],
+             text: str, template: str) -> None:
+    """Keep the answer of a get that printed `text` (`template`: the same with each of
+    FILLED written as its name between `\\x00` marks, in that order), if it qualifies (see
+    the module's docstring)."""
+    root = str(project.root)
+    parts = _parts(template, result, text)
+    if parts is None or not _qualifies(project, result):
+        return
+    nodes = tuple(result.order)
+    artifacts, value = _artifacts(result)
+    if value is None:
+        return
+    from barca.discover.cache import sources_of
+
+    sources = sources_of(project.root / ".barca" / "discovery.pickle", result.graph.nodes)
+    conn = answers.open_db(str(project.db_path))
+    if sources is None or conn is None:
+        return
+    try:
+        schema, marks = answers.schema_version(conn), answers.node_marks(conn, nodes)
+        row = answers.run_row(conn, result.run_id)
+    finally:
+        conn.close()
+    if row is None or not _as_planned(result, nodes, marks):
+        return
+    key = _key(root, os.path.realpath(os.getcwd()), target, paths)
+    answers.save(answers.answer_file(os.path.join(root, ".barca"), _digest(key)), {
+        "key": key, "db": str(project.db_path), "schema": schema, "nodes": nodes,
+        "marks": marks, "digests": sources[0], "lookups": sources[1],
+        "config": _read(os.path.join(root, "barca.toml")), "artifacts": artifacts,
+        "value": value, "text": parts, "row": row})
+
+
+def _parts(template: str, result: RunResult, text: str) -> tuple[str, ...] | None:
+    """The template cut at its marks (literal text at even places, names at odd ones); None
+    unless filling it with this run's values gives exactly `text`."""
+    pieces = template.split("\x00")
+    if len(pieces) != 2 * len(FILLED) + 1 or tuple(pieces[1::2]) != FILLED:
+        return None
+    same = _fill(pieces, result.run_id, result.elapsed, result.metadata_seconds) == text
+    return tuple(pieces) if same else None
+
+
+def _qualifies(project: Project, result: RunResult) -> bool:
+    if result.status != "success" or result.executed or result.failed or result.served or \
+            result.warnings or result.cache is not None or result.bytes_changed or \
+            result.skipped or project.settings.cache_max_size is not None:
+        return False
+    for node_id in result.order:
+        d, plan = result.graph.nodes[node_id], result.plans.get(node_id)
+        if d.kind != "asset" or d.dimensions or d.env or d.freshness != "always" or \
+                plan is None or plan.unknown or plan.partitioned or plan.run:
+            return False
+    return True
+
+
+def _artifacts(result: RunResult) -> tuple[tuple[str, ...], tuple[str, bytes] | None]:
+    """Every node's result file, and (path, bytes) of the target's: None unless it is JSON
+    (the value printed is read from it) of at most LARGEST_VALUE bytes."""
+    paths = []
+    for node_id in result.order:
+        found = result.artifact_of(node_id, "")
+        if found is None or "@" in found[0].name:  # a packed result: not a file of its own
+            return (), None
+        paths.append(str(found[0]))
+    final = result.artifact_of(result.final_node(), "")
+    if final is None or final[1] != "json" or len(result.targets) > 1:
+        return (), None
+    data = _read(str(final[0]))
+    if data is None or len(data) > LARGEST_VALUE:
+        return (), None
+    return tuple(paths), (str(final[0]), data)
+
+
+def _as_planned(result: RunResult, nodes: Sequence[str], marks: tuple) -> bool:
+    """The marks read now are those of the states the run planned from: it rewrote none, and
+    nothing was recorded for them since they were loaded."""
+    for node_id, (head, _, latest) in zip(nodes, marks):
+        stored = result.stored.get(node_id)
+        if head is None or stored is None or stored.replayed or \
+                (head[0], head[1]) != (stored.watermark, stored.generation) or \
+                (latest or 0) != head[0]:
+            return False
+    return True

@@ -1,0 +1,126 @@
+"""Answers of fully cached `barca get`s, kept to be given again (engine.cached_get): the file
+that holds one, what of the metadata database it was derived from, and the run row of an
+answer given again.
+
+Kept to os, marshal and sqlite3: the `barca` launcher imports this before anything heavier.
+An answer file is marshal data (this interpreter's own format: another interpreter's key
+differs, and a file it cannot read is no answer). Each node's marks are its `node_state` row
+(watermark, generation, data), its `node_state_chunk` rows and the newest materialization id
+recorded for it: a run that records anything for the node, or rewrites its state, changes
+them, and so does a database put back or reset (the data is the state itself).
+"""
+
+from __future__ import annotations
+
+import marshal
+import os
+import sqlite3
+import time
+
+from barca.store.owners import process_start
+
+TYPE_CHECKING = False  # typing is not imported for it
+if TYPE_CHECKING:
+    from typing import Any, Sequence
+
+
+def answer_file(state_dir: str, digest: str) -> str:
+    return os.path.join(state_dir, "answers", digest + ".answer")
+
+
+def load(path: str) -> dict | None:
+    try:
+        with open(path, "rb") as fh:
+            found = marshal.load(fh)
+    except (OSError, EOFError, ValueError, TypeError):
+        return None
+    return found if isinstance(found, dict) else None
+
+
+def save(path: str, answer: dict) -> None:
+    """Written whole (a temporary file renamed over it): a reader finds the old answer or the
+    new one. An answer that cannot be written is only a slower next `get`."""
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(tmp, "wb") as fh:
+            marshal.dump(answer, fh)
+        os.replace(tmp, path)
+    except (OSError, ValueError):
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+
+
+def open_db(path: str) -> sqlite3.Connection | None:
+    """The metadata database as `store.db.connect` leaves an existing one (WAL, synchronous
+    NORMAL, the same busy timeout); None when there is none."""
+    if not os.path.isfile(path):
+        return None
+    try:
+        conn = sqlite3.connect(path, timeout=60.0, isolation_level=None,
+                               check_same_thread=False)
+        conn.execute("PRAGMA synchronous=NORMAL")
+    except sqlite3.Error:
+        return None
+    return conn
+
+
+def node_marks(conn: sqlite3.Connection, node_ids: Sequence[str]) -> tuple:
+    """Each node's marks, in the order of `node_ids` (see the module's docstring)."""
+    heads: dict[str, tuple] = {}
+    chunks: dict[str, list] = {}
+    for start in range(0, len(node_ids), 500):
+        part = list(node_ids[start:start + 500])
+        marks = ",".join("?" * len(part))
+        for node_id, *head in conn.execute(
+                f"SELECT node_id, watermark, generation, data FROM node_state "
+                f"WHERE node_id IN ({marks})", part):
+            heads[node_id] = tuple(head)
+        for node_id, *chunk in conn.execute(
+                f"SELECT node_id, part, chunk, data FROM node_state_chunk "
+                f"WHERE node_id IN ({marks}) ORDER BY node_id, part, chunk", part):
+            chunks.setdefault(node_id, []).append(tuple(chunk))
+    latest = "SELECT max(id) FROM materializations WHERE node_id = ?"
+    return tuple((heads.get(n), tuple(chunks.get(n, ())),
+                  conn.execute(latest, (n,)).fetchone()[0]) for n in node_ids)
+
+
+def schema_version(conn: sqlite3.Connection) -> int:
+    return conn.execute("PRAGMA user_version").fetchone()[0]
+
+
+def run_row(conn: sqlite3.Connection, run_id: str) -> tuple | None:
+    """What `record_again` writes again of a run's row (the times and the process aside)."""
+    return conn.execute("SELECT command, files, target, steps_total, steps_executed, "
+                        "steps_cached, job FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+
+
+def record_again(conn: sqlite3.Connection, marks: tuple, node_ids: Sequence[str],
+                 row: Sequence[Any], run_id: str, started: float, elapsed: float) -> bool:
+    """Record a run that gave a kept answer again, finished as the run that made it did
+    (`row`: command, files as JSON, target, steps total, executed, cached, job), under the
+    write lock and only if every node's marks are still `marks`; False (nothing written)
+    when they are not, or the id is taken."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        if node_marks(conn, node_ids) != marks or conn.execute(
+                "SELECT 1 FROM runs WHERE run_id = ?", (run_id,)).fetchone():
+            conn.execute("ROLLBACK")
+            return False
+        command, files, target, total, executed, cached, job = row
+        pid = os.getpid()
+        conn.execute(
+            "INSERT INTO runs (run_id, command, files, target, status, steps_total, "
+            "steps_executed, steps_cached, started_at, finished_at, elapsed_seconds, pid, host, "
+            "proc_start, triggered_by, job) VALUES (?, ?, ?, ?, 'success', ?, ?, ?, ?, ?, ?, ?, "
+            "?, ?, 'cli', ?)",
+            (run_id, command, files, target, total, executed, cached, started, time.time(),
+             elapsed, pid, os.uname().nodename,  # socket.gethostname(), without socket
+             process_start(pid), job))
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return True
