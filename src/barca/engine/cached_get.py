@@ -45,22 +45,13 @@ def answer(root: str, cwd: str, target: str | None, paths: Sequence[str]) -> str
     when a kept answer still holds; None when it does not (nothing is written then)."""
     started, began = time.time(), time.perf_counter()
     key = _key(root, cwd, target, paths)
-    kept = answers.load(answers.answer_file(os.path.join(root, ".barca"), _digest(key)))
+    kept = answers.load(_answer_file(root, key))
     if kept is None or kept.get("key") != key or not _still_holds(root, kept):
         return None
-    conn = answers.open_db(kept["db"])
-    if conn is None:
+    run_id, elapsed = os.urandom(6).hex(), time.perf_counter() - began
+    if not answers.record_again(kept["db"], kept["schema"], kept["nodes"], kept["marks"],
+                                kept["row"], run_id, started, elapsed):
         return None
-    try:
-        if answers.schema_version(conn) != kept["schema"]:
-            return None
-        run_id = os.urandom(6).hex()
-        elapsed = time.perf_counter() - began
-        if not answers.record_again(conn, kept["marks"], kept["nodes"], kept["row"], run_id,
-                                    started, elapsed):
-            return None
-    finally:
-        conn.close()
     return _fill(kept["text"], run_id, elapsed, time.perf_counter() - began - elapsed)
 
 
@@ -110,8 +101,11 @@ def _key(root: str, cwd: str, target: str | None, paths: Sequence[str]) -> tuple
             else 0)
 
 
-def _digest(key: tuple) -> str:
-    return file_digest(repr(key).encode())
+def _answer_file(root: str, key: tuple) -> str:
+    """One file per command as typed (and environment, BARCA_ENV): a new answer replaces
+    the last one instead of piling up beside it when anything else in the key changed."""
+    command = key[2:6], os.environ.get("BARCA_ENV")
+    return answers.answer_file(os.path.join(root, ".barca"), file_digest(repr(command).encode()))
 
 
 # -- keeping an answer (after a run, which imported everything already) ----------------------
@@ -132,18 +126,12 @@ def remember(project: Project, result: RunResult, target: str | None, paths: Seq
     from barca.discover.cache import sources_of
 
     sources = sources_of(project.root / ".barca" / "discovery.pickle", result.graph.nodes)
-    conn = answers.open_db(str(project.db_path))
-    if sources is None or conn is None:
+    recorded = answers.as_recorded(str(project.db_path), nodes, result.run_id)
+    if sources is None or recorded is None or not _as_planned(result, nodes, recorded[1]):
         return
-    try:
-        schema, marks = answers.schema_version(conn), answers.node_marks(conn, nodes)
-        row = answers.run_row(conn, result.run_id)
-    finally:
-        conn.close()
-    if row is None or not _as_planned(result, nodes, marks):
-        return
+    schema, marks, row = recorded
     key = _key(root, os.path.realpath(os.getcwd()), target, paths)
-    answers.save(answers.answer_file(os.path.join(root, ".barca"), _digest(key)), {
+    answers.save(_answer_file(root, key), {
         "key": key, "db": str(project.db_path), "schema": schema, "nodes": nodes,
         "marks": marks, "digests": sources[0], "lookups": sources[1],
         "config": _read(os.path.join(root, "barca.toml")), "artifacts": artifacts,

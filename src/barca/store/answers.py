@@ -87,23 +87,53 @@ def node_marks(conn: sqlite3.Connection, node_ids: Sequence[str]) -> tuple:
                   conn.execute(latest, (n,)).fetchone()[0]) for n in node_ids)
 
 
-def schema_version(conn: sqlite3.Connection) -> int:
-    return conn.execute("PRAGMA user_version").fetchone()[0]
+def schema_version(conn: sqlite3.Connection) -> int | None:
+    try:
+        return conn.execute("PRAGMA user_version").fetchone()[0]
+    except sqlite3.Error:
+        return None
 
 
-def run_row(conn: sqlite3.Connection, run_id: str) -> tuple | None:
-    """What `record_again` writes again of a run's row (the times and the process aside)."""
-    return conn.execute("SELECT command, files, target, steps_total, steps_executed, "
-                        "steps_cached, job FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+def as_recorded(path: str, node_ids: Sequence[str], run_id: str) -> tuple | None:
+    """(schema version, each node's marks, what `record_again` writes again of the run's row:
+    all but its times and process) as the database at `path` holds them now; None when it
+    cannot say (keeping an answer is never worth failing a command for)."""
+    conn = open_db(path)
+    if conn is None:
+        return None
+    try:
+        row = conn.execute("SELECT command, files, target, steps_total, steps_executed, "
+                           "steps_cached, job FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+        return None if row is None else (schema_version(conn), node_marks(conn, node_ids), row)
+    except sqlite3.Error:
+        return None
+    finally:
+        conn.close()
 
 
-def record_again(conn: sqlite3.Connection, marks: tuple, node_ids: Sequence[str],
+def record_again(path: str, schema: int, node_ids: Sequence[str], marks: tuple,
                  row: Sequence[Any], run_id: str, started: float, elapsed: float) -> bool:
     """Record a run that gave a kept answer again, finished as the run that made it did
     (`row`: command, files as JSON, target, steps total, executed, cached, job), under the
-    write lock and only if every node's marks are still `marks`; False (nothing written)
-    when they are not, or the id is taken."""
-    conn.execute("BEGIN IMMEDIATE")
+    write lock and only if the database at `path` is still at `schema` and every node's
+    marks are still `marks`. False, with nothing written, when they are not, the id is taken
+    or the database refuses (the command then runs as usual, and reports that as it does)."""
+    conn = open_db(path)
+    if conn is None:
+        return False
+    try:
+        return schema_version(conn) == schema and _record(conn, node_ids, marks, row, run_id,
+                                                          started, elapsed)
+    finally:
+        conn.close()
+
+
+def _record(conn: sqlite3.Connection, node_ids: Sequence[str], marks: tuple,
+            row: Sequence[Any], run_id: str, started: float, elapsed: float) -> bool:
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+    except sqlite3.Error:
+        return False
     try:
         if node_marks(conn, node_ids) != marks or conn.execute(
                 "SELECT 1 FROM runs WHERE run_id = ?", (run_id,)).fetchone():
@@ -120,7 +150,17 @@ def record_again(conn: sqlite3.Connection, marks: tuple, node_ids: Sequence[str]
              elapsed, pid, os.uname().nodename,  # socket.gethostname(), without socket
              process_start(pid), job))
         conn.execute("COMMIT")
+    except sqlite3.Error:
+        _roll_back(conn)
+        return False
     except BaseException:
-        conn.execute("ROLLBACK")
+        _roll_back(conn)
         raise
     return True
+
+
+def _roll_back(conn: sqlite3.Connection) -> None:
+    try:
+        conn.execute("ROLLBACK")
+    except sqlite3.Error:  # none is open (COMMIT failed and ended it)
+        pass
