@@ -133,7 +133,7 @@ def remember(project: Project, result: RunResult, target: str | None, paths: Seq
     key = _key(root, os.path.realpath(os.getcwd()), target, paths)
     answers.save(_answer_file(root, key), {
         "key": key, "db": str(project.db_path), "schema": schema, "nodes": nodes,
-        "marks": marks, "digests": sources[0], "lookups": sources[1],
+        "marks": answers.marks_digest(marks), "digests": sources[0], "lookups": sources[1],
         "config": _read(os.path.join(root, "barca.toml")), "artifacts": artifacts,
         "value": value, "text": parts, "row": row})
 

@@ -2,7 +2,8 @@
 that holds one, what of the metadata database it was derived from, and the run row of an
 answer given again.
 
-Kept to os, marshal and sqlite3: the `barca` launcher imports this before anything heavier.
+Kept to os, marshal and the C half of sqlite3 (the package adds datetime's adapters, a few
+milliseconds nobody here uses): the `barca` launcher imports this before anything heavier.
 An answer file is marshal data (this interpreter's own format: another interpreter's key
 differs, and a file it cannot read is no answer). Each node's marks are its `node_state` row
 (watermark, generation, data), its `node_state_chunk` rows and the newest materialization id
@@ -14,8 +15,11 @@ from __future__ import annotations
 
 import marshal
 import os
-import sqlite3
 import time
+
+import _sqlite3 as sqlite3  # what `sqlite3` re-exports: connect, Connection, Error
+
+import _blake2  # hashlib's blake2b without hashlib, which loads OpenSSL
 
 from barca.store.owners import process_start
 
@@ -68,23 +72,29 @@ def open_db(path: str) -> sqlite3.Connection | None:
 
 
 def node_marks(conn: sqlite3.Connection, node_ids: Sequence[str]) -> tuple:
-    """Each node's marks, in the order of `node_ids` (see the module's docstring)."""
+    """Each node's marks, in the order of `node_ids` (see the module's docstring):
+    ((watermark, generation, data) or None, its chunk rows, newest materialization id)."""
     heads: dict[str, tuple] = {}
     chunks: dict[str, list] = {}
     for start in range(0, len(node_ids), 500):
         part = list(node_ids[start:start + 500])
-        marks = ",".join("?" * len(part))
+        holes = ",".join("?" * len(part))
         for node_id, *head in conn.execute(
                 f"SELECT node_id, watermark, generation, data FROM node_state "
-                f"WHERE node_id IN ({marks})", part):
+                f"WHERE node_id IN ({holes})", part):
             heads[node_id] = tuple(head)
         for node_id, *chunk in conn.execute(
                 f"SELECT node_id, part, chunk, data FROM node_state_chunk "
-                f"WHERE node_id IN ({marks}) ORDER BY node_id, part, chunk", part):
+                f"WHERE node_id IN ({holes}) ORDER BY node_id, part, chunk", part):
             chunks.setdefault(node_id, []).append(tuple(chunk))
     latest = "SELECT max(id) FROM materializations WHERE node_id = ?"
     return tuple((heads.get(n), tuple(chunks.get(n, ())),
                   conn.execute(latest, (n,)).fetchone()[0]) for n in node_ids)
+
+
+def marks_digest(marks: tuple) -> str:
+    """What an answer keeps of `node_marks`: their digest."""
+    return _blake2.blake2b(repr(marks).encode(), digest_size=16).hexdigest()
 
 
 def schema_version(conn: sqlite3.Connection) -> int | None:
@@ -111,12 +121,12 @@ def as_recorded(path: str, node_ids: Sequence[str], run_id: str) -> tuple | None
         conn.close()
 
 
-def record_again(path: str, schema: int, node_ids: Sequence[str], marks: tuple,
+def record_again(path: str, schema: int, node_ids: Sequence[str], marks: str,
                  row: Sequence[Any], run_id: str, started: float, elapsed: float) -> bool:
     """Record a run that gave a kept answer again, finished as the run that made it did
     (`row`: command, files as JSON, target, steps total, executed, cached, job), under the
     write lock and only if the database at `path` is still at `schema` and every node's
-    marks are still `marks`. False, with nothing written, when they are not, the id is taken
+    marks are still those `marks` is the digest of. False, with nothing written, when they are not, the id is taken
     or the database refuses (the command then runs as usual, and reports that as it does)."""
     conn = open_db(path)
     if conn is None:
@@ -128,14 +138,14 @@ def record_again(path: str, schema: int, node_ids: Sequence[str], marks: tuple,
         conn.close()
 
 
-def _record(conn: sqlite3.Connection, node_ids: Sequence[str], marks: tuple,
+def _record(conn: sqlite3.Connection, node_ids: Sequence[str], marks: str,
             row: Sequence[Any], run_id: str, started: float, elapsed: float) -> bool:
     try:
         conn.execute("BEGIN IMMEDIATE")
     except sqlite3.Error:
         return False
     try:
-        if node_marks(conn, node_ids) != marks or conn.execute(
+        if marks_digest(node_marks(conn, node_ids)) != marks or conn.execute(
                 "SELECT 1 FROM runs WHERE run_id = ?", (run_id,)).fetchone():
             conn.execute("ROLLBACK")
             return False
