@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> None:
         from barca.cli.quick_get import quick_get
 
         if quick_get(argv):
-            os._exit(0)  # printed straight to the descriptor: nothing buffered, nothing to tear down
+            os._exit(0)  # written straight to the descriptor: nothing buffered or to tear down
     idle = _warm_seconds() if delegated and not remote else 0.0
     if idle:
         from barca.cli.warm_launcher import run_in_warm_pool

@@ -86,10 +86,11 @@ def _store(cache_file: Path, entry: tuple) -> None:
 
 def sources_of(cache_file: Path, definitions: Mapping[str, Definition]
                ) -> tuple[dict[str, str], dict[tuple[str, str], tuple | None]] | None:
-    """What the cached discovery holding exactly `definitions` (by node id) was derived from: the digest of
-    every file it read, and what each import lookup found (plain tuples); None when the cache
-    holds other definitions (rewritten by another command since) or cannot be read. Checking
-    these again (`lookup`) tells whether discovery would find the same definitions now."""
+    """What the cached discovery holding exactly `definitions` (by node id) was derived
+    from: the digest of every file it read, and what each import lookup found (plain tuples);
+    None when the cache holds other definitions (rewritten by another command since) or cannot
+    be read. Checking these again (`lookup`) tells whether discovery would find the same
+    definitions now."""
     try:
         with open(cache_file, "rb") as fh:
             _, digests, lookups, stored = pickle.load(fh)

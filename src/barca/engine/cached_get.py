@@ -9,15 +9,15 @@ printed JSON (`remember`) with everything it was derived from:
   engine.local.environment_identity, and every BARCA_* variable), the number of CPUs;
 - the digest of every file discovery read and what each import lookup found (discovery's own
   cache holds them: discover.cache.sources_of), and barca.toml's bytes;
-- each node's marks in the metadata database (store.answers: its state rows and newest
+- each node's marks in the metadata database (store.answer_marks: its state rows and newest
   recorded row), read after the run and kept only if they are the ones the run planned from;
 - that every node's result file is there, and the bytes of the target's (its value is printed).
 
 Only unpartitioned assets whose cache decision rests on nothing else qualify: no sensor, task,
 key, `env=`, Manual or Schedule freshness, nor a `[cache] max_size` (whose trim runs after each
 run). `answer` checks all of it again (file contents, not stamps) and, when everything is as it
-was, records the run (store.answers.record_again) and returns the same JSON with this run's id
-and times; otherwise None, and the command runs as usual (which keeps a new answer).
+was, records the run (store.answer_marks.record_again) and returns the same JSON with this
+run's id and times; otherwise None, and the command runs as usual (which keeps a new answer).
 """
 
 from __future__ import annotations
@@ -48,8 +48,10 @@ def answer(root: str, cwd: str, target: str | None, paths: Sequence[str]) -> str
     kept = answers.load(_answer_file(root, key))
     if kept is None or kept.get("key") != key or not _still_holds(root, kept):
         return None
+    from barca.store import answer_marks
+
     run_id, elapsed = os.urandom(6).hex(), time.perf_counter() - began
-    if not answers.record_again(kept["db"], kept["schema"], kept["nodes"], kept["marks"],
+    if not answer_marks.record_again(kept["db"], kept["schema"], kept["nodes"], kept["marks"],
                                 kept["row"], run_id, started, elapsed):
         return None
     return _fill(kept["text"], run_id, elapsed, time.perf_counter() - began - elapsed)
@@ -124,16 +126,17 @@ def remember(project: Project, result: RunResult, target: str | None, paths: Seq
     if value is None:
         return
     from barca.discover.cache import sources_of
+    from barca.store import answer_marks
 
     sources = sources_of(project.root / ".barca" / "discovery.pickle", result.graph.nodes)
-    recorded = answers.as_recorded(str(project.db_path), nodes, result.run_id)
+    recorded = answer_marks.as_recorded(str(project.db_path), nodes, result.run_id)
     if sources is None or recorded is None or not _as_planned(result, nodes, recorded[1]):
         return
     schema, marks, row = recorded
     key = _key(root, os.path.realpath(os.getcwd()), target, paths)
     answers.save(_answer_file(root, key), {
         "key": key, "db": str(project.db_path), "schema": schema, "nodes": nodes,
-        "marks": answers.marks_digest(marks), "digests": sources[0], "lookups": sources[1],
+        "marks": answer_marks.marks_digest(marks), "digests": sources[0], "lookups": sources[1],
         "config": _read(os.path.join(root, "barca.toml")), "artifacts": artifacts,
         "value": value, "text": parts, "row": row})
 
