@@ -40,12 +40,14 @@ def kept_project(project: Path) -> Path:
 
 
 def get(project: Path) -> tuple[dict, bool]:
-    """`barca get b p.py`: its JSON, and whether the engine was imported to answer it."""
+    """`barca get b p.py`: its JSON, and whether the engine (or click) was imported to answer
+    it."""
     proc = subprocess.run([sys.executable, "-X", "importtime", *CLI[1:], "get", "b", "p.py"],
                           cwd=project, env=barca_env(), capture_output=True, text=True,
                           timeout=60)
     assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout), "barca.engine.coordinator" in proc.stderr
+    imported = {line.rpartition("|")[2].strip() for line in proc.stderr.splitlines()}
+    return json.loads(proc.stdout), bool(imported & {"barca.engine.coordinator", "click"})
 
 
 def full_run(project: Path) -> dict:

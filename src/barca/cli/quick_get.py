@@ -10,37 +10,40 @@ from __future__ import annotations
 import os
 
 
-def quick_get(argv: list[str]) -> bool:
-    """Print the kept answer of `barca get ARGV[1:]` and True, or False when there is none
-    that holds (nothing printed or written)."""
+def quick_get(argv: list[str]) -> tuple[bool, str | None]:
+    """Print the kept answer of `barca get ARGV[1:]` and say so; or say that there is none
+    that holds (nothing printed or written). Either way, the project's
+    engine.local.environment_identity if it was computed (the warm pool is found by it)."""
     args = argv[1:]
     positionals = [a for a in args if a != "--json"]
     if len(args) - len(positionals) > 1 or not _json_output(len(args) > len(positionals)):
-        return False
+        return False, None
     if not positionals or any(a.startswith("-") or a in (".", "..") for a in positionals):
-        return False
+        return False, None
     target = None if positionals[0].endswith(".py") else positionals.pop(0)
     if (target is not None and "/" in target) or not positionals or \
             not all(p.endswith(".py") for p in positionals):
-        return False
+        return False, None
     if os.environ.get("BARCA_READ_ONLY") == "1":
-        return False
+        return False, None
     from barca.project_root import root_of
 
     try:
         cwd = os.path.realpath(os.getcwd())
     except OSError:
-        return False
+        return False, None
     root = root_of(cwd)
     if root != cwd:
-        return False
+        return False, None
     from barca.engine.cached_get import answer
+    from barca.engine.local import environment_identity
 
-    text = answer(root, cwd, target, positionals)
+    identity = environment_identity(root)
+    text = answer(root, cwd, target, positionals, identity)
     if text is None:
-        return False
+        return False, identity
     _write(text.encode())
-    return True
+    return True, identity
 
 
 def _json_output(json_flag: bool) -> bool:

@@ -40,11 +40,14 @@ FILLED = ("run_id", "elapsed_seconds", "metadata_seconds")  # what differs from 
 LARGEST_VALUE = 64 * 1024  # a target's result kept in the answer is at most this many bytes
 
 
-def answer(root: str, cwd: str, target: str | None, paths: Sequence[str]) -> str | None:
+def answer(root: str, cwd: str, target: str | None, paths: Sequence[str],
+           identity: str) -> str | None:
     """The JSON a `barca get` of `target` in `paths` run in `cwd` prints, recorded as a run,
-    when a kept answer still holds; None when it does not (nothing is written then)."""
+    when a kept answer still holds; None when it does not (nothing is written then).
+    `identity`: engine.local.environment_identity(root), which the caller computed (the warm
+    pool is found by it too)."""
     started, began = time.time(), time.perf_counter()
-    key = _key(root, cwd, target, paths)
+    key = _key(identity, cwd, target, paths)
     kept = answers.load(_answer_file(root, key))
     if kept is None or kept.get("key") != key or not _still_holds(root, kept):
         return None
@@ -94,10 +97,8 @@ def _read(path: str) -> bytes | None:
         return None
 
 
-def _key(root: str, cwd: str, target: str | None, paths: Sequence[str]) -> tuple:
-    from barca.engine.local import environment_identity
-
-    return (FORMAT, environment_identity(root), cwd, "get", target, tuple(paths),
+def _key(identity: str, cwd: str, target: str | None, paths: Sequence[str]) -> tuple:
+    return (FORMAT, identity, cwd, "get", target, tuple(paths),
             tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("BARCA_"))),
             os.cpu_count(), len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
             else 0)
@@ -133,7 +134,9 @@ def remember(project: Project, result: RunResult, target: str | None, paths: Seq
     if sources is None or recorded is None or not _as_planned(result, nodes, recorded[1]):
         return
     schema, marks, row = recorded
-    key = _key(root, os.path.realpath(os.getcwd()), target, paths)
+    from barca.engine.local import environment_identity
+
+    key = _key(environment_identity(root), os.path.realpath(os.getcwd()), target, paths)
     answers.save(_answer_file(root, key), {
         "key": key, "db": str(project.db_path), "schema": schema, "nodes": nodes,
         "marks": answer_marks.marks_digest(marks), "digests": sources[0], "lookups": sources[1],
