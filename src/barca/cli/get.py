@@ -139,9 +139,11 @@ def run_and_print(command: str, target: str | None, paths: list[str], mode: str,
 def _keep_answer(result: RunResult, body: dict, target: str | None, paths: list[str]) -> None:
     """The JSON just printed, and the same with the values that differ from run to run
     marked, for `cached_get.remember` (which checks that the two agree)."""
-    from barca.engine.cached_get import FILLED, remember
+    from barca.engine.cached_get import FILLED, qualifies, remember
     from barca.project import open_project
 
+    if not qualifies(result):
+        return
     template = json_text({k: f"\x00{k}\x00" if k in FILLED else v for k, v in body.items()})
     for name in FILLED:  # JSON writes the mark as \u0000: back to the mark itself
         template = template.replace(f'"\\u0000{name}\\u0000"', f"\x00{name}\x00")

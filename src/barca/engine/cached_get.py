@@ -120,7 +120,7 @@ def remember(project: Project, result: RunResult, target: str | None, paths: Seq
     the module's docstring)."""
     root = str(project.root)
     parts = _parts(template, result, text)
-    if parts is None or not _qualifies(project, result):
+    if parts is None or not qualifies(result) or project.settings.cache_max_size is not None:
         return
     nodes = tuple(result.order)
     artifacts, value = _artifacts(result)
@@ -154,10 +154,12 @@ def _parts(template: str, result: RunResult, text: str) -> tuple[str, ...] | Non
     return tuple(pieces) if same else None
 
 
-def _qualifies(project: Project, result: RunResult) -> bool:
+def qualifies(result: RunResult) -> bool:
+    """Whether a run's answer can be kept, as far as the run itself says (see the module's
+    docstring): its caller asks before it renders what `remember` takes."""
     if result.status != "success" or result.executed or result.failed or result.served or \
             result.warnings or result.cache is not None or result.bytes_changed or \
-            result.skipped or project.settings.cache_max_size is not None:
+            result.skipped or len(result.targets) > 1:
         return False
     for node_id in result.order:
         d, plan = result.graph.nodes[node_id], result.plans.get(node_id)
@@ -177,7 +179,7 @@ def _artifacts(result: RunResult) -> tuple[tuple[str, ...], tuple[str, bytes] | 
             return (), None
         paths.append(str(found[0]))
     final = result.artifact_of(result.final_node(), "")
-    if final is None or final[1] != "json" or len(result.targets) > 1:
+    if final is None or final[1] != "json":
         return (), None
     data = _read(str(final[0]))
     if data is None or len(data) > LARGEST_VALUE:
