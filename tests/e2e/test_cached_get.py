@@ -119,3 +119,28 @@ def test_another_environment_has_its_own_cache(project):
                           env=barca_env({"BARCA_ENV": "other"}), text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["steps_executed"] == 2
+
+
+SENSED = """
+from barca import asset, sensor
+
+
+@sensor()
+def level() -> int:
+    with open("outside.txt") as fh:
+        return int(fh.read())
+
+
+@asset(inputs={"level": level})
+def b(level: int) -> dict:
+    return {"n": level}
+"""
+
+
+def test_a_sensor_is_observed_on_every_get(project):
+    write(project, {"p.py": SENSED, "outside.txt": "1"})
+    for _ in range(3):
+        assert barca(project, "get", "b", "p.py").expect(0).json["final_output"] == {"n": 1}
+    (project / "outside.txt").write_text("2")
+    got, _ = get(project)
+    assert got["final_output"] == {"n": 2}
