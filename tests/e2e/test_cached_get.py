@@ -5,6 +5,7 @@ in the history as one, and never an answer that a change since has made stale.""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -39,15 +40,22 @@ def kept_project(project: Path) -> Path:
     return project
 
 
-def get(project: Path) -> tuple[dict, bool]:
+def get(project: Path, *args: str) -> tuple[dict, bool]:
     """`barca get b p.py`: its JSON, and whether the engine (or click) was imported to answer
     it."""
-    proc = subprocess.run([sys.executable, "-X", "importtime", *CLI[1:], "get", "b", "p.py"],
-                          cwd=project, env=barca_env(), capture_output=True, text=True,
-                          timeout=60)
+    out, engine = printed(project, *args)
+    return json.loads(out), engine
+
+
+def printed(project: Path, *args: str) -> tuple[str, bool]:
+    """What `barca get b p.py ARGS` prints on stdout, and whether the engine (or click) was
+    imported to answer it."""
+    proc = subprocess.run([sys.executable, "-X", "importtime", *CLI[1:], "get", "b", "p.py",
+                           *args], cwd=project, env=barca_env(), capture_output=True,
+                          text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     imported = {line.rpartition("|")[2].strip() for line in proc.stderr.splitlines()}
-    return json.loads(proc.stdout), bool(imported & {"barca.engine.coordinator", "click"})
+    return proc.stdout, bool(imported & {"barca.engine.coordinator", "click"})
 
 
 def full_run(project: Path) -> dict:
@@ -73,6 +81,17 @@ def test_an_unchanged_cached_get_is_answered_without_the_engine_and_recorded(pro
     assert answered[1:9] == ("success", 2, 0, 2, "get", "b", "p.py:b", "cli")
     again, engine = get(project)
     assert not engine and again["run_id"] != got["run_id"]
+
+
+def test_the_human_output_is_answered_too(project):
+    kept_project(project)
+    out, engine = printed(project, "--pretty")
+    assert not engine
+    full = barca(project, "get", "b", "p.py", "--pretty", "--agent").expect(0).stdout
+    shape = r"Run [0-9a-f]{12} \| got 'b' in \d+\.\d{3}s \(0 steps, 0 phases\)\n"
+    assert re.fullmatch(shape, out.partition("\n")[0] + "\n")
+    assert re.fullmatch(shape, full.partition("\n")[0] + "\n")
+    assert out.partition("\n")[2] == full.partition("\n")[2] and '"n": 2' in out
 
 
 def test_an_edit_of_the_pipeline_or_a_helper_is_seen(project):

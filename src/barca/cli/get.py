@@ -109,7 +109,7 @@ def _execute(command, args, refresh, no_cascade, refresh_all, dry_run, json_flag
     run_and_print(command, target, paths, mode, parse_fields(fields, STEP_FIELDS),
                   CliReporter(agent), values, env=env_name, refresh=refresh,
                   refresh_all=refresh_all, partition=partition, cascade=not no_cascade,
-                  dry_run=dry_run, batch=batch, keep_answer=plain and mode == "json")
+                  dry_run=dry_run, batch=batch, keep_answer=plain)
 
 
 def run_and_print(command: str, target: str | None, paths: list[str], mode: str,
@@ -119,7 +119,7 @@ def run_and_print(command: str, target: str | None, paths: list[str], mode: str,
     prints: the report on stdout in `mode`, its notes on stderr, then StepFailed when a step
     failed. `values`: what the report's `final_output` holds (run_report.VALUES; by default
     what `mode` shows; "none" for a scheduled tick nobody reads). `keep_answer`: a plain
-    `barca get` printing JSON, whose answer is kept when it qualifies (engine.cached_get)."""
+    `barca get`, whose answer is kept when it qualifies (engine.cached_get)."""
     result = run(command, target, paths, reporter=reporter, **options)
     env_name = options.get("env")
     if options.get("dry_run"):
@@ -132,23 +132,35 @@ def run_and_print(command: str, target: str | None, paths: list[str], mode: str,
     notes = report.notes(paths, env_name)
     _say(notes)
     _print_run(report, body, mode, fields)
-    if keep_answer and not notes and values is None:
-        _keep_answer(result, body, target, paths)
+    if keep_answer and not notes and values is None and mode in ("json", "pretty"):
+        _keep_answer(report, body if mode == "json" else None, paths)
 
 
-def _keep_answer(result: RunResult, body: dict, target: str | None, paths: list[str]) -> None:
-    """The JSON just printed, and the same with the values that differ from run to run
-    marked, for `cached_get.remember` (which checks that the two agree)."""
-    from barca.engine.cached_get import FILLED, qualifies, remember
+def _keep_answer(report: RunReport, body: dict | None, paths: list[str]) -> None:
+    """What the run printed in either mode (JSON, or the human text), each with the values
+    that differ from run to run marked, for `cached_get.remember` (which checks that each
+    agrees with its marked one). `body`: the JSON's, if it was printed."""
+    from barca.engine.cached_get import qualifies, remember
     from barca.project import open_project
 
+    result, command, target = report.result, report.command, report.target
     if not qualifies(result):
         return
-    template = json_text({k: f"\x00{k}\x00" if k in FILLED else v for k, v in body.items()})
-    for name in FILLED:  # JSON writes the mark as \u0000: back to the mark itself
+    body = body or RunReport(result, command, target, MODE_VALUES["json"]).to_json()
+    template = json_text({k: f"\x00{k}\x00" if k in MARKED else v for k, v in body.items()})
+    for name in MARKED:  # JSON writes the mark as \u0000: back to the mark itself
         template = template.replace(f'"\\u0000{name}\\u0000"', f"\x00{name}\x00")
-    remember(open_project(None, Path.cwd()), result, target, paths, json_text(body) + "\n",
-             template + "\n")
+    human = RunReport(result, command, target, MODE_VALUES["pretty"])
+    lines = _human_lines(human, human.to_json())
+    text = _joined(lines)
+    first = lines[0].replace(f"Run {result.run_id} |", "Run \x00run\x00 |", 1).replace(
+        f" in {result.elapsed:.3f}s (", " in \x00elapsed\x00s (", 1)
+    remember(open_project(None, Path.cwd()), result, target, paths, {
+        "json": (json_text(body) + "\n", template + "\n"),
+        "pretty": (text, _joined([first, *lines[1:]]))})
+
+
+MARKED = ("run_id", "elapsed_seconds", "metadata_seconds")  # the JSON's values of one run
 
 
 def _say(notes: list[str]) -> None:
@@ -208,31 +220,42 @@ def _print_run(report: RunReport, body: dict, mode: str, fields: list[str] | Non
 
 
 def _print_human(report: RunReport, body: dict) -> None:
+    for line in _human_lines(report, body):
+        emit(line)
+
+
+def _human_lines(report: RunReport, body: dict) -> list[str]:
+    """What the human output prints, each piece as `emit` takes it."""
     command, target, result = report.command, report.target, report.result
     what = f"'{printable(target)}'" if target else "all assets"
     if result.failed:
         count = {s: sum(1 for step in body["steps"] if step["status"] == s)
                  for s in ("ran", "partial", "failed", "cached", "skipped")}
-        emit(f"Run {result.run_id} | {command} {what} failed after {result.elapsed:.3f}s "
-             f"({count['ran']} ran, {count['failed'] + count['partial']} failed, "
-             f"{count['cached']} cached, {count['skipped']} skipped)")
+        lines = [f"Run {result.run_id} | {command} {what} failed after {result.elapsed:.3f}s "
+                 f"({count['ran']} ran, {count['failed'] + count['partial']} failed, "
+                 f"{count['cached']} cached, {count['skipped']} skipped)"]
     else:
         verb = "ran" if command == "run" else "got"
-        emit(f"Run {result.run_id} | {verb} {what} in {result.elapsed:.3f}s "
-             f"({plural(result.executed, 'step')}, "
-             f"{plural(result.phases, 'phase')})")
+        lines = [f"Run {result.run_id} | {verb} {what} in {result.elapsed:.3f}s "
+                 f"({plural(result.executed, 'step')}, {plural(result.phases, 'phase')})"]
     if "final_output" in body:
         import orjson
 
         value = body["final_output"]
         more = report.keys_with_value() - len(value) if \
             isinstance(value, dict) and len(value) == SHOWN_KEYS else 0
-        emit("\nValue:")
         shown = orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS,
                              default=str).decode()
-        emit(printable_lines(shown.split("\n")))  # JSON leaves DEL, C1 and U+2028 as they are
+        # JSON leaves DEL, C1 and U+2028 as they are
+        lines += ["\nValue:", printable_lines(shown.split("\n"))]
         if more:
-            emit(f"... and {more} more keys (-o value gives every key)")
+            lines.append(f"... and {more} more keys (-o value gives every key)")
+    return lines
+
+
+def _joined(lines: list[str]) -> str:
+    """The lines as `emit` writes them, one after the other."""
+    return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
 
 
 def _print_value(body: dict) -> None:

@@ -1,8 +1,8 @@
 """`barca get` answered from a kept answer (engine.cached_get) before click, the engine or the
 warm pool is reached: a script polling an unchanged pipeline pays little more than Python's
-start-up. Only the plain form is tried, `barca get [TARGET] FILE.py ... [--json]` printing
-JSON, in the project root (elsewhere the command first names the root on stderr); any other
-form, and any doubt, runs the command as usual.
+start-up. Only the plain form is tried, `barca get [TARGET] FILE.py ... [--json | --pretty]`,
+in the project root (elsewhere the command first names the root on stderr); any other form,
+and any doubt, runs the command as usual.
 """
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ def quick_get(argv: list[str]) -> tuple[bool, str | None]:
     that holds (nothing printed or written). Either way, the project's
     engine.local.environment_identity if it was computed (the warm pool is found by it)."""
     args = argv[1:]
-    positionals = [a for a in args if a != "--json"]
-    if len(args) - len(positionals) > 1 or not _json_output(len(args) > len(positionals)):
+    positionals = [a for a in args if a not in ("--json", "--pretty")]
+    mode = _mode([a for a in args if a in ("--json", "--pretty")])
+    if mode is None:
         return False, None
     if not positionals or any(a.startswith("-") or a in (".", "..") for a in positionals):
         return False, None
@@ -39,21 +40,24 @@ def quick_get(argv: list[str]) -> tuple[bool, str | None]:
     from barca.engine.local import environment_identity
 
     identity = environment_identity(root)
-    text = answer(root, cwd, target, positionals, identity)
+    text = answer(root, cwd, target, positionals, mode, identity)
     if text is None:
         return False, identity
     _write(text.encode())
     return True, identity
 
 
-def _json_output(json_flag: bool) -> bool:
-    """Whether the command prints JSON (cli.output.choose_mode, `--pretty` and `-o` aside)."""
-    if json_flag:
-        return True
+def _mode(flags: list[str]) -> str | None:
+    """"json" or "pretty", as cli.output.choose_mode picks it; None when that would be an
+    error (both flags, a bad BARCA_OUTPUT: the command says so)."""
+    if len(flags) > 1:
+        return None
+    if flags:
+        return flags[0][2:]
     chosen = os.environ.get("BARCA_OUTPUT")
     if chosen:
-        return chosen == "json"
-    return not os.isatty(1)
+        return chosen if chosen in ("json", "pretty") else None
+    return "pretty" if os.isatty(1) else "json"
 
 
 def _write(data: bytes) -> None:

@@ -36,20 +36,20 @@ if TYPE_CHECKING:
     from barca.project import Project
 
 FORMAT = 1
-FILLED = ("run_id", "elapsed_seconds", "metadata_seconds")  # what differs from run to run
 LARGEST_VALUE = 64 * 1024  # a target's result kept in the answer is at most this many bytes
 
 
-def answer(root: str, cwd: str, target: str | None, paths: Sequence[str],
+def answer(root: str, cwd: str, target: str | None, paths: Sequence[str], mode: str,
            identity: str) -> str | None:
-    """The JSON a `barca get` of `target` in `paths` run in `cwd` prints, recorded as a run,
-    when a kept answer still holds; None when it does not (nothing is written then).
-    `identity`: engine.local.environment_identity(root), which the caller computed (the warm
-    pool is found by it too)."""
+    """What a `barca get` of `target` in `paths` run in `cwd` prints in `mode` ("json" or
+    "pretty"), recorded as a run, when a kept answer still holds; None when it does not
+    (nothing is written then). `identity`: engine.local.environment_identity(root), which the
+    caller computed (the warm pool is found by it too)."""
     started, began = time.time(), time.perf_counter()
     key = _key(identity, cwd, target, paths)
     kept = answers.load(_answer_file(root, key))
-    if kept is None or kept.get("key") != key or not _still_holds(root, kept):
+    if kept is None or kept.get("key") != key or mode not in kept.get("text", ()) or \
+            not _still_holds(root, kept):
         return None
     from barca.store import answer_marks
 
@@ -57,14 +57,20 @@ def answer(root: str, cwd: str, target: str | None, paths: Sequence[str],
     if not answer_marks.record_again(kept["db"], kept["schema"], kept["nodes"], kept["marks"],
                                 kept["row"], run_id, started, elapsed):
         return None
-    return _fill(kept["text"], run_id, elapsed, time.perf_counter() - began - elapsed)
+    return _fill(kept["text"][mode], run_id, elapsed, time.perf_counter() - began - elapsed)
 
 
 def _fill(parts: Sequence[str], run_id: str, elapsed: float, metadata: float) -> str:
-    """The kept JSON with this run's values, as JSON writes them (the id is hex)."""
-    filled = {"run_id": f'"{run_id}"', "elapsed_seconds": repr(round(elapsed, 4)),
-              "metadata_seconds": repr(round(metadata, 4))}
-    return "".join(filled[part] if i % 2 else part for i, part in enumerate(parts))
+    """A kept output with this run's values where it has marks (FILLED)."""
+    values = {"run_id": f'"{run_id}"', "elapsed_seconds": repr(round(elapsed, 4)),
+              "metadata_seconds": repr(round(metadata, 4)), "run": run_id,
+              "elapsed": f"{elapsed:.3f}"}
+    return "".join(values[part] if i % 2 else part for i, part in enumerate(parts))
+
+
+# the marks of a kept output: the values of one run, as the JSON writes them (the id is hex)
+# and as the human output does (the id, seconds to 3 places)
+FILLED = frozenset({"run_id", "elapsed_seconds", "metadata_seconds", "run", "elapsed"})
 
 
 def _still_holds(root: str, kept: dict) -> bool:
@@ -114,13 +120,14 @@ def _answer_file(root: str, key: tuple) -> str:
 # -- keeping an answer (after a run, which imported everything already) ----------------------
 
 def remember(project: Project, result: RunResult, target: str | None, paths: Sequence[str],
-             text: str, template: str) -> None:
-    """Keep the answer of a get that printed `text` (`template`: the same with each of
-    FILLED written as its name between `\\x00` marks, in that order), if it qualifies (see
-    the module's docstring)."""
+             outputs: dict[str, tuple[str, str]]) -> None:
+    """Keep the answer of a get, if it qualifies (see the module's docstring). `outputs`:
+    for each mode, what the run prints in it and the same with each value of FILLED written
+    as its name between `\\x00` marks."""
     root = str(project.root)
-    parts = _parts(template, result, text)
-    if parts is None or not qualifies(result) or project.settings.cache_max_size is not None:
+    parts = {mode: _parts(template, result, text) for mode, (text, template) in outputs.items()}
+    if None in parts.values() or not qualifies(result) or \
+            project.settings.cache_max_size is not None:
         return
     nodes = tuple(result.order)
     artifacts, value = _artifacts(result)
@@ -148,7 +155,7 @@ def _parts(template: str, result: RunResult, text: str) -> tuple[str, ...] | Non
     """The template cut at its marks (literal text at even places, names at odd ones); None
     unless filling it with this run's values gives exactly `text`."""
     pieces = template.split("\x00")
-    if len(pieces) != 2 * len(FILLED) + 1 or tuple(pieces[1::2]) != FILLED:
+    if len(pieces) % 2 == 0 or not set(pieces[1::2]) <= FILLED:
         return None
     same = _fill(pieces, result.run_id, result.elapsed, result.metadata_seconds) == text
     return tuple(pieces) if same else None
