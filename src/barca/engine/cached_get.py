@@ -2,8 +2,8 @@
 engine: what a script polling an unchanged pipeline pays is Python's start-up, a few file reads
 and one small transaction.
 
-A get whose every step was cached, that ran nothing and said nothing on stderr, keeps its
-printed JSON (`remember`) with everything it was derived from:
+A get whose every step was cached, that ran nothing and said nothing on stderr, keeps what it
+prints (the JSON and the human text: `remember`) with everything it was derived from:
 - the command as typed (target, files, the directory it ran in) and what a process started now
   inherits (the interpreter, the installed packages, barca's own files, the environment:
   engine.local.environment_identity, and every BARCA_* variable), the number of CPUs;
@@ -16,8 +16,8 @@ printed JSON (`remember`) with everything it was derived from:
 Only unpartitioned assets whose cache decision rests on nothing else qualify: no sensor, task,
 key, `env=`, Manual or Schedule freshness, nor a `[cache] max_size` (whose trim runs after each
 run). `answer` checks all of it again (file contents, not stamps) and, when everything is as it
-was, records the run (store.answer_marks.record_again) and returns the same JSON with this
-run's id and times; otherwise None, and the command runs as usual (which keeps a new answer).
+was, records the run (store.answer_marks.record_again) and returns the same output with
+this run's id and times; otherwise None, and the command runs as usual (which keeps a new answer).
 """
 
 from __future__ import annotations
