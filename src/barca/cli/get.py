@@ -9,7 +9,8 @@ import click
 
 from barca.cli import render
 from barca.cli.load import split_positionals
-from barca.cli.output import choose_listing_mode, emit, emit_json, parse_fields, table
+from barca.cli.output import (choose_listing_mode, emit, emit_json, json_text, parse_fields,
+                              table)
 from barca.views.listing import pick_fields
 from barca.cli.progress import CliReporter
 from barca.cli.server_option import server_options
@@ -106,19 +107,22 @@ def _execute(command, args, refresh, no_cascade, refresh_all, dry_run, json_flag
              output, fields, partition, batch, agent, env_name) -> None:
     mode, values = _output_mode(json_flag, pretty, output, fields, dry_run)
     target, paths = split_positionals(args, takes_target=True)
+    plain = command == "get" and not (refresh or no_cascade or refresh_all or dry_run or agent
+                                      or fields or partition or batch or env_name or output)
     run_and_print(command, target, paths, mode, parse_fields(fields, STEP_FIELDS),
                   CliReporter(agent), values, env=env_name, refresh=refresh,
                   refresh_all=refresh_all, partition=partition, cascade=not no_cascade,
-                  dry_run=dry_run, batch=batch)
+                  dry_run=dry_run, batch=batch, keep_answer=plain)
 
 
 def run_and_print(command: str, target: str | None, paths: list[str], mode: str,
                   fields: list[str] | None, reporter: Reporter, values: str | None = None,
-                  **options: Any) -> None:
+                  keep_answer: bool = False, **options: Any) -> None:
     """Run through the driver (`options` are `driver.run`'s) and print what `barca get|run`
     prints: the report on stdout in `mode`, its notes on stderr, then StepFailed when a step
     failed. `values`: what the report's `final_output` holds (run_report.VALUES; by default
-    what `mode` shows; "none" for a scheduled tick nobody reads)."""
+    what `mode` shows; "none" for a scheduled tick nobody reads). `keep_answer`: a plain
+    `barca get`, whose answer is kept when it qualifies (engine.cached_get)."""
     result = run(command, target, paths, reporter=reporter, **options)
     env_name = options.get("env")
     if options.get("dry_run"):
@@ -128,8 +132,38 @@ def run_and_print(command: str, target: str | None, paths: list[str], mode: str,
         return
     report = RunReport(result, command, target, values or MODE_VALUES[mode])
     body = report.to_json()
-    _say(report.notes(paths, env_name))
+    notes = report.notes(paths, env_name)
+    _say(notes)
     _print_run(report, body, mode, fields)
+    if keep_answer and not notes and values is None and mode in ("json", "pretty"):
+        _keep_answer(report, body if mode == "json" else None, paths)
+
+
+def _keep_answer(report: RunReport, body: dict | None, paths: list[str]) -> None:
+    """What the run printed in either mode (JSON, or the human text), each with the values
+    that differ from run to run marked, for `cached_get.remember` (which checks that each
+    agrees with its marked one). `body`: the JSON's, if it was printed."""
+    from barca.engine.cached_get import qualifies, remember
+    from barca.project import open_project
+
+    result, command, target = report.result, report.command, report.target
+    if not qualifies(result):
+        return
+    body = body or RunReport(result, command, target, MODE_VALUES["json"]).to_json()
+    template = json_text({k: f"\x00{k}\x00" if k in MARKED else v for k, v in body.items()})
+    for name in MARKED:  # JSON writes the mark as \u0000: back to the mark itself
+        template = template.replace(f'"\\u0000{name}\\u0000"', f"\x00{name}\x00")
+    human = RunReport(result, command, target, MODE_VALUES["pretty"])
+    lines = _human_lines(human, human.to_json())
+    text = _joined(lines)
+    first = lines[0].replace(f"Run {result.run_id} |", "Run \x00run\x00 |", 1).replace(
+        f" in {result.elapsed:.3f}s (", " in \x00elapsed\x00s (", 1)
+    remember(open_project(None, Path.cwd()), result, target, paths, {
+        "json": (json_text(body) + "\n", template + "\n"),
+        "pretty": (text, _joined([first, *lines[1:]]))})
+
+
+MARKED = ("run_id", "elapsed_seconds", "metadata_seconds")  # the JSON's values of one run
 
 
 def _say(notes: list[str]) -> None:
@@ -189,21 +223,27 @@ def _print_run(report: RunReport, body: dict, mode: str, fields: list[str] | Non
 
 
 def _print_human(report: RunReport, body: dict) -> None:
+    for line in _human_lines(report, body):
+        emit(line)
+
+
+def _human_lines(report: RunReport, body: dict) -> list[str]:
+    """What the human output prints, each piece as `emit` takes it."""
     command, target, result = report.command, report.target, report.result
     what = f"'{printable(target)}'" if target else "all assets"
     if result.failed:
-        emit(f"Run {result.run_id} | {command} {what} failed after {result.elapsed:.3f}s "
-             f"({key_counts(result).text()})")
+        lines = [f"Run {result.run_id} | {command} {what} failed after {result.elapsed:.3f}s "
+                 f"({key_counts(result).text()})"]
     else:
         verb = "ran" if command == "run" else "got"
-        emit(f"Run {result.run_id} | {verb} {what} in {result.elapsed:.3f}s "
-             f"({plural(result.executed, 'step')}, "
-             f"{plural(result.phases, 'phase')})")
+        lines = [f"Run {result.run_id} | {verb} {what} in {result.elapsed:.3f}s "
+                 f"({plural(result.executed, 'step')}, {plural(result.phases, 'phase')})"]
     if "final_output" in body:
-        _print_pretty_value(report, body["final_output"])
+        lines += _pretty_value(report, body["final_output"])
+    return lines
 
 
-def _print_pretty_value(report: RunReport, value: Any) -> None:
+def _pretty_value(report: RunReport, value: Any) -> list[str]:
     """The target's value for a person: labelled with the target's name when none was given
     (barca chose it), a table as its first rows, any other file result as its path."""
     import orjson
@@ -213,30 +253,33 @@ def _print_pretty_value(report: RunReport, value: Any) -> None:
     label = "Value:" if report.target else \
         f"Value of '{printable(result.graph.nodes[node_id].name)}' (the last asset; " \
         "name a target to choose another):"
-    emit("\n" + label)
+    lines = ["\n" + label]
     found = pointer(value)
     if found is not None:
         preview = table_preview(result, node_id, found)
         if preview is None:
-            emit(printable(pointer_line(found)))
-            return
-        emit(printable_lines(preview.heading()))
-        emit(table(preview.columns, [list(row) for row in preview.rows]))
-        if preview.more():
-            emit(preview.more())
-        return
+            return lines + [printable(pointer_line(found))]
+        lines += [printable_lines(preview.heading()),
+                  table(preview.columns, [list(row) for row in preview.rows])]
+        return lines + ([preview.more()] if preview.more() else [])
     more = report.keys_with_value() - len(value) if \
         isinstance(value, dict) and len(value) == SHOWN_KEYS else 0
     if isinstance(value, dict) and any(pointer(v) is not None for v in value.values()):
-        emit(printable_lines([f"{key}: " + (pointer_line(pointer(v)) if pointer(v) else
-                                            orjson.dumps(v, default=str).decode())
-                              for key, v in value.items()]))
+        lines.append(printable_lines([f"{key}: " + (pointer_line(pointer(v)) if pointer(v) else
+                                                    orjson.dumps(v, default=str).decode())
+                                      for key, v in value.items()]))
     else:
         shown = orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS,
                              default=str).decode()
-        emit(printable_lines(shown.split("\n")))  # JSON leaves DEL, C1 and U+2028 as they are
+        lines.append(printable_lines(shown.split("\n")))  # JSON leaves DEL, C1, U+2028 as is
     if more:
-        emit(f"... and {more} more keys (-o value gives every key)")
+        lines.append(f"... and {more} more keys (-o value gives every key)")
+    return lines
+
+
+def _joined(lines: list[str]) -> str:
+    """The lines as `emit` writes them, one after the other."""
+    return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
 
 
 def _print_value(body: dict) -> None:

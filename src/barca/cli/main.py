@@ -1,6 +1,7 @@
 """Entry point of the `barca` command.
 
-`get` and `run` are handed to the project's warm pool when one is up (see
+A plain `get` whose answer is kept is answered at once (`barca.cli.quick_get`). Otherwise `get`
+and `run` are handed to the project's warm pool when one is up (see
 `barca.cli.warm_launcher`). Without a pool, and for every other command, the command runs here.
 Nothing heavy is imported before that choice is made.
 """
@@ -26,11 +27,18 @@ def main(argv: list[str] | None = None) -> None:
             return
     remote = "--local" not in argv and ("--server" in argv or os.environ.get("BARCA_SERVER")
                                         or any(a.startswith("--server=") for a in argv))
+    identity = None  # the project's, once computed: its warm pool is found by it
+    if argv and argv[0] == "get" and not remote:
+        from barca.cli.quick_get import quick_get
+
+        answered, identity = quick_get(argv)
+        if answered:
+            os._exit(0)  # written straight to the descriptor: nothing buffered or to tear down
     idle = _warm_seconds() if delegated and not remote else 0.0
     if idle:
         from barca.cli.warm_launcher import run_in_warm_pool
 
-        code = run_in_warm_pool(argv, idle)
+        code = run_in_warm_pool(argv, idle, identity)
         if code is not None:  # what it printed, the pool's child printed
             sys.stdout.flush()
             sys.stderr.flush()

@@ -95,8 +95,13 @@ def emit(text: str) -> None:
 
 
 def emit_json(obj: Any, indent: bool = False, default: Any = str) -> None:
+    emit(json_text(obj, indent, default))
+
+
+def json_text(obj: Any, indent: bool = False, default: Any = str) -> str:
+    """What `emit_json` prints, without its newline."""
     option = orjson.OPT_NON_STR_KEYS | (orjson.OPT_INDENT_2 if indent else 0)
-    emit(orjson.dumps(obj, option=option, default=default).decode())
+    return orjson.dumps(obj, option=option, default=default).decode()
 
 
 

@@ -19,13 +19,14 @@ import os
 import sys
 
 
-def run_in_warm_pool(argv: list[str], idle: float) -> int | None:
-    """The command's exit code, or None when no warm pool took it (run it here)."""
+def run_in_warm_pool(argv: list[str], idle: float, identity: str | None = None) -> int | None:
+    """The command's exit code, or None when no warm pool took it (run it here).
+    `identity`: the project's pool identity, when the caller computed it already."""
     from barca.engine.local import warm_pool
     from barca.project_root import root_of
 
     root = root_of(os.getcwd())
-    pool = warm_pool.WarmPool.connect(root)
+    pool = warm_pool.WarmPool.connect(root, identity)
     if pool is None:
         return None
     try:

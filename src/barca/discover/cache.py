@@ -13,12 +13,13 @@ from __future__ import annotations
 import os
 import pickle
 from pathlib import Path
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from barca.discover.definitions import discover
 from barca.discover.hashing import SCHEME_VERSION
 from barca.discover.model import Definition
-from barca.discover.modules import ModuleCache, file_digest
+from barca.discover.lookup import file_digest, find_module
+from barca.discover.modules import ModuleCache
 
 _FORMAT = 1
 
@@ -63,9 +64,8 @@ def _load(cache_file: Path, key: tuple, root: Path) -> tuple[Definition, ...] | 
                 return None
         except OSError:
             return None
-    probe = ModuleCache(root)
     for (folder, name), found in lookups.items():
-        if probe._lookup(folder, name) != found:
+        if find_module(str(root), folder, name) != found:
             return None
     return definitions
 
@@ -82,3 +82,21 @@ def _store(cache_file: Path, entry: tuple) -> None:
             tmp.unlink()
         except OSError:
             pass
+
+
+def sources_of(cache_file: Path, definitions: Mapping[str, Definition]
+               ) -> tuple[dict[str, str], dict[tuple[str, str], tuple | None]] | None:
+    """What the cached discovery holding exactly `definitions` (by node id) was derived
+    from: the digest of every file it read, and what each import lookup found (plain tuples);
+    None when the cache holds other definitions (rewritten by another command since) or cannot
+    be read. Checking these again (`lookup`) tells whether discovery would find the same
+    definitions now."""
+    try:
+        with open(cache_file, "rb") as fh:
+            _, digests, lookups, stored = pickle.load(fh)
+    except Exception:  # noqa: BLE001 - no cache: nothing to check against
+        return None
+    if {d.node_id: d for d in stored} != dict(definitions):
+        return None
+    return dict(digests), {where: None if found is None else tuple(found)
+                           for where, found in lookups.items()}

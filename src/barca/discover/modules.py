@@ -12,11 +12,11 @@ never followed.
 from __future__ import annotations
 
 import ast
-import hashlib
 import os
 from pathlib import Path
 from typing import NamedTuple
 
+from barca.discover.lookup import file_digest, find_module
 from barca.discover.names import (COMPOUND_STATEMENTS as _COMPOUND, ImportBinding, bound_names,
                                   header_names, import_bindings, nested_statements)
 from barca.errors import UsageError
@@ -132,10 +132,6 @@ def _join(folder: str, name: str) -> str:
     return f"{folder}/{name}" if folder else name
 
 
-def file_digest(raw: bytes) -> str:
-    return hashlib.blake2b(raw, digest_size=16).hexdigest()
-
-
 class ModuleCache:
     """Reads each project file at most once and finds the files imports point at."""
 
@@ -238,17 +234,8 @@ class ModuleCache:
         return self._children[key]
 
     def _lookup(self, folder: str, name: str) -> ModRef | None:
-        if not name.isidentifier():
-            return None
-        package = _join(folder, name)
-        init = _join(package, "__init__.py")
-        if self._isfile(init):
-            return ModRef(init, package)
-        if self._isfile(package + ".py"):
-            return ModRef(package + ".py", None)
-        if os.path.isdir(os.path.join(self._root_str, package)):
-            return ModRef(None, package)
-        return None
+        found = find_module(self._root_str, folder, name)
+        return None if found is None else ModRef(*found)
 
     def _isfile(self, rel: str) -> bool:
         return os.path.isfile(os.path.join(self._root_str, rel))

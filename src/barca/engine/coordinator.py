@@ -392,7 +392,7 @@ class _Run:
                          self.handling_seconds + self.recorder.seconds,
                          self.batches.planned, self.warnings,
                          bytes_changed=self.bytes_changed, step_times=run.step_times,
-                         packed=run.packed)
+                         packed=run.packed, stored=run.stored)
 
 
 def _raise_interrupt(signum: int, frame: Any) -> None:

@@ -94,6 +94,8 @@ class RunResult:
     step_times: dict[str, tuple[float, int]] = field(default_factory=dict)
     # node id -> key -> where in a pack this run put the key's result (store.packs)
     packed: dict[str, dict[str, str]] = field(default_factory=dict)
+    # node id -> what its state rows said when the run loaded them (store.metadata.Stored)
+    stored: dict[str, Any] = field(default_factory=dict)
 
     def key_of(self, node_id: str, key: str) -> tuple[str, str] | None:
         """The store key of a key's current result (run here, or cached), with its format."""

@@ -9,7 +9,6 @@ on another host cannot be checked from here and counts as alive.
 from __future__ import annotations
 
 import os
-import socket
 
 
 def process_start(pid: int) -> str | None:
@@ -23,6 +22,8 @@ def process_start(pid: int) -> str | None:
 
 def owner_gone(pid: int | None, host: str | None, proc_start: str | None) -> bool:
     """True when the process a row names certainly no longer runs."""
+    import socket  # here: a kept `get` answer records its row with `process_start` alone
+
     if pid is None or host != socket.gethostname():
         return False
     if not pid_running(pid):

@@ -52,6 +52,16 @@ def warm_seconds() -> float:
     return settings.warm_seconds()
 
 
+def environment_identity(root: str | Path) -> str:
+    """What a process started now inherits and what shapes it, hashed (the warm pool's
+    identity: the interpreter, the installed packages, barca's own files, the environment
+    without BARCA_* and shell bookkeeping); a kept answer (engine.cached_get) holds only
+    while it is the same."""
+    from barca.engine.local import warm_pool
+
+    return warm_pool.identity(root)
+
+
 def running_pool(root: Path) -> tuple[int, int] | None:
     """(pid, number of imported modules) of the project's warm pool, if one answers."""
     from barca.engine.local import warm_pool

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from barca.discover.modules import file_digest
+from barca.discover.lookup import file_digest
 
 
 class SourceChanged(Exception):
@@ -28,7 +28,7 @@ class SourceChanged(Exception):
 
 
 def digest_of(path: Path) -> str:
-    """The digest of a file's bytes, as discovery takes it (discover.modules.file_digest)."""
+    """The digest of a file's bytes, as discovery takes it (discover.lookup.file_digest)."""
     return file_digest(path.read_bytes())
 
 
