@@ -5,7 +5,7 @@ never all in memory), with the stored columns of the key sources about to run re
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Any, Iterator
 
 from barca.engine.batch_calls import BatchCalls
 from barca.engine.concurrent_runs import Steps
@@ -16,15 +16,19 @@ from barca.engine.protocol import CallSpec, StepSpec
 from barca.engine.run_recorder import RunRecorder
 from barca.engine.step_specs import call_spec, step_spec
 from barca.graph import Graph
+from barca.telemetry import NO_TRACE
 
 
 class StepSubmission:
-    """`store` and `scratch`: the addresses steps read and write (scratch: a dry run's)."""
+    """`store` and `scratch`: the addresses steps read and write (scratch: a dry run's);
+    `trace`: the run's (barca.telemetry), whose context each spec carries when it traces."""
 
     def __init__(self, graph: Graph, planning: Planning, batches: BatchCalls,
-                 recorder: RunRecorder, reporter: Reporter, store: str, scratch: str) -> None:
+                 recorder: RunRecorder, reporter: Reporter, store: str, scratch: str,
+                 trace: Any = NO_TRACE) -> None:
         self.graph, self.planning, self.batches = graph, planning, batches
         self.recorder, self.reporter, self.store, self.scratch = recorder, reporter, store, scratch
+        self.trace = trace
 
     def submit(self, executor: Executor, steps: Steps) -> None:
         sources = [n for n, _, keys in steps if keys and self.graph.is_key_source(n)]
@@ -36,8 +40,15 @@ class StepSubmission:
                 self.reporter.steps_submitted(node_id, len(keys), len(calls[node_id])
                                               if node_id in calls else None)
         count = sum(len(calls[n]) if n in calls else len(keys) for n, _, keys in steps)
-        executor.submit(self._specs(steps, calls), count)
+        specs = self._specs(steps, calls)
+        if self.trace is not NO_TRACE:
+            specs = self._traced(specs)
+        executor.submit(specs, count)
         self.recorder.load_sources(sources)  # while their steps run
+
+    def _traced(self, specs: Iterator[StepSpec | CallSpec]) -> Iterator[StepSpec | CallSpec]:
+        for spec in specs:
+            yield spec._replace(trace=self.trace.node_carrier(spec.node_id))
 
     def _specs(self, steps: Steps, calls: dict) -> Iterator[StepSpec | CallSpec]:
         """The steps to run, made as the executor draws them: one per key, or one per call."""
