@@ -388,6 +388,11 @@ class _Run:
         total_keys = run.total_keys()
         recorder.finish(status, total_keys, run.cached_keys(), elapsed,
                         whole=not self.request.options.partition)
+        if status != "cancelled":  # a node planned done (all cached) had no end of its own
+            for node_id in run.order:
+                if node_id in run.plans:
+                    self.trace.node_finished(node_id, run.plans[node_id],
+                                             self.graph.nodes[node_id].kind)
         for warning in self.trace.finish(status, {"total": total_keys,
                                                   "executed": run.executed,
                                                   "cached": run.cached_keys(),

@@ -64,8 +64,14 @@ class DatadogBackend:
         return _Active(span)
 
     def flush(self, timeout: float) -> bool:
-        tracer.flush()
-        return True
+        """ddtrace's flush, which keeps retrying an agent it cannot reach (and says so on
+        stderr): given `timeout` seconds, in a thread of its own."""
+        import threading
+
+        sending = threading.Thread(target=tracer.flush, daemon=True, name="barca-ddtrace")
+        sending.start()
+        sending.join(timeout)
+        return not sending.is_alive()
 
 
 class _Active:

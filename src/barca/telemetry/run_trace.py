@@ -85,8 +85,11 @@ class RunTrace:
             backend.end(span, attributes, _error(outcome), now)
 
     def node_finished(self, node_id: str, plan: Any, kind: str) -> None:
-        """The node is complete (a node with nothing to run gets a span of no length)."""
+        """The node is complete (a node with nothing to run gets a span of no length); said
+        again of a node that ended, nothing."""
         node = self._node(node_id)
+        if not node.spans:
+            return
         executed = len(plan.run) if not plan.unknown else 0
         keys = len(plan.keys) if not plan.unknown else 0
         reasons = Counter(plan.reasons[i].code for i in plan.run if i in plan.reasons) \
