@@ -47,7 +47,6 @@ from barca.planner.planner import refreshed_nodes
 from barca.project import Project
 from barca.store.artifact_store import ArtifactStore
 from barca.store.local_store import LocalStore
-from barca.telemetry import NO_TRACE, run_trace
 
 FLUSH_SECONDS = 0.5
 
@@ -85,7 +84,6 @@ class _Run:
         # BARCA_PROGRESS_SECS is checked before the run's row, and only where steps can run
         # (not `barca status`, which observes no sensor)
         self.still_running = StillRunning(reporter) if request.observe_sensors else None
-        self.trace = NO_TRACE  # barca.telemetry: a real run's, when BARCA_TELEMETRY asks
 
     def go(self, triggered_by: str, schedule: tuple[str, float] | None) -> RunResult:
         started = time.perf_counter()
@@ -95,7 +93,7 @@ class _Run:
             self.project.ensure_state_dir()
         self.run = run = new_run_state(graph, order, self.store)
         self.recorder = recorder = RunRecorder(self.project, self.run_id, graph, run,
-                                                req.dry_run)
+                                                req.dry_run, self._warn)
         if req.observe_sensors:  # a get or run, not an inspection predicting one
             check_manual_computed(graph, req, order, recorder.has_success)
         sensors = [n for n in order if graph.nodes[n].kind == "sensor"]
@@ -124,7 +122,6 @@ class _Run:
         status = "failed"
         try:  # from its first row on, a run ends recorded, interrupted or not
             recorder.start(req, triggered_by, schedule)
-            self._start_trace(triggered_by)
             # after the row: a server answers a run accepted once it is recorded (or queued)
             self.reporter.run_accepted()
             self._observe_sensors(sensors, [n for n in order if n not in early])
@@ -147,19 +144,6 @@ class _Run:
             finally:
                 recorder.close()
         return self._result(status, time.perf_counter() - started)
-
-    def _start_trace(self, triggered_by: str) -> None:
-        """A recorded run is traced when BARCA_TELEMETRY names integrations (a problem
-        loading one is a warning)."""
-        req = self.request
-        if not self.recorder.started or not req.observe_sensors:
-            return
-        self.trace, warnings = run_trace(self.run_id, req.command,
-                                         ",".join(sorted(req.targets)) or "all", req.files,
-                                         triggered_by)
-        self.submission.trace = self.trace
-        for warning in warnings:
-            self._warn(warning)
 
     def _observe_sensors(self, sensors: list[str], later: list[str]) -> None:
         """Run the sensors; meanwhile load the state of the nodes they do not need (`later`),
@@ -343,7 +327,6 @@ class _Run:
         run = self.run
         run.executed += 1
         self.recorder.outcome(outcome)
-        self.trace.outcome(outcome, run.plans[outcome.node_id])
         node_id = outcome.node_id
         spent = run.step_times.get(node_id, (0.0, 0))
         run.step_times[node_id] = (spent[0] + outcome.elapsed_seconds,
@@ -362,7 +345,6 @@ class _Run:
         return self._carry_out(actions)
 
     def _node_finished(self, node_id: str) -> None:
-        self.trace.node_finished(node_id, self.run.plans[node_id], self.graph.nodes[node_id].kind)
         self.planning.learn_output(node_id)
         self._warn(table_format_fallback(self.graph, self.run, node_id))
 
@@ -388,17 +370,6 @@ class _Run:
         total_keys = run.total_keys()
         recorder.finish(status, total_keys, run.cached_keys(), elapsed,
                         whole=not self.request.options.partition)
-        if status != "cancelled":  # a node planned done (all cached) had no end of its own
-            for node_id in run.order:
-                if node_id in run.plans:
-                    self.trace.node_finished(node_id, run.plans[node_id],
-                                             self.graph.nodes[node_id].kind)
-        for warning in self.trace.finish(status, {"total": total_keys,
-                                                  "executed": run.executed,
-                                                  "cached": run.cached_keys(),
-                                                  "failed": len(run.failures)},
-                                         run.failures[0] if run.failures else None):
-            self._warn(warning)
         notes = self.batches.notes()
         for note in notes:
             self.reporter.run_note(note)

@@ -20,15 +20,14 @@ from barca.telemetry import NO_TRACE
 
 
 class StepSubmission:
-    """`store` and `scratch`: the addresses steps read and write (scratch: a dry run's);
-    `trace`: the run's (barca.telemetry), whose context each spec carries when it traces."""
+    """`store` and `scratch`: the addresses steps read and write (scratch: a dry run's). When
+    the run is traced (the recorder's trace, barca.telemetry), each spec carries its node's
+    trace context to the worker."""
 
     def __init__(self, graph: Graph, planning: Planning, batches: BatchCalls,
-                 recorder: RunRecorder, reporter: Reporter, store: str, scratch: str,
-                 trace: Any = NO_TRACE) -> None:
+                 recorder: RunRecorder, reporter: Reporter, store: str, scratch: str) -> None:
         self.graph, self.planning, self.batches = graph, planning, batches
         self.recorder, self.reporter, self.store, self.scratch = recorder, reporter, store, scratch
-        self.trace = trace
 
     def submit(self, executor: Executor, steps: Steps) -> None:
         sources = [n for n, _, keys in steps if keys and self.graph.is_key_source(n)]
@@ -41,14 +40,15 @@ class StepSubmission:
                                               if node_id in calls else None)
         count = sum(len(calls[n]) if n in calls else len(keys) for n, _, keys in steps)
         specs = self._specs(steps, calls)
-        if self.trace is not NO_TRACE:
-            specs = self._traced(specs)
+        if self.recorder.trace is not NO_TRACE:
+            specs = self._traced(specs, self.recorder.trace)
         executor.submit(specs, count)
         self.recorder.load_sources(sources)  # while their steps run
 
-    def _traced(self, specs: Iterator[StepSpec | CallSpec]) -> Iterator[StepSpec | CallSpec]:
+    def _traced(self, specs: Iterator[StepSpec | CallSpec], trace: Any
+                ) -> Iterator[StepSpec | CallSpec]:
         for spec in specs:
-            yield spec._replace(trace=self.trace.node_carrier(spec.node_id))
+            yield spec._replace(trace=trace.node_carrier(spec.node_id))
 
     def _specs(self, steps: Steps, calls: dict) -> Iterator[StepSpec | CallSpec]:
         """The steps to run, made as the executor draws them: one per key, or one per call."""

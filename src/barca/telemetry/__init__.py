@@ -109,18 +109,13 @@ def run_trace(run_id: str, command: str, target: str, files: tuple[str, ...],
 class NoTrace:
     """What a run traces with telemetry off: nothing, at no cost."""
 
-    carrier: Carrier = ()
-
     def node_carrier(self, node_id: str) -> Carrier:
         return ()
 
     def outcome(self, outcome: Any, plan: Any) -> None:
         pass
 
-    def node_finished(self, node_id: str, plan: Any, kind: str) -> None:
-        pass
-
-    def finish(self, status: str, counts: Mapping[str, int], failed: Any) -> list[dict]:
+    def finish(self, status: str, run: Any, kinds: Mapping[str, str]) -> list[dict]:
         return []
 
 

@@ -3,13 +3,14 @@ cone, a `barca.partition` per executed key of a partitioned node; the workers' `
 spans (telemetry.execute) join them under their node's `barca.step`, whose context each step
 spec carries.
 
-What they say: the run's id, command, target, trigger and status; per node its kind, outcome
-(ran, cached, failed, skipped), key counts and whether it was a cache hit, and why its keys
-ran (stale reason codes); per executed key (or on the node's span, unpartitioned) its run
-hash, stale reason, attempts, bytes, CPU and peak memory, and its error. Cached keys get no
-span. Partition spans are bounded, as 200,000 keys would drown a trace: at most
-`KEYS_PER_NODE` per node and `KEYS_PER_RUN` per run, failed keys always; the node's span
-counts the rest.
+A node's span opens when its first steps are handed out and ends with its last outcome; a node
+with nothing to run (all cached, or never reached) gets a span of no length at the run's
+start. What they say: the run's id, command, target, trigger and status; per node its kind,
+outcome (ran, cached, failed, skipped), key counts, whether it was a cache hit and why its keys
+ran (stale reason codes); per executed key (or on the node's span, unpartitioned) its run hash,
+stale reason, attempts, bytes, CPU and peak memory, and its error. Cached keys get no span.
+Partition spans are bounded, as 200,000 keys would drown a trace: at most `KEYS_PER_NODE` per
+node and `KEYS_PER_RUN` per run, failed keys always; the node's span counts the rest.
 """
 
 from __future__ import annotations
@@ -33,7 +34,9 @@ class _Node:
         self.keys_traced = 0
         self.failed = 0
         self.max_rss = 0
+        self.last = 0.0  # when its last outcome came
         self.first: Any = None  # an unpartitioned node's outcome, told on its own span
+        self.opened: float | None = None  # when it opened, if not as it was handed out
 
 
 class RunTrace:
@@ -43,8 +46,9 @@ class RunTrace:
         self.attributes = {"barca.run_id": run_id, "barca.command": command,
                            "barca.target": target, "barca.files": ",".join(files),
                            "barca.trigger": triggered_by}
+        self.started = time.time()
         resource = f"{command} {target}"
-        self.roots = [b.start("barca.run", None, resource) for b in backends]
+        self.roots = [b.start("barca.run", None, resource, self.started) for b in backends]
         self.nodes: dict[str, _Node] = {}
         self.keys_traced = 0
 
@@ -52,19 +56,21 @@ class RunTrace:
         """The trace context a node's steps carry to their workers (its span opens now)."""
         return self._node(node_id).carrier
 
-    def _node(self, node_id: str) -> _Node:
+    def _node(self, node_id: str, start: float | None = None) -> _Node:
         node = self.nodes.get(node_id)
         if node is None:
-            spans = [b.start("barca.step", root, node_id)
+            spans = [b.start("barca.step", root, node_id, start)
                      for b, root in zip(self.backends, self.roots)]
             carrier = tuple((b.name, b.inject(s)) for b, s in zip(self.backends, spans))
             node = self.nodes[node_id] = _Node(spans, carrier)
+            node.opened = start
         return node
 
     def outcome(self, outcome: Any, plan: Any) -> None:
         """A key ran (a `StepOutcome`): its span, within the bounds, for a partitioned node;
         an unpartitioned node's outcome goes on the node's span when it ends."""
         node = self._node(outcome.node_id)
+        node.last = now = time.time()
         failed = outcome.status != "success"
         node.failed += failed
         node.max_rss = max(node.max_rss, outcome.max_rss_bytes or 0)
@@ -76,7 +82,6 @@ class RunTrace:
             return
         node.keys_traced += 1
         self.keys_traced += 1
-        now = time.time()
         attributes = {"barca.node_id": outcome.node_id, "barca.partition":
                       plan.label(outcome.key), **_key_attributes(outcome, plan)}
         for backend, parent in zip(self.backends, node.spans):
@@ -84,44 +89,18 @@ class RunTrace:
                                  now - outcome.elapsed_seconds)
             backend.end(span, attributes, _error(outcome), now)
 
-    def node_finished(self, node_id: str, plan: Any, kind: str) -> None:
-        """The node is complete (a node with nothing to run gets a span of no length); said
-        again of a node that ended, nothing."""
-        node = self._node(node_id)
-        if not node.spans:
-            return
-        executed = len(plan.run) if not plan.unknown else 0
-        keys = len(plan.keys) if not plan.unknown else 0
-        reasons = Counter(plan.reasons[i].code for i in plan.run if i in plan.reasons) \
-            if not plan.unknown else Counter()
-        outcome = "failed" if node.failed else "ran" if executed else \
-            "skipped" if plan.unknown else "cached"
-        attributes = {"barca.node_id": node_id, "barca.kind": kind, "barca.outcome": outcome,
-                      "barca.cached": executed == 0 and not plan.unknown,
-                      "barca.keys": keys, "barca.keys.executed": executed,
-                      "barca.keys.cached": keys - executed, "barca.keys.failed": node.failed,
-                      "barca.stale_reasons": ", ".join(f"{code}:{n}" for code, n in
-                                                       sorted(reasons.items())) or None,
-                      "barca.max_rss_bytes": node.max_rss or None}
-        error = ("StepFailed", f"{node.failed} of {executed} keys failed", "") \
-            if node.failed else None
-        if node.first is not None:
-            attributes.update(_key_attributes(node.first, plan))
-            error = _error(node.first)
-        elif not plan.unknown and not plan.partitioned and plan.run_hashes:
-            attributes["barca.run_hash"] = plan.run_hashes[0]
-        for backend, span in zip(self.backends, node.spans):
-            backend.end(span, attributes, error)
-        node.spans = []
-
-    def finish(self, status: str, counts: Mapping[str, int], failed: Any) -> list[dict]:
-        """End the run's spans (a node left open by a cancel ends with it), then send them;
-        a warning for each integration that could not take them in time."""
-        for node in self.nodes.values():
-            for backend, span in zip(self.backends, node.spans):
-                backend.end(span, {"barca.outcome": "cancelled"})
+    def finish(self, status: str, run: Any, kinds: Mapping[str, str]) -> list[dict]:
+        """End every node's span and the run's (`run`: the engine's RunState), then send
+        them; a warning for each integration that could not take them in time."""
+        for node_id in run.order:
+            plan = run.plans.get(node_id)
+            if plan is not None:
+                self._end_node(node_id, plan, kinds[node_id], status)
+        failed = run.failures[0] if run.failures else None
         attributes = {**self.attributes, "barca.status": status,
-                      **{f"barca.steps.{name}": n for name, n in counts.items()},
+                      "barca.steps.total": run.total_keys(), "barca.steps.executed":
+                      run.executed, "barca.steps.cached": run.cached_keys(),
+                      "barca.steps.failed": len(run.failures),
                       "barca.failed_node_id": failed.node_id if failed else None}
         error = None
         if status != "success":
@@ -138,6 +117,31 @@ class RunTrace:
                                  "fix": f"check that its receiver is up and reachable "
                                         f"({_receiver(backend.name)})"})
         return warnings
+
+    def _end_node(self, node_id: str, plan: Any, kind: str, status: str) -> None:
+        node = self._node(node_id, start=self.started)  # never handed out: at the start
+        executed = len(plan.run) if not plan.unknown else 0
+        keys = len(plan.keys) if not plan.unknown else 0
+        reasons = Counter(plan.reasons[i].code for i in plan.run if i in plan.reasons) \
+            if not plan.unknown else Counter()
+        outcome = "failed" if node.failed else "cancelled" if status == "cancelled" and \
+            executed else "ran" if executed else "skipped" if plan.unknown else "cached"
+        attributes = {"barca.node_id": node_id, "barca.kind": kind, "barca.outcome": outcome,
+                      "barca.cached": executed == 0 and not plan.unknown,
+                      "barca.keys": keys, "barca.keys.executed": executed,
+                      "barca.keys.cached": keys - executed, "barca.keys.failed": node.failed,
+                      "barca.stale_reasons": ", ".join(f"{code}:{n}" for code, n in
+                                                       sorted(reasons.items())) or None,
+                      "barca.max_rss_bytes": node.max_rss or None}
+        error = ("StepFailed", f"{node.failed} of {executed} keys failed", "") \
+            if node.failed else None
+        if node.first is not None:
+            attributes.update(_key_attributes(node.first, plan))
+            error = _error(node.first)
+        elif not plan.unknown and not plan.partitioned and plan.run_hashes:
+            attributes["barca.run_hash"] = plan.run_hashes[0]
+        for backend, span in zip(self.backends, node.spans):
+            backend.end(span, attributes, error, node.last or node.opened)
 
 
 def _key_attributes(outcome: Any, plan: Any) -> dict[str, Any]:
