@@ -38,7 +38,7 @@ class Intake:
         intake = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+            def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 path = self.path.split("?")[0]
                 intake.paths.append(path)
@@ -49,9 +49,9 @@ class Intake:
                 intake.spans.extend(spans)
                 self._answer(200, *reply())
 
-            do_PUT = do_POST  # noqa: N815 - ddtrace sends traces with PUT
+            do_PUT = do_POST  # ddtrace sends traces with PUT
 
-            def do_GET(self) -> None:  # noqa: N802
+            def do_GET(self) -> None:
                 self._answer(404, b"{}", "application/json")
 
             def _answer(self, code: int, body: bytes, kind: str) -> None:
@@ -80,7 +80,8 @@ class Intake:
 
 def otlp_intake() -> Intake:
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-        ExportTraceServiceResponse)
+        ExportTraceServiceResponse,
+    )
 
     return Intake(_decode_otlp, ("/v1/traces",),
                   lambda: (ExportTraceServiceResponse().SerializeToString(),
@@ -89,7 +90,8 @@ def otlp_intake() -> Intake:
 
 def _decode_otlp(path: str, body: bytes) -> list[Span]:
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-        ExportTraceServiceRequest)
+        ExportTraceServiceRequest,
+    )
 
     request = ExportTraceServiceRequest()
     request.ParseFromString(body)

@@ -40,7 +40,7 @@ class DatadogBackend:
     def end(self, span: Any, attributes: Mapping[str, Any], error: Error | None = None,
             end: float | None = None) -> None:
         for key, value in attributes.items():
-            if isinstance(value, bool) or isinstance(value, str):
+            if isinstance(value, (bool, str)):  # a tag; numbers are metrics
                 span.set_tag(key, str(value).lower() if isinstance(value, bool) else value)
             elif value is not None:
                 span.set_metric(key, value)
