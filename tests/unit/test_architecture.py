@@ -460,3 +460,28 @@ def test_cli_runs_no_sql_and_deletes_no_files():
 def test_the_storage_check_sees_storage_calls():
     assert storage_calls("barca.store") != []
 
+
+
+# --- telemetry -------------------------------------------------------------------------------
+
+# each tracing library is imported by its own backend alone (barca.telemetry), which is loaded
+# only when BARCA_TELEMETRY names it; the engine reaches telemetry through its interface
+TRACING_BACKENDS = {"opentelemetry": "barca.telemetry.otel", "ddtrace": "barca.telemetry.datadog"}
+
+
+def tracing_imports(among: tuple[Module, ...] | None = None) -> list[str]:
+    found = []
+    for library, backend in TRACING_BACKENDS.items():
+        found += violations(("barca",), (library,), exclude=(backend,), among=among)
+    found += violations(("barca",), tuple(TRACING_BACKENDS.values()),
+                        exclude=("barca.telemetry",), among=among)
+    return found
+
+
+def test_only_each_telemetry_backend_imports_its_tracing_library():
+    assert tracing_imports() == []
+    assert tracing_imports(among=(synthetic("barca.engine.bad",
+                                            "from opentelemetry import trace\n"),))
+    assert tracing_imports(among=(synthetic("barca.telemetry.otel", "import ddtrace\n"),))
+    assert tracing_imports(among=(synthetic("barca.engine.bad",
+                                            "from barca.telemetry import otel\n"),))

@@ -93,7 +93,7 @@ class _Run:
             self.project.ensure_state_dir()
         self.run = run = new_run_state(graph, order, self.store)
         self.recorder = recorder = RunRecorder(self.project, self.run_id, graph, run,
-                                                req.dry_run)
+                                                req.dry_run, self._warn)
         if req.observe_sensors:  # a get or run, not an inspection predicting one
             check_manual_computed(graph, req, order, recorder.has_success)
         sensors = [n for n in order if graph.nodes[n].kind == "sensor"]

@@ -77,6 +77,9 @@ class StepSpec(NamedTuple):
     # the digest of the pipeline file's bytes the run was planned with ("": not checked); a
     # worker whose copy differs fails the step (engine.source_check)
     source_digest: str = ""
+    # the run's trace context, (integration, headers) per integration (barca.telemetry): the
+    # worker's `barca.execute` span joins it; () when the run is not traced
+    trace: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = ()
 
 
 class CallSpec(NamedTuple):
@@ -105,6 +108,7 @@ class CallSpec(NamedTuple):
     weight: int = 1  # units of the run's capacity the whole call holds (the node's weight=)
     store: str = ""  # as StepSpec's
     source_digest: str = ""  # as StepSpec's
+    trace: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = ()  # as StepSpec's
 
 
 class StepOutcome(NamedTuple):

@@ -4,12 +4,15 @@ the leases it holds on steps (engine.concurrent_runs), each node's new state and
 source's stored columns. The coordinator's loop calls it and holds no connection.
 
 A dry run opens the database without creating it and writes nothing; its reads still answer.
+A recorded run is also traced when BARCA_TELEMETRY asks for it (barca.telemetry): the trace
+sees what the database does (the run's start, each outcome, the end), and what goes wrong
+with it is a warning (`warn`), never a failure.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from barca.engine.byte_checks import changed_bytes
 from barca.engine.concurrent_runs import StepLeases
@@ -24,14 +27,17 @@ from barca.project import Project
 from barca.state import EMPTY_STATE, NodeState, state_after_run
 from barca.store import metadata
 from barca.store.db import checkpoint, connect, defer_checkpoint
+from barca.telemetry import NO_TRACE, run_trace
 # the words of what the run keeps in its logs about itself (the engine writes no English)
 from barca.views.warning_text import log_mark_text, note_text, sink_failed_text
 
 
 class RunRecorder:
     def __init__(self, project: Project, run_id: str, graph: Graph, run: RunState,
-                 dry_run: bool) -> None:
+                 dry_run: bool, warn: Callable[[dict], None] = lambda warning: None) -> None:
         self.run_id, self.graph, self.run, self.dry_run = run_id, graph, run, dry_run
+        self.warn = warn
+        self.trace: Any = NO_TRACE  # barca.telemetry's, once a run that executes has started
         self.conn = connect(project.db_path, create=not dry_run)
         self.started = False  # its row is written: it ends recorded
         self.unrecorded: list[StepOutcome] = []
@@ -82,6 +88,12 @@ class RunRecorder:
                            request.target_text, triggered_by,
                            ",".join(sorted(request.targets)) or "all", schedule)
         self.started = True
+        if request.observe_sensors:  # a get or run, not an inspection
+            self.trace, warnings = run_trace(self.run_id, request.command,
+                                             ",".join(sorted(request.targets)) or "all",
+                                             request.files, triggered_by)
+            for warning in warnings:
+                self.warn(warning)
 
     def checkpoint(self) -> None:
         """The previous run's deferred checkpoint, while a sensor runs."""
@@ -91,6 +103,7 @@ class RunRecorder:
     def outcome(self, outcome: StepOutcome) -> None:
         if not self.dry_run:
             self.unrecorded.append(outcome)
+            self.trace.outcome(outcome, self.run.plans[outcome.node_id])
 
     def log(self, step_id: str, stream: str, text: str) -> None:
         kept = self.log_cap.admit(step_id, text)
@@ -141,6 +154,9 @@ class RunRecorder:
                              self.run_id)
         self.sources.save(self.conn)
         self.seconds += time.perf_counter() - began
+        kinds = {n: self.graph.nodes[n].kind for n in run.order}
+        for warning in self.trace.finish(status, run, kinds):
+            self.warn(warning)
 
     def close(self) -> None:
         """Let go of the database once the run is recorded: an in-process caller (the Python

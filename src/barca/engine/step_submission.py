@@ -5,7 +5,7 @@ never all in memory), with the stored columns of the key sources about to run re
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Any, Iterator
 
 from barca.engine.batch_calls import BatchCalls
 from barca.engine.concurrent_runs import Steps
@@ -16,10 +16,13 @@ from barca.engine.protocol import CallSpec, StepSpec
 from barca.engine.run_recorder import RunRecorder
 from barca.engine.step_specs import call_spec, step_spec
 from barca.graph import Graph
+from barca.telemetry import NO_TRACE
 
 
 class StepSubmission:
-    """`store` and `scratch`: the addresses steps read and write (scratch: a dry run's)."""
+    """`store` and `scratch`: the addresses steps read and write (scratch: a dry run's). When
+    the run is traced (the recorder's trace, barca.telemetry), each spec carries its node's
+    trace context to the worker."""
 
     def __init__(self, graph: Graph, planning: Planning, batches: BatchCalls,
                  recorder: RunRecorder, reporter: Reporter, store: str, scratch: str) -> None:
@@ -36,8 +39,16 @@ class StepSubmission:
                 self.reporter.steps_submitted(node_id, len(keys), len(calls[node_id])
                                               if node_id in calls else None)
         count = sum(len(calls[n]) if n in calls else len(keys) for n, _, keys in steps)
-        executor.submit(self._specs(steps, calls), count)
+        specs = self._specs(steps, calls)
+        if self.recorder.trace is not NO_TRACE:
+            specs = self._traced(specs, self.recorder.trace)
+        executor.submit(specs, count)
         self.recorder.load_sources(sources)  # while their steps run
+
+    def _traced(self, specs: Iterator[StepSpec | CallSpec], trace: Any
+                ) -> Iterator[StepSpec | CallSpec]:
+        for spec in specs:
+            yield spec._replace(trace=trace.node_carrier(spec.node_id))
 
     def _specs(self, steps: Steps, calls: dict) -> Iterator[StepSpec | CallSpec]:
         """The steps to run, made as the executor draws them: one per key, or one per call."""

@@ -46,7 +46,15 @@ def _missing_result(w: Evidence) -> str:
             f"({w['location']}); computing it again")
 
 
+def _telemetry(w: Evidence) -> str:
+    what = {"unknown": "is not an integration barca knows",
+            "missing": "needs a library that is not installed",
+            "undelivered": f"did not receive run {w.get('run_id')}"}[w["problem"]]
+    return f"telemetry '{w['integration']}' {what}; {w['fix']}"
+
+
 TEXTS: dict[str, Callable[[Evidence], str]] = {
+    "telemetry": _telemetry,
     "unused_input": _unused_input, "over_capacity": _over_capacity,
     "serializer_fallback": _serializer_fallback, "bytes_changed": _bytes_changed,
     "missing_result": _missing_result}

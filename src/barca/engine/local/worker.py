@@ -35,6 +35,11 @@ FLUSH_SECONDS = 1.0  # ...and never held longer than this (a pack per second or 
 # blocks wasted at the end of each, still under a second behind for progress)
 
 
+# never preloaded by the warm pool: barca itself, and the tracing libraries barca's telemetry
+# imports (a run without telemetry imports none of them, in any process)
+NOT_PRELOADED = ("__main__", "barca", "ddtrace", "opentelemetry")
+
+
 class OutputCapture:
     """Makes fds 1 and 2 pipes whose lines go to `emit` as log lines of the current step."""
 
@@ -206,7 +211,7 @@ class Worker:
         third_party = []
         for name in sorted(new):
             origin = getattr(sys.modules.get(name), "__file__", None)
-            if not name.startswith("_") and name not in ("__main__", "barca") and \
+            if not name.startswith("_") and name not in NOT_PRELOADED and \
                     not (origin and is_project_file(str(self.root), origin)):
                 third_party.append(name)
         if third_party:

@@ -87,8 +87,16 @@ class StepRunner:
     def run(self, step: StepSpec | CallSpec, emit: Emit) -> list[StepOutcome | CallFinished]:
         """Run a step, or a batch call (the keys it wrote go through `emit` as they are written;
         the rest, then a `CallFinished`, are returned). Its peak memory is its own: the
-        process's high-water mark is reset first (engine.peak_memory)."""
+        process's high-water mark is reset first (engine.peak_memory). A step of a traced
+        run runs inside its `barca.execute` span (barca.telemetry.execute)."""
         peak_memory.reset()
+        if step.trace:
+            from barca.telemetry.execute import traced
+
+            return traced(step, step.trace, lambda: self._run(step, emit))
+        return self._run(step, emit)
+
+    def _run(self, step: StepSpec | CallSpec, emit: Emit) -> list[StepOutcome | CallFinished]:
         if isinstance(step, StepSpec):
             return [self.run_step(step, emit)]
         from barca.engine.worker.call_runner import run_call
