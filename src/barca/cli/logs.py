@@ -8,11 +8,11 @@ piped to grep; `--pretty` groups lines by step; `--json` gives one object per li
 from __future__ import annotations
 
 import os
-from typing import Any
 
 import click
 
 from barca.views.history import find_run, open_history
+from barca.views.log_lines import chosen_steps, line_json, match_steps
 from barca.cli.output import emit, emit_json
 from barca.cli.server_option import server_options
 from barca.errors import UsageError
@@ -20,7 +20,7 @@ from barca.printable import note, printable, printable_lines
 from barca.store import history as store
 from barca.store.db import Connection
 from barca.views.plan_text import first_line
-from barca.views.times import iso_time, utc_time
+from barca.views.times import utc_time
 
 HELP = """Print what each step of a run wrote to stdout and stderr, in order.
 
@@ -62,15 +62,10 @@ def logs_command(run_id, step, stream, json_flag, pretty, env_name, follow) -> N
     if follow:
         _follow(conn, run, step, stream, mode)
         return
-    chosen = None
-    if step is not None:
-        chosen = match_steps(store.step_ids(conn, run.run_id), step)
-        if not chosen:
-            raise _unknown_step(conn, run.run_id, step)
-        chosen = store.call_step_ids(conn, run.run_id, chosen)  # a batched key: its call's
+    chosen = chosen_steps(conn, run.run_id, step)
     lines = store.run_logs(conn, run.run_id, chosen, stream)
     if mode == "json":
-        emit_json([_line_json(line) for line in lines], indent=True)
+        emit_json([line_json(line) for line in lines], indent=True)
     elif mode == "pretty":
         _print_grouped(lines)
     else:
@@ -100,7 +95,7 @@ def _follow(conn: Connection, run: store.RunRow, step: str | None,
             lines = [line for line in lines if match_steps([line.step_id], step)]
         for line in lines:
             if mode == "json":
-                emit_json(_line_json(line))
+                emit_json(line_json(line))
             else:
                 bare = step is not None and ("[" in step or "[" not in line.step_id)
                 emit(printable(line.line if bare else f"[{line.step_id}] {line.line}"))
@@ -150,54 +145,6 @@ def _the_run(conn: Connection | None, run_id: str | None, env_name: str | None
     note(f"barca: logs of the most recent run: {run.run_id} ({run.command} "
          f"{run.target or 'all'}, {run.status}, started {utc_time(run.started_at)} UTC)")
     return run
-
-
-def match_steps(step_ids: list[str], text: str) -> list[str]:
-    """The recorded steps a `--step` value names.
-
-    `scored`, `pipeline.py:scored` -> every key of that node; `scored[retailer=r7]`,
-    `scored[r7]` or `pipeline.py:scored[retailer=r7]` -> that one key. A bare name shared by
-    nodes of several files is ambiguous (exit 2).
-    """
-    base, bracket, rest = text.partition("[")
-    key = rest[:-1] if bracket and rest.endswith("]") else None
-    found = []
-    for step_id in step_ids:
-        node, _, label = step_id.partition("[")
-        label = label[:-1]
-        if base != node and base != node.rpartition(":")[2]:
-            continue
-        if key is not None and key != label and label.partition("=")[2] != key:
-            continue
-        found.append(step_id)
-    nodes = sorted({s.partition("[")[0] for s in found})
-    if len(nodes) > 1:
-        raise UsageError(f"step '{text}' is ambiguous: {', '.join(nodes)}",
-                         f"name it by its node id, e.g. --step '{nodes[0]}'")
-    return found
-
-
-def _unknown_step(conn: Connection, run_id: str, text: str) -> UsageError:
-    known = store.step_ids(conn, run_id)
-    if not known:
-        return UsageError(f"no step '{text}' in run {run_id}: this run executed no step",
-                          "steps served from cache print nothing; pick a run that executed "
-                          "it with `barca history`")
-    keys: dict[str, int] = {}
-    for step_id in known:
-        node = step_id.partition("[")[0]
-        keys[node] = keys.get(node, 0) + (step_id != node)
-    names = [f"{n} ({k} key{'s' if k != 1 else ''})" if k else n for n, k in keys.items()]
-    listed = ", ".join(names[:10]) + (f", +{len(names) - 10} more" if len(names) > 10 else "")
-    return UsageError(f"no step '{text}' in run {run_id}",
-                      f"steps of this run: {listed}")
-
-
-def _line_json(line: store.LogRow) -> dict[str, Any]:
-    node, bracket, label = line.step_id.partition("[")
-    return {"step_id": line.step_id, "node_id": node,
-            "partition_key": label[:-1] if bracket else None, "stream": line.stream,
-            "ts": iso_time(line.ts), "line": line.line}
 
 
 def _print_grouped(lines: list[store.LogRow]) -> None:

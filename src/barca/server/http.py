@@ -136,8 +136,10 @@ async def api_error(request: Request, exc: ApiError) -> Response:
 
 
 async def barca_error(request: Request, exc: BarcaError) -> Response:
+    """A usage error is a 400 unless it names its own answer (`http_status`: 404, 409)."""
+    status = exc.context.get("http_status", 400) if isinstance(exc, UsageError) else 500
     return json({"error": exc.message, "kind": exc.kind, "remediation": exc.remediation},
-                400 if isinstance(exc, UsageError) else 500)
+                status)
 
 
 async def crash(request: Request, exc: Exception) -> Response:

@@ -71,6 +71,7 @@ def serve(options: ServeOptions) -> int:
         served.runs = Runs(pipeline.project.root, pipeline.files, options.env, loop,
                            slots=os.cpu_count() or 4, time_limit=options.run_timeout,
                            db_path=pipeline.project.db_path, read_only=options.read_only)
+        await asyncio.to_thread(served.runs.load_pause)  # a paused queue stays paused
         await served.runs.resume(pipeline.graph)  # before any new run: they were first
         tasks, stop = [], asyncio.Event()
         if options.scheduler_on:

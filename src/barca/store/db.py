@@ -86,6 +86,9 @@ CREATE TABLE IF NOT EXISTS run_queue (
     triggered_by TEXT NOT NULL, accepted_at REAL NOT NULL, pid INTEGER NOT NULL,
     host TEXT NOT NULL, proc_start TEXT
 );
+CREATE TABLE IF NOT EXISTS server_state (
+    name TEXT PRIMARY KEY, value TEXT NOT NULL, updated_at REAL NOT NULL
+);
 """
 
 
@@ -113,14 +116,20 @@ def _create_schema(conn: sqlite3.Connection, path: Path) -> None:
         if version and version < 11:
             history_table.compact_old_table(conn, _artifacts_dir(path))
         if version != SCHEMA_VERSION:
-            for statement in (_SCHEMA + history_table.DDL).split(";"):
-                if statement.strip():
-                    conn.execute(statement)
+            create_tables(conn)
             conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
         raise
+
+
+def create_tables(conn: sqlite3.Connection) -> None:
+    """Every table, index and view of the current schema that is not there yet (inside the
+    caller's transaction)."""
+    for statement in (_SCHEMA + history_table.DDL).split(";"):
+        if statement.strip():
+            conn.execute(statement)
 
 
 def _artifacts_dir(db_path: Path) -> str:
