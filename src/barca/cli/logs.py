@@ -12,7 +12,8 @@ import os
 import click
 
 from barca.views.history import find_run, open_history
-from barca.views.log_lines import chosen_steps, line_json, match_steps
+from barca.views.log_lines import line_json as _line_json, match_steps
+from barca.views.log_lines import unknown_step as _unknown_step
 from barca.cli.output import emit, emit_json
 from barca.cli.server_option import server_options
 from barca.errors import UsageError
@@ -62,10 +63,15 @@ def logs_command(run_id, step, stream, json_flag, pretty, env_name, follow) -> N
     if follow:
         _follow(conn, run, step, stream, mode)
         return
-    chosen = chosen_steps(conn, run.run_id, step)
+    chosen = None
+    if step is not None:
+        chosen = match_steps(store.step_ids(conn, run.run_id), step)
+        if not chosen:
+            raise _unknown_step(conn, run.run_id, step)
+        chosen = store.call_step_ids(conn, run.run_id, chosen)  # a batched key: its call's
     lines = store.run_logs(conn, run.run_id, chosen, stream)
     if mode == "json":
-        emit_json([line_json(line) for line in lines], indent=True)
+        emit_json([_line_json(line) for line in lines], indent=True)
     elif mode == "pretty":
         _print_grouped(lines)
     else:
@@ -95,7 +101,7 @@ def _follow(conn: Connection, run: store.RunRow, step: str | None,
             lines = [line for line in lines if match_steps([line.step_id], step)]
         for line in lines:
             if mode == "json":
-                emit_json(line_json(line))
+                emit_json(_line_json(line))
             else:
                 bare = step is not None and ("[" in step or "[" not in line.step_id)
                 emit(printable(line.line if bare else f"[{line.step_id}] {line.line}"))

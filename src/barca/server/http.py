@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -32,6 +33,7 @@ class Served:
     state: StateCache | None = None
     pages: KeyPages | None = None
     generation: int = 0  # pipeline loads: a client seeing it change reloads the graph
+    loaded_at: float = field(default_factory=time.time)  # when the pipeline was (re)loaded
 
     def read(self, fn, *args):
         """`fn(conn, *args)` on a connection of its own (read-only in read-only mode)."""

@@ -143,6 +143,7 @@ async def _reload(served: Served) -> None:
         return
     served.pipeline = pipeline
     served.generation += 1
+    served.loaded_at = time.time()
     served.runs.files = served.state.files = pipeline.files
     served.state.left_out = pipeline.left_out
     _note_load_errors(pipeline)

@@ -14,7 +14,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from barca.engine import serving
+import barca.engine.serving as serving
 from barca.server import blocking
 from barca.server.http import ApiError, Served, json, only_params
 from barca.views.times import iso_time

@@ -12,7 +12,11 @@ from barca.views.warning_text import warning_json
 def plan_json(paths: Sequence[str]) -> dict[str, Any]:
     """What `barca plan` prints (and `barca.plan` returns): each node's phase by depth, the
     capacity and the weights."""
-    pipeline = open_pipeline(paths)
+    return plan_of(open_pipeline(paths))
+
+
+def plan_of(pipeline: Any) -> dict[str, Any]:
+    """`plan_json` of a pipeline already open (a server's: `GET /plan`)."""
     graph = pipeline.graph
     units, source = capacity(pipeline.project.settings.capacity)
     depth: dict[str, int] = {}
