@@ -71,6 +71,7 @@ SCHEMAS = {
     "Job": _object({"id": STR, "cron": STR, "kind": STR,
                     "next_fire": NULL_TIME, "last_fired": NULL_TIME,
                     "last_run": NULL_STR, "last_status": NULL_STR,
+                    "paused": BOOL, "paused_until": NULL_TIME,
                     "last_run_status": NULL_STR}),
     "RunRequest": _object({
         "command": {"enum": ["get", "run"]}, "targets": STRS, "files": STRS,
@@ -182,6 +183,53 @@ SCHEMAS = {
             "status": STR, "created_at": NULL_TIME, "error_message": NULL_STR,
             "attempts": NULL_INT, "cpu_seconds": NULL_NUM, "max_rss_bytes": NULL_INT})}}),
 }
+
+QUEUED_RUN = _object({"run_id": STR, "command": STR, "targets": STRS, "triggered_by": STR,
+                      "accepted_at": NULL_TIME, "position": INT},
+                     ["run_id", "command", "targets", "triggered_by", "accepted_at"])
+SCHEMAS.update({  # the operator's routes and the project's reads (routes_ops, routes_project)
+    "Plan": {"type": "object", "description": "the JSON `barca plan` prints",
+             "required": ["plan_version", "total_steps", "phases", "warnings"],
+             "properties": {"plan_version": INT, "total_steps": INT, "pool_size": INT,
+                            "capacity": INT, "weights": {"type": "object"},
+                            "phases": {"type": "array"}, "warnings": {"type": "array"}}},
+    "NodeGroup": _object({"id": STR, "name": STR, "description": NULL_STR, "members": STRS,
+                          "output": NULL_STR}),
+    "Project": _object({"api_version": INT, "root": STR, "env": STR, "deployed_at": TIME,
+                        "commit": NULL_STR, "files": {"type": "array", "items": _object({
+                            "path": STR, "sha256": NULL_STR})}}),
+    "Materializations": _object({
+        "materializations": {"type": "array", "items": _object({
+            "run_id": STR, "node_id": STR, "step_id": STR, "partition_key": NULL_LABEL,
+            "status": STR, "run_hash": STR, "artifact_path": NULL_STR, "format": NULL_STR,
+            "size_bytes": NULL_INT, "output_hash": NULL_STR, "elapsed_seconds": NULL_NUM,
+            "attempts": NULL_INT, "error_type": NULL_STR, "error_message": NULL_STR,
+            "max_rss_bytes": NULL_INT, "cpu_seconds": NULL_NUM, "worker_exit": NULL_STR,
+            "batch": NULL_STR, "created_at": NULL_TIME})},
+        "total": INT, "offset": INT, "truncated": BOOL}),
+    "SqlViews": _object({
+        "views": {"type": "array", "items": _object({
+            "name": STR, "node": STR, "kind": STR, "partitioned": BOOL, "format": STR,
+            "files": {"type": "array", "items": _object({
+                "path": {**STR, "description": "under the project root; a small result is "
+                                               "`<pack>@<offset>:<length>`, a range of a pack"},
+                "partition": NULL_LABEL, "content_hash": NULL_STR})},
+            "stale": {"type": ["boolean", "null"]}, "run_hash": NULL_STR})},
+        "missing": {"type": "array", "items": _object({
+            "node": STR, "reason": {"enum": ["no_result", "pickle"]}})},
+        "duplicates": {"type": "array", "items": _object({"name": STR, "ids": STRS})}}),
+    "RunLogs": _object({"run_id": STR, "logs": {"type": "array", "items": _object({
+        "step_id": STR, "node_id": STR, "partition_key": NULL_LABEL,
+        "stream": {"enum": ["stdout", "stderr"]}, "ts": NULL_TIME, "line": STR})}}),
+    "Queue": _object({"paused": BOOL, "paused_at": NULL_TIME, "draining": BOOL,
+                      "max_runs": INT, "running": {"type": "array", "items": QUEUED_RUN},
+                      "queued": {"type": "array", "items": QUEUED_RUN},
+                      "capacity": {"type": "null"}}),
+    "SchedulePause": _object({"id": STR, "paused": BOOL, "paused_until": NULL_TIME}),
+    "ResetRequest": _object({"confirm": {"const": True}}),
+    "StateReset": _object({"database": STR, "backup": STR, "runs_removed": INT,
+                           "materializations_removed": INT, "undo": STR}),
+})
 
 
 def _get(summary: str, ok: dict, *errors: int, params: list | None = None) -> dict:
@@ -323,6 +371,10 @@ def document(version: str) -> dict[str, Any]:
                                              "schema": {"type": "array", "items": STR},
                                              "style": "form", "explode": True}])},
     }
+    paths.update(_project_paths())
+    paths.update(_ops_paths(trigger))
+    paths["/events/{run_id}"] = {"get": {**paths["/runs/{run_id}/events"]["get"],
+                                         "summary": "The older name of /runs/{run_id}/events"}}
     _guarded(paths)
     return {"openapi": "3.1.0",
             "info": {"title": "barca serve", "version": version,
@@ -333,6 +385,67 @@ def document(version: str) -> dict[str, Any]:
             "security": [{"bearer": []}, {}], "paths": paths,
             "components": {"schemas": SCHEMAS, "securitySchemes": {
                 "bearer": {"type": "http", "scheme": "bearer"}}}}
+
+
+def _project_paths() -> dict:
+    return {
+        "/plan": {"get": _get("`barca plan --json` of the served files: phases, capacity, "
+                              "weights", _json(_ref("Plan")), 400)},
+        "/groups": {"get": _get("The served nodes' groups (barca declares none: always [])",
+                                _json({"type": "array", "items": _ref("NodeGroup")}), 400)},
+        "/project": {"get": _get("What is served: root, environment, load time, git commit, "
+                                 "each file's sha256", _json(_ref("Project")), 400)},
+        "/materializations": {"get": _get(
+            "Every recorded execution, newest first, a page at a time",
+            _json(_ref("Materializations")), 400,
+            params=[_count("limit", 1, 10_000), _count("offset", 0, 10**12)])},
+        "/sql/views": {"get": _get(
+            "The files each `barca sql` view reads (the server runs no SQL); ?files= of "
+            "these served files (comma-separated)", _json(_ref("SqlViews")), 400, 404, 500,
+            params=[_query("files", STR)])},
+        "/runs/{run_id}/logs": {"get": _get(
+            "`barca logs RUN_ID --json`: the recorded lines (?step= a name, node id or "
+            "one key; ?stream=)", _json(_ref("RunLogs")), 400, 404, 409,
+            params=[_path_param("run_id"), _query("step", STR),
+                    _query("stream", {"enum": ["stdout", "stderr"]})])},
+    }
+
+
+def _post(summary: str, ok: dict, *errors: int, params: list | None = None,
+          body: dict | None = None) -> dict:
+    op = _get(summary, ok, *errors, params=params)
+    if body is not None:
+        op["requestBody"] = {"required": True, "content": {"application/json": {
+            "schema": body}}}
+    return op
+
+
+def _ops_paths(trigger: dict) -> dict:
+    job = [_path_param("job")]
+    return {
+        "/run": {"post": {**trigger, "summary": "Start `barca get` of every asset and sensor",
+                          "parameters": []}},
+        "/queue": {"get": _get("The runs running and waiting, and whether the queue is "
+                               "paused", _json(_ref("Queue")), 400)},
+        "/queue/pause": {"post": _post(
+            "Start no run until resumed (runs in flight go on, new ones wait; kept across "
+            "restarts)", _json(_ref("Queue")), 400, 403)},
+        "/queue/resume": {"post": _post("Start the waiting runs again, in order",
+                                        _json(_ref("Queue")), 400, 403)},
+        "/schedule/{job}/pause": {"post": _post(
+            "Fire this scheduled node no more (until ?until=, RFC 3339, or until resumed; "
+            "kept across restarts; skipped ticks are not caught up)",
+            _json(_ref("SchedulePause")), 400, 403, 404, 409,
+            params=job + [_query("until", {"type": "string", "format": "date-time"})])},
+        "/schedule/{job}/resume": {"post": _post(
+            "Fire this scheduled node on its cron again", _json(_ref("SchedulePause")),
+            400, 403, 404, 409, params=job)},
+        "/state/reset": {"post": _post(
+            "Empty the metadata database (every run, execution and key state; the server's "
+            "pauses are kept), after copying it to metadata.db.reset-<UTC> beside it; "
+            "artifacts stay on disk", _json(_ref("StateReset")), 400, 403, 409, 503,
+            body=_ref("ResetRequest"))},
+    }
 
 
 GUARD_ERRORS = {"401": "the server's token is missing or wrong",

@@ -53,7 +53,7 @@ def project_routes(s: Served) -> list[Route]:
             files = query["files"].split(",")
             unknown = [f for f in files if f not in pipeline.files]
             if unknown:
-                raise ApiError(400, f"'{unknown[0][:200]}' is not a file this server serves",
+                raise ApiError(404, f"'{unknown[0][:200]}' is not a file this server serves",
                                f"files served: {', '.join(pipeline.files) or 'none'}")
         stale = {}
         if pipeline.files:

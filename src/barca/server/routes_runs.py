@@ -8,11 +8,12 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from barca.errors import UsageError
 from barca.server import blocking
 from barca.server.events import sse
 from barca.server.http import ApiError, Served, int_param, json, only_params, whole_number
 from barca.server.run_request import RunRequest, parse_request
-from barca.server.runs import Busy
+from barca.server.runs import Busy, Paused
 from barca.views import server_runs as views
 from barca.views.log_lines import recorded_lines
 from barca.views.times import iso_time
@@ -65,7 +66,12 @@ def run_routes(s: Served) -> list[Route]:
             raise ApiError(400, f"stream={stream[:20]!r} is not stdout or stderr",
                            "pass ?stream=stdout or ?stream=stderr")
         run_id = request.path_params["run_id"]
-        lines = await blocking.read(s.read, recorded_lines, run_id, query.get("step"), stream)
+        try:
+            lines = await blocking.read(s.read, recorded_lines, run_id, query.get("step"),
+                                        stream)
+        except UsageError as exc:  # a step the run did not record (404), or several (409)
+            raise ApiError(409 if "ambiguous" in exc.message else 404, exc.message,
+                           exc.remediation or "") from None
         if lines is None:
             live = s.runs.get(run_id) if s.runs else None
             if live is None or not live.live:
@@ -180,6 +186,8 @@ def run_routes(s: Served) -> list[Route]:
             run = await s.runs.start(run_request, "api")
         except Busy as exc:
             raise ApiError(503, str(exc), "retry later", kind="busy")
+        except Paused as exc:
+            raise ApiError(409, str(exc), "resume it with POST /queue/resume")
         if run_request.dry_run:
             await run.wait(run.ended)
         else:
