@@ -122,6 +122,9 @@ def test_run_logs_by_step_and_stream(project: Path, serve) -> None:
 def test_post_run_gets_every_asset_and_events_follow_it(project: Path, serve) -> None:
     write(project, {"p.py": PIPELINE})
     server = serve(project, "p.py", "--no-schedule")
+    misdirected = server.post("/run", json={"targets": ["plain"]})  # meant for POST /runs
+    assert misdirected.status_code == 400 and "POST /runs" in misdirected.json()["remediation"]
+    assert server.runs() == []
     started = server.post("/run")
     assert started.status_code == 200, started.text
     run_id = started.json()["run_id"]

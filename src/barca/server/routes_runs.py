@@ -162,6 +162,9 @@ def run_routes(s: Served) -> list[Route]:
     async def run_everything(request: Request) -> Response:
         """`barca get` with no target: every asset and sensor (tasks only when named)."""
         s.writable()
+        if (await request.body()).strip() not in (b"", b"{}"):
+            raise ApiError(400, "POST /run takes no body: it gets every asset and sensor",
+                           "to name targets or options, POST /runs with that body")
         graph = s.pipeline.graph
         if not any(graph.nodes[n].kind != "task" for n in graph.order):
             raise ApiError(400, "no loaded assets or sensors to get",
