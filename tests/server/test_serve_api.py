@@ -38,6 +38,11 @@ API_ROUTES = {
     "/runs/{run_id}/output": {"GET"}, "/runs/{run_id}/stdout": {"GET"},
     "/cli/{command}": {"GET"}, "/list": {"GET"}, "/nodes": {"GET"}, "/history": {"GET"},
     "/history/{run_id}": {"GET"}, "/stats/{name}": {"GET"},
+    "/plan": {"GET"}, "/groups": {"GET"}, "/project": {"GET"}, "/materializations": {"GET"},
+    "/sql/views": {"GET"}, "/runs/{run_id}/logs": {"GET"}, "/events/{run_id}": {"GET"},
+    "/run": {"POST"}, "/queue": {"GET"}, "/queue/pause": {"POST"}, "/queue/resume": {"POST"},
+    "/schedule/{job}/pause": {"POST"}, "/schedule/{job}/resume": {"POST"},
+    "/state/reset": {"POST"},
 }
 
 
@@ -104,7 +109,7 @@ def test_openapi_paths_are_the_routes_the_server_answers(server) -> None:
     documented = {path: {verb.upper() for verb in ops}
                   for path, ops in got.json()["paths"].items()}
     params = {"name": "p.py:hello", "run_id": "0123456789ab", "target": "no-such-node",
-              "command": "status"}
+              "command": "status", "job": "no-such-node"}
 
     def probe(verb: str, path: str):
         body = {"targets": ["no-such-node"]} if verb == "POST" else None

@@ -8,11 +8,12 @@ piped to grep; `--pretty` groups lines by step; `--json` gives one object per li
 from __future__ import annotations
 
 import os
-from typing import Any
 
 import click
 
 from barca.views.history import find_run, open_history
+from barca.views.log_lines import line_json as _line_json, match_steps
+from barca.views.log_lines import unknown_step as _unknown_step
 from barca.cli.output import emit, emit_json
 from barca.cli.server_option import server_options
 from barca.errors import UsageError
@@ -163,47 +164,6 @@ def _the_run(conn: Connection | None, run_id: str | None, env_name: str | None
     return run
 
 
-def match_steps(step_ids: list[str], text: str) -> list[str]:
-    """The recorded steps a `--step` value names.
-
-    `scored`, `pipeline.py:scored` -> every key of that node; `scored[retailer=r7]`,
-    `scored[r7]` or `pipeline.py:scored[retailer=r7]` -> that one key. A bare name shared by
-    nodes of several files is ambiguous (exit 2).
-    """
-    base, bracket, rest = text.partition("[")
-    key = rest[:-1] if bracket and rest.endswith("]") else None
-    found = []
-    for step_id in step_ids:
-        node, _, label = step_id.partition("[")
-        label = label[:-1]
-        if base != node and base != node.rpartition(":")[2]:
-            continue
-        if key is not None and key != label and label.partition("=")[2] != key:
-            continue
-        found.append(step_id)
-    nodes = sorted({s.partition("[")[0] for s in found})
-    if len(nodes) > 1:
-        raise UsageError(f"step '{text}' is ambiguous: {', '.join(nodes)}",
-                         f"name it by its node id, e.g. --step '{nodes[0]}'")
-    return found
-
-
-def _unknown_step(conn: Connection, run_id: str, text: str) -> UsageError:
-    known = store.step_ids(conn, run_id)
-    if not known:
-        return UsageError(f"no step '{text}' in run {run_id}: this run executed no step",
-                          "steps served from cache print nothing; pick a run that executed "
-                          "it with `barca history`")
-    keys: dict[str, int] = {}
-    for step_id in known:
-        node = step_id.partition("[")[0]
-        keys[node] = keys.get(node, 0) + (step_id != node)
-    names = [f"{n} ({k} key{'s' if k != 1 else ''})" if k else n for n, k in keys.items()]
-    listed = ", ".join(names[:10]) + (f", +{len(names) - 10} more" if len(names) > 10 else "")
-    return UsageError(f"no step '{text}' in run {run_id}",
-                      f"steps of this run: {listed}")
-
-
 def _wrote_nothing(run_id: str, step: str | None, chosen: list[str] | None,
                    stream: str | None) -> str:
     """Said on stderr when there is no line to print: an empty answer alone reads as a broken
@@ -214,13 +174,6 @@ def _wrote_nothing(run_id: str, step: str | None, chosen: list[str] | None,
     what = f"step '{chosen[0]}'" if len(chosen) == 1 else \
         f"the {len(chosen)} steps of '{step}'"
     return f"barca: {what} ran in run {run_id} and wrote nothing {where}"
-
-
-def _line_json(line: store.LogRow) -> dict[str, Any]:
-    node, bracket, label = line.step_id.partition("[")
-    return {"step_id": line.step_id, "node_id": node,
-            "partition_key": label[:-1] if bracket else None, "stream": line.stream,
-            "ts": iso_time(line.ts), "line": line.line}
 
 
 def _print_grouped(lines: list[store.LogRow], timestamps: bool) -> None:

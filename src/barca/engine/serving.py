@@ -1,6 +1,8 @@
 """What `barca serve` writes besides the runs themselves, each a call that opens the metadata
 database, does one thing and closes it: its queue of accepted runs (`store.run_queue`), when
-each schedule last fired (`store.schedule_state`), the runs it killed at shutdown. Also how it
+each schedule last fired (`store.schedule_state`), what an operator paused
+(`store.server_state`), the runs it killed at shutdown, a reset of the database
+(`store.state_reset`). Also how it
 reads when read-only (private snapshots, the schema it will not upgrade) and whether the
 process that left something behind still runs (`store.owners`).
 
@@ -11,11 +13,13 @@ store, another database) without a change to `server/`.
 from __future__ import annotations
 
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator
 
 import barca.store.run_queue as run_queue
 import barca.store.schedule_state as schedule_state
+import barca.store.server_state as server_state
 import barca.store.snapshot as snapshot
 from barca.errors import UsageError
 from barca.store.db import SCHEMA_VERSION, connect, connect_readonly
@@ -23,10 +27,12 @@ from barca.store.history import mark_cancelled
 from barca.store.owners import owner_gone, process_start
 from barca.store.run_queue import Closing, Queued
 from barca.store.schedule_state import Fired
+from barca.store.state_reset import reset as reset_database
 
 __all__ = ["Closing", "Fired", "Queued", "owner_gone", "process_start", "enqueue_run",
            "queued_orphans", "close_queued", "load_fires", "record_fires", "close_killed",
-           "read_through_snapshots", "check_readable"]
+           "read_through_snapshots", "check_readable", "Pauses", "load_pauses", "pause_queue",
+           "pause_schedule", "reset_state"]
 
 
 @contextmanager
@@ -73,6 +79,46 @@ def record_fires(db_path: Path, fired: Iterable[tuple[str, Fired]]) -> None:
     """These jobs' fires, in one transaction."""
     with _opened(db_path, create=True) as conn:
         schedule_state.record(conn, fired)
+
+
+@dataclass(frozen=True)
+class Pauses:
+    """What an operator paused: the queue (since when, epoch) and each paused job (id ->
+    until when, epoch, or None: until resumed)."""
+
+    queue: float | None
+    schedules: dict[str, float | None]
+
+
+def load_pauses(db_path: Path) -> Pauses:
+    """The pauses kept for this project (none before a first database)."""
+    with _opened(db_path, create=False) as conn:
+        found = server_state.load(conn) if conn is not None else {}
+    queue = found.get(server_state.QUEUE)
+    prefix = server_state.SCHEDULE_PREFIX
+    return Pauses(queue["paused_at"] if queue else None,
+                  {name[len(prefix):]: value["until"] for name, value in found.items()
+                   if name.startswith(prefix)})
+
+
+def pause_queue(db_path: Path, paused_at: float | None) -> None:
+    """Keep the queue paused since `paused_at` (None: resumed)."""
+    with _opened(db_path, create=True) as conn:
+        server_state.put(conn, server_state.QUEUE,
+                         None if paused_at is None else {"paused_at": paused_at})
+
+
+def pause_schedule(db_path: Path, job_id: str, paused: bool, until: float | None) -> None:
+    """Keep a job paused (until `until`, epoch, or until resumed), or resumed."""
+    with _opened(db_path, create=True) as conn:
+        server_state.put(conn, server_state.SCHEDULE_PREFIX + job_id,
+                         {"until": until} if paused else None)
+
+
+def reset_state(db_path: Path) -> dict:
+    """Empty the metadata database after copying it beside itself (`store.state_reset`);
+    UsageError with http_status 409 while a run is queued or running."""
+    return reset_database(db_path)
 
 
 def close_killed(db_path: Path, run_ids: Iterable[str]) -> None:

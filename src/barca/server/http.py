@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -32,6 +33,7 @@ class Served:
     state: StateCache | None = None
     pages: KeyPages | None = None
     generation: int = 0  # pipeline loads: a client seeing it change reloads the graph
+    loaded_at: float = field(default_factory=time.time)  # when the pipeline was (re)loaded
 
     def read(self, fn, *args):
         """`fn(conn, *args)` on a connection of its own (read-only in read-only mode)."""
@@ -136,8 +138,10 @@ async def api_error(request: Request, exc: ApiError) -> Response:
 
 
 async def barca_error(request: Request, exc: BarcaError) -> Response:
+    """A usage error is a 400 unless it names its own answer (`http_status`: 404, 409)."""
+    status = exc.context.get("http_status", 400) if isinstance(exc, UsageError) else 500
     return json({"error": exc.message, "kind": exc.kind, "remediation": exc.remediation},
-                400 if isinstance(exc, UsageError) else 500)
+                status)
 
 
 async def crash(request: Request, exc: Exception) -> Response:

@@ -71,6 +71,7 @@ def serve(options: ServeOptions) -> int:
         served.runs = Runs(pipeline.project.root, pipeline.files, options.env, loop,
                            slots=os.cpu_count() or 4, time_limit=options.run_timeout,
                            db_path=pipeline.project.db_path, read_only=options.read_only)
+        await asyncio.to_thread(served.runs.load_pause)  # a paused queue stays paused
         await served.runs.resume(pipeline.graph)  # before any new run: they were first
         tasks, stop = [], asyncio.Event()
         if options.scheduler_on:
@@ -142,6 +143,7 @@ async def _reload(served: Served) -> None:
         return
     served.pipeline = pipeline
     served.generation += 1
+    served.loaded_at = time.time()
     served.runs.files = served.state.files = pipeline.files
     served.state.left_out = pipeline.left_out
     _note_load_errors(pipeline)

@@ -5,11 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from barca.server.openapi_schemas import BOOL, SCHEMAS, STR, ref
 from barca.server.routes_views import MAX_LIMIT
-
-
-def _ref(name: str) -> dict:
-    return {"$ref": f"#/components/schemas/{name}"}
 
 
 def _json(schema: dict, description: str = "OK") -> dict:
@@ -17,171 +14,9 @@ def _json(schema: dict, description: str = "OK") -> dict:
 
 
 def _error(description: str) -> dict:
-    return _json(_ref("Error"), description)
+    return _json(ref("Error"), description)
 
 
-STR, NUM, INT, BOOL = {"type": "string"}, {"type": "number"}, {"type": "integer"}, {"type": "boolean"}
-NULL_STR, NULL_NUM = {"type": ["string", "null"]}, {"type": ["number", "null"]}
-NULL_INT = {"type": ["integer", "null"]}
-STRS = {"type": "array", "items": STR}
-# every moment an answer holds (views.times.iso_time) and every partition key (its label)
-TIME_PATTERN = r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$"
-TIME = {"type": "string", "format": "date-time", "pattern": TIME_PATTERN,
-        "description": "RFC 3339, UTC, milliseconds", "examples": ["2026-12-05T16:30:18.123Z"]}
-NULL_TIME = {**TIME, "type": ["string", "null"]}
-LABEL = {"type": "string", "description": "a partition key's label: `dim=key`, several "
-                                          "dimensions `dim1=a,dim2=b` (names sorted)",
-         "examples": ["retailer=r03", "day=d1,region=eu"]}
-NULL_LABEL = {**LABEL, "type": ["string", "null"]}
-LABELS = {"type": "array", "items": LABEL}
-
-
-def _object(properties: dict, required: list[str] | None = None, extra: bool = False) -> dict:
-    schema = {"type": "object", "properties": properties,
-              "required": list(properties) if required is None else required}
-    if not extra:
-        schema["additionalProperties"] = False
-    return schema
-
-# a node's newest execution in its `barca status --json` entry (the fields that follow rules)
-LAST_MATERIALIZATION = {"type": ["object", "null"], "properties": {
-    "created_at": NULL_TIME, "partition": LABEL}}
-
-SCHEMAS = {
-    "Error": _object({"error": STR, "kind": STR, "remediation": STR, "code": INT,
-                      "node": STR, "traceback": STR, "artifact_dir": STR}, ["error"]),
-    "LoadError": _object({"file": STR, "error": STR, "affected_nodes": STRS, "node": STR,
-                          "remediation": STR}, ["file", "error", "affected_nodes"]),
-    "Health": _object({"status": {"const": "ok"}, "version": STR, "read_only": BOOL,
-                       "scheduler": BOOL, "load_errors": {"type": "array",
-                                                          "items": _ref("LoadError")},
-                       "generation": INT}),
-    "Asset": _object({"id": STR, "name": STR, "kind": {"enum": ["asset", "task", "sensor"]},
-                      "freshness": _object({"type": {"enum": ["Always", "Manual", "Schedule"]},
-                                            "value": STR}, ["type"]),
-                      "inputs": STRS, "env": STRS, "partitioned": BOOL, "batch": NULL_STR}),
-    "Stats": _object({"node_id": STR, "total_runs": INT, "failures": INT,
-                      "cache_hit_rate": NULL_NUM, "median_elapsed_seconds": NULL_NUM,
-                      "p95_elapsed_seconds": NULL_NUM,
-                      "recent_runs": {"type": "array", "items": _object({
-                          "key": NULL_LABEL, "status": STR, "elapsed_seconds": NULL_NUM,
-                          "created_at": TIME, "error_message": NULL_STR,
-                          "attempts": {"type": ["integer", "null"]}})}}),
-    "AssetDetail": _object({"asset": _ref("Asset"), "stats": _ref("Stats")}),
-    "Job": _object({"id": STR, "cron": STR, "kind": STR,
-                    "next_fire": NULL_TIME, "last_fired": NULL_TIME,
-                    "last_run": NULL_STR, "last_status": NULL_STR,
-                    "last_run_status": NULL_STR}),
-    "RunRequest": _object({
-        "command": {"enum": ["get", "run"]}, "targets": STRS, "files": STRS,
-        "refresh": STRS, "refresh_all": BOOL, "cascade": BOOL, "dry_run": BOOL,
-        "batch": STRS, "partition": {"oneOf": [STRS, {"type": "object", "additionalProperties":
-                                                       STRS}]}}, []),
-    "RunHandle": _object({"run_id": STR}),
-    "Cancellation": _object({"run_id": STR, "status": {"const": "cancelling"}}),
-    "RunSummary": _object({
-        "id": STR, "run_id": STR, "command": STR, "files": STRS, "target": NULL_STR,
-        "status": {"enum": ["pending", "running", "success", "failed", "cancelled",
-                            "interrupted"]},
-        "triggered_by": NULL_STR, "started_at": NULL_TIME, "finished_at": NULL_TIME,
-        "elapsed_seconds": NULL_NUM, "steps_total": {"type": ["integer", "null"]},
-        "steps_executed": INT, "steps_cached": INT, "error": NULL_STR}),
-    "Runs": _object({"runs": {"type": "array", "items": _ref("RunSummary")}, "total": INT,
-                     "truncated": BOOL}),
-    "Log": _object({"node_id": STR, "seq": INT, "stream": STR, "line": STR}),
-    "Logs": _object({"logs": {"type": "array", "items": _ref("Log")}}),
-    "RunDetail": _object({
-        "run": _ref("RunSummary"),
-        "steps": {"type": "array", "items": _object({
-            "node_id": STR, "step_id": STR, "key": NULL_LABEL, "status": STR,
-            "elapsed_seconds": NULL_NUM, "error": NULL_STR})},
-        "nodes": {"type": "array", "items": _object({
-            "node_id": STR, "keys": INT, "failed": INT, "elapsed_seconds": NUM, "calls": INT})},
-        "logs": {"type": "array", "items": _ref("Log")},
-        "failure_groups": {"type": "array", "items": _object({
-            "error": STR, "node_id": STR, "count": INT, "sample_steps": STRS})},
-        "result": {"description": "the JSON `barca get --json` printed, while the server "
-                                  "keeps the run (an hour)"}}),
-    "RunState": _object({
-        "handle": STR, "status": {"enum": ["pending", "running", "complete", "failed",
-                                           "cancelled"]},
-        "result": {}, "error": NULL_STR, "started_at": TIME, "finished_at": NULL_TIME}),
-    "DryRun": {"type": "object", "description": "the JSON `barca get --dry-run --json` prints"},
-    "StatusPartitions": _object({
-        "total": INT, "cached": INT, "missing": INT, "missing_keys": STRS, "failed": INT,
-        "failed_keys": STRS, "blocked": INT, "blocked_keys": STRS,
-        "shares": {**_object({"cached": INT, "stale": INT, "failed": INT, "blocked": INT}),
-                   "description": "the keys in four parts that add up to total"},
-        "failed_still_cached": INT}),
-    "NodeState": {"type": "object", "required": ["id", "kind", "cache", "durations", "next_run"],
-                  "description": "a node's `barca status --json` entry, plus durations and "
-                                 "next_run",
-                  "properties": {"id": STR, "kind": STR, "cache": {"type": "object"},
-                                 "partitions": _ref("StatusPartitions"),
-                                 "last_materialization": LAST_MATERIALIZATION,
-                                 "durations": {"type": ["object", "null"]},
-                                 "next_run": NULL_TIME}},
-    "PartitionPage": _object({
-        "node_id": STR, "total": INT, "failed": INT, "matched": INT, "offset": INT,
-        "keys": {"type": "array", "items": _object({
-            "key": LABEL, "status": STR, "run_hash": NULL_STR, "error_type": NULL_STR,
-            "error": NULL_STR, "created_at": NULL_TIME})},
-        "next_offset": {"type": ["integer", "null"]},
-        "failures": {"type": "array", "items": _object({
-            "error": STR, "error_type": NULL_STR, "count": INT, "sample_keys": LABELS})},
-        "failure_groups": {"type": "array", "items": _object({
-            "error": STR, "error_type": NULL_STR, "count": INT, "sample_keys": LABELS,
-            "at_least": BOOL, "generic": BOOL})},
-        "failed_ungrouped": INT}),
-    "CommandOutput": _object({"exit_code": INT, "stdout": STR, "stderr": STR}),
-    # the CLI's --json bodies (`barca list`, `status`, `history`, `stats`), as it prints them
-    "NodeList": _object({
-        "root": STR, "total": INT, "truncated": BOOL, "hint": STR,
-        "nodes": {"type": "array", "items": _object({
-            "id": STR, "kind": STR, "freshness": STR, "schedule": STR, "next_fire": TIME,
-            "inputs": STRS, "env": STRS, "partitions": STRS},
-            ["id", "kind", "freshness", "inputs", "env", "partitions"])}},
-        ["root", "nodes", "total", "truncated"]),
-    "NodeStatuses": _object({
-        "target": NULL_STR, "targets": STRS, "root": STR, "total": INT, "truncated": BOOL,
-        "hint": STR, "summary": {"type": "object", "additionalProperties": INT},
-        "nodes": {"type": "array", "items": {
-            "type": "object", "description": "a node's `barca status --json` entry",
-            "required": ["id", "name", "kind", "inputs", "partitioned", "cache",
-                         "last_materialization", "shape", "env"],
-            "properties": {"id": STR, "name": STR, "kind": STR, "inputs": STRS,
-                           "partitioned": BOOL, "cache": {"type": "object"},
-                           "partitions": _ref("StatusPartitions"),
-                           "last_materialization": LAST_MATERIALIZATION,
-                           "env": STRS}}}},
-        ["target", "targets", "summary", "root", "nodes", "total", "truncated"]),
-    "HistoryRun": _object({
-        "run_id": STR, "command": STR, "files": STRS, "target": NULL_STR, "job": NULL_STR,
-        "status": STR, "steps_total": NULL_INT, "steps_executed": NULL_INT,
-        "steps_cached": NULL_INT, "attempts": INT, "started_at": NULL_TIME,
-        "finished_at": NULL_TIME, "elapsed_seconds": NULL_NUM, "triggered_by": NULL_STR,
-        "scheduled_at": NULL_TIME, "schedule_id": NULL_STR, "failed_node": NULL_STR,
-        "error": NULL_STR, "failure": {"type": ["object", "null"]}}),
-    "History": _object({"runs": {"type": "array", "items": _ref("HistoryRun")},
-                        "total": INT, "truncated": BOOL, "hint": STR},
-                       ["runs", "total", "truncated"]),
-    "HistoryDetail": _object({
-        "run": _ref("HistoryRun"), "hint": STR,
-        "steps": {"type": "array", "items": {
-            "type": "object", "description": "a step of `barca history RUN_ID --json`",
-            "properties": {"partition_key": NULL_LABEL, "created_at": NULL_TIME}}},
-        "steps_page": {"type": "object"}}, ["run", "steps", "steps_page"]),
-    "NodeStats": _object({
-        "id": STR, "kind": STR, "total_runs": INT, "failures": INT, "rerun_rate": NULL_NUM,
-        "cache_hit_rate": NULL_NUM, "avg_elapsed_seconds": NULL_NUM,
-        "median_elapsed_seconds": NULL_NUM, "p95_elapsed_seconds": NULL_NUM,
-        "max_elapsed_seconds": NULL_NUM, "max_rss_bytes": NULL_INT,
-        "median_max_rss_bytes": NULL_INT,
-        "recent_runs": {"type": "array", "items": _object({
-            "run_id": STR, "partition_key": NULL_LABEL, "elapsed_seconds": NULL_NUM,
-            "status": STR, "created_at": NULL_TIME, "error_message": NULL_STR,
-            "attempts": NULL_INT, "cpu_seconds": NULL_NUM, "max_rss_bytes": NULL_INT})}}),
-}
 
 
 def _get(summary: str, ok: dict, *errors: int, params: list | None = None) -> dict:
@@ -223,21 +58,21 @@ RUN_ID_HEADER = {"Barca-Run-Id": {
 def document(version: str) -> dict[str, Any]:
     run_id = [_path_param("run_id")]
     trigger = {"summary": "", "parameters": [_path_param("target")],
-               "responses": {"200": _json(_ref("RunHandle")),
+               "responses": {"200": _json(ref("RunHandle")),
                              **{str(c): _error(ERRORS[c]) for c in (400, 403, 404, 409, 503)}}}
     paths = {
         "/health": {"get": _get("Liveness, version and what failed to load",
-                                _json(_ref("Health")))},
+                                _json(ref("Health")))},
         "/assets": {"get": _get("Every node of the served pipeline",
-                                _json({"type": "array", "items": _ref("Asset")}))},
+                                _json({"type": "array", "items": ref("Asset")}))},
         "/assets/{name}": {"get": _get("One node and its timings",
-                                       _json(_ref("AssetDetail")), 404, 409,
+                                       _json(ref("AssetDetail")), 404, 409,
                                        params=[_path_param("name")])},
         "/state": {"get": _get("Every node's cache state, durations and next run",
-                               _json({"type": "array", "items": _ref("NodeState")}), 500)},
+                               _json({"type": "array", "items": ref("NodeState")}), 500)},
         "/assets/{name}/partitions": {"get": _get(
             "A partitioned node's keys that have a result, paged, with failures grouped",
-            _json(_ref("PartitionPage")), 400, 404, 409, params=[
+            _json(ref("PartitionPage")), 400, 404, 409, params=[
                 _path_param("name"),
                 {"name": "status", "in": "query", "required": False,
                  "schema": {"enum": ["success", "failed"]}},
@@ -245,24 +80,24 @@ def document(version: str) -> dict[str, Any]:
                 {"name": "error", "in": "query", "required": False, "schema": STR},
                 _count("offset", 0, 10**9), _count("limit", 1, 500)])},
         "/schedule": {"get": _get("Scheduled jobs: next and last fire",
-                                  _json({"type": "array", "items": _ref("Job")}))},
+                                  _json({"type": "array", "items": ref("Job")}))},
         "/runs": {
-            "get": _get("Recent runs, newest first (recorded and in flight)", _json(_ref("Runs")),
+            "get": _get("Recent runs, newest first (recorded and in flight)", _json(ref("Runs")),
                         400, params=[_count("limit", 1, 1000), _count("offset", 0, 10**9)]),
             "post": {"summary": "Start a run (barca get/run with the CLI's options)",
                      "requestBody": {"required": False, "content": {"application/json": {
-                         "schema": _ref("RunRequest")}}},
-                     "responses": {"202": {**_json(_ref("RunHandle"), "accepted"),
+                         "schema": ref("RunRequest")}}},
+                     "responses": {"202": {**_json(ref("RunHandle"), "accepted"),
                                            "headers": RUN_ID_HEADER},
-                                   "200": {**_json(_ref("DryRun"), "dry run (ended)"),
+                                   "200": {**_json(ref("DryRun"), "dry run (ended)"),
                                            "headers": RUN_ID_HEADER},
                                    **{str(c): _error(ERRORS[c])
                                       for c in (400, 403, 404, 409, 500, 503)}}}},
         "/runs/{run_id}": {
-            "get": _get("One run: its steps, logs and result", _json(_ref("RunDetail")), 404,
+            "get": _get("One run: its steps, logs and result", _json(ref("RunDetail")), 404,
                         params=run_id),
             "delete": {"summary": "Cancel a run in flight", "parameters": run_id,
-                       "responses": {"200": _json(_ref("Cancellation")),
+                       "responses": {"200": _json(ref("Cancellation")),
                                      **{str(c): _error(ERRORS[c]) for c in (403, 404, 409)}}}},
         "/runs/{run_id}/events": {"get": {
             "summary": "The run's progress as server-sent events (ids; Last-Event-ID resumes)",
@@ -290,39 +125,43 @@ def document(version: str) -> dict[str, Any]:
             "parameters": run_id,
             "responses": {"200": {"description": "the text", "content": {
                 "text/plain": {"schema": STR}}}, "404": _error(ERRORS[404])}}},
-        "/logs/{run_id}": {"get": _get("What a run's steps printed", _json(_ref("Logs")),
+        "/logs/{run_id}": {"get": _get("What a run's steps printed", _json(ref("Logs")),
                                        params=run_id)},
         "/get/{target}": {"post": {**trigger, "summary": "Start `barca get TARGET`"}},
         "/run/{target}": {"post": {**trigger, "summary": "Start `barca run TARGET "
                                                           "--refresh-all`"}},
         "/status/{run_id}": {"get": _get("A run this server started (kept an hour)",
-                                         _json(_ref("RunState")), 404, params=run_id)},
+                                         _json(ref("RunState")), 404, params=run_id)},
         "/openapi.json": {"get": _get("This document", _json({"type": "object"}))},
         "/list": {"get": _get("`barca list --json`: every node, its kind, freshness and "
-                              "inputs", _json(_ref("NodeList")), 400, 500, params=PAGING)},
+                              "inputs", _json(ref("NodeList")), 400, 500, params=PAGING)},
         "/nodes": {"get": _get(
             "`barca status --json`: each node's cache state and why (of the targets' cone; "
-            "`targets` answer as node ids)", _json(_ref("NodeStatuses")), 400, 404, 409, 500,
+            "`targets` answer as node ids)", _json(ref("NodeStatuses")), 400, 404, 409, 500,
             params=[_query("targets", STR), *PAGING])},
         "/history": {"get": _get("`barca history --json`: recent runs, newest first",
-                                 _json(_ref("History")), 400, 500, params=PAGING)},
+                                 _json(ref("History")), 400, 500, params=PAGING)},
         "/history/{run_id}": {"get": _get(
             "`barca history RUN_ID --json`: one run's steps (RUN_ID or a unique prefix)",
-            _json(_ref("HistoryDetail")), 400, 404, 409, 500,
+            _json(ref("HistoryDetail")), 400, 404, 409, 500,
             params=[_path_param("run_id"), _count("limit", 1, MAX_LIMIT)])},
         "/stats/{name}": {"get": _get(
             "`barca stats NAME --json`: a node's timings, failures and re-execution rate",
-            _json(_ref("NodeStats")), 400, 404, 409, 500, params=[_path_param("name")])},
+            _json(ref("NodeStats")), 400, 404, 409, 500, params=[_path_param("name")])},
         "/cli/{command}": {"get": _get(
             "Run a read-only command (status, list, history, logs or stats) for a `--server` "
             "client: its arguments parsed by the command's parser and checked (no --env, "
             "--server, --local, logs --follow; files must be served ones), its output and "
             "exit code. get and run are 404s: a dry run runs sensors, start it with POST "
-            "/runs", _json(_ref("CommandOutput")), 400, 404, 409,
+            "/runs", _json(ref("CommandOutput")), 400, 404, 409,
             params=[_path_param("command"), {"name": "arg", "in": "query", "required": False,
                                              "schema": {"type": "array", "items": STR},
                                              "style": "form", "explode": True}])},
     }
+    paths.update(_project_paths())
+    paths.update(_ops_paths(trigger))
+    paths["/events/{run_id}"] = {"get": {**paths["/runs/{run_id}/events"]["get"],
+                                         "summary": "The older name of /runs/{run_id}/events"}}
     _guarded(paths)
     return {"openapi": "3.1.0",
             "info": {"title": "barca serve", "version": version,
@@ -333,6 +172,67 @@ def document(version: str) -> dict[str, Any]:
             "security": [{"bearer": []}, {}], "paths": paths,
             "components": {"schemas": SCHEMAS, "securitySchemes": {
                 "bearer": {"type": "http", "scheme": "bearer"}}}}
+
+
+def _project_paths() -> dict:
+    return {
+        "/plan": {"get": _get("`barca plan --json` of the served files: phases, capacity, "
+                              "weights", _json(ref("Plan")), 400)},
+        "/groups": {"get": _get("The served nodes' groups (barca declares none: always [])",
+                                _json({"type": "array", "items": ref("NodeGroup")}), 400)},
+        "/project": {"get": _get("What is served: root, environment, load time, git commit, "
+                                 "each file's sha256", _json(ref("Project")), 400)},
+        "/materializations": {"get": _get(
+            "Every recorded execution, newest first, a page at a time",
+            _json(ref("Materializations")), 400,
+            params=[_count("limit", 1, 10_000), _count("offset", 0, 10**12)])},
+        "/sql/views": {"get": _get(
+            "The files each `barca sql` view reads (the server runs no SQL); ?files= of "
+            "these served files (comma-separated)", _json(ref("SqlViews")), 400, 404, 500,
+            params=[_query("files", STR)])},
+        "/runs/{run_id}/logs": {"get": _get(
+            "`barca logs RUN_ID --json`: the recorded lines (?step= a name, node id or "
+            "one key; ?stream=)", _json(ref("RunLogs")), 400, 404, 409,
+            params=[_path_param("run_id"), _query("step", STR),
+                    _query("stream", {"enum": ["stdout", "stderr"]})])},
+    }
+
+
+def _post(summary: str, ok: dict, *errors: int, params: list | None = None,
+          body: dict | None = None) -> dict:
+    op = _get(summary, ok, *errors, params=params)
+    if body is not None:
+        op["requestBody"] = {"required": True, "content": {"application/json": {
+            "schema": body}}}
+    return op
+
+
+def _ops_paths(trigger: dict) -> dict:
+    job = [_path_param("job")]
+    return {
+        "/run": {"post": {**trigger, "summary": "Start `barca get` of every asset and sensor",
+                          "parameters": []}},
+        "/queue": {"get": _get("The runs running and waiting, and whether the queue is "
+                               "paused", _json(ref("Queue")), 400)},
+        "/queue/pause": {"post": _post(
+            "Start no run until resumed (runs in flight go on, new ones wait; kept across "
+            "restarts)", _json(ref("Queue")), 400, 403)},
+        "/queue/resume": {"post": _post("Start the waiting runs again, in order",
+                                        _json(ref("Queue")), 400, 403)},
+        "/schedule/{job}/pause": {"post": _post(
+            "Fire this scheduled node no more (until ?until=, RFC 3339, or until resumed; "
+            "kept across restarts; skipped ticks are not caught up)",
+            _json(ref("SchedulePause")), 400, 403, 404, 409,
+            params=job + [_query("until", {"type": "string", "format": "date-time"})])},
+        "/schedule/{job}/resume": {"post": _post(
+            "Fire this scheduled node on its cron again", _json(ref("SchedulePause")),
+            400, 403, 404, 409, params=job)},
+        "/state/reset": {"post": _post(
+            "Empty the metadata database (every run, execution and key state; the server's "
+            "pauses are kept), after copying it to metadata.db.reset-<UTC> beside it; "
+            "artifacts stay on disk", _json(ref("StateReset")), 400, 403, 409, 503,
+            body=ref("ResetRequest"))},
+    }
 
 
 GUARD_ERRORS = {"401": "the server's token is missing or wrong",

@@ -8,12 +8,14 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from barca.errors import UsageError
 from barca.server import blocking
 from barca.server.events import sse
-from barca.server.http import ApiError, Served, int_param, json, whole_number
+from barca.server.http import ApiError, Served, int_param, json, only_params, whole_number
 from barca.server.run_request import RunRequest, parse_request
-from barca.server.runs import Busy
+from barca.server.runs import Busy, Paused
 from barca.views import server_runs as views
+from barca.views.log_lines import recorded_lines
 from barca.views.times import iso_time
 
 ACCEPT_WAIT_SECONDS = 60.0  # how long a POST waits for the run to check its request
@@ -54,6 +56,28 @@ def run_routes(s: Served) -> list[Route]:
     async def logs(request: Request) -> Response:
         run_id = request.path_params["run_id"]
         return json({"logs": await blocking.read(s.read, views.run_logs, run_id)})
+
+    async def run_logs(request: Request) -> Response:
+        """`barca logs RUN_ID --json`: the recorded lines, of `?step=` and `?stream=`."""
+        query = request.query_params
+        only_params(query, "step", "stream")
+        stream = query.get("stream")
+        if stream not in (None, "stdout", "stderr"):
+            raise ApiError(400, f"stream={stream[:20]!r} is not stdout or stderr",
+                           "pass ?stream=stdout or ?stream=stderr")
+        run_id = request.path_params["run_id"]
+        try:
+            lines = await blocking.read(s.read, recorded_lines, run_id, query.get("step"),
+                                        stream)
+        except UsageError as exc:  # a step the run did not record (404), or several (409)
+            raise ApiError(409 if "ambiguous" in exc.message else 404, exc.message,
+                           exc.remediation or "") from None
+        if lines is None:
+            live = s.runs.get(run_id) if s.runs else None
+            if live is None or not live.live:
+                raise ApiError(404, f"no run '{run_id[:64]}'", "list runs with GET /runs")
+            lines = []  # accepted, not recorded yet: it has written nothing
+        return json({"run_id": run_id, "logs": lines})
 
     async def events(request: Request) -> Response:
         run_id = request.path_params["run_id"]
@@ -135,6 +159,19 @@ def run_routes(s: Served) -> list[Route]:
         run_request = parse_request(body, s.pipeline.files)
         return await _start(run_request, durable=True)
 
+    async def run_everything(request: Request) -> Response:
+        """`barca get` with no target: every asset and sensor (tasks only when named)."""
+        s.writable()
+        if (await request.body()).strip() not in (b"", b"{}"):
+            raise ApiError(400, "POST /run takes no body: it gets every asset and sensor",
+                           "to name targets or options, POST /runs with that body")
+        graph = s.pipeline.graph
+        if not any(graph.nodes[n].kind != "task" for n in graph.order):
+            raise ApiError(400, "no loaded assets or sensors to get",
+                           "GET /health lists what failed to load; run a task with "
+                           "POST /runs {\"command\": \"run\", \"targets\": [...]}")
+        return await _start(RunRequest("get", ()), durable=False)
+
     async def legacy_trigger(request: Request) -> Response:
         s.writable()
         target = request.path_params["target"]
@@ -152,6 +189,8 @@ def run_routes(s: Served) -> list[Route]:
             run = await s.runs.start(run_request, "api")
         except Busy as exc:
             raise ApiError(503, str(exc), "retry later", kind="busy")
+        except Paused as exc:
+            raise ApiError(409, str(exc), "resume it with POST /queue/resume")
         if run_request.dry_run:
             await run.wait(run.ended)
         else:
@@ -194,7 +233,9 @@ def run_routes(s: Served) -> list[Route]:
     return [
         Route("/runs", list_runs), Route("/runs", start_run, methods=["POST"]),
         Route("/runs/{run_id}", run_detail), Route("/runs/{run_id}", cancel, methods=["DELETE"]),
-        Route("/runs/{run_id}/events", events), Route("/logs/{run_id}", logs),
+        Route("/runs/{run_id}/events", events), Route("/events/{run_id}", events),
+        Route("/logs/{run_id}", logs), Route("/runs/{run_id}/logs", run_logs),
+        Route("/run", run_everything, methods=["POST"]),
         Route("/runs/{run_id}/output", output), Route("/runs/{run_id}/stdout", stdout),
         Route("/get/{target:path}", legacy_trigger, methods=["POST"]),
         Route("/run/{target:path}", legacy_trigger, methods=["POST"]),

@@ -13,6 +13,10 @@ or records it cancelled with the reason when the pipeline no longer has its targ
 run, answered only when it ends, waits in memory. A run that starts at once is answered when
 its child has checked the request and recorded the run (`run_accepted`).
 
+An operator may pause the queue (`pause_queue`, kept in the database: a restarted server starts
+paused): runs in flight go on, new ones are still accepted and wait, and none starts until
+`resume_queue`; a dry run, which a client waits for, is refused meanwhile (409).
+
 A run is `pending` while it waits and until `run_accepted`, `running` until its child exits,
 then `complete`, `failed` or `cancelled` by its exit code. A run that outlives its time
 limit is cancelled and reported `failed` ("run timed out").
@@ -70,6 +74,7 @@ class Runs:
         self.waiting: collections.deque[LiveRun] = collections.deque()
         self.spool = make_spool()  # runs' stdout files
         self.closing = False
+        self.paused_at: float | None = None  # the queue paused since (epoch), None: running
         self.lock = threading.Lock()  # a run starts before shutdown sees it, or not at all
 
     async def start(self, request: RunRequest, triggered_by: str = "api") -> LiveRun:
@@ -87,7 +92,10 @@ class Runs:
                 raise Busy("the server is shutting down")
             if len(self.waiting) >= MAX_WAITING:
                 raise Busy(f"{MAX_WAITING} runs are already waiting for a slot")
-            if not self.waiting and self._running() < self.slots:
+            if self.paused_at is not None and run.request.dry_run:
+                raise Paused("the run queue is paused: a dry run would wait until it is "
+                             "resumed")
+            if not self.waiting and self._running() < self.slots and self.paused_at is None:
                 self.runs[run.run_id] = run
                 try:
                     self._launch(run)
@@ -149,7 +157,8 @@ class Runs:
     def _start_waiting(self) -> None:
         """Launch queued runs while slots are free (a run just ended)."""
         with self.lock:
-            while self.waiting and not self.closing and self._running() < self.slots:
+            while self.waiting and not self.closing and self.paused_at is None \
+                    and self._running() < self.slots:
                 run = self.waiting.popleft()
                 try:
                     self._launch(run)
@@ -281,6 +290,33 @@ class Runs:
             run.timed_out = limit
             self.cancel(run)
 
+    def load_pause(self) -> None:
+        """Start paused if the queue was paused when the last server stopped (blocks)."""
+        self.paused_at = serving.load_pauses(self.db_path).queue
+
+    def pause_queue(self) -> None:
+        """Start no run until `resume_queue` (kept first, then in effect: a pause said is a pause
+        kept); pausing a paused queue changes nothing (blocks)."""
+        with self.lock:
+            if self.paused_at is None:
+                now = time.time()
+                serving.pause_queue(self.db_path, now)
+                self.paused_at = now
+
+    def resume_queue(self) -> None:
+        """Start the waiting runs again, in order (blocks)."""
+        with self.lock:
+            if self.paused_at is not None:
+                serving.pause_queue(self.db_path, None)
+                self.paused_at = None
+        self._start_waiting()
+
+    def in_queue(self) -> tuple[list[LiveRun], list[LiveRun]]:
+        """(running, waiting in order) right now."""
+        with self.lock:
+            return ([r for r in self.runs.values() if r.live and r.process is not None],
+                    list(self.waiting))
+
     def get(self, run_id: str) -> LiveRun | None:
         return self.runs.get(run_id)
 
@@ -355,3 +391,7 @@ class Runs:
 
 class Busy(Exception):
     """No run can start now (503)."""
+
+
+class Paused(Exception):
+    """The queue is paused and the run cannot wait (a dry run: 409)."""

@@ -8,6 +8,8 @@
 - Jobs due at the same instant that have a step in common share one run where that delays
   none of them (`sharing.py`; one run per `Schedule(batch=)` setting): `get` for assets and
   sensors, `run` for tasks, and a run of command `serve` when both are due.
+- A paused job (`pause`, kept in the database through restarts, until a moment or until
+  `resume`) fires nothing: its ticks are skipped (and said), and not caught up after.
 - Each fire is kept in `schedule_state`. At start, a job whose next fire after its last one
   has passed fires once (a catch-up), however many it missed; a job never seen is anchored
   at now and does not fire.
@@ -28,7 +30,8 @@ from barca.errors import BarcaError
 from barca.server.run_request import RunRequest
 from barca.server.runs import Busy, Runs
 from barca.server.sharing import depths, share
-from barca.engine.serving import Fired, load_fires, record_fires
+from barca.engine.serving import (Fired, load_fires, load_pauses, pause_schedule,
+                                  record_fires)
 from barca.views.times import iso_time
 
 MAX_SLEEP_SECONDS = 60.0
@@ -88,6 +91,7 @@ class Scheduler:
         self.anchor: dict[str, float] = {}  # the instant each job last fired (or was seen)
         self.last_run: dict[str, str] = {}  # job -> run id of its last fire
         self.kept_out_said: set[str] = set()  # jobs told once why they run apart
+        self.paused: dict[str, float | None] = {}  # job -> paused until (epoch), None: resumed
         self.wake = asyncio.Event()
         self.stopped = False
 
@@ -108,8 +112,28 @@ class Scheduler:
                         if job.id in self.anchor else None,
                         "last_fired": iso_time(self.anchor.get(job.id)),
                         "last_run": self.last_run.get(job.id),
-                        "last_status": run.status if run else None})
+                        "last_status": run.status if run else None,
+                        "paused": self.is_paused(job.id),
+                        "paused_until": iso_time(self.paused.get(job.id))
+                        if self.is_paused(job.id) else None})
         return out
+
+    def is_paused(self, job_id: str) -> bool:
+        if job_id not in self.paused:
+            return False
+        until = self.paused[job_id]
+        return until is None or self.clock() < until
+
+    def pause(self, job_id: str, until: float | None) -> None:
+        """Fire `job_id` no more until `until` (epoch; None: until resumed), kept in the
+        database first (blocks)."""
+        pause_schedule(self.db_path, job_id, True, until)
+        self.paused[job_id] = until
+
+    def resume(self, job_id: str) -> None:
+        """Fire `job_id` on its cron again, from its next fire on (blocks)."""
+        pause_schedule(self.db_path, job_id, False, None)
+        self.paused.pop(job_id, None)
 
     def stop(self) -> None:
         """Fire nothing more (callable from any thread)."""
@@ -169,6 +193,7 @@ class Scheduler:
         """Anchor every job at its last fire (or now, if never seen, or if its cron or zone
         changed); the jobs whose next fire after their last one has passed."""
         seen = load_fires(self.db_path)
+        self.paused = dict(load_pauses(self.db_path).schedules)
         now = self.clock()
         missed, anchors = [], []
         for job in self.jobs:
@@ -188,6 +213,11 @@ class Scheduler:
     async def _fire(self, jobs: list[Job], at: float, why: str) -> None:
         groups: dict[tuple, list[Job]] = {}
         for job in jobs:
+            if self.is_paused(job.id):
+                until = self.paused[job.id]
+                note(f"[barca] scheduled run {job.id} skipped — paused"
+                     + (f" until {iso_time(until)}" if until is not None else ""))
+                continue
             previous = self.runs.get(self.last_run.get(job.id, ""))
             if previous is not None and previous.live:
                 note(f"[barca] scheduled run {job.id} skipped — previous run {previous.run_id} "

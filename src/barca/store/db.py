@@ -18,7 +18,7 @@ from barca.errors import InfraError, UsageError
 from barca.store import history_table
 from barca.store.relayout import move_key_directories, project_root
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 # versions this barca upgrades in place: 1 kept each node's snapshot in one row; its snapshots
 # are dropped and rebuilt from the materializations by the next run that reads the node.
 # 2 had no key_source_chunk table; it is added (empty: the next tick sends whole columns).
@@ -41,7 +41,8 @@ SCHEMA_VERSION = 11
 # 10 kept the history in a `materializations` table of text (about 490 bytes a row with its
 # indexes); its rows move to `executions` (barca.store.history_table), read through a view of
 # the same name and columns.
-UPGRADABLE = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10)
+# 11 had no server_state table (`barca serve`'s paused queue and schedules); it is added, empty.
+UPGRADABLE = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11)
 _ADDED_COLUMNS = {"materializations": (("worker_exit", "TEXT"), ("cpu_seconds", "REAL")),
                   "runs": (("triggered_by", "TEXT"), ("job", "TEXT"), ("schedule_id", "TEXT"),
                            ("scheduled_at", "REAL"))}
@@ -85,6 +86,9 @@ CREATE TABLE IF NOT EXISTS run_queue (
     seq INTEGER PRIMARY KEY, run_id TEXT NOT NULL UNIQUE, request TEXT NOT NULL,
     triggered_by TEXT NOT NULL, accepted_at REAL NOT NULL, pid INTEGER NOT NULL,
     host TEXT NOT NULL, proc_start TEXT
+);
+CREATE TABLE IF NOT EXISTS server_state (
+    name TEXT PRIMARY KEY, value TEXT NOT NULL, updated_at REAL NOT NULL
 );
 """
 
@@ -133,14 +137,20 @@ def _create_schema(conn: sqlite3.Connection, path: Path) -> None:
         if version and version < 11:
             history_table.compact_old_table(conn, _artifacts_dir(path))
         if version != SCHEMA_VERSION:
-            for statement in (_SCHEMA + history_table.DDL).split(";"):
-                if statement.strip():
-                    conn.execute(statement)
+            create_tables(conn)
             conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
         raise
+
+
+def create_tables(conn: sqlite3.Connection) -> None:
+    """Every table, index and view of the current schema that is not there yet (inside the
+    caller's transaction)."""
+    for statement in (_SCHEMA + history_table.DDL).split(";"):
+        if statement.strip():
+            conn.execute(statement)
 
 
 def _artifacts_dir(db_path: Path) -> str:

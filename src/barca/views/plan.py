@@ -15,7 +15,12 @@ def plan_json(paths: Sequence[str], partition: Sequence[str] | str | dict | None
     """What `barca plan` prints (and `barca.plan` returns): each node's phase by depth, the
     capacity and the weights; with `partition` (as `get --partition` takes it) also
     `partition_selection`."""
-    pipeline = open_pipeline(paths)
+    return plan_of(open_pipeline(paths), partition)
+
+
+def plan_of(pipeline: Any, partition: Sequence[str] | str | dict | None = None
+            ) -> dict[str, Any]:
+    """`plan_json` of a pipeline already open (a server's: `GET /plan`)."""
     graph = pipeline.graph
     units, source = capacity(pipeline.project.settings.capacity)
     depth: dict[str, int] = {}
