@@ -4,8 +4,10 @@
 
 import { api } from "./api.js";
 import { store, on, follow, readOnly, liveRuns } from "./store.js";
-import { h, replace, clear, icon, fmtInt, fmtCompact, fmtPct, fmtDur, fmtAgo, fmtTime, debounce, toast } from "./util.js";
+import { h, replace, clear, icon, debounce, toast } from "./util.js";
+import { fmtInt, fmtCompact, fmtPct, fmtDur, fmtAgo, fmtTime, plural, reasonText } from "./format.js";
 import { GraphView } from "./graph.js";
+import { activityByNode } from "./live.js";
 import { nodeLook, sharesOf, TONE_LABEL } from "./look.js";
 
 const PAGE = 100;
@@ -20,25 +22,9 @@ const TONE_ORDER = ["failed", "blocked", "stale", "running", "never", "unknown",
 
 const expectedKeys = new Map(); // "run|node" -> the node's keys to run, when the run reached it
 
-/** node id -> {ok, failed, active, expected} over the runs followed live. */
+/** node id -> {ok, failed, active, expected} over the runs followed live (live.js). */
 function liveByNode() {
-  const out = new Map();
-  const now = Date.now();
-  for (const run of store.live.values()) {
-    for (const [id, n] of run.perNode) {
-      const cur = out.get(id) || { ok: 0, failed: 0, active: false, expected: 0 };
-      if (!run.closed) {
-        cur.ok += n.ok; cur.failed += n.failed;
-        cur.active = cur.active || now - n.last < 5000;
-        const memo = `${run.id}|${id}`;
-        const p = store.state && store.state.get(id) && store.state.get(id).partitions;
-        if (!expectedKeys.has(memo) && p) expectedKeys.set(memo, p.missing);
-        cur.expected += expectedKeys.get(memo) || 0;
-      }
-      out.set(id, cur);
-    }
-  }
-  return out;
+  return activityByNode(store.live.values(), store.state, expectedKeys);
 }
 
 export class AssetsPage {
@@ -385,7 +371,7 @@ class NodePanel {
     replace(this.summary,
       h("div", { class: `status-card tone-${look.tone}` },
         h("div", { class: "status-line" }, h("span", { class: `badge lg tone-${look.tone}` }, h("i", { class: "dot" }), look.label),
-          e && e.cache ? h("span", { class: "subtle small mono" }, e.cache.reason || "") : null),
+          e && e.cache && e.cache.reason ? h("span", { class: "subtle small reason", title: `reason: ${e.cache.reason}` }, reasonText(e.cache.reason)) : null),
         detail ? clampText(detail, 200) : (store.state ? null : h("div", { class: "skeleton-line" }))),
       h("dl", { class: "facts" }, facts));
   }
@@ -397,7 +383,7 @@ class NodePanel {
     const n = run.perNode.get(this.id) || { ok: 0, failed: 0 };
     replace(this.liveBox, h("div", { class: "live-card" },
       h("span", { class: "spinner" }),
-      h("div", null, h("b", null, "Running now"), h("div", { class: "small subtle" }, `${fmtInt(n.ok)} keys done${n.failed ? ` · ${fmtInt(n.failed)} failed` : ""} in run `, h("a", { href: `#/runs/${run.id}`, class: "mono" }, run.id)))));
+      h("div", null, h("b", null, "Running now"), h("div", { class: "small subtle" }, `${plural(n.ok, "key")} done${n.failed ? ` · ${fmtInt(n.failed)} failed` : ""} in run `, h("a", { href: `#/runs/${run.id}`, class: "mono" }, run.id)))));
   }
 
   paintParts() {
@@ -418,11 +404,11 @@ class NodePanel {
     h("div", { class: "pstat-value num" }, fmtInt(n)),
     h("div", { class: "pstat-pct small subtle" }, fmtPct(n, p.total)));
     replace(this.partsBox,
-      h("div", { class: "section-head" }, h("h3", null, "Partitions"), h("span", { class: "subtle num" }, `${fmtInt(p.total)} keys`)),
+      h("div", { class: "section-head" }, h("h3", null, "Partitions"), h("span", { class: "subtle num" }, plural(p.total, "key"))),
       htmlBar(c, "lg", neverRun),
       h("div", { class: "pstats" }, stat("ok", "Cached", c.cached, "success"), neverRun ? stat("never", "Never run", c.stale) : stat("stale", "Stale", c.stale), stat("failed", "Failed", c.failed, c.failed ? "failed" : null), stat("blocked", "Blocked", c.blocked)));
     if (p.failed_still_cached) {
-      this.partsBox.append(h("p", { class: "small subtle note" }, `${fmtInt(p.failed)} keys failed their last attempt; `,
+      this.partsBox.append(h("p", { class: "small subtle note" }, `${plural(p.failed, "key")} failed their last attempt; `,
         `${fmtInt(p.failed_still_cached)} of them are still served from an earlier cached result.`));
     }
     // keys blocked by failed keys upstream have no attempt of their own: they come from status
@@ -528,8 +514,8 @@ class NodePanel {
     const current = Math.floor(page.offset / PAGE) + 1;
     const e = this.entry, total = e && e.partitions ? e.partitions.total : null;
     replace(this.keysNote, st.q || st.status || st.error != null
-      ? `${fmtInt(page.matched)} of ${fmtInt(page.total)} keys match`
-      : `${fmtInt(page.total)} keys with an attempt${total != null && total > page.total ? ` · ${fmtInt(total - page.total)} never run` : ""} · last attempt of each`,
+      ? `${fmtInt(page.matched)} of ${plural(page.total, "key")} match`
+      : `${plural(page.total, "key")} with an attempt${total != null && total > page.total ? ` · ${fmtInt(total - page.total)} never run` : ""} · last attempt of each`,
     st.error != null ? h("button", { type: "button", class: "chip chip-btn error-filter", title: "Show every key again", onclick: () => this.setKeys({ error: null, offset: 0 }) }, `failed with: ${st.error || "(no message)"}`, " ✕") : null);
     const pageInput = h("input", {
       class: "page-input num", type: "number", min: 1, max: pages, value: String(current), "aria-label": "Page",
@@ -557,7 +543,7 @@ class NodePanel {
     }
     const rest = page.failed_ungrouped || 0;
     const card = (g) => h("div", { class: "fail-group", "data-count": String(g.count) },
-      h("div", { class: "fail-count num", title: `${fmtInt(g.count)}${g.at_least ? " or more" : ""} keys` }, `${fmtCompact(g.count)}${g.at_least ? "+" : ""}`, h("span", null, g.count === 1 ? "key" : "keys")),
+      h("div", { class: "fail-count num", title: `${plural(g.count, "key")}${g.at_least ? " or more" : ""}` }, `${fmtCompact(g.count)}${g.at_least ? "+" : ""}`, h("span", null, g.count === 1 ? "key" : "keys")),
       h("div", { class: "fail-body" },
         h("div", { class: "fail-error" }, g.error || "(no message)"),
         h("div", { class: "fail-meta" },

@@ -4,7 +4,8 @@
 
 import { api, apiUrl, authorized, token } from "./api.js";
 import { store, on, follow, loadRuns, readOnly } from "./store.js";
-import { h, replace, icon, fmtInt, fmtCompact, fmtDur, fmtAgo, fmtTime, toDate, splitId, stepKey, toast } from "./util.js";
+import { h, replace, icon, toast } from "./util.js";
+import { fmtInt, fmtCompact, fmtDur, fmtAgo, fmtTime, toDate, splitId, stepKey, plural } from "./format.js";
 import { runTone } from "./look.js";
 
 /** A link's target fetched with the token (a plain link cannot send it), shown in a new tab. */
@@ -258,7 +259,7 @@ export class RunPage {
     replace(this.progress,
       h("div", { class: "progress-top" },
         h("span", { class: "spinner" }),
-        h("b", null, live.status === "pending" ? "Checking the request…" : live.total ? `${fmtInt(live.done)} of ${fmtInt(live.total)} steps` : "Planning…"),
+        h("b", null, live.status === "pending" ? "Checking the request…" : live.total ? `${fmtInt(live.done)} of ${plural(live.total, "step")}` : "Planning…"),
         live.stepsFailed ? h("span", { class: "badge sm tone-failed" }, h("i", { class: "dot" }), `${fmtInt(live.stepsFailed)} failed`) : null,
         h("div", { class: "spacer" }),
         h("span", { class: "subtle small num" }, this.rateEl, eta ? ` · about ${fmtDur(eta)} left` : "")),
@@ -353,7 +354,7 @@ export class RunPage {
       h("div", { class: "section-head" }, h("h2", null, "Failures"),
         h("span", { class: "subtle small" }, exact ? `${groups.length} distinct error${groups.length === 1 ? "" : "s"}` : "grouped from the steps kept with the run (up to 20 per node); a node's Failures list has them all")),
       h("div", { class: "fail-groups" }, shown.map((g) => h("div", { class: "fail-group" },
-        h("div", { class: "fail-count num", title: `${fmtInt(g.count)} steps` }, fmtCompact(g.count), h("span", null, g.count === 1 ? "step" : "steps")),
+        h("div", { class: "fail-count num", title: plural(g.count, "step") }, fmtCompact(g.count), h("span", null, g.count === 1 ? "step" : "steps")),
         h("div", { class: "fail-body" },
           h("div", { class: "fail-error" }, g.error),
           h("div", { class: "fail-meta" },
@@ -373,7 +374,7 @@ export class RunPage {
       h("ul", { class: "outcome" }, steps.map((st) => h("li", null,
         h("a", { href: `#/assets/${encodeURIComponent(st.id)}` }, splitId(st.id).name),
         h("span", { class: `badge sm tone-${tone(st.status)}` }, h("i", { class: "dot" }), st.status),
-        st.partitions ? h("div", { class: "small subtle" }, `${fmtInt(st.partitions.cached)} of ${fmtInt(st.partitions.total)} keys cached${st.partitions.will_run ? ` · ${fmtInt(st.partitions.will_run)} ran` : ""}`)
+        st.partitions ? h("div", { class: "small subtle" }, `${fmtInt(st.partitions.cached)} of ${plural(st.partitions.total, "key")} cached${st.partitions.will_run ? ` · ${fmtInt(st.partitions.will_run)} ran` : ""}`)
           : st.detail ? h("div", { class: "small subtle" }, st.detail) : null))),
       result.final_output !== undefined && result.final_output !== null ? [h("div", { class: "small subtle out-label" }, "Final output"),
         h("pre", { class: "code" }, typeof result.final_output === "string" ? result.final_output : JSON.stringify(result.final_output, null, 2).slice(0, 4000))] : null);
