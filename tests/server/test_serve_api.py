@@ -38,6 +38,7 @@ API_ROUTES = {
     "/runs/{run_id}/output": {"GET"}, "/runs/{run_id}/stdout": {"GET"},
     "/cli/{command}": {"GET"}, "/list": {"GET"}, "/nodes": {"GET"}, "/history": {"GET"},
     "/history/{run_id}": {"GET"}, "/stats/{name}": {"GET"},
+    "/assets/{name}/attempts": {"GET"}, "/assets/{name}/value": {"GET"},
 }
 
 
