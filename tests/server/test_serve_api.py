@@ -43,6 +43,7 @@ API_ROUTES = {
     "/run": {"POST"}, "/queue": {"GET"}, "/queue/pause": {"POST"}, "/queue/resume": {"POST"},
     "/schedule/{job}/pause": {"POST"}, "/schedule/{job}/resume": {"POST"},
     "/state/reset": {"POST"},
+    "/assets/{name}/attempts": {"GET"}, "/assets/{name}/value": {"GET"},
 }
 
 

@@ -22,6 +22,7 @@ from barca.errors import BarcaError
 from barca.server.http import (ApiError, Served, api_error, barca_error, crash, http_error,
                                merge_methods)
 from barca.server.routes_inspect import inspect_routes
+from barca.server.routes_keys import key_routes
 from barca.server.routes_ops import ops_routes
 from barca.server.routes_project import project_routes
 from barca.server.routes_runs import run_routes
@@ -31,7 +32,8 @@ UI_DIR = Path(__file__).parent / "ui"
 
 
 def build_app(served: Served, lifespan: Any = None) -> Starlette:
-    routes = merge_methods(inspect_routes(served) + run_routes(served)
+    # a key's routes first: /assets/{name:path} would take /assets/x/attempts
+    routes = merge_methods(key_routes(served) + inspect_routes(served) + run_routes(served)
                            + view_routes(served) + ops_routes(served)
                            + project_routes(served)) + [
         Route("/", _to_ui), Route("/ui", _to_ui),

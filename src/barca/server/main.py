@@ -63,6 +63,7 @@ def serve(options: ServeOptions) -> int:
     files = len(pipeline.files)
     watching = " · watch" if options.watch else ""
     note(f"[barca] serving on http://{shown}:{port}  ({files} file{'s' * (files != 1)}{watching})")
+    note(f"[barca] web UI: http://{shown}:{port}/ui/")
     _describe(options, pipeline, jobs, tz)
 
     @contextlib.asynccontextmanager

@@ -110,7 +110,7 @@ def published_layout(conn: sqlite3.Connection, path: Path) -> UsageError | None:
         "`barca get` then computes every result again")
 
 
-_PUBLISHED_ONLY = {"server_state", "freshness_proofs", "cost_estimates", "pending_uploads"}
+_PUBLISHED_ONLY = {"freshness_proofs", "cost_estimates", "pending_uploads"}  # tables only it makes
 
 
 def _create_schema(conn: sqlite3.Connection, path: Path) -> None:

@@ -89,3 +89,10 @@ def _cell(value: Any) -> str:
     text = "null" if value is None else str(value)
     text = text.replace("\n", " ")
     return text if len(text) <= CELL_WIDTH else text[:CELL_WIDTH - 1] + "…"
+
+
+def table_rows(path: str, fmt: str) -> tuple[int, list[str], list[list[str]]]:
+    """(row count, column names, the first PREVIEW_ROWS rows as short cells) of a parquet
+    or csv file: a table's preview wherever it is shown (the web UI's key page)."""
+    num_rows, columns, batch = _first_rows(path, fmt)
+    return num_rows, columns, [[_cell(v) for v in row] for row in batch]

@@ -112,6 +112,14 @@ export const api = {
     if (error != null) p.set("error", error);
     return call("GET", `assets/${nodePath(id)}/partitions?${p}`, o);
   },
+  /** A key's attempts, newest first (`key` "" for an unpartitioned node; `run`: that run's). */
+  attempts(id, key = "", { run = "", limit = 20 } = {}, o) {
+    const p = new URLSearchParams({ limit: String(limit) });
+    if (key) p.set("key", key);
+    if (run) p.set("run", run);
+    return call("GET", `assets/${nodePath(id)}/attempts?${p}`, o);
+  },
+  value: (id, key = "", o) => call("GET", `assets/${nodePath(id)}/value${key ? `?key=${encodeURIComponent(key)}` : ""}`, o),
   start: (request) => call("POST", "runs", { body: request }),
   cancel: (id) => call("DELETE", `runs/${encodeURIComponent(id)}`),
   events: (id) => new EventStream(`runs/${encodeURIComponent(id)}/events`),

@@ -3,7 +3,8 @@
 import { store, on, loadHealth, loadAssets, loadState, loadRuns, loadSchedule, startPolling, liveRuns } from "./store.js";
 import { AssetsPage } from "./assets.js";
 import { RunsPage, RunPage, SchedulePage } from "./runs.js";
-import { h, replace, icon, fmtInt } from "./util.js";
+import { h, replace, icon } from "./util.js";
+import { fmtInt } from "./format.js";
 
 const main = document.getElementById("main");
 let current = null; // {key, view}

@@ -4,8 +4,11 @@
 
 import { api } from "./api.js";
 import { store, on, follow, readOnly, liveRuns } from "./store.js";
-import { h, replace, clear, icon, fmtInt, fmtCompact, fmtPct, fmtDur, fmtAgo, fmtTime, debounce, toast } from "./util.js";
+import { h, replace, clear, icon, debounce, toast } from "./util.js";
+import { fmtInt, fmtCompact, fmtPct, fmtDur, fmtAgo, fmtTime, plural, reasonText } from "./format.js";
 import { GraphView } from "./graph.js";
+import { activityByNode } from "./live.js";
+import { KeyView, keyHref } from "./keypage.js";
 import { nodeLook, sharesOf, TONE_LABEL } from "./look.js";
 
 const PAGE = 100;
@@ -20,25 +23,9 @@ const TONE_ORDER = ["failed", "blocked", "stale", "running", "never", "unknown",
 
 const expectedKeys = new Map(); // "run|node" -> the node's keys to run, when the run reached it
 
-/** node id -> {ok, failed, active, expected} over the runs followed live. */
+/** node id -> {ok, failed, active, expected} over the runs followed live (live.js). */
 function liveByNode() {
-  const out = new Map();
-  const now = Date.now();
-  for (const run of store.live.values()) {
-    for (const [id, n] of run.perNode) {
-      const cur = out.get(id) || { ok: 0, failed: 0, active: false, expected: 0 };
-      if (!run.closed) {
-        cur.ok += n.ok; cur.failed += n.failed;
-        cur.active = cur.active || now - n.last < 5000;
-        const memo = `${run.id}|${id}`;
-        const p = store.state && store.state.get(id) && store.state.get(id).partitions;
-        if (!expectedKeys.has(memo) && p) expectedKeys.set(memo, p.missing);
-        cur.expected += expectedKeys.get(memo) || 0;
-      }
-      out.set(id, cur);
-    }
-  }
-  return out;
+  return activityByNode(store.live.values(), store.state, expectedKeys);
 }
 
 export class AssetsPage {
@@ -125,7 +112,7 @@ export class AssetsPage {
         if (this.panel) this.panel.destroy();
         this.panel = new NodePanel(this.panelWrap, id);
       }
-      this.panel.setTab(params[1] || "overview");
+      this.panel.setTab(params[1] || "overview", params[2] ? decodeURIComponent(params[2]) : "");
       if (store.assets) requestAnimationFrame(() => this.graph.reveal(id));
     }
     this.paintList();
@@ -214,14 +201,23 @@ export class AssetsPage {
       h("td", null, h("span", { class: `badge tone-${look.tone}` }, h("i", { class: "dot" }), look.label)),
       h("td", { class: "col-parts" }, p && p.total ? h("div", { class: "parts-cell" }, htmlBar(c, "sm", entry.cache && entry.cache.state === "never_run"),
         h("span", { class: "small subtle tnum" }, `${fmtInt(c.cached)} / ${fmtInt(p.total)} cached`)) : h("span", { class: "subtle" }, "—")),
+      h("td", { class: "err-cell" }, lastError(entry)),
       h("td", { class: "num" }, entry && entry.durations ? fmtDur(entry.durations.median_seconds) : "—"),
       h("td", null, a.freshness.type === "Schedule" ? [h("span", { class: "mono small" }, a.freshness.value), entry && entry.next_run ? h("div", { class: "small subtle" }, `next ${fmtAgo(entry.next_run)}`) : null] : h("span", { class: "subtle" }, a.freshness.type.toLowerCase())));
     });
     replace(this.listWrap, h("div", { class: "table-card" }, h("table", { class: "table assets-table" },
       h("thead", null, h("tr", null, h("th", null, "Name"), h("th", null, "Status"), h("th", null, "Partitions"),
-        h("th", { class: "num" }, "Typical"), h("th", null, "Freshness"))),
-      h("tbody", null, rows.length ? rows : h("tr", null, h("td", { colspan: 5, class: "empty" }, "No node matches the filter."))))));
+        h("th", null, "Last error"), h("th", { class: "num" }, "Typical"), h("th", null, "Freshness"))),
+      h("tbody", null, rows.length ? rows : h("tr", null, h("td", { colspan: 6, class: "empty" }, "No node matches the filter."))))));
   }
+}
+
+/** A node's newest failed execution as one line (its key first), from its status entry. */
+function lastError(entry) {
+  const last = entry && entry.last_materialization;
+  if (!last || last.status !== "failed") return null;
+  const text = `${last.partition ? `[${last.partition}] ` : ""}${firstLine(last.error) || "(no message)"}`;
+  return h("span", { class: "err-text", title: last.error || "" }, text);
 }
 
 /** A horizontal bar of cached / stale / failed / blocked (HTML). */
@@ -268,23 +264,38 @@ class NodePanel {
     this.keysBox = h("div", { class: "panel-section keys-section" });
     this.failBox = h("div", { class: "panel-section" });
     this.historyBox = h("div", { class: "panel-section" });
+    this.keyBox = h("div");
+    this.keyView = new KeyView(this.keyBox);
     this.panes = {
       overview: h("div", { class: "pane", "data-pane": "overview" }, this.liveBox, this.summary, this.partsBox, this.topFailBox, this.blockedBox),
       keys: h("div", { class: "pane", "data-pane": "keys" }, this.keysBox),
       failures: h("div", { class: "pane", "data-pane": "failures" }, this.failBox),
       history: h("div", { class: "pane", "data-pane": "history" }, this.historyBox),
+      key: h("div", { class: "pane", "data-pane": "key" }, this.keyBox),
     };
     this.scroll = h("div", { class: "panel-scroll" }, Object.values(this.panes));
     replace(this.root, this.head, this.tabs, this.scroll);
   }
 
-  setTab(tab) {
+  /** `key`: the key's label on the key tab (#/assets/<id>/key/<label>); an unpartitioned
+   * node's one result is its `result` tab, the same view. */
+  setTab(tab, key = this.keyLabel || "") {
     const a = this.asset;
-    if (a && !a.partitioned && (tab === "keys" || tab === "failures")) tab = "overview";
-    if (!this.panes[tab]) tab = "overview";
-    if (tab !== this.tab) this.scroll.scrollTop = 0;
+    if (a && !a.partitioned && (tab === "keys" || tab === "failures" || tab === "key")) tab = tab === "key" ? "result" : "overview";
+    if (a && a.partitioned && (tab === "result" || (tab === "key" && !key))) tab = "overview";
+    const pane = tab === "result" ? "key" : tab;
+    if (!this.panes[pane]) tab = "overview";
+    if (tab !== this.tab || (tab === "key" && key !== this.keyLabel)) this.scroll.scrollTop = 0;
+    const shown = `${tab}|${key}`;
+    if (a && (tab === "key" || tab === "result") && this.keyShown !== shown) {
+      this.keyShown = shown;
+      this.keyView.show(this.id, tab === "key" ? key : "");
+    } else if (tab !== "key" && tab !== "result") {
+      this.keyShown = null; // shown again (fresh) when it is opened again
+    }
     this.tab = tab;
-    for (const [name, el] of Object.entries(this.panes)) el.hidden = name !== tab;
+    this.keyLabel = tab === "key" ? key : "";
+    for (const [name, el] of Object.entries(this.panes)) el.hidden = name !== (tab === "result" ? "key" : tab);
     this.paintTabs();
   }
 
@@ -298,10 +309,13 @@ class NodePanel {
     if (a.partitioned) {
       items.push(["keys", "Keys", p ? fmtInt(p.total) : null]);
       items.push(["failures", "Failures", failed ? fmtInt(failed) : null]);
+      if (this.tab === "key") items.push(["key", "Key", null]);
+    } else {
+      items.push(["result", "Result", null]);
     }
     items.push(["history", "History", null]);
     replace(this.tabs, items.map(([tab, label, count]) => h("a", {
-      href: `#/assets/${encodeURIComponent(this.id)}${tab === "overview" ? "" : `/${tab}`}`,
+      href: tab === "key" ? keyHref(this.id, this.keyLabel) : `#/assets/${encodeURIComponent(this.id)}${tab === "overview" ? "" : `/${tab}`}`,
       class: `panel-tab${tab === this.tab ? " active" : ""}`, "data-tab": tab,
       "aria-current": tab === this.tab ? "page" : null,
     }, label, count ? h("span", { class: `count${tab === "failures" ? " tone-failed" : ""}` }, count) : null)));
@@ -385,7 +399,7 @@ class NodePanel {
     replace(this.summary,
       h("div", { class: `status-card tone-${look.tone}` },
         h("div", { class: "status-line" }, h("span", { class: `badge lg tone-${look.tone}` }, h("i", { class: "dot" }), look.label),
-          e && e.cache ? h("span", { class: "subtle small mono" }, e.cache.reason || "") : null),
+          e && e.cache && e.cache.reason ? h("span", { class: "subtle small reason", title: `reason: ${e.cache.reason}` }, reasonText(e.cache.reason)) : null),
         detail ? clampText(detail, 200) : (store.state ? null : h("div", { class: "skeleton-line" }))),
       h("dl", { class: "facts" }, facts));
   }
@@ -397,7 +411,7 @@ class NodePanel {
     const n = run.perNode.get(this.id) || { ok: 0, failed: 0 };
     replace(this.liveBox, h("div", { class: "live-card" },
       h("span", { class: "spinner" }),
-      h("div", null, h("b", null, "Running now"), h("div", { class: "small subtle" }, `${fmtInt(n.ok)} keys done${n.failed ? ` · ${fmtInt(n.failed)} failed` : ""} in run `, h("a", { href: `#/runs/${run.id}`, class: "mono" }, run.id)))));
+      h("div", null, h("b", null, "Running now"), h("div", { class: "small subtle" }, `${plural(n.ok, "key")} done${n.failed ? ` · ${fmtInt(n.failed)} failed` : ""} in run `, h("a", { href: `#/runs/${run.id}`, class: "mono" }, run.id)))));
   }
 
   paintParts() {
@@ -418,11 +432,11 @@ class NodePanel {
     h("div", { class: "pstat-value num" }, fmtInt(n)),
     h("div", { class: "pstat-pct small subtle" }, fmtPct(n, p.total)));
     replace(this.partsBox,
-      h("div", { class: "section-head" }, h("h3", null, "Partitions"), h("span", { class: "subtle num" }, `${fmtInt(p.total)} keys`)),
+      h("div", { class: "section-head" }, h("h3", null, "Partitions"), h("span", { class: "subtle num" }, plural(p.total, "key"))),
       htmlBar(c, "lg", neverRun),
       h("div", { class: "pstats" }, stat("ok", "Cached", c.cached, "success"), neverRun ? stat("never", "Never run", c.stale) : stat("stale", "Stale", c.stale), stat("failed", "Failed", c.failed, c.failed ? "failed" : null), stat("blocked", "Blocked", c.blocked)));
     if (p.failed_still_cached) {
-      this.partsBox.append(h("p", { class: "small subtle note" }, `${fmtInt(p.failed)} keys failed their last attempt; `,
+      this.partsBox.append(h("p", { class: "small subtle note" }, `${plural(p.failed, "key")} failed their last attempt; `,
         `${fmtInt(p.failed_still_cached)} of them are still served from an earlier cached result.`));
     }
     // keys blocked by failed keys upstream have no attempt of their own: they come from status
@@ -500,7 +514,7 @@ class NodePanel {
     const rows = page.keys.map((k) => {
       const failed = k.status === "failed";
       const tr = h("tr", { class: `key-row${failed ? " is-failed" : ""}`, "data-key": k.key },
-        h("td", { class: "mono key-cell", title: k.key }, k.key),
+        h("td", { class: "mono key-cell", title: k.key }, h("a", { class: "key-link", href: keyHref(this.id, k.key), title: "This key's value, attempts and tracebacks", onclick: (e) => e.stopPropagation() }, k.key)),
         h("td", null, h("span", { class: `badge sm tone-${failed ? "failed" : "ok"}` }, h("i", { class: "dot" }), failed ? "failed" : "success")),
         h("td", { class: "small subtle nowrap", title: fmtTime(k.created_at) }, fmtAgo(k.created_at)),
         h("td", { class: "err-cell" }, failed ? h("span", { class: "err-text", title: k.error || "" }, firstLine(k.error)) : h("span", { class: "mono small subtle", title: k.run_hash }, (k.run_hash || "").slice(0, 12))));
@@ -528,8 +542,8 @@ class NodePanel {
     const current = Math.floor(page.offset / PAGE) + 1;
     const e = this.entry, total = e && e.partitions ? e.partitions.total : null;
     replace(this.keysNote, st.q || st.status || st.error != null
-      ? `${fmtInt(page.matched)} of ${fmtInt(page.total)} keys match`
-      : `${fmtInt(page.total)} keys with an attempt${total != null && total > page.total ? ` · ${fmtInt(total - page.total)} never run` : ""} · last attempt of each`,
+      ? `${fmtInt(page.matched)} of ${plural(page.total, "key")} match`
+      : `${plural(page.total, "key")} with an attempt${total != null && total > page.total ? ` · ${fmtInt(total - page.total)} never run` : ""} · last attempt of each`,
     st.error != null ? h("button", { type: "button", class: "chip chip-btn error-filter", title: "Show every key again", onclick: () => this.setKeys({ error: null, offset: 0 }) }, `failed with: ${st.error || "(no message)"}`, " ✕") : null);
     const pageInput = h("input", {
       class: "page-input num", type: "number", min: 1, max: pages, value: String(current), "aria-label": "Page",
@@ -557,7 +571,7 @@ class NodePanel {
     }
     const rest = page.failed_ungrouped || 0;
     const card = (g) => h("div", { class: "fail-group", "data-count": String(g.count) },
-      h("div", { class: "fail-count num", title: `${fmtInt(g.count)}${g.at_least ? " or more" : ""} keys` }, `${fmtCompact(g.count)}${g.at_least ? "+" : ""}`, h("span", null, g.count === 1 ? "key" : "keys")),
+      h("div", { class: "fail-count num", title: `${plural(g.count, "key")}${g.at_least ? " or more" : ""}` }, `${fmtCompact(g.count)}${g.at_least ? "+" : ""}`, h("span", null, g.count === 1 ? "key" : "keys")),
       h("div", { class: "fail-body" },
         h("div", { class: "fail-error" }, g.error || "(no message)"),
         h("div", { class: "fail-meta" },

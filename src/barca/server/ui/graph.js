@@ -2,7 +2,8 @@
 // dummy points, crossings reduced by barycentre sweeps, rows placed by isotonic regression so
 // that each node sits near its neighbours), drawn as SVG with pan and zoom.
 
-import { s, icon, fmtInt, fmtDur, fmtAgo } from "./util.js";
+import { s, icon } from "./util.js";
+import { fmtInt, fmtDur, fmtAgo } from "./format.js";
 import { nodeLook, sharesOf } from "./look.js";
 
 export const NODE_W = 240;

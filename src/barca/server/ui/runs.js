@@ -4,8 +4,10 @@
 
 import { api, apiUrl, authorized, token } from "./api.js";
 import { store, on, follow, loadRuns, readOnly } from "./store.js";
-import { h, replace, icon, fmtInt, fmtCompact, fmtDur, fmtAgo, fmtTime, toDate, splitId, stepKey, toast } from "./util.js";
+import { h, replace, icon, toast } from "./util.js";
+import { fmtInt, fmtCompact, fmtDur, fmtAgo, fmtTime, toDate, splitId, stepKey, plural } from "./format.js";
 import { runTone } from "./look.js";
+import { keyHref, errorBlock } from "./keypage.js";
 
 /** A link's target fetched with the token (a plain link cannot send it), shown in a new tab. */
 async function openWithToken(path) {
@@ -258,7 +260,7 @@ export class RunPage {
     replace(this.progress,
       h("div", { class: "progress-top" },
         h("span", { class: "spinner" }),
-        h("b", null, live.status === "pending" ? "Checking the request…" : live.total ? `${fmtInt(live.done)} of ${fmtInt(live.total)} steps` : "Planning…"),
+        h("b", null, live.status === "pending" ? "Checking the request…" : live.total ? `${fmtInt(live.done)} of ${plural(live.total, "step")}` : "Planning…"),
         live.stepsFailed ? h("span", { class: "badge sm tone-failed" }, h("i", { class: "dot" }), `${fmtInt(live.stepsFailed)} failed`) : null,
         h("div", { class: "spacer" }),
         h("span", { class: "subtle small num" }, this.rateEl, eta ? ` · about ${fmtDur(eta)} left` : "")),
@@ -285,9 +287,28 @@ export class RunPage {
     const env = this.live && this.live.error;
     const text = run.error || (env && env.error);
     if (!text) { replace(this.errorBox); return; }
+    const failed = (this.detail.steps || []).find((st) => st.status === "failed");
+    if (failed && this.traceFor !== failed.step_id) this.loadTrace(failed);
+    const trace = failed && this.trace && this.trace.step.step_id === failed.step_id ? this.trace : null;
     replace(this.errorBox, h("div", { class: "callout tone-failed" }, icon("warn"),
-      h("div", null, h("b", null, "The run failed"), h("pre", { class: "error-pre plain" }, text),
-        env && env.remediation ? h("div", { class: "small" }, env.remediation) : null)));
+      h("div", { class: "callout-body" }, h("b", null, "The run failed"), h("pre", { class: "error-pre plain" }, text),
+        env && env.remediation ? h("div", { class: "small" }, env.remediation) : null,
+        trace ? h("div", { class: "run-trace" },
+          h("div", { class: "small subtle" }, "The first failed step, ",
+            h("a", { class: "mono", href: keyHref(failed.node_id, failed.key || "") }, failed.key ? `${splitId(failed.node_id).name}[${failed.key}]` : splitId(failed.node_id).name), ":"),
+          errorBlock(trace.attempt)) : null)));
+  }
+
+  /** The traceback of the run's first failed step: its attempt in this run. */
+  async loadTrace(step) {
+    this.traceFor = step.step_id;
+    try {
+      const got = await api.attempts(step.node_id, step.key || "", { run: this.id, limit: 1 });
+      if (got.attempts.length && this.traceFor === step.step_id) {
+        this.trace = { step, attempt: got.attempts[0] };
+        this.paintError();
+      }
+    } catch { /* the error text above still says what failed */ }
   }
 
   paintNodes() {
@@ -353,12 +374,12 @@ export class RunPage {
       h("div", { class: "section-head" }, h("h2", null, "Failures"),
         h("span", { class: "subtle small" }, exact ? `${groups.length} distinct error${groups.length === 1 ? "" : "s"}` : "grouped from the steps kept with the run (up to 20 per node); a node's Failures list has them all")),
       h("div", { class: "fail-groups" }, shown.map((g) => h("div", { class: "fail-group" },
-        h("div", { class: "fail-count num", title: `${fmtInt(g.count)} steps` }, fmtCompact(g.count), h("span", null, g.count === 1 ? "step" : "steps")),
+        h("div", { class: "fail-count num", title: plural(g.count, "step") }, fmtCompact(g.count), h("span", null, g.count === 1 ? "step" : "steps")),
         h("div", { class: "fail-body" },
           h("div", { class: "fail-error" }, g.error),
           h("div", { class: "fail-meta" },
             h("a", { class: "chip chip-link", href: `#/assets/${encodeURIComponent(g.node_id)}` }, splitId(g.node_id).name),
-            g.sample_steps.map((sid) => h("span", { class: "chip mono" }, stepKey(sid) || splitId(sid).name))))))));
+            g.sample_steps.map((sid) => h("a", { class: "chip chip-link mono", href: keyHref(g.node_id, stepKey(sid)) }, stepKey(sid) || splitId(sid).name))))))));
   }
 
   paintOutcome() {
@@ -373,7 +394,7 @@ export class RunPage {
       h("ul", { class: "outcome" }, steps.map((st) => h("li", null,
         h("a", { href: `#/assets/${encodeURIComponent(st.id)}` }, splitId(st.id).name),
         h("span", { class: `badge sm tone-${tone(st.status)}` }, h("i", { class: "dot" }), st.status),
-        st.partitions ? h("div", { class: "small subtle" }, `${fmtInt(st.partitions.cached)} of ${fmtInt(st.partitions.total)} keys cached${st.partitions.will_run ? ` · ${fmtInt(st.partitions.will_run)} ran` : ""}`)
+        st.partitions ? h("div", { class: "small subtle" }, `${fmtInt(st.partitions.cached)} of ${plural(st.partitions.total, "key")} cached${st.partitions.will_run ? ` · ${fmtInt(st.partitions.will_run)} ran` : ""}`)
           : st.detail ? h("div", { class: "small subtle" }, st.detail) : null))),
       result.final_output !== undefined && result.final_output !== null ? [h("div", { class: "small subtle out-label" }, "Final output"),
         h("pre", { class: "code" }, typeof result.final_output === "string" ? result.final_output : JSON.stringify(result.final_output, null, 2).slice(0, 4000))] : null);
@@ -384,7 +405,7 @@ export class RunPage {
     this.stepsBox.hidden = !steps.length || (this.live && !this.live.closed);
     if (this.stepsBox.hidden) return;
     const rows = steps.slice(0, 400).map((st) => h("tr", null,
-      h("td", { class: "mono small step-cell" }, h("a", { href: `#/assets/${encodeURIComponent(st.node_id)}`, class: "node-link" }, splitId(st.node_id).name), st.key ? h("span", { class: "subtle" }, `[${st.key}]`) : null),
+      h("td", { class: "mono small step-cell" }, h("a", { href: keyHref(st.node_id, st.key || ""), class: "node-link step-link", title: "This key's value, attempts and tracebacks" }, splitId(st.node_id).name, st.key ? h("span", { class: "subtle" }, `[${st.key}]`) : null)),
       h("td", null, h("span", { class: `badge sm tone-${st.status === "success" ? "ok" : st.status === "failed" ? "failed" : "never"}` }, h("i", { class: "dot" }), st.status)),
       h("td", { class: "num small" }, fmtDur(st.elapsed_seconds)),
       h("td", { class: "err-cell" }, st.error ? h("span", { class: "err-text", title: st.error }, st.error.split("\n")[0]) : null)));

@@ -2,6 +2,7 @@
 // follows live over their event streams. Views subscribe with on(fn) and re-render what changed.
 
 import { api, EventStream } from "./api.js";
+import { RunProgress } from "./live.js";
 
 export const store = {
   health: null,
@@ -121,47 +122,14 @@ export async function loadSchedule() {
 // ------------------------------------------------------------------------------------------
 // Live runs
 
-const MAX_LINES = 2000;
 const MAX_FOLLOWED = 6;
 
-export class LiveRun {
+/** A run's progress (live.js) fed by its event stream. */
+export class LiveRun extends RunProgress {
   constructor(id) {
-    this.id = id;
-    this.status = "pending";
-    this.ok = null;
-    this.error = null;
-    this.outcome = null;
-    this.summary = null;        // run_summary event
-    this.base = 0;              // steps done in earlier phases
-    this.phaseDone = 0;
-    this.phaseTotal = 0;
-    this.stepsOk = 0;
-    this.stepsFailed = 0;
-    this.cachedNodes = new Map(); // node id -> keys cached
-    this.perNode = new Map();     // node id -> {ok, failed, elapsed, last}
-    this.submitted = new Map();   // node id -> {keys, calls} handed to the workers
-    this.failures = new Map();    // the error's group (the server's) -> {error, count, sample_steps[], node_id}
-    this.lines = [];              // {kind, text, stream, step}
-    this.dropped = 0;
-    this.firstStepAt = null;
-    this.startedAt = Date.now();
-    this.finishedAt = null;
-    this.lastEventAt = null;
-    this.closed = false;
+    super(id);
     this.pending = false;
     this.es = null;
-  }
-
-  get done() { return this.base + this.phaseDone; }
-  get total() { return this.base + this.phaseTotal; }
-  get live() { return !this.closed; }
-
-  /** Keys per second since the first step finished. */
-  get rate() {
-    if (!this.firstStepAt || this.done < 2) return null;
-    const end = this.finishedAt || Date.now();
-    const sec = (end - this.firstStepAt) / 1000;
-    return sec > 0.2 ? this.done / sec : null;
   }
 
   open() {
@@ -170,7 +138,7 @@ export class LiveRun {
     es.onmessage = (m) => {
       let ev;
       try { ev = JSON.parse(m.data); } catch { return; }
-      this.handle(ev);
+      if (this.apply(ev)) this.finish(ev); else this.changed();
     };
     es.onerror = () => {
       // the stream reconnects by itself (with Last-Event-ID) unless the server said it is
@@ -179,108 +147,13 @@ export class LiveRun {
     };
   }
 
-  line(kind, text, extra = {}) {
-    if (text == null) return;
-    this.lines.push({ kind, text, ...extra });
-    if (this.lines.length > MAX_LINES) {
-      const cut = this.lines.length - MAX_LINES;
-      this.lines.splice(0, cut);
-      this.dropped += cut;
-    }
-  }
-
-  handle(ev) {
-    this.lastEventAt = Date.now();
-    switch (ev.type) {
-      case "run_accepted":
-        this.status = "running";
-        break;
-      case "run_started":
-        if (this.phaseTotal || this.phaseDone) this.base += this.phaseDone;
-        this.phaseTotal = ev.total || 0;
-        this.phaseDone = 0;
-        this.status = "running";
-        break;
-      case "step_finished": {
-        if (!this.firstStepAt) this.firstStepAt = Date.now();
-        this.phaseDone = ev.done;
-        this.phaseTotal = Math.max(ev.total || 0, this.phaseTotal);
-        const n = this.perNode.get(ev.node_id) || { ok: 0, failed: 0, elapsed: 0, last: 0 };
-        n.last = Date.now();
-        n.elapsed += ev.elapsed_seconds || 0;
-        if (ev.ok) { n.ok++; this.stepsOk++; } else {
-          n.failed++; this.stepsFailed++;
-          const key = ev.error_group;
-          const g = this.failures.get(key) || { error: key, count: 0, sample_steps: [], node_id: ev.node_id };
-          g.count++;
-          if (g.sample_steps.length < 5) g.sample_steps.push(ev.step_id);
-          this.failures.set(key, g);
-          this.line("error", ev.line || `${ev.step_id} failed: ${ev.error}`);
-        }
-        this.perNode.set(ev.node_id, n);
-        break;
-      }
-      case "steps_submitted": {
-        const n = this.submitted.get(ev.node_id) || { keys: 0, calls: null };
-        n.keys += ev.keys || 0;
-        if (ev.calls != null) n.calls = (n.calls || 0) + ev.calls;
-        this.submitted.set(ev.node_id, n);
-        break;
-      }
-      case "step_cached":
-        this.cachedNodes.set(ev.node_id, ev.keys || 0);
-        this.line("barca", ev.line);
-        break;
-      case "log":
-        this.line("log", ev.text, { stream: ev.stream, step: ev.step_id });
-        break;
-      case "warning":
-        this.line("warn", ev.line || ev.text);
-        break;
-      case "gap":
-        this.line("barca", `… ${ev.missed} earlier events are no longer kept by the server`);
-        break;
-      case "run_summary":
-        this.summary = ev;
-        this.line("barca", ev.line);
-        break;
-      case "run_finished":
-        this.finish(ev);
-        return;
-      case "line":
-        this.line(ev.line && ev.line.startsWith("{") ? "error" : "barca", ev.line);
-        break;
-      default:
-        this.line("barca", ev.line || ev.text);
-    }
-    this.changed();
-  }
-
   finish(ev) {
-    if (ev && (ev.status === "pending" || ev.status === "running")) {
-      // a run this server does not follow (a CLI run beside it): no live progress to show
-      this.external = true;
-      this.closed = true;
-      ended.add(this.id);
-      if (this.es) this.es.close();
-      this.es = null;
-      this.changed(true);
-      return;
-    }
-    this.closed = true;
+    this.end(ev);
     ended.add(this.id);
-    this.finishedAt = Date.now();
-    if (ev) {
-      this.status = ev.run_status;
-      this.ok = ev.ok;
-      this.error = ev.error;
-      this.outcome = ev.outcome;
-    } else if (this.status === "pending" || this.status === "running") {
-      this.status = "ended";
-    }
     if (this.es) this.es.close();
     this.es = null;
     this.changed(true);
+    if (this.external) return;
     emit("run-finished", this);
     loadRuns();
     loadState();

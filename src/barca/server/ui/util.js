@@ -1,5 +1,5 @@
-// Small DOM and formatting helpers. Every text from the server goes in as a text node, never
-// as HTML: keys, errors and log lines are written by pipelines.
+// Small DOM helpers (formatting is in format.js). Every text from the server goes in as a text
+// node, never as HTML: keys, errors and log lines are written by pipelines.
 
 const SVG_NS = "http://www.w3.org/2000/svg";
 
@@ -47,76 +47,6 @@ export function replace(el, ...children) {
   clear(el);
   appendAll(el, children);
   return el;
-}
-
-const INT = new Intl.NumberFormat("en-US");
-export const fmtInt = (n) => (n == null ? "—" : INT.format(n));
-const COMPACT = new Intl.NumberFormat("en-US", { notation: "compact", maximumFractionDigits: 1 });
-/** 1,234 as is; 200,000 as 200K (for tight spots; the exact number goes in a title). */
-export const fmtCompact = (n) => (n == null ? "—" : n < 10000 ? INT.format(n) : COMPACT.format(n));
-
-export function fmtPct(part, total) {
-  if (!total) return "—";
-  const p = (100 * part) / total;
-  if (p > 0 && p < 0.1) return "<0.1%";
-  if (p < 100 && p > 99.9) return ">99.9%";
-  return `${p.toFixed(p < 10 ? 1 : 0)}%`;
-}
-
-export function fmtDur(sec) {
-  if (sec == null || !isFinite(sec)) return "—";
-  if (sec < 0.001) return "<1 ms";
-  if (sec < 1) return `${Math.round(sec * 1000)} ms`;
-  if (sec < 10) return `${sec.toFixed(2)} s`;
-  if (sec < 60) return `${sec.toFixed(1)} s`;
-  const m = Math.floor(sec / 60), r = Math.round(sec % 60);
-  if (m < 60) return `${m}m ${String(r).padStart(2, "0")}s`;
-  const hr = Math.floor(m / 60);
-  return `${hr}h ${String(m % 60).padStart(2, "0")}m`;
-}
-
-/** A Date from a moment as the server writes every one: RFC 3339 UTC, `2026-12-05T16:30:18.123Z`
- * (a Date passes through). */
-export function toDate(t) {
-  if (t == null) return null;
-  const d = new Date(t);
-  return isNaN(d) ? null : d;
-}
-
-export function fmtAgo(t, now = Date.now()) {
-  const d = toDate(t);
-  if (!d) return "—";
-  let sec = Math.round((now - d.getTime()) / 1000);
-  const future = sec < 0;
-  sec = Math.abs(sec);
-  let text;
-  if (sec < 5) return future ? "in a moment" : "just now";
-  if (sec < 60) text = `${sec}s`;
-  else if (sec < 3600) text = `${Math.round(sec / 60)} min`;
-  else if (sec < 86400) text = `${Math.round(sec / 3600)} h`;
-  else if (sec < 86400 * 30) text = `${Math.round(sec / 86400)} d`;
-  else return fmtTime(d);
-  return future ? `in ${text}` : `${text} ago`;
-}
-
-const TIME = new Intl.DateTimeFormat(undefined, {
-  month: "short", day: "numeric", hour: "2-digit", minute: "2-digit", second: "2-digit",
-});
-export function fmtTime(t) {
-  const d = toDate(t);
-  return d ? TIME.format(d) : "—";
-}
-
-/** "pipeline.py:orders" -> {file: "pipeline.py", name: "orders"} */
-export function splitId(id) {
-  const i = id.lastIndexOf(":");
-  return i < 0 ? { file: "", name: id } : { file: id.slice(0, i), name: id.slice(i + 1) };
-}
-
-/** A step id's key part: "pipeline.py:orders[retailer=r1]" -> "retailer=r1". */
-export function stepKey(stepId) {
-  const i = stepId.indexOf("[");
-  return i < 0 || !stepId.endsWith("]") ? "" : stepId.slice(i + 1, -1);
 }
 
 export function debounce(fn, ms) {
