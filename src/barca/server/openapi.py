@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from barca.server.openapi_schemas import BOOL, SCHEMAS, STR, ref
+from barca.server.openapi_schemas import BOOL, LABEL, SCHEMAS, STR, ref
 from barca.server.routes_views import MAX_LIMIT
 
 
@@ -243,28 +243,12 @@ def _key_paths() -> dict:
         "/assets/{name}/attempts": {"get": _get(
             "A key's attempts, newest first, each with its run, error and traceback (the "
             "user's frames); ?key= names the key of a partitioned node",
-            _json(_ref("KeyAttempts")), 400, 404, 409,
+            _json(ref("KeyAttempts")), 400, 404, 409,
             params=[*params, _query("run", STR), _count("limit", 1, 200)])},
         "/assets/{name}/value": {"get": _get(
             "A preview of a key's newest stored value: JSON pretty-printed, a table's first "
-            "rows", _json(_ref("KeyValue")), 400, 404, 409, params=params)},
+            "rows", _json(ref("KeyValue")), 400, 404, 409, params=params)},
     }
-
-
-SCHEMAS.update({
-    "KeyAttempt": _object({
-        "run_id": STR, "step_id": STR, "status": STR, "attempts": NULL_INT,
-        "elapsed_seconds": NULL_NUM, "created_at": TIME, "error_type": NULL_STR,
-        "error_message": NULL_STR, "error_traceback": NULL_STR, "worker_exit": NULL_STR,
-        "format": NULL_STR, "size_bytes": NULL_INT}),
-    "KeyAttempts": _object({"node_id": STR, "key": NULL_LABEL, "attempts": {
-        "type": "array", "items": _ref("KeyAttempt")}}),
-    "KeyValue": _object({
-        "kind": {"enum": ["json", "table", "none", "opaque"]}, "reason": STR,
-        "run_id": STR, "created_at": TIME, "format": NULL_STR, "size_bytes": NULL_INT,
-        "text": STR, "truncated": BOOL, "num_rows": INT, "columns": STRS,
-        "rows": {"type": "array", "items": STRS}}, ["kind"]),
-})
 
 
 GUARD_ERRORS = {"401": "the server's token is missing or wrong",

@@ -219,3 +219,20 @@ SCHEMAS.update({  # the operator's routes and the project's reads (routes_ops, r
     "StateReset": obj({"database": STR, "backup": STR, "runs_removed": INT,
                            "materializations_removed": INT, "undo": STR}),
 })
+
+
+# a key's routes (server.routes_keys)
+SCHEMAS.update({
+    "KeyAttempt": obj({
+        "run_id": STR, "step_id": STR, "status": STR, "attempts": NULL_INT,
+        "elapsed_seconds": NULL_NUM, "created_at": TIME, "error_type": NULL_STR,
+        "error_message": NULL_STR, "error_traceback": NULL_STR, "worker_exit": NULL_STR,
+        "format": NULL_STR, "size_bytes": NULL_INT}),
+    "KeyAttempts": obj({"node_id": STR, "key": NULL_LABEL, "attempts": {
+        "type": "array", "items": ref("KeyAttempt")}}),
+    "KeyValue": obj({
+        "kind": {"enum": ["json", "table", "none", "opaque"]}, "reason": STR,
+        "run_id": STR, "created_at": TIME, "format": NULL_STR, "size_bytes": NULL_INT,
+        "text": STR, "truncated": BOOL, "num_rows": INT, "columns": STRS,
+        "rows": {"type": "array", "items": STRS}}, ["kind"]),
+})
