@@ -4,6 +4,9 @@ run again and check what barca promises (`barca docs reliability`):
 - the rerun succeeds and every value is right (the total of all 300 keys, read back from
   their artifacts, is the expected sum);
 - the metadata database passes SQLite's integrity check;
+- every key recorded done before the rerun reads back as it was written, from its own file or
+  its range of a pack (the 300 results are small, so a kill often lands while a worker writes
+  a pack or reports the keys in it);
 - no step recorded as done before the kill runs again (a step that finished but was not yet
   recorded may; that is what a kill can cost).
 
@@ -14,6 +17,7 @@ body), so every trial starts with all 300 keys to compute.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import random
 import signal
@@ -25,6 +29,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from barca.store.packs import split_range
 from conftest import pool_processes
 
 KEYS = 300
@@ -65,6 +70,7 @@ class Outcome:
     recorded_before: int  # keys recorded done before the rerun
     rerun: int  # keys the rerun executed
     rerun_of_recorded: list[str]  # must stay empty
+    unreadable: list[str]  # keys recorded done whose bytes could not be read back: empty
     total_ok: bool
     integrity: str
     rerun_code: int
@@ -73,7 +79,7 @@ class Outcome:
     @property
     def ok(self) -> bool:
         return self.total_ok and self.integrity == "ok" and not self.rerun_of_recorded \
-            and self.rerun_code == 0
+            and not self.unreadable and self.rerun_code == 0
 
 
 def environment(state_dir: Path, pooled: bool) -> dict[str, str]:
@@ -103,6 +109,7 @@ def trial(root: Path, state_dir: Path, target: str, salt: int, rng: random.Rando
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
     recorded = _recorded_keys(root, started)
+    unreadable = _unreadable(root, started)
     log.unlink(missing_ok=True)
     rerun = subprocess.run([*CLI, "get", "total", "p.py", "--json"], cwd=root, env=env,
                            stdin=subprocess.DEVNULL, capture_output=True, text=True,
@@ -114,7 +121,7 @@ def trial(root: Path, state_dir: Path, target: str, salt: int, rng: random.Rando
 
         total_ok = json.loads(rerun.stdout)["final_output"] == expected_total(salt)
     return Outcome(target, delay, killed, len(recorded), len(executed),
-                   sorted(set(executed) & recorded), total_ok, _integrity(root),
+                   sorted(set(executed) & recorded), unreadable, total_ok, _integrity(root),
                    rerun.returncode, rerun.stderr[-2000:])
 
 
@@ -203,6 +210,34 @@ def _recorded_keys(root: Path, since: float) -> set[str]:
     finally:
         conn.close()
     return {key for (key,) in rows}
+
+
+def _unreadable(root: Path, since: float) -> list[str]:
+    """Keys of `scored` recorded done since `since` whose bytes are not where their row says,
+    as they were written (the output digest): a packed result's range of its pack included.
+    Read as the kill left them, before anything runs again."""
+    conn = _connect(root)
+    if conn is None:
+        return []
+    try:
+        rows = conn.execute(
+            "SELECT m.key, m.artifact_path, m.output_hash FROM materializations m JOIN runs r "
+            "ON r.run_id = m.run_id WHERE m.node_id = 'p.py:scored' AND "
+            "m.status = 'success' AND r.started_at >= ?", (since,)).fetchall()
+    finally:
+        conn.close()
+    bad = []
+    for key, path, digest in rows:
+        file, offset, length = split_range(path)
+        try:
+            with open(root / file, "rb") as fh:
+                fh.seek(offset or 0)
+                data = fh.read(length) if length is not None else fh.read()
+        except OSError:
+            data = None
+        if data is None or hashlib.blake2b(data, digest_size=16).hexdigest() != digest:
+            bad.append(key)
+    return sorted(bad)
 
 
 def _integrity(root: Path) -> str:
