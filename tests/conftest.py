@@ -633,3 +633,53 @@ def serve():
     for root in dict.fromkeys(s.root for s in started):
         stop_pools(root)
     assert not problems, "\n\n".join(problems)
+
+# ---------------------------------------------------------------------------------------------
+# The browser of the web UI's tests (tests/browser): one chromium for the whole session, here so
+# that every test module shares it (two Playwright instances cannot run in one thread).
+
+BROWSER_ARTIFACTS = Path(__file__).parent / "browser" / "artifacts"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync"]
+
+
+def browser_unavailable(reason: str):
+    if os.environ.get("BARCA_REQUIRE_BROWSER") == "1":
+        pytest.fail(f"BARCA_REQUIRE_BROWSER=1 but {reason}")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def chromium():
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        browser_unavailable("the playwright package is not installed")
+    path = shutil.which("chromium")
+    if not path:
+        browser_unavailable("chromium is not installed (apt-get install chromium)")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=path, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(chromium, request):
+    """A fresh page (1400x900, dark); its screenshot is saved at the end, and an uncaught
+    script error fails the test."""
+    size = getattr(request, "param", None) or {"width": 1400, "height": 900}
+    context = chromium.new_context(viewport=size, color_scheme="dark")
+    pg = context.new_page()
+    pg.set_default_timeout(60_000)
+    errors: list[str] = []
+    pg.on("pageerror", lambda exc: errors.append(str(exc)))
+    yield pg
+    BROWSER_ARTIFACTS.mkdir(exist_ok=True)
+    name = re.sub(r"[^\w.-]+", "_", request.node.name)
+    try:
+        pg.screenshot(path=str(BROWSER_ARTIFACTS / f"{name}.png"))
+    finally:
+        context.close()
+    assert not errors, f"script errors in the page: {errors}"

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import threading
 import time
 from pathlib import Path
@@ -34,17 +33,6 @@ from conftest import ServeProcess, barca, write
 ARTIFACTS = Path(__file__).parent / "artifacts"
 KEYS = int(os.environ.get("BARCA_UI_TEST_KEYS", "20000"))
 PAGE = 100
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync"]
-
-
-def _unavailable(reason: str):
-    if os.environ.get("BARCA_REQUIRE_BROWSER") == "1":
-        pytest.fail(f"BARCA_REQUIRE_BROWSER=1 but {reason}")
-    pytest.skip(reason)
-
-
 # ---------------------------------------------------------------------------------------------
 # The pipeline: KEYS keys of a batched asset, some failing with two kinds of error; a small
 # chain with a failed key that blocks a key below it; a fast asset and a slower partitioned one
@@ -127,21 +115,6 @@ def failing(n_keys: int) -> tuple[int, int]:
 
 
 @pytest.fixture(scope="session")
-def chromium():
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        _unavailable("the playwright package is not installed")
-    path = shutil.which("chromium")
-    if not path:
-        _unavailable("chromium is not installed (apt-get install chromium)")
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=path, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
-
-
-@pytest.fixture(scope="session")
 def big(tmp_path_factory, chromium):
     """The KEYS-key project, built once, and a server over it."""
     root = tmp_path_factory.mktemp("ui-big")
@@ -207,26 +180,6 @@ def tokened(tmp_path_factory, chromium):
     server = ServeProcess(root, ("pipeline.py",), token=TOKEN)
     yield server
     server.stop()
-
-
-@pytest.fixture
-def page(chromium, request):
-    """A fresh page (1400x900, dark); its screenshot is saved at the end, and an uncaught
-    script error fails the test."""
-    size = getattr(request, "param", None) or {"width": 1400, "height": 900}
-    context = chromium.new_context(viewport=size, color_scheme="dark")
-    pg = context.new_page()
-    pg.set_default_timeout(60_000)
-    errors: list[str] = []
-    pg.on("pageerror", lambda exc: errors.append(str(exc)))
-    yield pg
-    ARTIFACTS.mkdir(exist_ok=True)
-    name = re.sub(r"[^\w.-]+", "_", request.node.name)
-    try:
-        pg.screenshot(path=str(ARTIFACTS / f"{name}.png"))
-    finally:
-        context.close()
-    assert not errors, f"script errors in the page: {errors}"
 
 
 def node_url(server: ServeProcess, node: str, tab: str = "") -> str:

@@ -14,7 +14,7 @@ import pytest
 
 from barca import __version__
 from conftest import ServeProcess, barca, write
-from test_web_ui import chromium, node_url, page  # noqa: F401 (fixtures)
+from test_web_ui import node_url
 
 PIPELINE = """
     from barca import asset, partitions
@@ -44,7 +44,7 @@ PIPELINE = """
 
 
 @pytest.fixture(scope="module")
-def small(tmp_path_factory, chromium):  # noqa: F811
+def small(tmp_path_factory, chromium):
     root = tmp_path_factory.mktemp("ui-keys")
     write(root, {"barca.toml": "", "pipeline.py": PIPELINE})
     barca(root, "get", "orders,daily,table", "pipeline.py").expect(1)
@@ -58,7 +58,7 @@ def failed_run(server: ServeProcess) -> str:
     return run["run_id"]
 
 
-def test_shares_counts_reasons_and_version(small, page):  # noqa: F811
+def test_shares_counts_reasons_and_version(small, page):
     page.goto(node_url(small, "pipeline.py:orders"))
     cached = page.locator(".pstat.tone-ok")
     cached.wait_for()
@@ -83,7 +83,7 @@ def test_shares_counts_reasons_and_version(small, page):  # noqa: F811
     assert row.locator(".err-text").text_content() == "[retailer=r150] feed r150 is down"
 
 
-def test_a_failed_keys_page_shows_its_traceback_and_its_run(small, page):  # noqa: F811
+def test_a_failed_keys_page_shows_its_traceback_and_its_run(small, page):
     run_id = failed_run(small)
     page.goto(node_url(small, "pipeline.py:orders", "keys"))
     page.fill(".keys-section .search-input", "r150")
@@ -110,7 +110,7 @@ def test_a_failed_keys_page_shows_its_traceback_and_its_run(small, page):  # noq
     page.wait_for_selector("[data-pane=key] .attempt.is-failed .traceback")
 
 
-def test_a_keys_value_is_previewed(small, page):  # noqa: F811
+def test_a_keys_value_is_previewed(small, page):
     page.goto(node_url(small, "pipeline.py:orders", "key/retailer%3Dr007"))
     value = page.locator("[data-pane=key] .value-json")
     value.wait_for()
@@ -126,7 +126,7 @@ def test_a_keys_value_is_previewed(small, page):  # noqa: F811
     assert "50 rows × 2 columns" in page.locator("[data-pane=key] .value-section").text_content()
 
 
-def test_serve_prints_the_ui_address(small, page):  # noqa: F811
+def test_serve_prints_the_ui_address(small, page):
     [line] = [line for line in small.lines if line.startswith("[barca] web UI: ")]
     address = line.removeprefix("[barca] web UI: ")
     assert address == f"{small.url}/ui/"

@@ -108,6 +108,14 @@ def test_a_read_only_server_writes_nothing_under_the_project_in_its_whole_life(
         "/history": ["/history", "/history?limit=1"],
         "/history/{run_id}": [f"/history/{run_id}", f"/history/{task_id}?limit=5"],
         "/stats/{name:path}": ["/stats/per_region"],
+        "/plan": ["/plan"], "/project": ["/project"], "/groups": ["/groups"],
+        "/materializations": ["/materializations", "/materializations?limit=1&offset=1"],
+        "/sql/views": ["/sql/views"], "/queue": ["/queue"],
+        "/runs/{run_id}/logs": [f"/runs/{run_id}/logs", f"/runs/{run_id}/logs?step=base"],
+        "/events/{run_id}": [f"/events/{run_id}"],
+        "/assets/{name:path}/attempts": ["/assets/per_region/attempts?key=region=emea"],
+        "/assets/{name:path}/value": ["/assets/per_region/value?key=region=emea",
+                                      "/assets/p.py:base/value"],
         "/": ["/"], "/ui": ["/ui"], "/ui/": ["/ui/"],
     }
     assert get_routes() <= set(calls), f"GET routes not called: {get_routes() - set(calls)}"
