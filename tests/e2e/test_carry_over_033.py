@@ -136,3 +136,23 @@ def test_unsafe_is_a_marker_outside_the_hash(project: Path) -> None:
     barca(project, "get", "model", "pipeline.py").expect(0)
     edit(project / "pipeline.py", "@unsafe\n", "")
     assert barca(project, "get", "model", "pipeline.py").expect(0).json["steps_executed"] == 0
+
+
+def test_a_sensor_may_say_freshness_always(project: Path) -> None:
+    write(project, {"sensors.py": """
+from barca import Always, asset, sensor
+
+@sensor(freshness=Always)
+def versions() -> dict:
+    return {"emea": 1}
+
+@asset(inputs={"seen": versions})
+def report(seen: dict) -> int:
+    return len(seen)
+"""})
+    nodes = barca(project, "list", "sensors.py").expect(0).json["nodes"]
+    assert nodes[0]["id"] == "sensors.py:versions" and nodes[0]["freshness"] == "always"
+    got = barca(project, "get", "report", "sensors.py").expect(0)
+    assert got.json["final_output"] == 1
+    assert barca(project, "get", "report", "sensors.py").expect(0).statuses() == {
+        "versions": "ran", "report": "cached"}  # polled by every run that reads it
