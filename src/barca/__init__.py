@@ -7,18 +7,19 @@ The public names are loaded on first use (PEP 562), so that `barca --help` and t
 __version__ = "0.1.0"
 
 __all__ = [
-    "Always", "BarcaError", "Cancelled", "Failed", "InfraError", "Manual", "ParallelError",
-    "Schedule", "StepFailed", "UsageError", "asset", "asset_ref", "batches", "batches_by",
-    "collect", "get", "history", "parallel", "parallel_map", "partitions", "partitions_from",
-    "plan", "run", "sensor", "sink", "stats", "task",
+    "Always", "BarcaError", "BranchResultError", "Cancelled", "Failed", "InfraError", "Manual",
+    "ParallelError", "Schedule", "StepFailed", "UsageError", "asset", "asset_ref", "batches",
+    "batches_by", "collect", "duckdb_connection", "get", "group", "history", "parallel",
+    "parallel_map", "partitions", "partitions_from", "plan", "run", "sensor", "sink", "stats",
+    "task", "unsafe",
 ]
 
 _HOMES = {  # module -> the public names it defines
     "barca.api": ("Always", "Failed", "Manual", "Schedule", "asset", "asset_ref", "batches",
-                  "batches_by", "collect", "partitions", "partitions_from", "sensor", "sink",
-                  "task"),
+                  "batches_by", "collect", "duckdb_connection", "group", "partitions",
+                  "partitions_from", "sensor", "sink", "task", "unsafe"),
     "barca.errors": ("BarcaError", "Cancelled", "InfraError", "StepFailed", "UsageError"),
-    "barca.fanout": ("ParallelError", "parallel", "parallel_map"),
+    "barca.fanout": ("BranchResultError", "ParallelError", "parallel", "parallel_map"),
     "barca.python_api": ("get", "history", "plan", "run", "stats"),
 }
 _HOME = {name: module for module, names in _HOMES.items() for name in names}
@@ -26,9 +27,10 @@ _HOME = {name: module for module, names in _HOMES.items() for name in names}
 TYPE_CHECKING = False  # typing is not imported for it: it costs the quick answers 5 ms
 if TYPE_CHECKING:  # what editors and type checkers see
     from barca.api import (Always, Failed, Manual, Schedule, asset, asset_ref, batches,
-                           batches_by, collect, partitions, partitions_from, sensor, sink, task)
+                           batches_by, collect, duckdb_connection, group, partitions,
+                           partitions_from, sensor, sink, task, unsafe)
     from barca.errors import BarcaError, Cancelled, InfraError, StepFailed, UsageError
-    from barca.fanout import ParallelError, parallel, parallel_map
+    from barca.fanout import BranchResultError, ParallelError, parallel, parallel_map
     from barca.python_api import get, history, plan, run, stats
 del TYPE_CHECKING
 

@@ -190,6 +190,38 @@ def sink(path: str, /, *, serializer: str | None = None) -> Callable[[F], F]:
     return attach
 
 
+def unsafe(fn: F) -> F:
+    """Mark a function whose result barca cannot reason about (it reads globals or does
+    I/O). A marker only, as in the published barca: caching is unchanged, and it is not part
+    of the definition hash."""
+    return fn
+
+
+class Group(_Marker):
+    """What `group()` returns: a label for a set of nodes and groups, for `barca list
+    --groups` and the UI. It never adds a step, an input or a hash part."""
+
+    __slots__ = ("name", "members", "output", "description")
+
+
+def group(name: str, /, *, members: Any, output: Any, description: str | None = None
+          ) -> Group:
+    """Organise nodes (and other groups) under a name: `training = group("Training",
+    members=[rows, model], output=model)`. barca reads it from the source (`barca docs
+    assets`); at import time it only keeps the references."""
+    return Group(name, tuple(members), output, description)
+
+
+def duckdb_connection() -> Any:
+    """The DuckDB connection relation inputs (`duckdb.DuckDBPyRelation`) are opened on: one per
+    worker process, duckdb's default connection (what `duckdb.sql()` uses). Configure it once
+    at import time (extensions, `SET`, macros); it lasts for the worker's life."""
+    import duckdb
+
+    found = duckdb.default_connection
+    return found() if callable(found) else found
+
+
 def _decorator(kind: str) -> Callable[..., Any]:
     def decorator(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
         def attach(f: F) -> F:

@@ -62,9 +62,17 @@ class ParallelError(Exception):
             self.add_note(f"branch {failure.line()}\n{failure.traceback.rstrip()}")
 
 
+class BranchResultError(ParallelError):
+    """Raised by parallel() instead of ParallelError when a branch's return value could not
+    be passed back to its caller (it cannot be pickled, or the branch's process died before
+    sending it), as the published barca raises it. A ParallelError, so that code catching
+    that catches this too; its `failures` name every failed branch."""
+
+
 def parallel(*calls: Callable[[], Any]) -> list[Any]:
     """Run each call (e.g. `functools.partial(fetch, "emea")`); their results in argument
-    order. Raises ParallelError once all have ended if any raised."""
+    order. Raises ParallelError once all have ended if any raised (BranchResultError if a
+    branch's result could not come back)."""
     for i, call in enumerate(calls):
         if not callable(call):
             raise TypeError(f"parallel() takes callables such as functools.partial(fn, ...); "
@@ -75,7 +83,8 @@ def parallel(*calls: Callable[[], Any]) -> list[Any]:
         outcomes = [_call(i, call) for i, call in enumerate(calls)]
     failures = [o for o in outcomes if isinstance(o, BranchFailure)]
     if failures:
-        raise ParallelError(failures, outcomes)
+        lost = any(f.error_type == "BranchResultError" for f in failures)
+        raise (BranchResultError if lost else ParallelError)(failures, outcomes)
     return outcomes
 
 

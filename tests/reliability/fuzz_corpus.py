@@ -663,7 +663,7 @@ SETTINGS: dict[str, list[tuple[str, tuple[str, ...]]]] = {
     + [("batches([[]])", ("non-empty lists",)),
        ("batches([['emea'], ['emea']])", ("in two groups",))],
 }
-SENSOR_ONLY = {"freshness": [("Always", ("a sensor cannot use freshness=Always",))]}
+SENSOR_ONLY: dict[str, list[tuple[str, tuple[str, ...]]]] = {}  # Always is accepted (as 0.33)
 MISSPELT = [("retries", "retires", "Did you mean retries?"),
             ("timeout_seconds", "timeout_second", "Did you mean timeout_seconds?"),
             ("inputs", "input", "Did you mean inputs?"),

@@ -16,7 +16,7 @@ from conftest import barca, poll, write
 
 PIPELINE = """
     import sys
-    from barca import asset, partitions, task
+    from barca import asset, group, partitions, task
 
     @asset(partitions={"k": partitions(["a", "b"])})
     def keyed(k: str) -> dict:
@@ -31,6 +31,8 @@ PIPELINE = """
     @task(inputs={"plain": plain})
     def publish(plain: int) -> None:
         print("published")
+
+    basics = group("Basics", members=[keyed, plain], output=plain)
 """
 
 
@@ -46,7 +48,9 @@ def test_plan_project_groups_and_materializations(project: Path, serve) -> None:
     server = serve(project, "p.py", "--no-schedule")
 
     assert _ok(server.get("/plan")) == barca(project, "plan", "p.py").expect(0).json
-    assert _ok(server.get("/groups")) == []
+    assert _ok(server.get("/groups")) == \
+        barca(project, "list", "--groups", "p.py", "--json").expect(0).json["groups"]
+    assert [g["name"] for g in _ok(server.get("/groups"))] == ["Basics"]
     served = _ok(server.get("/project"))
     assert served["root"] == str(project) and served["env"] == "default"
     assert served["files"] == [{"path": "p.py", "sha256": hashlib.sha256(

@@ -869,14 +869,13 @@ def test_hash_does_not_depend_on_the_file_spelling(tmp_path):
 
 
 @pytest.mark.parametrize("decorator, expected", [
-    ("@sensor(freshness=Always)", "a sensor cannot use freshness=Always"),
     ('@sensor(freshness=Schedule("* *"))', "is not a cron expression"),
     ('@sensor(name="a b")', "name= must be a non-empty string literal"),
     ('@sensor(serializer="yaml")', "serializer= must be one of"),
     ("@sensor(retries=0)", "retries= must be an integer literal of at least 1"),
     ('@sensor(tags={"a": 1})', "tags= must be a dict literal of strings"),
     ('@sensor(partitions=PARTS)', "partitions= must be a dict literal"),
-], ids=["sensor-always", "cron", "name", "serializer", "retries", "tags", "partitions"])
+], ids=["cron", "name", "serializer", "retries", "tags", "partitions"])
 def test_setting_values_are_checked_at_parse_time(tmp_path, decorator, expected):
     write(tmp_path, {"p.py": f"""
         from barca import Always, Schedule, sensor

@@ -13,10 +13,11 @@ import sys
 
 
 PUBLIC = [
-    "Always", "BarcaError", "Cancelled", "Failed", "InfraError", "Manual", "ParallelError",
-    "Schedule", "StepFailed", "UsageError", "asset", "asset_ref", "batches", "batches_by",
-    "collect", "get", "history", "parallel", "parallel_map", "partitions", "partitions_from",
-    "plan", "run", "sensor", "sink", "stats", "task",
+    "Always", "BarcaError", "BranchResultError", "Cancelled", "Failed", "InfraError", "Manual",
+    "ParallelError", "Schedule", "StepFailed", "UsageError", "asset", "asset_ref", "batches",
+    "batches_by", "collect", "duckdb_connection", "get", "group", "history", "parallel",
+    "parallel_map", "partitions", "partitions_from", "plan", "run", "sensor", "sink", "stats",
+    "task", "unsafe",
 ]
 
 

@@ -15,7 +15,7 @@ from barca.printable import note
 from barca.store.shape import shape_text
 from barca.views import plan_text
 from barca.views.listing import DEFAULT_NODES
-from barca.views.node_list import LIST_FIELDS, node_list
+from barca.views.node_list import LIST_FIELDS, node_groups, node_list
 from barca.views.plan import plan_json
 from barca.views.status import STATES, STATUS_FIELDS, status_page, status_report
 from barca.views.times import local_time, utc_time_of
@@ -31,14 +31,20 @@ from barca.views.times import local_time, utc_time_of
 @click.option("--all", "show_all", is_flag=True, help="Show every node (not with --limit).")
 @click.option("--fields", metavar="A,B", help="Keep only these keys of each node (implies "
               "JSON): " + ", ".join(LIST_FIELDS) + ".")
-def list_command(files, json_flag, pretty, limit, show_all, fields) -> None:
+@click.option("--groups", "groups", is_flag=True, help="The groups (group(...)) that organise "
+              "the nodes, as a tree: members and outputs.")
+def list_command(files, json_flag, pretty, limit, show_all, fields, groups) -> None:
     """Every node: kind, freshness, inputs and declared env; a scheduled node's cron and when
     it would next fire (the table shows it in this machine's local time).
 
     \b
-    Example:
+    Examples:
       barca list pipeline.py
+      barca list pipeline.py --groups
     """
+    if groups:
+        _list_groups(files, choose_listing_mode(json_flag, pretty, None), fields)
+        return
     mode = choose_listing_mode(json_flag, pretty, fields)
     chosen = parse_fields(fields, LIST_FIELDS)
     shown = bounded(limit, show_all, DEFAULT_NODES)
@@ -54,6 +60,42 @@ def list_command(files, json_flag, pretty, limit, show_all, fields) -> None:
     emit(table(["NAME", "KIND", "FRESHNESS", *(["NEXT FIRE"] if scheduled else []), "DEPS"],
                rows))
     note_truncated(len(nodes), body["total"], "nodes")
+
+
+def _list_groups(files: tuple[str, ...], mode: str, fields: str | None) -> None:
+    if fields:
+        raise UsageError("--fields picks keys of nodes, and --groups lists groups",
+                         "drop --fields, or drop --groups")
+    _, paths = split_positionals(files, takes_target=False)
+    body = node_groups(paths)
+    if mode == "json":
+        emit_json(body, indent=True)
+        return
+    emit("\n".join(group_tree(body["groups"])) or "No groups declared.")
+
+
+def group_tree(groups: list[dict[str, Any]]) -> list[str]:
+    """Each top-level group, then what it holds, indented (a group's output marked `*`)."""
+    by_id = {g["id"]: g for g in groups}
+    inner = {m for g in groups for m in g["members"]}
+    lines: list[str] = []
+
+    def show(group: dict[str, Any], depth: int, mark: str) -> None:
+        about = f": {group['description']}" if group["description"] else ""
+        lines.append(f"{'  ' * depth}{group['name']} ({group['id']}){mark}{about}")
+        for member in group["members"]:
+            output = " *" if member == group["output"] else ""
+            if member in by_id:
+                show(by_id[member], depth + 1, output)
+            else:
+                lines.append(f"{'  ' * (depth + 1)}{member}{output}")
+
+    for g in groups:
+        if g["id"] not in inner:
+            show(g, 0, "")
+    if lines:
+        lines.append("(* the group's output)")
+    return lines
 
 
 def freshness_cell(node: dict[str, Any]) -> str:

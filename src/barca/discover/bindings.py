@@ -21,7 +21,9 @@ DECORATORS = ("asset", "sensor", "task")
 HELPERS = ("partitions", "partitions_from", "collect", "asset_ref", "Schedule", "Always",
            "Manual", "batches", "batches_by", "Failed")
 SINK = "sink"  # stacked under @asset; read by discover.sinks
-EXPORTS = frozenset(DECORATORS + HELPERS + (SINK,))
+UNSAFE = "unsafe"  # a marker decorator: never hashed (discover.parse)
+GROUP = "group"  # `name = group(...)` at module level: read by discover.groups
+EXPORTS = frozenset(DECORATORS + HELPERS + (SINK, UNSAFE, GROUP))
 
 
 class BarcaNames(NamedTuple):

@@ -14,6 +14,7 @@ from typing import Sequence
 
 from barca.discover import hashing
 from barca.discover.cone import ConeGraph
+from barca.discover.groups import NodeGroup, read_groups
 from barca.discover.import_identity import check_import_identity
 from barca.discover.model import Definition, DimensionSpec, InputSpec
 from barca.discover.modules import ModuleCache
@@ -33,16 +34,29 @@ def discover(root: Path, files: Sequence[str],
     that two pipeline files import as two different files.
     """
     modules = modules or ModuleCache(Path(root))
-    nodes: list[RawNode] = []
-    for file in sorted(set(files)):
-        nodes.extend(parse_module(modules.load(file)))
-    _check_unique(nodes)
-    resolver = Resolver(modules, NodeIndex(nodes))
+    nodes, resolver = _nodes(modules, files)
+    read_groups([modules.load(file) for file in sorted(set(files))], resolver)  # checked only
     hasher = _Hasher(modules, {node.node_id: f"{node.file}:{node.function}" for node in nodes})
     built = [_definition(node, resolver, hasher) for node in nodes]
     check_import_identity(modules, files)
     _check_task_parameters(nodes, built)
     return tuple(sorted(built, key=lambda d: d.node_id))
+
+
+def discover_groups(root: Path, files: Sequence[str]) -> tuple[NodeGroup, ...]:
+    """The groups (`group(...)`, discover.groups) declared in `files`, their references
+    resolved to node ids as discover() resolves inputs."""
+    modules = ModuleCache(Path(root))
+    _, resolver = _nodes(modules, files)
+    return read_groups([modules.load(file) for file in sorted(set(files))], resolver)
+
+
+def _nodes(modules: ModuleCache, files: Sequence[str]) -> tuple[list[RawNode], Resolver]:
+    nodes: list[RawNode] = []
+    for file in sorted(set(files)):
+        nodes.extend(parse_module(modules.load(file)))
+    _check_unique(nodes)
+    return nodes, Resolver(modules, NodeIndex(nodes))
 
 
 def _check_task_parameters(nodes: Sequence[RawNode], built: Sequence[Definition]) -> None:

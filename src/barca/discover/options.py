@@ -77,10 +77,7 @@ def _freshness(expr: ast.expr, names: BarcaNames, site: Site,
         raise site.error(f"freshness= must be Always, Manual or Schedule(\"<cron>\"), not "
                          f"`{ast.unparse(expr)}`",
                          "Import the marker from barca: from barca import Manual", expr)
-    if kind == "sensor" and label == "always":
-        raise site.error("a sensor cannot use freshness=Always",
-                         "Use Manual (the default) or Schedule(\"<cron>\")", expr)
-    return label, cron
+    return label, cron  # a sensor may say Always, as in the published 0.33: it runs anyway
 
 
 def _cron(call: ast.Call, site: Site, names: BarcaNames) -> str:

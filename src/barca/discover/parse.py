@@ -17,7 +17,7 @@ from typing import NamedTuple
 from barca.api import DECORATOR_ARGS
 from barca.discover.arguments import (RawDimension, RawInput, Site, read_inputs, read_name,
                                       read_partitions)
-from barca.discover.bindings import DECORATORS, BarcaNames, barca_names
+from barca.discover.bindings import DECORATORS, UNSAFE, BarcaNames, barca_names
 from barca.discover.literals import module_constant
 from barca.discover.modules import ModuleInfo
 from barca.discover.model import SinkSpec
@@ -149,7 +149,8 @@ def _read_node(fn: FunctionNode, decorator: ast.expr, kind: str,
     counted = tuple(keywords[k].value for k in ("serializer",) if k in keywords)
     sink_list = sink_decorators(fn, names)
     sinks = read_sinks(sink_list, kind, site, module)
-    others = tuple(d for d in fn.decorator_list if d is not decorator and d not in sink_list)
+    others = tuple(d for d in fn.decorator_list if d is not decorator and d not in sink_list
+                   and names.which(d) != UNSAFE)  # @unsafe is a marker: not hashed
     return RawNode(module.file, name, kind, site, fn, params, annotations, inputs,
                    dimensions, options, others, counted, sinks)
 

@@ -12,6 +12,7 @@ from starlette.routing import Route
 
 from barca.server import blocking
 from barca.server.http import ApiError, Served, int_param, json, only_params
+from barca.views.node_list import group_list
 from barca.views.plan import plan_of
 from barca.views.project_reads import materializations_json, project_json, sql_views_json
 
@@ -26,9 +27,9 @@ def project_routes(s: Served) -> list[Route]:
         return json(await blocking.read(plan_of, s.pipeline))
 
     async def groups(request: Request) -> Response:
-        """The served nodes' groups: barca declares none (0.33's `group()`), so none."""
+        """The served files' `group(...)`s, read from their source."""
         only_params(request.query_params)
-        return json([])
+        return json(await blocking.read(group_list, s.pipeline))
 
     async def project(request: Request) -> Response:
         only_params(request.query_params)

@@ -1,6 +1,7 @@
 """Every node of a pipeline as `barca list` shows it (kind, freshness, inputs, declared env; a
 scheduled node's cron and next fire, RFC 3339 UTC as JSON writes every moment): the same
-entries for the CLI's table, its --json and a server's `/list`."""
+entries for the CLI's table, its --json and a server's `/list`; and the groups that organise
+them (`barca list --groups`)."""
 
 from __future__ import annotations
 
@@ -36,3 +37,20 @@ def node_list(paths: Sequence[str], count: int | None, fields: list[str] | None 
     shown = nodes[:count]
     return shown, listing({"root": str(loaded.project.root)}, "nodes",
                           pick_fields(shown, fields), len(nodes), "nodes")
+
+
+def node_groups(paths: Sequence[str]) -> dict[str, Any]:
+    """`barca list --groups --json`: every `group(...)` of the pipeline `paths` name, as the
+    published barca lists them, `{groups: [{id, name, description, members, output}]}`."""
+    # the nodes must load before their groups mean much
+    return {"groups": group_list(open_pipeline(list(paths)))}
+
+
+def group_list(loaded: Any) -> list[dict[str, Any]]:
+    """The groups of a pipeline already open (a server's: `GET /groups`), read from its
+    files' source."""
+    from barca.discover.definitions import discover_groups
+
+    return [{"id": g.id, "name": g.name, "description": g.description,
+             "members": list(g.members), "output": g.output}
+            for g in discover_groups(loaded.project.root, loaded.files)]

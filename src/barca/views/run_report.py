@@ -127,7 +127,24 @@ def _plan_notes(result: RunResult, command: str, target: str | None, paths: Sequ
                    "Run without --partition to update it.")
     if command == "get" and target is None:
         out += _skipped_tasks(result, paths, env_name)
+    out += _stale_manual(result, env_name)
     return out + [f"[barca] warning: {line}" for line in _ignored_refresh_lines(result)]
+
+
+def _stale_manual(result: RunResult, env_name: str | None) -> list[str]:
+    """A Manual asset kept though stale (its code or inputs changed): say so, and how to
+    recompute it, as the published barca does."""
+    out = []
+    graph = result.graph
+    for node_id in result.order:
+        if not result.plans[node_id].pinned:
+            continue
+        d = graph.nodes[node_id]
+        name = d.name if sum(o.name == d.name for o in graph.nodes.values()) == 1 else node_id
+        env = f" --env {env_name}" if env_name else ""
+        out.append(f"[barca] note: {name} is Manual and stale; barca get {name} {d.file}"
+                   f" --refresh {name}{env} to recompute")
+    return out
 
 
 def trimmed_notes(result: RunResult) -> list[str]:
