@@ -179,7 +179,8 @@ def _project_paths() -> dict:
     return {
         "/plan": {"get": _get("`barca plan --json` of the served files: phases, capacity, "
                               "weights", _json(ref("Plan")), 400)},
-        "/groups": {"get": _get("The served files' group(...)s, as `barca list --groups --json` lists them",
+        "/groups": {"get": _get("The served files' group(...)s, as `barca list --groups "
+                                "--json` lists them",
                                 _json({"type": "array", "items": ref("NodeGroup")}), 400)},
         "/project": {"get": _get("What is served: root, environment, load time, git commit, "
                                  "each file's sha256", _json(ref("Project")), 400)},
