@@ -70,17 +70,14 @@ def ref(text: Any) -> Any:
 
 
 def node_numbers(conn: sqlite3.Connection, node_ids: Iterable[str],
-                 artifacts_dir: str) -> dict[str, int]:
-    """Each node's number, given on its first row; its directory is where the view puts the
-    file names its rows keep."""
+                 artifacts_dir: str) -> dict[str, tuple[int, str]]:
+    """Each node's number and directory, given on its first row: the view puts the file
+    names its rows keep in that directory, so a row keeps only what lies in it."""
     wanted = list(dict.fromkeys(node_ids))
     conn.executemany("INSERT OR IGNORE INTO nodes (node_id, dir) VALUES (?, ?)",
                      [(n, f"{artifacts_dir}/{_node_dir(n)}") for n in wanted])
-    numbers = {}
-    for node_id in wanted:
-        numbers[node_id] = conn.execute("SELECT node_no FROM nodes WHERE node_id = ?",
-                                        (node_id,)).fetchone()[0]
-    return numbers
+    return {node_id: conn.execute("SELECT node_no, dir FROM nodes WHERE node_id = ?",
+                                  (node_id,)).fetchone() for node_id in wanted}
 
 
 def _node_dir(node_id: str) -> str:
@@ -103,16 +100,16 @@ def insert(conn: sqlite3.Connection, rows: list[tuple], artifacts_dir: str) -> N
 
 
 def _compact(conn: sqlite3.Connection, rows: list[tuple], artifacts_dir: str) -> list[tuple]:
-    numbers = node_numbers(conn, (row[1] for row in rows), artifacts_dir)
-    dirs = {node_id: f"{artifacts_dir}/{_node_dir(node_id)}/" for node_id in numbers}
+    nodes = node_numbers(conn, (row[1] for row in rows), artifacts_dir)
     compact = []
     for (run_id, node_id, key, step_id, run_hash, context, signature, status, path,
          fmt, size, output_hash, *rest) in rows:
         label = None if step_id == node_id else step_id[len(node_id) + 1:-1]
-        folder = dirs[node_id]
-        if path is not None and path.startswith(folder) and "/" not in path[len(folder):]:
-            path = path[len(folder):]
-        compact.append((ref(run_id), numbers[node_id], key, label, ref(run_hash),
+        number, folder = nodes[node_id]
+        if path is not None and path.startswith(folder + "/") and \
+                "/" not in path[len(folder) + 1:]:
+            path = path[len(folder) + 1:]
+        compact.append((ref(run_id), number, key, label, ref(run_hash),
                         ref(context), signature, status, path, fmt, size, ref(output_hash),
                         *rest))
     return compact
