@@ -38,8 +38,10 @@ export class SchedulePage {
       h("div", { class: "toolbar" }, h("div", { class: "page-title" }, h("h1", null, "Schedule"), h("span", { class: "subtle", id: "sched-note" })),
         h("div", { class: "spacer" }), this.queueLink),
       h("div", { class: "page-body" }, this.box)));
-    this.off = on((what) => {
+    this.off = on((what, run) => {
       if (what === "schedule") this.loadFires();
+      // a job's run ended: its outcome, and the job's last run, are new
+      if (what === "run-finished" && run && (store.schedule || []).some((j) => j.last_run === run.id)) loadSchedule();
       if (what === "schedule" || what === "health" || what === "queue") this.paint();
     });
     this.timer = setInterval(() => this.paint(), 15000);
@@ -118,12 +120,12 @@ export class SchedulePage {
     const o = outcomes(runs);
     return h("div", { class: "outcomes" },
       h("div", { class: "outcome-dots" }, runs.map((r) => h("a", {
-        class: `outcome tone-${runTone(r.status)}`, href: `#/runs/${r.id}`, "data-status": r.status,
+        class: `job-outcome tone-${runTone(r.status)}`, href: `#/runs/${r.id}`, "data-status": r.status,
         title: `${r.status} · ${fmtTime(r.started_at)}${r.triggered_by === "api" ? " · fired by hand" : ""}${r.error ? `\n${r.error.split("\n")[0]}` : ""}`,
       }, h("i", { class: "dot" })))),
       o.streak && o.streak.status === "failed" && o.streak.count > 1
         ? h("div", { class: "small text-failed" }, `failed ${o.streak.count} times in a row`)
-        : h("div", { class: "small subtle" }, `${o.success} ok · ${o.failed} failed of the last ${plural(runs.length, "run")}`));
+        : h("div", { class: "small subtle" }, `last ${plural(runs.length, "run")}: ${o.success} ok${o.failed ? `, ${o.failed} failed` : ""}`));
   }
 
   actions(j) {
@@ -192,8 +194,8 @@ export class QueuePage {
     this.summary = h("span", { class: "subtle", id: "queue-summary" });
     this.actions = h("div", { class: "queue-actions" });
     this.state = h("div");
-    this.running = h("div", { class: "card-section" });
-    this.waiting = h("div", { class: "card-section" });
+    this.running = h("div", { class: "card-section", "data-section": "running" });
+    this.waiting = h("div", { class: "card-section", "data-section": "waiting" });
     replace(root, h("section", { class: "page page-queue" },
       h("div", { class: "toolbar" }, h("div", { class: "page-title" }, h("h1", null, "Queue"), this.summary), h("div", { class: "spacer" }), this.actions),
       h("div", { class: "page-body" }, this.state, this.running, this.waiting)));
@@ -223,7 +225,7 @@ export class QueuePage {
       q.draining ? [icon("warn"), h("b", null, "The server is shutting down: "), "running runs finish, waiting ones stay queued for its next start."]
         : q.paused ? [icon("warn"), h("b", null, "Paused"), q.paused_at ? ` since ${fmtTime(q.paused_at)} (${fmtAgo(q.paused_at)})` : "", ": runs in flight go on, new ones wait until it is resumed (kept across restarts)."]
           : [h("b", null, "Running"), ` · up to ${plural(q.max_runs, "run")} at once; the rest wait in order.`]));
-    const table = (runs, waiting) => h("table", { class: "table" },
+    const table = (runs, waiting) => h("div", { class: "table-card" }, h("table", { class: "table" },
       h("thead", null, h("tr", null, waiting ? h("th", { class: "num" }, "#") : null, h("th", null, "Run"), h("th", null, "Command"), h("th", null, "Trigger"), h("th", null, waiting ? "Waiting since" : "Accepted"), waiting && !readOnly() ? h("th", null, "") : null)),
       h("tbody", null, runs.map((r) => h("tr", { class: "queue-row", "data-run": r.run_id },
         waiting ? h("td", { class: "num" }, String(r.position)) : null,
@@ -231,7 +233,7 @@ export class QueuePage {
         h("td", { class: "mono small ellipsis" }, `barca ${r.command} ${r.targets.map((t) => splitId(t).name).join(", ") || "(every asset)"}`),
         h("td", null, h("span", { class: `tag trig-${r.triggered_by}` }, r.triggered_by)),
         h("td", { class: "small", title: fmtTime(r.accepted_at) }, fmtAgo(r.accepted_at)),
-        waiting && !readOnly() ? h("td", null, actionButton("Cancel", { class: "btn sm danger", "data-action": "cancel-waiting" }, async () => { await api.cancel(r.run_id); await loadQueue(); })) : null))));
+        waiting && !readOnly() ? h("td", null, actionButton("Cancel", { class: "btn sm danger", "data-action": "cancel-waiting" }, async () => { await api.cancel(r.run_id); await loadQueue(); })) : null)))));
     replace(this.running, h("div", { class: "section-head" }, h("h3", null, "Running"), h("span", { class: "subtle num" }, String(q.running.length))),
       q.running.length ? table(q.running, false) : h("p", { class: "subtle small" }, "No run is running."));
     replace(this.waiting, h("div", { class: "section-head" }, h("h3", null, "Waiting"), h("span", { class: "subtle num" }, String(q.queued.length))),
