@@ -1,5 +1,6 @@
-"""The web UI's pure modules (formatting, node looks, a live run's state: format.js, look.js,
-live.js) under `node --test` (Debian's `nodejs`), so that README's `pytest` runs them too.
+"""The web UI's pure modules (formatting, node looks, a live run's state, a job's cron in
+words and its fires, a recompute's key selection: format.js, look.js, live.js, cron.js,
+selection.js) under `node --test` (Debian's `nodejs`), so that README's `pytest` runs them too.
 The tests are tests/browser/ui/*.test.mjs; `node --test tests/browser/ui/*.test.mjs` runs
 them alone. Without node the test skips, unless BARCA_REQUIRE_BROWSER=1 (then it fails)."""
 

@@ -26,6 +26,7 @@ from barca.server.routes_keys import key_routes
 from barca.server.routes_ops import ops_routes
 from barca.server.routes_project import project_routes
 from barca.server.routes_runs import run_routes
+from barca.server.routes_schedule import schedule_routes
 from barca.server.routes_views import view_routes
 
 UI_DIR = Path(__file__).parent / "ui"
@@ -34,7 +35,7 @@ UI_DIR = Path(__file__).parent / "ui"
 def build_app(served: Served, lifespan: Any = None) -> Starlette:
     # a key's routes first: /assets/{name:path} would take /assets/x/attempts
     routes = merge_methods(key_routes(served) + inspect_routes(served) + run_routes(served)
-                           + view_routes(served) + ops_routes(served)
+                           + view_routes(served) + ops_routes(served) + schedule_routes(served)
                            + project_routes(served)) + [
         Route("/", _to_ui), Route("/ui", _to_ui),
         Mount("/ui", StaticFiles(directory=UI_DIR, html=True), name="ui")]

@@ -161,6 +161,7 @@ def document(version: str) -> dict[str, Any]:
     paths.update(_project_paths())
     paths.update(_ops_paths(trigger))
     paths.update(_key_paths())
+    paths.update(_schedule_paths())
     paths["/events/{run_id}"] = {"get": {**paths["/runs/{run_id}/events"]["get"],
                                          "summary": "The older name of /runs/{run_id}/events"}}
     _guarded(paths)
@@ -270,3 +271,21 @@ def _guarded(paths: dict) -> None:
                 op["responses"].setdefault(code, _error(text))
             if path == "/health":
                 op["security"] = [{}]
+
+
+def _schedule_paths() -> dict:
+    """A scheduled job's fires (`server.routes_schedule`)."""
+    job = [_path_param("job")]
+    return {
+        "/schedule/{job}/fires": {"get": _get(
+            "A scheduled node's next fires (?next=, in the server's time zone; none when "
+            "nothing fires) and the last runs its fires started (?runs=), newest first",
+            _json(ref("JobFires")), 400, 404, 409,
+            params=job + [_count("next", 1, 20), _count("runs", 1, 100)])},
+        "/schedule/{job}/fire": {"post": {**_post(
+            "Start the run a tick of this scheduled node starts, now (paused or not; its "
+            "cron is unchanged); never while its last run is in flight",
+            _json(ref("JobFired")), 400, 403, 404, 409, 503, params=job),
+            "responses": {"202": _json(ref("JobFired"), "started, or waiting for a slot"),
+                          **{str(c): _error(ERRORS[c]) for c in (400, 403, 404, 409, 503)}}}},
+    }

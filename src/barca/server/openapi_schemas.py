@@ -236,3 +236,16 @@ SCHEMAS.update({
         "text": STR, "truncated": BOOL, "num_rows": INT, "columns": STRS,
         "rows": {"type": "array", "items": STRS}}, ["kind"]),
 })
+
+
+# a scheduled job as the web UI operates it (server.routes_schedule)
+SCHEMAS.update({
+    "JobFires": obj({
+        "id": STR, "cron": STR, "timezone": NULL_STR,
+        "next_fires": {"type": "array", "items": TIME},
+        "runs": {"type": "array", "items": {
+            **SCHEMAS["RunSummary"], "properties": {**SCHEMAS["RunSummary"]["properties"],
+                                                    "scheduled_at": NULL_TIME},
+            "required": [*SCHEMAS["RunSummary"]["required"], "scheduled_at"]}}}),
+    "JobFired": obj({"id": STR, "run_id": STR}),
+})

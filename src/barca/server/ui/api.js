@@ -122,6 +122,15 @@ export const api = {
   value: (id, key = "", o) => call("GET", `assets/${nodePath(id)}/value${key ? `?key=${encodeURIComponent(key)}` : ""}`, o),
   start: (request) => call("POST", "runs", { body: request }),
   cancel: (id) => call("DELETE", `runs/${encodeURIComponent(id)}`),
+  /** A scheduled job: its next fires and the last runs its fires started. */
+  jobFires: (id, { next = 5, runs = 10 } = {}, o) => call("GET", `schedule/${nodePath(id)}/fires?next=${next}&runs=${runs}`, o),
+  /** Pause a job until resumed, or until `until` (RFC 3339). */
+  pauseJob: (id, until = null) => call("POST", `schedule/${nodePath(id)}/pause${until ? `?until=${encodeURIComponent(until)}` : ""}`),
+  resumeJob: (id) => call("POST", `schedule/${nodePath(id)}/resume`),
+  fireJob: (id) => call("POST", `schedule/${nodePath(id)}/fire`),
+  queue: (o) => call("GET", "queue", o),
+  pauseQueue: () => call("POST", "queue/pause"),
+  resumeQueue: () => call("POST", "queue/resume"),
   events: (id) => new EventStream(`runs/${encodeURIComponent(id)}/events`),
 };
 

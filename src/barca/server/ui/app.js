@@ -1,10 +1,12 @@
-// Boot, routing (#/assets[/id], #/runs[/id], #/schedule), the header and the banners.
+// Boot, routing (#/assets[/id], #/runs[/id], #/schedule, #/queue), the header and the banners.
 
-import { store, on, loadHealth, loadAssets, loadState, loadRuns, loadSchedule, startPolling, liveRuns } from "./store.js";
+import { store, on, loadHealth, loadAssets, loadState, loadRuns, loadSchedule, loadQueue, startPolling, liveRuns, readOnly } from "./store.js";
 import { AssetsPage } from "./assets.js";
-import { RunsPage, RunPage, SchedulePage } from "./runs.js";
-import { h, replace, icon } from "./util.js";
-import { fmtInt } from "./format.js";
+import { RunsPage, RunPage } from "./runs.js";
+import { SchedulePage, QueuePage } from "./schedule.js";
+import { h, replace, icon, toast } from "./util.js";
+import { fmtInt, fmtAgo } from "./format.js";
+import { api } from "./api.js";
 
 const main = document.getElementById("main");
 let current = null; // {key, view}
@@ -15,6 +17,7 @@ function parse() {
   if (section === "runs" && parts[1]) return { name: "run", key: `run:${parts[1]}`, params: [decodeURIComponent(parts[1])] };
   if (section === "runs") return { name: "runs", key: "runs", params: [] };
   if (section === "schedule") return { name: "schedule", key: "schedule", params: [] };
+  if (section === "queue") return { name: "queue", key: "queue", params: [] };
   return { name: "assets", key: "assets", params: parts.slice(1) };
 }
 
@@ -32,11 +35,13 @@ function route() {
     if (r.name === "assets") view = new AssetsPage(main);
     else if (r.name === "runs") view = new RunsPage(main);
     else if (r.name === "run") view = new RunPage(main, r.params[0]);
+    else if (r.name === "queue") view = new QueuePage(main);
     else { view = new SchedulePage(main); loadSchedule(); }
     current = { key: r.key, view };
     window.scrollTo(0, 0);
   }
   if (current.view.route) current.view.route(r.params);
+  paintBanners();
   document.title = r.name === "run" ? `Run ${r.params[0]} · barca` : `${r.name[0].toUpperCase()}${r.name.slice(1)} · barca`;
 }
 
@@ -92,6 +97,17 @@ function paintBanners() {
         h("b", null, `${files.size} file${files.size === 1 ? "" : "s"} did not load`), h("span", { class: "subtle" }, " — their nodes are not in the graph. Fix the file and restart `barca serve`."),
         list)));
   }
+  const q = store.queue;
+  if (q && q.paused && store.view !== "queue") {
+    const resume = readOnly() ? null : h("button", { type: "button", class: "btn sm", "data-action": "banner-resume-queue", onclick: async (e) => {
+      e.currentTarget.disabled = true;
+      try { await api.resumeQueue(); } catch (err) { toast(err.message, "error"); }
+      loadQueue();
+    } }, "Resume");
+    out.push(h("div", { class: "banner banner-warn", role: "status", "data-banner": "queue-paused" }, icon("warn"),
+      h("div", { class: "banner-body" }, h("b", null, "The run queue is paused"), h("span", { class: "subtle" }, `${q.paused_at ? ` since ${fmtAgo(q.paused_at)}` : ""}: new runs wait until it is resumed. `),
+        h("a", { href: "#/queue" }, "Open the queue")), resume));
+  }
   replace(box, out);
 }
 
@@ -112,7 +128,7 @@ async function boot() {
   document.addEventListener("click", (e) => {
     for (const m of document.querySelectorAll(".menu:not([hidden])")) if (!m.parentElement.contains(e.target)) m.hidden = true;
   });
-  on((what) => { if (what === "health" || what === "runs" || what === "live") paintHeader(); });
+  on((what) => { if (what === "health" || what === "runs" || what === "live" || what === "queue") paintHeader(); });
   window.addEventListener("hashchange", route);
   route();
   // what the first paint needs is fast (/health, /assets, asked for by index.html); /state
@@ -125,7 +141,7 @@ async function boot() {
   loadHealth();
   await assets;
   // after the first paint: computing status takes the server's CPU (seconds at 200,000 keys)
-  requestAnimationFrame(() => setTimeout(() => { loadState(); loadRuns(); }, 0));
+  requestAnimationFrame(() => setTimeout(() => { loadState(); loadRuns(); loadQueue(); }, 0));
   startPolling();
 }
 

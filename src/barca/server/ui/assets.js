@@ -10,6 +10,7 @@ import { GraphView } from "./graph.js";
 import { activityByNode } from "./live.js";
 import { KeyView, keyHref } from "./keypage.js";
 import { nodeLook, sharesOf, TONE_LABEL } from "./look.js";
+import { openRecompute } from "./recompute.js";
 
 const PAGE = 100;
 
@@ -654,7 +655,8 @@ function skeletonRows(n) {
 }
 
 /** The Run button: `get` for an asset or sensor, `run` for a task; its menu adds a forced
- * recompute (`refresh`). */
+ * recompute (`refresh`), which for a partitioned node first asks which keys and confirms
+ * their count (recompute.js). */
 export function runButton(a) {
   const command = a.kind === "task" ? "run" : "get";
   const start = async (refresh, btn) => {
@@ -682,8 +684,11 @@ export function runButton(a) {
   const menu = h("div", { class: "menu", hidden: true, role: "menu" },
     h("button", { type: "button", role: "menuitem", onclick: () => { menu.hidden = true; start(false, main); } },
       h("b", null, a.kind === "task" ? "Run" : "Materialize"), h("span", { class: "small subtle" }, "Runs only what is stale or failed; the rest comes from cache.")),
-    h("button", { type: "button", role: "menuitem", onclick: () => { menu.hidden = true; start(true, main); } },
-      h("b", null, "Recompute"), h("span", { class: "small subtle" }, `Refresh ${a.name}: every key runs again, even if cached.`)));
+    a.partitioned && command === "get"
+      ? h("button", { type: "button", role: "menuitem", "data-action": "recompute", onclick: () => { menu.hidden = true; openRecompute(a); } },
+        h("b", null, "Recompute…"), h("span", { class: "small subtle" }, "Choose the keys (all, failed, a search) and run them again, even if cached."))
+      : h("button", { type: "button", role: "menuitem", "data-action": "recompute", onclick: () => { menu.hidden = true; start(true, main); } },
+        h("b", null, "Recompute"), h("span", { class: "small subtle" }, `Refresh ${a.name}: it runs again, even if cached.`)));
   const more = h("button", { type: "button", class: "btn primary split", "aria-label": "More run options", onclick: (e) => { e.stopPropagation(); menu.hidden = !menu.hidden; } }, icon("chevD"));
   return h("div", { class: "split-btn" }, main, more, menu);
 }

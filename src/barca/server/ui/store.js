@@ -1,4 +1,5 @@
-// What the UI knows about the server: health, assets, state, runs, schedule, and the runs it
+// What the UI knows about the server: health, assets, state, runs, schedule, the run queue,
+// and the runs it
 // follows live over their event streams. Views subscribe with on(fn) and re-render what changed.
 
 import { api, EventStream } from "./api.js";
@@ -17,6 +18,8 @@ export const store = {
   runsLimit: 50,
   runsError: null,
   schedule: null,
+  queue: null,           // GET /queue: running, waiting, paused
+  queueError: null,
   live: new Map(),       // run id -> LiveRun
   view: "",
 };
@@ -115,8 +118,27 @@ export function loadRuns() {
 }
 
 export async function loadSchedule() {
+  lastSchedule = Date.now();
   try { store.schedule = await api.schedule(); } catch { store.schedule = store.schedule || []; }
   emit("schedule");
+}
+
+let queueInFlight = null;
+export function loadQueue() {
+  if (queueInFlight) return queueInFlight;
+  lastQueue = Date.now();
+  queueInFlight = (async () => {
+    try {
+      store.queue = await api.queue();
+      store.queueError = null;
+    } catch (err) {
+      store.queueError = err;
+    } finally {
+      queueInFlight = null;
+      emit("queue");
+    }
+  })();
+  return queueInFlight;
 }
 
 // ------------------------------------------------------------------------------------------
@@ -192,7 +214,7 @@ export function liveRuns() {
 // Polling: runs often while something runs or the runs page is open, state when it may have
 // changed, health to notice a server that went away. Nothing while the tab is hidden.
 
-let lastRuns = 0, lastState = 0, lastHealth = 0, lastSchedule = 0;
+let lastRuns = 0, lastState = 0, lastHealth = 0, lastSchedule = 0, lastQueue = 0;
 
 export function startPolling() {
   setInterval(tick, 1000);
@@ -210,5 +232,7 @@ function tick(force = false) {
   if (force || now - lastHealth > 20000) {
     loadHealth();
   }
-  if (store.view === "schedule" && (force || now - lastSchedule > 15000)) { lastSchedule = now; loadSchedule(); }
+  if (store.view === "schedule" && (force || now - lastSchedule > 15000)) loadSchedule();
+  // the queue's pause shows on every page (a banner); its own page polls it itself
+  if (store.view !== "queue" && (force || now - lastQueue > 15000)) loadQueue();
 }
