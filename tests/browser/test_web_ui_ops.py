@@ -14,7 +14,7 @@ from datetime import datetime
 import pytest
 
 from conftest import ServeProcess, barca, write
-from test_web_ui import chromium, node_url, page  # noqa: F401 (fixtures)
+from test_web_ui import node_url
 
 PIPELINE = """
     import time
@@ -54,7 +54,7 @@ JOB = "pipeline.py:nightly"
 
 
 @pytest.fixture(scope="module")
-def ops(tmp_path_factory, chromium):  # noqa: F811
+def ops(tmp_path_factory, chromium):
     root = tmp_path_factory.mktemp("ui-ops")
     write(root, {"barca.toml": "", "pipeline.py": PIPELINE.format(release=str(root / "release"))})
     barca(root, "get", "orders", "pipeline.py").expect(1)  # two keys fail
@@ -69,7 +69,7 @@ def job(server: ServeProcess) -> dict:
     return found
 
 
-def test_the_schedule_page_pauses_resumes_and_fires_a_job(ops, page):  # noqa: F811
+def test_the_schedule_page_pauses_resumes_and_fires_a_job(ops, page):
     page.goto(f"{ops.url}/ui/#/schedule")
     row = page.locator(f'tr.job-row[data-job="{JOB}"]')
     row.wait_for()
@@ -118,7 +118,7 @@ def test_the_schedule_page_pauses_resumes_and_fires_a_job(ops, page):  # noqa: F
     assert ops.get(f"/schedule/{JOB}/fires").json()["next_fires"] == expected
 
 
-def test_the_queue_page_shows_running_and_waiting_runs_and_pauses_the_queue(ops, page):  # noqa: F811
+def test_the_queue_page_shows_running_and_waiting_runs_and_pauses_the_queue(ops, page):
     page.goto(f"{ops.url}/ui/#/queue")
     page.locator("[data-action=pause-queue]").wait_for()
     gate = ops.post("/runs", json={"command": "get", "targets": ["gate"]}).json()["run_id"]
@@ -154,7 +154,7 @@ def confirm_says(pg, text: str) -> None:
                          " return b && b.textContent === t && !b.disabled; }", arg=text)
 
 
-def test_recompute_asks_for_the_keys_and_confirms_their_count(ops, page):  # noqa: F811
+def test_recompute_asks_for_the_keys_and_confirms_their_count(ops, page):
     runs_before = len(ops.runs())
     page.goto(node_url(ops, "pipeline.py:orders"))
     page.locator(".panel-actions .split").click()

@@ -113,6 +113,8 @@ def test_a_read_only_server_writes_nothing_under_the_project_in_its_whole_life(
         "/sql/views": ["/sql/views"], "/queue": ["/queue"],
         "/runs/{run_id}/logs": [f"/runs/{run_id}/logs", f"/runs/{run_id}/logs?step=base"],
         "/events/{run_id}": [f"/events/{run_id}"],
+        "/schedule/{job:path}/fires": ["/schedule/p.py:per_region/fires",
+                                       "/schedule/nope/fires"],
         "/assets/{name:path}/attempts": ["/assets/per_region/attempts?key=region=emea"],
         "/assets/{name:path}/value": ["/assets/per_region/value?key=region=emea",
                                       "/assets/p.py:base/value"],
