@@ -12,6 +12,7 @@ import click
 from barca.errors import UsageError
 
 REMOTE_COMMANDS = ("get", "run", "status", "list", "history", "logs", "stats")
+OWN_SERVER_OPTION = ("queue",)  # commands that parse --server and --local themselves
 
 
 def server_options(fn):
@@ -25,6 +26,8 @@ def server_options(fn):
 
 def take_server(argv: list[str]) -> tuple[str | None, list[str]]:
     """The server URL this command goes to (None: run here) and argv without the options."""
+    if argv and argv[0] in OWN_SERVER_OPTION:
+        return None, argv
     url, local, rest = None, False, []
     items = iter(argv)
     for arg in items:
@@ -46,5 +49,6 @@ def take_server(argv: list[str]) -> tuple[str | None, list[str]]:
             sys.stderr.write(f"[barca] server {url}\n")
     if url is not None and (not rest or rest[0] not in REMOTE_COMMANDS):
         raise UsageError(f"`barca {rest[0] if rest else ''}` always runs here: --server does "
-                         "not apply to it", f"--server works with {', '.join(REMOTE_COMMANDS)}")
+                         "not apply to it",
+                         f"--server works with {', '.join(REMOTE_COMMANDS + OWN_SERVER_OPTION)}")
     return url, rest
