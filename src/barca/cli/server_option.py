@@ -26,8 +26,6 @@ def server_options(fn):
 
 def take_server(argv: list[str]) -> tuple[str | None, list[str]]:
     """The server URL this command goes to (None: run here) and argv without the options."""
-    if argv and argv[0] in OWN_SERVER_OPTION:
-        return None, argv
     url, local, rest = None, False, []
     items = iter(argv)
     for arg in items:
@@ -41,6 +39,9 @@ def take_server(argv: list[str]) -> tuple[str | None, list[str]]:
             url = arg.split("=", 1)[1]
         else:
             rest.append(arg)
+    if rest and rest[0] in OWN_SERVER_OPTION:  # given back, after the command's name
+        given = (["--server", url] if url is not None else []) + (["--local"] if local else [])
+        return None, [rest[0], *given, *rest[1:]]
     if local:
         return None, rest
     if url is None and rest and rest[0] in REMOTE_COMMANDS:
