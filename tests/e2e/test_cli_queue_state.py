@@ -15,6 +15,7 @@ from pathlib import Path
 from conftest import CLI, barca, barca_env, poll, start_barca, write
 
 PIPELINE = """
+    import time
     from pathlib import Path
 
     from barca import asset, task
@@ -27,7 +28,7 @@ PIPELINE = """
     def slow() -> None:
         Path("started").write_text("")
         while not Path("go").exists():
-            pass
+            time.sleep(0.02)
 
     @task()
     def mark() -> None:
@@ -72,11 +73,15 @@ def test_reset_keeps_a_copy_that_restore_puts_back(project: Path) -> None:
     assert [(b["kind"], b["run_id"]) for b in listed] == [("pre-restore", second["run_id"]),
                                                          ("reset", first)]
     assert restored["pre_restore"] == listed[0]["path"]
-    assert barca(project, "get", "plain", "p.py").expect(0).json["steps_executed"] == 0
+    cached = barca(project, "get", "plain", "p.py").expect(0).json
+    assert cached["steps_executed"] == 0
 
     # 0.33's spelling, a number: the newest, what the first restore replaced
     barca(project, "state", "restore", "--from", "1").expect(0)
     assert _history(project) == [second["run_id"]]
+    newest = barca(project, "state", "restore").expect(0)  # none named: the newest, said
+    assert "restoring the newest backup, metadata.db.pre-restore-" in newest.stderr
+    assert _history(project) == [cached["run_id"], first]
 
 
 def test_reset_asks_in_a_terminal_and_anything_but_y_changes_nothing(project: Path) -> None:

@@ -10,6 +10,7 @@ import click
 
 from barca.cli.output import choose_mode, emit, emit_json
 from barca.errors import UsageError
+from barca.printable import note
 
 OPTIONS = [
     click.option("--json", "json_flag", is_flag=True, help="JSON output (default when stdout is "
@@ -73,7 +74,10 @@ def restore_command(backup, from_, json_flag, pretty, env_name) -> None:
         raise UsageError("BACKUP and --from name the same thing", "pass one of them")
     mode = choose_mode(json_flag, pretty)
     db_path = _db_path(env_name)
-    body = serving.restore_unserved(db_path, chosen_backup(db_path, backup or from_))
+    source = chosen_backup(db_path, backup or from_)
+    if not (backup or from_):
+        note(f"barca: restoring the newest backup, {source.name}")
+    body = serving.restore_unserved(db_path, source)
     if mode == "json":
         emit_json(body, indent=True)
         return

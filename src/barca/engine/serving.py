@@ -34,7 +34,7 @@ from barca.store.db import SCHEMA_VERSION, connect, connect_readonly
 from barca.store.history import mark_cancelled
 from barca.store.owners import owner_gone, process_start
 from barca.store.run_queue import Closing, Queued, Running, Waiting
-from barca.store.serve_lock import ServerHolds, exclusive, hold
+from barca.store.serve_lock import ServerHolds, exclusive, hold, held
 from barca.store.schedule_state import Fired
 from barca.store.state_reset import reset as reset_database
 
@@ -153,7 +153,7 @@ class QueueLook:
 
 def look_at_queue(db_path: Path) -> QueueLook:
     """One read (none before a first database: nothing waits)."""
-    served = _served(db_path)
+    served = held(db_path)
     with _opened(db_path, create=False) as conn:
         if conn is None:
             return QueueLook([], [], None, served)
@@ -202,14 +202,6 @@ def reset_unserved(db_path: Path) -> dict:
     with _unserved(db_path, InfraError, "reset through it (POST /state/reset, or the web "
                    "UI), or stop it first"), _idle("reset"):
         return reset_database(db_path)
-
-
-def _served(db_path: Path) -> bool:
-    try:
-        with exclusive(db_path):
-            return False
-    except ServerHolds:
-        return True
 
 
 @contextmanager

@@ -59,3 +59,18 @@ def exclusive(db_path: Path) -> Iterator[None]:
         yield
     finally:
         os.close(fd)
+
+
+def held(db_path: Path) -> bool:
+    """Whether a server holds the lock now (a look: creates nothing)."""
+    try:
+        fd = os.open(lock_path(db_path), os.O_RDONLY)
+    except OSError:
+        return False  # never served, or unreadable: no server of ours
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
