@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import fcntl
 import os
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 LOCK_NAME = "serve.lock"
 _HELD: list[int] = []  # this process's shared locks (a server's), held until it exits

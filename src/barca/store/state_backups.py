@@ -27,8 +27,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from barca.errors import UsageError
-from barca.store.db import SCHEMA_VERSION, UPGRADABLE, connect, published_layout, \
-    write_transaction
+from barca.store.db import (
+    SCHEMA_VERSION,
+    UPGRADABLE,
+    connect,
+    published_layout,
+    write_transaction,
+)
 from barca.store.owners import owner_gone
 
 KINDS = ("reset", "pre-restore")
