@@ -35,6 +35,7 @@ from barca.store.history import mark_cancelled
 from barca.store.owners import owner_gone, process_start
 from barca.store.run_queue import Closing, Queued, Running, Waiting
 from barca.store.serve_lock import ServerHolds, exclusive, hold, held
+from barca.store.state_backups import Backup, Contents
 from barca.store.schedule_state import Fired
 from barca.store.state_reset import reset as reset_database
 
@@ -44,8 +45,6 @@ __all__ = ["Closing", "Fired", "Queued", "owner_gone", "process_start", "enqueue
            "pause_schedule", "reset_state", "hold_project", "QueueLook", "look_at_queue",
            "pause_unserved_queue", "Backup", "Contents", "backups", "backup_contents",
            "restore_unserved", "reset_unserved", "Running", "Waiting"]
-
-Backup, Contents = state_backups.Backup, state_backups.Contents
 
 
 @contextmanager
