@@ -40,7 +40,8 @@ def state_command() -> None:
     """
 
 
-@state_command.command("backups")
+@state_command.command("backups", short_help="The copies a reset or a restore left, "
+                       "newest first.")
 @_options
 def backups_command(json_flag, pretty, env_name) -> None:
     """List the copies of the metadata database a reset or a restore left, newest first."""
@@ -54,7 +55,7 @@ def backups_command(json_flag, pretty, env_name) -> None:
         emit(backups_text(body))
 
 
-@state_command.command("restore")
+@state_command.command("restore", short_help="Put a backup back as the database.")
 @click.argument("backup", required=False)
 @click.option("--from", "from_", metavar="BACKUP", help="The same as BACKUP (as 0.33 writes it).")
 @_options
@@ -87,7 +88,7 @@ def restore_command(backup, from_, json_flag, pretty, env_name) -> None:
          f"{body['pre_restore']} (undo: {body['undo']}).")
 
 
-@state_command.command("reset")
+@state_command.command("reset", short_help="Empty the database (a copy is kept).")
 @click.option("-y", "--yes", is_flag=True, help="Do not ask for a confirmation.")
 @_options
 def reset_command(yes, json_flag, pretty, env_name) -> None:
