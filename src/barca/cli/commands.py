@@ -41,6 +41,9 @@ COMMANDS = {
     "doctor": ("barca.cli.doctor", "doctor_command", "Check what barca needs to run here."),
     "pool": ("barca.cli.pool", "pool_command", "List or stop this user's warm pools."),
     "serve": ("barca.cli.serve", "serve_command", "Fire schedules and answer an HTTP API."),
+    "queue": ("barca.cli.queue", "queue_command", "Runs in flight and waiting; pause, resume."),
+    "state": ("barca.cli.state", "state_command", "The metadata database: backups, restore, "
+              "reset."),
     "help": ("barca.cli.help", "help_command", "The help of a command (as COMMAND --help)."),
 }
 OPTIONS = [("-V, --version", "Show the version and exit."),

@@ -12,6 +12,7 @@ import click
 from barca.errors import UsageError
 
 REMOTE_COMMANDS = ("get", "run", "status", "list", "history", "logs", "stats")
+OWN_SERVER_OPTION = ("queue",)  # commands that parse --server and --local themselves
 
 
 def server_options(fn):
@@ -38,6 +39,9 @@ def take_server(argv: list[str]) -> tuple[str | None, list[str]]:
             url = arg.split("=", 1)[1]
         else:
             rest.append(arg)
+    if rest and rest[0] in OWN_SERVER_OPTION:  # given back, after the command's name
+        given = (["--server", url] if url is not None else []) + (["--local"] if local else [])
+        return None, [rest[0], *given, *rest[1:]]
     if local:
         return None, rest
     if url is None and rest and rest[0] in REMOTE_COMMANDS:
@@ -46,5 +50,6 @@ def take_server(argv: list[str]) -> tuple[str | None, list[str]]:
             sys.stderr.write(f"[barca] server {url}\n")
     if url is not None and (not rest or rest[0] not in REMOTE_COMMANDS):
         raise UsageError(f"`barca {rest[0] if rest else ''}` always runs here: --server does "
-                         "not apply to it", f"--server works with {', '.join(REMOTE_COMMANDS)}")
+                         "not apply to it",
+                         f"--server works with {', '.join(REMOTE_COMMANDS + OWN_SERVER_OPTION)}")
     return url, rest

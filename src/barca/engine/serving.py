@@ -8,10 +8,17 @@ process that left something behind still runs (`store.owners`).
 
 The server holds no connection and names no table: the store's layout may change (another
 store, another database) without a change to `server/`.
+
+The same actions from the command line, for a project no server holds (`barca queue`,
+`barca state`): a look at the durable queue, a pause kept for the next server, the backups a
+reset or a restore left, a restore, a reset. Each that changes something a running server
+would not see is refused while one holds the project (`store.serve_lock`, which every server
+holds from its start: `hold_project`).
 """
 
 from __future__ import annotations
 
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,18 +28,23 @@ import barca.store.run_queue as run_queue
 import barca.store.schedule_state as schedule_state
 import barca.store.server_state as server_state
 import barca.store.snapshot as snapshot
-from barca.errors import UsageError
+import barca.store.state_backups as state_backups
+from barca.errors import InfraError, UsageError
 from barca.store.db import SCHEMA_VERSION, connect, connect_readonly
 from barca.store.history import mark_cancelled
 from barca.store.owners import owner_gone, process_start
-from barca.store.run_queue import Closing, Queued
+from barca.store.run_queue import Closing, Queued, Running, Waiting
+from barca.store.serve_lock import ServerHolds, exclusive, hold, held
+from barca.store.state_backups import Backup, Contents
 from barca.store.schedule_state import Fired
 from barca.store.state_reset import reset as reset_database
 
 __all__ = ["Closing", "Fired", "Queued", "owner_gone", "process_start", "enqueue_run",
            "queued_orphans", "close_queued", "load_fires", "record_fires", "close_killed",
            "read_through_snapshots", "check_readable", "Pauses", "load_pauses", "pause_queue",
-           "pause_schedule", "reset_state"]
+           "pause_schedule", "reset_state", "hold_project", "QueueLook", "look_at_queue",
+           "pause_unserved_queue", "Backup", "Contents", "backups", "backup_contents",
+           "restore_unserved", "reset_unserved", "Running", "Waiting"]
 
 
 @contextmanager
@@ -119,6 +131,97 @@ def reset_state(db_path: Path) -> dict:
     """Empty the metadata database after copying it beside itself (`store.state_reset`);
     UsageError with http_status 409 while a run is queued or running."""
     return reset_database(db_path)
+
+
+def hold_project(db_path: Path) -> None:
+    """This process is a server of the project until it exits (`store.serve_lock`)."""
+    hold(db_path)
+
+
+@dataclass(frozen=True)
+class QueueLook:
+    """The project's run queue as its database says: the runs in flight (a server's or a
+    command's), the runs a server accepted and has not started, the pause kept, and whether a
+    server holds the project now."""
+
+    running: list[Running]
+    waiting: list[Waiting]
+    paused_at: float | None
+    served: bool
+
+
+def look_at_queue(db_path: Path) -> QueueLook:
+    """One read (none before a first database: nothing waits)."""
+    served = held(db_path)
+    with _opened(db_path, create=False) as conn:
+        if conn is None:
+            return QueueLook([], [], None, served)
+        running, waiting = run_queue.look(conn)
+        paused = server_state.load(conn).get(server_state.QUEUE)
+    return QueueLook(running, waiting, paused["paused_at"] if paused else None, served)
+
+
+def pause_unserved_queue(db_path: Path, paused: bool) -> float | None:
+    """Keep the queue paused (since now, or since the pause already kept) or resumed, for the
+    next server to start; refused while a server holds the project, which would not see it.
+    When the queue is paused since, None when it runs."""
+    with _unserved(db_path, UsageError, "pause or resume the queue through that server: "
+                   "`barca queue pause --server URL` (POST /queue/pause), or stop it first"):
+        since = load_pauses(db_path).queue
+        if paused and since is None:
+            since = time.time()
+            pause_queue(db_path, since)
+        elif not paused and since is not None:
+            since = None
+            pause_queue(db_path, None)
+        return since
+
+
+def backups(db_path: Path) -> list[Backup]:
+    """The copies a reset or a restore left beside the database, newest first."""
+    return state_backups.listing(db_path)
+
+
+def backup_contents(path: Path) -> Contents:
+    """What a backup holds, read without checking every page; UsageError naming why it cannot
+    be restored."""
+    return state_backups.contents(path, verify=False)
+
+
+def restore_unserved(db_path: Path, source: Path) -> dict:
+    """Put a backup back (`store.state_backups.restore`), refused while a server holds the
+    project or a run is queued or running on it (InfraError)."""
+    with _unserved(db_path, InfraError, "stop it, then restore"), _idle("restore"):
+        return state_backups.restore(db_path, source)
+
+
+def reset_unserved(db_path: Path) -> dict:
+    """`reset_state` from the command line: refused while a server holds the project (its
+    reset is POST /state/reset) or a run is queued or running on it (InfraError)."""
+    with _unserved(db_path, InfraError, "reset through it (POST /state/reset, or the web "
+                   "UI), or stop it first"), _idle("reset"):
+        return reset_database(db_path)
+
+
+@contextmanager
+def _unserved(db_path: Path, error: type, fix: str) -> Iterator[None]:
+    try:
+        with exclusive(db_path):
+            yield
+    except ServerHolds:
+        raise error("a `barca serve` is running on this project", fix) from None
+
+
+@contextmanager
+def _idle(doing: str) -> Iterator[None]:
+    """A run queued or running (the store's 409) is the command line's exit 3."""
+    try:
+        yield
+    except UsageError as exc:
+        if exc.context.get("http_status") != 409:
+            raise
+        raise InfraError(exc.message, f"wait for them to end (`barca history` shows them), "
+                         f"or cancel them, then {doing} again") from None
 
 
 def close_killed(db_path: Path, run_ids: Iterable[str]) -> None:

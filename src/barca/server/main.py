@@ -22,6 +22,7 @@ import uvicorn
 
 from barca.engine.driver import end_pools_with_this_process, keep_warm, open_pipeline
 from barca.engine.serving import check_readable, close_killed, read_through_snapshots
+from barca.engine.serving import hold_project
 from barca.printable import note
 from barca.config import CONFIG_FILE
 from barca.server.app import build_app
@@ -52,6 +53,7 @@ def serve(options: ServeOptions) -> int:
         check_readable(pipeline.project.db_path)
     else:
         pipeline.project.ensure_state_dir()
+    hold_project(pipeline.project.db_path)  # no `barca state restore` under a server
     jobs = scheduled_jobs(pipeline.graph) if options.scheduler_on else []
     served = Served(options, pipeline)
     served.state = StateCache(pipeline.project.root, pipeline.files, options.env, served.read,

@@ -99,3 +99,45 @@ def claim(conn: sqlite3.Connection, run_id: str) -> None:
     """The run starts: its place in a queue (if it had one) is taken (inside the caller's
     transaction, the one that inserts its `runs` row)."""
     conn.execute("DELETE FROM run_queue WHERE run_id = ?", (run_id,))
+
+
+class Waiting(NamedTuple):
+    """A queued run as `barca queue` shows it: `held` is False when the server that accepted
+    it is gone (the next server on the project runs it)."""
+
+    run_id: str
+    command: str
+    targets: tuple[str, ...]
+    triggered_by: str
+    accepted_at: float
+    held: bool
+
+
+class Running(NamedTuple):
+    run_id: str
+    command: str
+    targets: tuple[str, ...]
+    triggered_by: str | None
+    started_at: float
+    pid: int | None
+
+
+def look(conn: sqlite3.Connection) -> tuple[list[Running], list[Waiting]]:
+    """(the runs whose process still runs, oldest first; the queue, in order), as the
+    database says: every server's and command's runs on the project, one read."""
+    running = [Running(r[0], r[1], tuple(t for t in (r[2] or "").split(",") if t), r[3],
+                       r[4], r[5]) for r in
+               conn.execute("SELECT run_id, command, target, triggered_by, started_at, pid, "
+                            "host, proc_start FROM runs WHERE status = 'running' "
+                            "ORDER BY started_at").fetchall()
+               if not owner_gone(r[5], r[6], r[7])]
+    waiting = []
+    for run_id, request, triggered_by, accepted_at, pid, host, start in conn.execute(
+            "SELECT run_id, request, triggered_by, accepted_at, pid, host, proc_start "
+            "FROM run_queue ORDER BY seq"):
+        asked = orjson.loads(request)
+        waiting.append(Waiting(run_id, asked.get("command", "get"),
+                               tuple(asked.get("targets") or ()), triggered_by, accepted_at,
+                               not owner_gone(pid, host, start)))
+    return running, waiting
+

@@ -52,3 +52,10 @@ def local_time(text: str | None) -> str | None:
     if text is None:
         return None
     return short_time(datetime.datetime.fromisoformat(text).astimezone())
+
+
+def utc_time_of(moment: str | None) -> str | None:
+    """An `iso_time` moment as human text writes it in UTC (text drawn from a JSON answer)."""
+    if moment is None:
+        return None
+    return utc_time(datetime.datetime.fromisoformat(moment.replace("Z", "+00:00")).timestamp())
