@@ -133,9 +133,10 @@ def reset_state(db_path: Path) -> dict:
     return reset_database(db_path)
 
 
-def hold_project(db_path: Path) -> None:
-    """This process is a server of the project until it exits (`store.serve_lock`)."""
-    hold(db_path)
+def hold_project(db_path: Path, read_only: bool) -> None:
+    """This process is a server of the project until it exits (`store.serve_lock`); a
+    read-only one creates nothing under the project."""
+    hold(db_path, create=not read_only)
 
 
 @dataclass(frozen=True)

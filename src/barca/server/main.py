@@ -53,7 +53,7 @@ def serve(options: ServeOptions) -> int:
         check_readable(pipeline.project.db_path)
     else:
         pipeline.project.ensure_state_dir()
-    hold_project(pipeline.project.db_path)  # no `barca state restore` under a server
+    hold_project(pipeline.project.db_path, options.read_only)  # no restore under a server
     jobs = scheduled_jobs(pipeline.graph) if options.scheduler_on else []
     served = Served(options, pipeline)
     served.state = StateCache(pipeline.project.root, pipeline.files, options.env, served.read,

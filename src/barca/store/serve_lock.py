@@ -29,17 +29,16 @@ def lock_path(db_path: Path) -> Path:
     return db_path.with_name(LOCK_NAME)
 
 
-def hold(db_path: Path) -> None:
+def hold(db_path: Path, create: bool = True) -> None:
     """Hold the shared lock until this process exits (a server, at its start; waits while a
-    restore or reset runs). Nothing when the state directory cannot take the file (a
-    read-only server on a directory it cannot write, before any database)."""
+    restore or reset runs). `create`: make the file when it is not there (a read-only
+    server writes nothing: it holds the file only if another server made it). Nothing when
+    the file cannot be opened."""
     try:
-        fd = os.open(lock_path(db_path), os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(lock_path(db_path), os.O_RDWR | os.O_CREAT, 0o644) if create else \
+            os.open(lock_path(db_path), os.O_RDONLY)
     except OSError:
-        try:
-            fd = os.open(lock_path(db_path), os.O_RDONLY)
-        except OSError:
-            return
+        return
     fcntl.flock(fd, fcntl.LOCK_SH)
     _HELD.append(fd)
 
