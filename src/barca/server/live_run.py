@@ -38,6 +38,12 @@ class LiveRun:
     settled: threading.Event = field(default_factory=threading.Event)  # accepted or ended
     ended: threading.Event = field(default_factory=threading.Event)
     timer: threading.Timer | None = None  # its time limit
+    time_limit: float | None = None  # seconds it may run (0: no limit); None: the server's
+    limit_by: str | None = None  # who set `time_limit`, said when it times out
+    failed_steps: list = field(default_factory=list)  # the first failed step's event
+    failed_count: int = 0  # its steps that failed
+    failed_nodes: set = field(default_factory=set)  # the nodes of those steps
+    summary: dict | None = None  # its `run_summary` event: steps run, total, time
 
     @property
     def live(self) -> bool:

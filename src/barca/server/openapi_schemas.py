@@ -41,7 +41,7 @@ SCHEMAS = {
                       "node": STR, "traceback": STR, "artifact_dir": STR}, ["error"]),
     "LoadError": obj({"file": STR, "error": STR, "affected_nodes": STRS, "node": STR,
                           "remediation": STR}, ["file", "error", "affected_nodes"]),
-    "Health": obj({"status": {"const": "ok"}, "version": STR, "read_only": BOOL,
+    "Health": obj({"status": {"enum": ["ok", "draining"]}, "version": STR, "read_only": BOOL,
                        "scheduler": BOOL, "load_errors": {"type": "array",
                                                           "items": ref("LoadError")},
                        "generation": INT}),
@@ -61,6 +61,8 @@ SCHEMAS = {
                     "next_fire": NULL_TIME, "last_fired": NULL_TIME,
                     "last_run": NULL_STR, "last_status": NULL_STR,
                     "paused": BOOL, "paused_until": NULL_TIME,
+                    "paused_reason": NULL_STR, "failures": INT, "max_failures": INT,
+                    "failing": BOOL, "timeout_seconds": NULL_NUM,
                     "last_run_status": NULL_STR}),
     "RunRequest": obj({
         "command": {"enum": ["get", "run"]}, "targets": STRS, "files": STRS,

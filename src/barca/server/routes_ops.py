@@ -28,7 +28,7 @@ def ops_routes(s: Served) -> list[Route]:
         running, waiting = runs.in_queue() if runs else ([], [])
         return {"paused": bool(runs and runs.paused_at is not None),
                 "paused_at": iso_time(runs.paused_at) if runs else None,
-                "draining": bool(runs and runs.closing),
+                "draining": bool(runs and (runs.draining or runs.closing)),
                 "max_runs": runs.slots if runs else 0,
                 "running": [_run_json(r) for r in running],
                 "queued": [{**_run_json(r), "position": i}
@@ -93,7 +93,7 @@ def ops_routes(s: Served) -> list[Route]:
                            "record and key state; a copy is kept beside it) and needs "
                            "its confirmation", 'send the body {"confirm": true}')
         runs = s.runs
-        if runs.closing:
+        if runs.closing or runs.draining:
             raise ApiError(503, "the server is shutting down", "reset after it restarts",
                            kind="busy")
         return json(await blocking.read(_reset, s))

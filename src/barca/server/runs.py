@@ -5,8 +5,8 @@ the JSON the CLI prints (all 200,000 values of a partitioned target: megabytes),
 file in the server's spool directory (`spool.py`), read only when a client asks for it.
 
 A run id is chosen here and given to the child, so a client has it before the run starts.
-One run per core (a slot: more at once would only share the cores) runs at a time, dry runs
-included (a dry run runs sensors); the others wait in order, at most MAX_WAITING. A run that
+One run per slot (`--max-runs`, one per core by default: more at once would only share the
+cores) runs at a time, dry runs included (a dry run runs sensors); the others wait in order, at most MAX_WAITING. A run that
 must wait is first kept in the metadata database's queue (`engine.serving`), then answered
 202: a server killed meanwhile leaves it there, and the next server on the project runs it,
 or records it cancelled with the reason when the pipeline no longer has its target. A dry
@@ -17,9 +17,15 @@ An operator may pause the queue (`pause_queue`, kept in the database: a restarte
 paused): runs in flight go on, new ones are still accepted and wait, and none starts until
 `resume_queue`; a dry run, which a client waits for, is refused meanwhile (409).
 
+A stopping server drains (`drain`): nothing starts any more, a new run is still accepted and
+kept in the queue (a dry run is refused), the running ones get the drain timeout to finish
+and are then cancelled (`stop_all`); the runs still waiting stay in the queue, paused or not,
+and the next server on the project runs them.
+
 A run is `pending` while it waits and until `run_accepted`, `running` until its child exits,
 then `complete`, `failed` or `cancelled` by its exit code. A run that outlives its time
-limit is cancelled and reported `failed` ("run timed out").
+limit is cancelled and reported `failed` ("run timed out"). Each run's end is one line of the
+server's log (`run_log`).
 
 Locking: `lock` is taken in threads only, never on the event loop (it is held across a
 process start and a database write).
@@ -46,6 +52,7 @@ from barca.errors import BarcaError
 from barca.server.commands import child_env
 from barca.server.events import EventLog
 from barca.server.live_run import INLINE_BYTES, LiveRun
+from barca.server.run_log import ended_line
 from barca.server.run_request import RunRequest, ServedRun, missing_target
 from barca.server.spool import make_spool
 from barca.views.failure_groups import error_group
@@ -73,17 +80,25 @@ class Runs:
         self.runs: dict[str, LiveRun] = {}
         self.waiting: collections.deque[LiveRun] = collections.deque()
         self.spool = make_spool()  # runs' stdout files
-        self.closing = False
+        self.closing = False  # stopped: nothing is accepted any more
+        self.draining = False  # stopping: nothing starts, runs are still accepted (queued)
         self.paused_at: float | None = None  # the queue paused since (epoch), None: running
         self.lock = threading.Lock()  # a run starts before shutdown sees it, or not at all
 
-    async def start(self, request: RunRequest, triggered_by: str = "api") -> LiveRun:
+    async def start(self, request: RunRequest, triggered_by: str = "api",
+                    time_limit: float | None = None, limit_by: str | None = None) -> LiveRun:
         """Start a run now, or queue it for the next free slot; Busy (503) when MAX_WAITING
-        runs wait already or the server is stopping. Called on the event loop (a run's
-        EventLog belongs to it); the database write and the process start run in a thread."""
-        run = LiveRun(os.urandom(6).hex(), request, triggered_by, EventLog(self.loop))
+        runs wait already or the server is stopping. `time_limit`: seconds this run may take
+        (0: no limit), set by `limit_by`; None: the server's per target. Called on the event
+        loop (a run's EventLog belongs to it); the database write and the process start run
+        in a thread."""
+        run = LiveRun(os.urandom(6).hex(), request, triggered_by, EventLog(self.loop),
+                      time_limit=time_limit, limit_by=limit_by)
         await asyncio.to_thread(self._admit, run)
         return run
+
+    def _may_start(self) -> bool:
+        return not self.closing and not self.draining and self.paused_at is None
 
     def _admit(self, run: LiveRun) -> None:
         with self.lock:
@@ -92,10 +107,12 @@ class Runs:
                 raise Busy("the server is shutting down")
             if len(self.waiting) >= MAX_WAITING:
                 raise Busy(f"{MAX_WAITING} runs are already waiting for a slot")
+            if self.draining and run.request.dry_run:
+                raise Busy("the server is stopping: a dry run would wait for its next start")
             if self.paused_at is not None and run.request.dry_run:
                 raise Paused("the run queue is paused: a dry run would wait until it is "
                              "resumed")
-            if not self.waiting and self._running() < self.slots and self.paused_at is None:
+            if not self.waiting and self._running() < self.slots and self._may_start():
                 self.runs[run.run_id] = run
                 try:
                     self._launch(run)
@@ -157,8 +174,7 @@ class Runs:
     def _start_waiting(self) -> None:
         """Launch queued runs while slots are free (a run just ended)."""
         with self.lock:
-            while self.waiting and not self.closing and self.paused_at is None \
-                    and self._running() < self.slots:
+            while self.waiting and self._may_start() and self._running() < self.slots:
                 run = self.waiting.popleft()
                 try:
                     self._launch(run)
@@ -190,6 +206,7 @@ class Runs:
         run.ended.set()  # before the log closes: whoever it wakes finds the run ended
         run.settled.set()
         run.events.close()
+        note(ended_line(run))
 
     def _launch(self, run: LiveRun) -> LiveRun:
         run.stdout_path = self.spool / f"{run.run_id}.out"
@@ -211,8 +228,9 @@ class Runs:
                 os.close(fd)
             order.unlink(missing_ok=True)  # the child has it open, or never will
         run.process = process
-        if self.time_limit:  # a dry run too: it holds a slot while its sensors run
-            limit = self.time_limit * max(1, len(run.request.targets))
+        limit = run.time_limit if run.time_limit is not None else \
+            self.time_limit * max(1, len(run.request.targets))
+        if limit:  # a dry run too: it holds a slot while its sensors run
             run.timer = threading.Timer(limit, self._time_out, args=(run, limit))
             run.timer.daemon = True
             run.timer.start()
@@ -239,8 +257,11 @@ class Runs:
         run.exit_code = code
         run.status = "failed" if run.timed_out else STATUS_BY_CODE.get(code, "failed")
         if run.timed_out:
-            run.error = {"error": f"run timed out after {run.timed_out:g}s", "kind": "timeout",
-                         "remediation": "barca serve --run-timeout SECONDS allows longer runs"}
+            by = f" ({run.limit_by})" if run.limit_by else ""
+            run.error = {"error": f"run timed out after {run.timed_out:g}s{by}",
+                         "kind": "timeout", "remediation": f"raise {run.limit_by}"
+                         if run.limit_by else "barca serve --run-timeout SECONDS allows "
+                         "longer runs"}
         if run.queued and not run.accepted:
             self._record_unclaimed(run, code)
         run.finished_at = time.time()
@@ -255,6 +276,7 @@ class Runs:
         run.events.close()
         if run.timer is not None:
             run.timer.cancel()
+        note(ended_line(run))
         self._start_waiting()
 
     def _on_event(self, run: LiveRun, event: dict) -> None:
@@ -266,6 +288,12 @@ class Runs:
             return
         if event["type"] == "step_finished" and not event["ok"]:
             event["error_group"] = error_group(event.get("error"), event["step_id"])
+            run.failed_count += 1
+            run.failed_nodes.add(event["node_id"])
+            if not run.failed_steps:
+                run.failed_steps.append(event)
+        elif event["type"] == "run_summary":
+            run.summary = event
         if event["type"] == "run_accepted":
             run.status, run.accepted = "running", True
             run.settled.set()  # before the event: whoever it wakes finds the run settled
@@ -286,7 +314,8 @@ class Runs:
 
     def _time_out(self, run: LiveRun, limit: float) -> None:
         if run.live:
-            note(f"[barca] run {run.run_id} timed out after {limit:g}s: cancelling it")
+            by = f" ({run.limit_by})" if run.limit_by else ""
+            note(f"[barca] run {run.run_id} timed out after {limit:g}s{by}: cancelling it")
             run.timed_out = limit
             self.cancel(run)
 
@@ -346,22 +375,23 @@ class Runs:
     def live_runs(self) -> list[LiveRun]:
         return [r for r in list(self.runs.values()) if r.live]
 
+    def drain(self) -> tuple[list[LiveRun], list[LiveRun]]:
+        """Start nothing more (runs are still accepted, and wait): the server is stopping.
+        (running, waiting) now."""
+        with self.lock:
+            self.draining = True
+        return self.in_queue()
+
     def stop_all(self, deadline: float) -> list[LiveRun]:
-        """Stop accepting and cancel every live run, the waiting ones recorded cancelled;
-        wait until `deadline` (monotonic) for them to end, then kill what is left. The runs
+        """Stop accepting and cancel every running run; the waiting ones stay in the queue
+        for the next server (a dry run, which nobody would see the end of, ends cancelled).
+        Wait until `deadline` (monotonic) for them to end, then kill what is left. The runs
         killed (their rows may still say running)."""
-        why = "the server stopped before it started"
         with self.lock:
             self.closing = True
-            waiting, queued = list(self.waiting), [r for r in self.waiting if r.queued]
-            self.waiting.clear()
-            try:
-                self._record_unstarted([(r, why) for r in queued], "cancelled")
-            except BarcaError as exc:
-                note(f"[barca] warning: {len(queued)} waiting runs could not be recorded "
-                     f"cancelled ({exc.message}); the next server start runs them")
-            for run in waiting:
-                self._end_unstarted(run, "cancelled", why)
+            for run in [r for r in self.waiting if not r.queued]:
+                self.waiting.remove(run)
+                self._end_unstarted(run, "cancelled", "the server stopped before it started")
             live = [r for r in self.live_runs() if r.process is not None]
         for run in live:
             run.signal(signal.SIGTERM)
