@@ -143,8 +143,9 @@ class _Server(uvicorn.Server):
             running, waiting = served.runs.drain()
             kept = f"; {len(waiting)} waiting stay queued for the next start" if waiting else ""
             if running and self.drain_seconds:
+                one = len(running) == 1
                 note(f"[barca] {name} received: draining — {len(running)} running "
-                     f"run{'s' * (len(running) != 1)} get up to {self.drain_seconds:g}s to "
+                     f"run{'s' * (not one)} get{'s' * one} up to {self.drain_seconds:g}s to "
                      f"finish{kept}")
                 self._wait_for(running, time.monotonic() + self.drain_seconds)
             else:

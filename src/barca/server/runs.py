@@ -51,12 +51,10 @@ import barca.engine.serving as serving
 from barca.errors import BarcaError
 from barca.server.commands import child_env
 from barca.server.events import EventLog
-from barca.server.live_run import INLINE_BYTES, LiveRun
+from barca.server.live_run import LiveRun
 from barca.server.run_log import ended_line
 from barca.server.run_request import RunRequest, ServedRun, missing_target
 from barca.server.spool import make_spool
-from barca.views.failure_groups import error_group
-from barca.views.server_runs import run_status_word
 
 CANCEL_GRACE_SECONDS = 5.0
 KEEP_FINISHED_SECONDS = 3600.0
@@ -196,16 +194,7 @@ class Runs:
 
     def _end_unstarted(self, run: LiveRun, status: str, error: str) -> None:
         """A waiting run ends without having started (cancelled, or it could not start)."""
-        run.status, run.finished_at = status, time.time()
-        run.exit_code = 130 if status == "cancelled" else 3
-        run.error = {"error": error, "kind": status}
-        run.events.append({"type": "run_finished", "run_id": run.run_id, "ok": False,
-                           "status": status, "run_status": run_status_word(status),
-                           "exit_code": run.exit_code, "outcome": None,
-                           "error": run.error, "stdout": "", "stdout_bytes": 0})
-        run.ended.set()  # before the log closes: whoever it wakes finds the run ended
-        run.settled.set()
-        run.events.close()
+        run.end_unstarted(status, error)
         note(ended_line(run))
 
     def _launch(self, run: LiveRun) -> LiveRun:
@@ -251,7 +240,7 @@ class Runs:
     def _follow(self, run: LiveRun, process, events_r: int, lines: threading.Thread) -> None:
         with os.fdopen(events_r, "rb") as stream:
             for data in stream:
-                self._on_event(run, orjson.loads(data))
+                run.on_event(orjson.loads(data))
         lines.join()
         code = process.wait()
         run.exit_code = code
@@ -264,40 +253,9 @@ class Runs:
                          "longer runs"}
         if run.queued and not run.accepted:
             self._record_unclaimed(run, code)
-        run.finished_at = time.time()
-        run.events.append({"type": "run_finished", "run_id": run.run_id,
-                           "ok": code == 0, "status": run.status,
-                           "run_status": run_status_word(run.status), "exit_code": code,
-                           "outcome": run.outcome(), "error": run.error,
-                           "stdout": run.stdout(INLINE_BYTES),
-                           "stdout_bytes": run.stdout_size()})
-        run.ended.set()  # before the log closes: whoever it wakes finds the run ended
-        run.settled.set()
-        run.events.close()
-        if run.timer is not None:
-            run.timer.cancel()
+        run.finish()
         note(ended_line(run))
         self._start_waiting()
-
-    def _on_event(self, run: LiveRun, event: dict) -> None:
-        """One event of the run's (`barca.views.run_events`; `error`: the envelope of the
-        error it ended with, kept as the run's error). A failed step's gets the group its
-        error falls in, as the run's page groups them."""
-        if event["type"] == "error":
-            run.error = event["error"]
-            return
-        if event["type"] == "step_finished" and not event["ok"]:
-            event["error_group"] = error_group(event.get("error"), event["step_id"])
-            run.failed_count += 1
-            run.failed_nodes.add(event["node_id"])
-            if not run.failed_steps:
-                run.failed_steps.append(event)
-        elif event["type"] == "run_summary":
-            run.summary = event
-        if event["type"] == "run_accepted":
-            run.status, run.accepted = "running", True
-            run.settled.set()  # before the event: whoever it wakes finds the run settled
-        run.events.append(event)
 
     def _record_unclaimed(self, run: LiveRun, code: int) -> None:
         """A queued run whose child ended before recording it (it refused the request, was
