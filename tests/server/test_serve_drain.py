@@ -1,7 +1,8 @@
-"""How `barca serve` stops and how many runs it runs at once (a real server on loopback,
-signalled by pid): `--max-runs` bounds the runs at once; SIGTERM drains (the running runs
-finish, up to `--drain-timeout`, then are cancelled), and the runs still waiting, in a paused
-queue too, stay in the database's queue and run on the next start."""
+"""How `barca serve` stops and how much it runs at once (a real server on loopback, signalled
+by pid): `--max-runs` bounds the runs at once, `--capacity` the `weight=` units their steps
+hold together; SIGTERM drains (the running runs finish, up to `--drain-timeout`, then are
+cancelled), and the runs still waiting, in a paused queue too, stay in the database's queue
+and run on the next start."""
 
 from __future__ import annotations
 
@@ -46,6 +47,57 @@ def test_max_runs_bounds_the_runs_at_once(project: Path, serve) -> None:
     (project / "go").touch()
     assert server.wait_ended(second)["run"]["status"] == "success"
     assert server.wait_ended(first)["run"]["status"] == "success"
+
+
+HEAVY = """
+    import os
+    import time
+    from pathlib import Path
+    from barca import task
+
+    @task(weight=2)
+    def heavy() -> None:
+        Path(f"started.{os.getpid()}").touch()
+        deadline = time.monotonic() + 60
+        while not Path("go").exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+"""
+
+
+def test_capacity_is_one_budget_shared_by_the_steps_of_every_run(project: Path,
+                                                                  serve) -> None:
+    write(project, {"p.py": HEAVY})
+    server = serve(project, "p.py", "--no-schedule", "--max-runs", "2", "--capacity", "3")
+    assert "[barca] warning: 'heavy' has weight=2" not in server.stderr
+    first = server.start_run({"command": "run", "targets": ["heavy"]})
+    poll(lambda: list(project.glob("started.*")), "the first heavy step to start")
+    second = server.start_run({"command": "run", "targets": ["heavy"]})
+    capacity = poll(lambda: (c := server.get("/queue").json()["capacity"])["waiting"] and c,
+                    "the second run's step to wait for units")
+    # both runs run (two slots), but 2 + 2 units do not fit in 3: the second step waits
+    assert [r["run_id"] for r in server.get("/queue").json()["running"]] == [first, second]
+    assert (capacity["total"], capacity["in_use"]) == (3, 2), capacity
+    assert capacity["runs"] == [{"run_id": first, "units": 2}], capacity
+    assert [(w["run_id"], w["weight"]) for w in capacity["waiting"]] == [(second, 2)], capacity
+    assert len(list(project.glob("started.*"))) == 1
+
+    (project / "go").touch()
+    for run_id in (first, second):
+        assert server.wait_ended(run_id)["run"]["status"] == "success"
+    assert len(list(project.glob("started.*"))) == 2
+    assert server.get("/queue").json()["capacity"] == {
+        "total": 3, "source": "--capacity", "in_use": 0, "runs": [], "waiting": []}
+
+
+def test_a_step_heavier_than_the_capacity_is_said_and_runs_alone(project: Path,
+                                                                 serve) -> None:
+    write(project, {"p.py": HEAVY})
+    (project / "go").touch()
+    server = serve(project, "p.py", "--no-schedule", "--capacity", "1")
+    assert "[barca] warning: 'heavy' has weight=2, more than the capacity 1 (--capacity); it " \
+        "runs alone" in server.stderr
+    run_id = server.start_run({"command": "run", "targets": ["heavy"]})
+    assert server.wait_ended(run_id)["run"]["status"] == "success"
 
 
 def test_bad_serve_limits_are_usage_errors(project: Path) -> None:

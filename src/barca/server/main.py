@@ -28,6 +28,7 @@ from barca.engine.serving import check_readable, close_killed, read_through_snap
 from barca.printable import note
 from barca.config import CONFIG_FILE
 from barca.server.app import build_app
+from barca.server.capacity import SharedCapacity
 from barca.server.connections import BoundedH11Protocol
 from barca.server.guard import Guard
 from barca.server.http import Served
@@ -75,6 +76,11 @@ def serve(options: ServeOptions) -> int:
         served.runs = Runs(pipeline.project.root, pipeline.files, options.env, loop,
                            slots=options.run_slots, time_limit=options.run_timeout,
                            db_path=pipeline.project.db_path, read_only=options.read_only)
+        if options.capacity:
+            served.runs.capacity = SharedCapacity(options.capacity,
+                                                  served.runs.spool / "capacity.sock",
+                                                  served.runs.run_of_pid)
+            await served.runs.capacity.start()
         await asyncio.to_thread(served.runs.load_pause)  # a paused queue stays paused
         await served.runs.resume(pipeline.graph)  # before any new run: they were first
         tasks, stop = [], asyncio.Event()
@@ -94,6 +100,8 @@ def serve(options: ServeOptions) -> int:
             task.cancel()
         if served.scheduler is not None:
             served.scheduler.close()
+        if served.runs.capacity is not None:
+            served.runs.capacity.close()
         served.runs.close()
         served.pages.close()
 
@@ -253,6 +261,13 @@ def _describe(options: ServeOptions, pipeline, jobs, tz) -> None:
         note("[barca] read-only: no runs are started or cancelled, nothing fires, the database is "
              "only read")
     _note_load_errors(pipeline)
+    if options.capacity:
+        graph = pipeline.graph
+        for node in graph.order:
+            if graph.nodes[node].weight > options.capacity:
+                note(f"[barca] warning: '{graph.nodes[node].name}' has weight="
+                     f"{graph.nodes[node].weight}, more than the capacity {options.capacity} "
+                     "(--capacity); it runs alone")
     if not options.scheduler_on:
         return
     if not jobs:

@@ -215,7 +215,12 @@ SCHEMAS.update({  # the operator's routes and the project's reads (routes_ops, r
     "Queue": obj({"paused": BOOL, "paused_at": NULL_TIME, "draining": BOOL,
                       "max_runs": INT, "running": {"type": "array", "items": QUEUED_RUN},
                       "queued": {"type": "array", "items": QUEUED_RUN},
-                      "capacity": {"type": "null"}}),
+                      "capacity": {"oneOf": [{"type": "null"}, ref("Capacity")]}}),
+    "Capacity": obj({"total": INT, "source": {"const": "--capacity"}, "in_use": INT,
+                     "runs": {"type": "array", "items": obj({"run_id": NULL_STR,
+                                                             "units": INT})},
+                     "waiting": {"type": "array", "items": obj({
+                         "run_id": NULL_STR, "weight": INT, "waiting_seconds": NUM})}}),
     "SchedulePause": obj({"id": STR, "paused": BOOL, "paused_until": NULL_TIME}),
     "ResetRequest": obj({"confirm": {"const": True}}),
     "StateReset": obj({"database": STR, "backup": STR, "runs_removed": INT,

@@ -32,24 +32,29 @@ def ops_routes(s: Served) -> list[Route]:
                 "max_runs": runs.slots if runs else 0,
                 "running": [_run_json(r) for r in running],
                 "queued": [{**_run_json(r), "position": i}
-                           for i, r in enumerate(waiting, 1)],
-                "capacity": None}
+                           for i, r in enumerate(waiting, 1)]}
+
+    async def queue_body() -> dict:
+        """The queue, and the shared capacity (read on the event loop, which changes it)."""
+        body = await blocking.read(queue_json)
+        capacity = s.runs.capacity if s.runs else None
+        return {**body, "capacity": capacity.describe() if capacity else None}
 
     async def queue(request: Request) -> Response:
         only_params(request.query_params)
-        return json(await blocking.read(queue_json))
+        return json(await queue_body())
 
     async def pause_queue(request: Request) -> Response:
         s.writable()
         only_params(request.query_params)
         await blocking.read(s.runs.pause_queue)
-        return json(await blocking.read(queue_json))
+        return json(await queue_body())
 
     async def resume_queue(request: Request) -> Response:
         s.writable()
         only_params(request.query_params)
         await blocking.read(s.runs.resume_queue)
-        return json(await blocking.read(queue_json))
+        return json(await queue_body())
 
     def job_id(request: Request) -> str:
         node = s.node_id(request.path_params["job"])

@@ -46,9 +46,10 @@ from typing import Any, Sequence
 import orjson
 
 from barca.printable import note
-from barca.engine.driver import start_served_run
+from barca.engine.driver import shared_capacity_env, start_served_run
 import barca.engine.serving as serving
 from barca.errors import BarcaError
+from barca.server.capacity import SharedCapacity
 from barca.server.commands import child_env
 from barca.server.events import EventLog
 from barca.server.live_run import LiveRun
@@ -82,6 +83,7 @@ class Runs:
         self.draining = False  # stopping: nothing starts, runs are still accepted (queued)
         self.paused_at: float | None = None  # the queue paused since (epoch), None: running
         self.lock = threading.Lock()  # a run starts before shutdown sees it, or not at all
+        self.capacity: SharedCapacity | None = None  # --capacity, shared by every run
 
     async def start(self, request: RunRequest, triggered_by: str = "api",
                     time_limit: float | None = None, limit_by: str | None = None) -> LiveRun:
@@ -207,7 +209,10 @@ class Runs:
         lines_r, lines_w = os.pipe()
         stdin = os.open(order, os.O_RDONLY)
         try:
-            process = start_served_run(self.root, child_env(), (stdin, events_w, lines_w))
+            env = child_env()
+            if self.capacity is not None:
+                env.update(shared_capacity_env(self.capacity.path))
+            process = start_served_run(self.root, env, (stdin, events_w, lines_w))
         except BaseException:
             os.close(events_r)
             os.close(lines_r)
@@ -306,6 +311,11 @@ class Runs:
 
     def get(self, run_id: str) -> LiveRun | None:
         return self.runs.get(run_id)
+
+    def run_of_pid(self, pid: int) -> str | None:
+        """The id of the run whose process has this pid (the shared capacity's peers)."""
+        return next((r.run_id for r in list(self.runs.values())
+                     if r.process is not None and r.process.pid == pid), None)
 
     def cancel(self, run: LiveRun) -> None:
         """Ask the run to stop (it records itself cancelled); killed if it has not within
