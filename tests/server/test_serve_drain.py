@@ -100,6 +100,21 @@ def test_a_step_heavier_than_the_capacity_is_said_and_runs_alone(project: Path,
     assert server.wait_ended(run_id)["run"]["status"] == "success"
 
 
+def test_a_second_sigterm_cancels_the_draining_runs_and_exits_1(project: Path,
+                                                                 serve) -> None:
+    write(project, {"p.py": HOLD})
+    server = serve(project, "p.py", "--no-schedule", "--drain-timeout", "600")
+    running = server.start_run({"command": "run", "targets": ["hold"]})
+    poll(lambda: list(project.glob("started.*")), "the held run to start")
+    server.proc.send_signal(signal.SIGTERM)
+    poll(lambda: "gets up to 600s to finish" in server.stderr, "the drain to begin")
+    server.proc.send_signal(signal.SIGTERM)
+    assert _exit_code(server) == 1, server.stderr
+    assert "[barca] SIGTERM received again: cancelling the running runs now" in server.stderr
+    assert db_rows(project, "SELECT status FROM runs WHERE run_id = ?", (running,)) \
+        == [("cancelled",)]
+
+
 def test_bad_serve_limits_are_usage_errors(project: Path) -> None:
     write(project, {"p.py": HOLD})
     for flag, value, said in [("--max-runs", "0", "--max-runs 0 is below 1"),

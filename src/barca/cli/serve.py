@@ -71,6 +71,10 @@ def serve_command(args, port, host, token, allow_hosts, insecure_no_token, read_
     from barca.server.options import ServeOptions
 
     _, paths = split_positionals(args, takes_target=False)
-    serve(ServeOptions(tuple(paths), host, port, read_only, not no_schedule, watch, timezone,
+    code = serve(ServeOptions(tuple(paths), host, port, read_only, not no_schedule, watch, timezone,
                        env_name, run_timeout, token, tuple(allow_hosts), insecure_no_token,
                        max_runs, capacity, drain_timeout))
+    if code:  # a second signal cut the drain short
+        import sys
+
+        sys.exit(code)
