@@ -133,9 +133,9 @@ def end_pools_with_this_process() -> None:
 def shared_capacity_env(socket_path: Path) -> dict[str, str]:
     """What a server puts in its runs' environment to share its `--capacity` between them
     (`barca.engine.local.shared_capacity`)."""
-    from barca.engine.local.shared_capacity import SHARED_CAPACITY_ENV
+    from barca.engine.local import shared_capacity_env as env
 
-    return {SHARED_CAPACITY_ENV: str(socket_path)}
+    return env(socket_path)
 
 
 def start_served_run(root: Path, env: dict[str, str], fds: tuple[int, int, int]):
