@@ -82,12 +82,13 @@ Manual = _ManualType()
 class Schedule(_Marker, _Freshness):
     """Fires under `barca serve` on a cron expression (5 fields, or 6 with leading seconds)."""
 
-    __slots__ = ("cron", "batch")
+    __slots__ = ("cron", "batch", "max_failures", "timeout_seconds")
     label = "schedule"
 
-    def __init__(self, cron: str = _MISSING, /, *, batch: Any = None, **wrong: Any) -> None:
+    def __init__(self, cron: str = _MISSING, /, *, batch: Any = None, max_failures: int = 5,
+                 timeout_seconds: float | None = None, **wrong: Any) -> None:
         _one_positional("Schedule", cron, "the cron expression", wrong)
-        super().__init__(cron, batch)
+        super().__init__(cron, batch, max_failures, timeout_seconds)
 
 
 class Partitions(_Marker):

@@ -192,7 +192,8 @@ def test_delete_cancels_a_run_in_flight_and_its_step_process_ends(
 def test_sigterm_mid_run_cancels_it_and_exits_0_within_10_seconds(
         project_with_pipeline: Path, serve, warm: str) -> None:
     root = project_with_pipeline
-    server = serve(root, "p.py", warm=warm)
+    # no drain: the run is cancelled at once (a drain is tests/server/test_serve_drain.py)
+    server = serve(root, "p.py", "--drain-timeout", "0", warm=warm)
     run_id, pid = _start_slow(server, root, warm)
     assert db_rows(root, "SELECT status FROM runs WHERE run_id = ?", (run_id,)) == [("running",)]
 

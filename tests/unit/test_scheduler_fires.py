@@ -63,9 +63,16 @@ class Started:
     triggered_by: str
     live: bool = True  # pending or running, as server.live_run.LiveRun.live
 
+    ended = None  # the scheduler waits on it to count failed ticks
+
     @property
     def status(self) -> str:
         return "running" if self.live else "complete"
+
+    async def wait(self, flag) -> None:
+        """Never returns: these runs end between two loops of the scheduler, which counts
+        no tick here (the failed ticks are counted end to end: test_serve_schedule_failures)."""
+        await asyncio.Event().wait()
 
 
 class Asked:
@@ -79,7 +86,8 @@ class Asked:
         self.loop: asyncio.AbstractEventLoop | None = None  # Scheduler.stop() wakes it on it
         self.on_start = lambda run: None
 
-    async def start(self, request: RunRequest, triggered_by: str = "api") -> Started:
+    async def start(self, request: RunRequest, triggered_by: str = "api",
+                    time_limit: float | None = None, limit_by: str | None = None) -> Started:
         run = Started(f"run{len(self.started) + 1}", request, triggered_by)
         self.started.append(run)
         self.on_start(run)

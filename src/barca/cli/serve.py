@@ -18,6 +18,7 @@ Examples:
   barca serve pipeline.py
   barca serve pipeline.py --port 0 --timezone utc
   barca serve pipeline.py --watch
+  barca serve pipeline.py --max-runs 2 --capacity 8 --drain-timeout 120
   BARCA_SERVE_TOKEN=$(cat ~/.barca-token) barca serve --host 0.0.0.0
   barca serve --read-only --allow-host barca.internal
   curl -X POST localhost:8274/runs -H 'Content-Type: application/json' \\
@@ -55,11 +56,25 @@ required; pages of other sites cannot start or cancel runs (`barca docs serve`,
 @click.option("--run-timeout", type=float, default=600.0, show_default=True, metavar="SECONDS",
               help="Cancel a run (reported failed: timed out) after this many seconds per "
               "target; 0: no limit.")
+@click.option("--max-runs", type=int, metavar="N", help="Runs at once; the others wait in "
+              "the queue, in order (default: one per core).")
+@click.option("--capacity", type=int, metavar="N", help="Units of weight= the steps of all "
+              "runs may hold at once (default: no server-wide limit; each run keeps its own).")
+@click.option("--drain-timeout", type=float, default=30.0, show_default=True,
+              metavar="SECONDS", help="At SIGTERM, how long running runs get to finish "
+              "before they are cancelled (waiting runs stay queued for the next start); 0: "
+              "cancel them at once.")
 def serve_command(args, port, host, token, allow_hosts, insecure_no_token, read_only, watch,
-                  no_schedule, timezone, env_name, run_timeout) -> None:
+                  no_schedule, timezone, env_name, run_timeout, max_runs, capacity,
+                  drain_timeout) -> None:
     from barca.server.main import serve
     from barca.server.options import ServeOptions
 
     _, paths = split_positionals(args, takes_target=False)
-    serve(ServeOptions(tuple(paths), host, port, read_only, not no_schedule, watch, timezone,
-                       env_name, run_timeout, token, tuple(allow_hosts), insecure_no_token))
+    code = serve(ServeOptions(tuple(paths), host, port, read_only, not no_schedule, watch, timezone,
+                       env_name, run_timeout, token, tuple(allow_hosts), insecure_no_token,
+                       max_runs, capacity, drain_timeout))
+    if code:  # a second signal cut the drain short
+        import sys
+
+        sys.exit(code)

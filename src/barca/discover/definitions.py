@@ -110,7 +110,9 @@ def _definition(node: RawNode, resolver: Resolver, hasher: _Hasher) -> Definitio
         legacy_hash=hashing.definition_hash(
             [(label, legacy.get(label, value)) for label, value in parts],
             hashing.LEGACY_SCHEME), legacy_parts=tuple(sorted(legacy.items())),
-        schedule_batch=o.schedule_batch, sinks=node.sinks, deterministic=o.deterministic,
+        schedule_batch=o.schedule_batch,
+        schedule_max_failures=o.schedule_max_failures, schedule_timeout=o.schedule_timeout,
+        sinks=node.sinks, deterministic=o.deterministic,
         unused=unused_params(node.fn, (i.param for i in inputs if i.mode != "order")),
         source_digest=hasher.modules.digests[node.file])
 

@@ -79,6 +79,8 @@ class Definition:
     definition_hash: str  # hex digest over code + counted decorator parts + helper cone
     hash_parts: tuple[tuple[str, str], ...]  # (part label, digest), see discover.hashing
     schedule_batch: tuple[str, ...] = ()  # Schedule(cron, batch=...) as --batch texts (serve)
+    schedule_max_failures: int = 5  # Schedule(max_failures=): failed ticks in a row that pause it
+    schedule_timeout: float | None = None  # Schedule(timeout_seconds=); None: the server's limit
     sinks: tuple[SinkSpec, ...] = ()  # @sink decorators, top to bottom
     unused: tuple[str, ...] = ()  # input parameters the body never mentions (discover.unused)
     deterministic: bool = True  # False: new bytes for the same run hash are expected

@@ -23,6 +23,7 @@ SERIALIZERS = ("json", "pickle", "parquet", "csv")
 # stays within what a sleep can take (292 years), far above any sensible setting.
 MAX_RETRIES = 10_000
 MAX_RETRY_BACKOFF = 86_400.0
+SCHEDULE_KEYWORDS = ("batch", "max_failures", "timeout_seconds")
 
 
 class Options(NamedTuple):
@@ -42,6 +43,8 @@ class Options(NamedTuple):
     description: str | None = None
     tags: tuple[tuple[str, str], ...] = ()
     schedule_batch: tuple[str, ...] = ()  # Schedule(cron, batch=...) as --batch texts
+    schedule_max_failures: int = 5  # Schedule(cron, max_failures=N)
+    schedule_timeout: float | None = None  # Schedule(cron, timeout_seconds=S); None: the server's
 
 
 def read_options(keywords: dict[str, ast.keyword], kind: str, names: BarcaNames, site: Site,
@@ -53,6 +56,7 @@ def read_options(keywords: dict[str, ast.keyword], kind: str, names: BarcaNames,
         if arg == "freshness":
             values["freshness"], values["schedule"] = _freshness(expr, names, site, kind)
             values["schedule_batch"] = _schedule_batch(expr, site)
+            values.update(_schedule_limits(expr, site))
         elif arg == "serializer":
             values["serializer"] = _serializer(expr, site, module)
         elif arg == "batch":
@@ -81,7 +85,7 @@ def _freshness(expr: ast.expr, names: BarcaNames, site: Site,
 
 
 def _cron(call: ast.Call, site: Site, names: BarcaNames) -> str:
-    arg = one_argument(call, "Schedule", site, allowed_keywords=("batch",))
+    arg = one_argument(call, "Schedule", site, allowed_keywords=SCHEDULE_KEYWORDS)
     if not (isinstance(arg, ast.Constant) and isinstance(arg.value, str)):
         raise site.error(f"Schedule() needs a literal cron string, not `{ast.unparse(arg)}`",
                          EXAMPLES["Schedule"], call)
@@ -112,6 +116,20 @@ def _schedule_batch(expr: ast.expr, site: Site) -> tuple[str, ...]:
                              fix, batch)
         texts.append(str(v) if node is None else f"{node}={v}")
     return tuple(texts)
+
+
+def _schedule_limits(expr: ast.expr, site: Site) -> dict[str, Any]:
+    """`Schedule(cron, max_failures=N, timeout_seconds=S)`: after N failed ticks in a row the
+    job pauses itself; a tick still running after S seconds is cancelled (0: never, instead
+    of the server's --run-timeout)."""
+    found = {k.arg: k.value for k in getattr(expr, "keywords", ())}
+    out: dict[str, Any] = {}
+    if "max_failures" in found:
+        out["schedule_max_failures"] = _MAX_FAILURES(found["max_failures"], site)
+    timeout = found.get("timeout_seconds")
+    if timeout is not None and not (isinstance(timeout, ast.Constant) and timeout.value is None):
+        out["schedule_timeout"] = _SCHEDULE_TIMEOUT(timeout, site)
+    return out
 
 
 def _valid_cron(text: str, seconds_first: bool) -> bool:
@@ -270,3 +288,6 @@ _READERS: dict[str, Callable[..., Any]] = {
                              maximum=MAX_RETRY_BACKOFF),
     "timeout_seconds": _number("timeout_seconds", 0, strict=False, integer=False),  # 0: none
 }
+# Schedule()'s own keywords (not the decorator's)
+_MAX_FAILURES = _number("max_failures", 1, strict=False, integer=True)
+_SCHEDULE_TIMEOUT = _number("timeout_seconds", 0, strict=False, integer=False)

@@ -130,6 +130,14 @@ def end_pools_with_this_process() -> None:
     end()
 
 
+def shared_capacity_env(socket_path: Path) -> dict[str, str]:
+    """What a server puts in its runs' environment to share its `--capacity` between them
+    (`barca.engine.local.shared_capacity`)."""
+    from barca.engine.local import shared_capacity_env as env
+
+    return env(socket_path)
+
+
 def start_served_run(root: Path, env: dict[str, str], fds: tuple[int, int, int]):
     """A server's run in a child process (`barca.cli.served_run`: its order on stdin, its
     events on stdout): a `CommandProcess` with its pid, `signal()` and `wait()`."""

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator
 
@@ -42,7 +42,8 @@ from barca.store.state_reset import reset as reset_database
 __all__ = ["Closing", "Fired", "Queued", "owner_gone", "process_start", "enqueue_run",
            "queued_orphans", "close_queued", "load_fires", "record_fires", "close_killed",
            "read_through_snapshots", "check_readable", "Pauses", "load_pauses", "pause_queue",
-           "pause_schedule", "reset_state", "hold_project", "QueueLook", "look_at_queue",
+           "pause_schedule", "count_failures", "reset_state", "hold_project", "QueueLook",
+           "look_at_queue",
            "pause_unserved_queue", "Backup", "Contents", "backups", "backup_contents",
            "restore_unserved", "reset_unserved", "Running", "Waiting"]
 
@@ -96,10 +97,13 @@ def record_fires(db_path: Path, fired: Iterable[tuple[str, Fired]]) -> None:
 @dataclass(frozen=True)
 class Pauses:
     """What an operator paused: the queue (since when, epoch) and each paused job (id ->
-    until when, epoch, or None: until resumed)."""
+    until when, epoch, or None: until resumed); why a job paused itself (id -> reason), and
+    each job's failed ticks in a row (id -> count, none when 0)."""
 
     queue: float | None
     schedules: dict[str, float | None]
+    reasons: dict[str, str] = field(default_factory=dict)
+    failures: dict[str, int] = field(default_factory=dict)
 
 
 def load_pauses(db_path: Path) -> Pauses:
@@ -107,10 +111,14 @@ def load_pauses(db_path: Path) -> Pauses:
     with _opened(db_path, create=False) as conn:
         found = server_state.load(conn) if conn is not None else {}
     queue = found.get(server_state.QUEUE)
-    prefix = server_state.SCHEDULE_PREFIX
+    prefix, counts = server_state.SCHEDULE_PREFIX, server_state.FAILURES_PREFIX
+    paused = {name[len(prefix):]: value for name, value in found.items()
+              if name.startswith(prefix)}
     return Pauses(queue["paused_at"] if queue else None,
-                  {name[len(prefix):]: value["until"] for name, value in found.items()
-                   if name.startswith(prefix)})
+                  {job: value["until"] for job, value in paused.items()},
+                  {job: value["reason"] for job, value in paused.items() if value.get("reason")},
+                  {name[len(counts):]: value["count"] for name, value in found.items()
+                   if name.startswith(counts)})
 
 
 def pause_queue(db_path: Path, paused_at: float | None) -> None:
@@ -120,11 +128,23 @@ def pause_queue(db_path: Path, paused_at: float | None) -> None:
                          None if paused_at is None else {"paused_at": paused_at})
 
 
-def pause_schedule(db_path: Path, job_id: str, paused: bool, until: float | None) -> None:
-    """Keep a job paused (until `until`, epoch, or until resumed), or resumed."""
+def pause_schedule(db_path: Path, job_id: str, paused: bool, until: float | None,
+                   reason: str | None = None) -> None:
+    """Keep a job paused (until `until`, epoch, or until resumed; `reason`: why it paused
+    itself), or resumed (its count of failed ticks back to 0)."""
     with _opened(db_path, create=True) as conn:
+        value = {"until": until, **({"reason": reason} if reason else {})}
         server_state.put(conn, server_state.SCHEDULE_PREFIX + job_id,
-                         {"until": until} if paused else None)
+                         value if paused else None)
+        if not paused:
+            server_state.put(conn, server_state.FAILURES_PREFIX + job_id, None)
+
+
+def count_failures(db_path: Path, job_id: str, count: int) -> None:
+    """Keep how many of a job's ticks in a row failed (0: its last tick did not)."""
+    with _opened(db_path, create=True) as conn:
+        server_state.put(conn, server_state.FAILURES_PREFIX + job_id,
+                         {"count": count} if count else None)
 
 
 def reset_state(db_path: Path) -> dict:

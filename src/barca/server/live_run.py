@@ -14,6 +14,8 @@ import orjson
 
 from barca.server.events import EventLog
 from barca.server.run_request import RunRequest
+from barca.views.failure_groups import error_group
+from barca.views.server_runs import run_status_word
 
 WAKE_SECONDS = 0.5  # a client waiting for a run looks again at least this often
 INLINE_BYTES = 256 * 1024  # an output up to this size travels in the run's last event
@@ -38,6 +40,12 @@ class LiveRun:
     settled: threading.Event = field(default_factory=threading.Event)  # accepted or ended
     ended: threading.Event = field(default_factory=threading.Event)
     timer: threading.Timer | None = None  # its time limit
+    time_limit: float | None = None  # seconds it may run (0: no limit); None: the server's
+    limit_by: str | None = None  # who set `time_limit`, said when it times out
+    failed_steps: list = field(default_factory=list)  # the first failed step's event
+    failed_count: int = 0  # its steps that failed
+    failed_nodes: set = field(default_factory=set)  # the nodes of those steps
+    summary: dict | None = None  # its `run_summary` event: steps run, total, time
 
     @property
     def live(self) -> bool:
@@ -61,6 +69,49 @@ class LiveRun:
                 await asyncio.wait_for(changed.wait(), left)
             except asyncio.TimeoutError:
                 pass
+
+    def on_event(self, event: dict) -> None:
+        """One event of the run's (`barca.views.run_events`; `error`: the envelope of the
+        error it ended with, kept as the run's error). A failed step's gets the group its
+        error falls in, as the run's page groups them."""
+        if event["type"] == "error":
+            self.error = event["error"]
+            return
+        if event["type"] == "step_finished" and not event["ok"]:
+            event["error_group"] = error_group(event.get("error"), event["step_id"])
+            self.failed_count += 1
+            self.failed_nodes.add(event["node_id"])
+            if not self.failed_steps:
+                self.failed_steps.append(event)
+        elif event["type"] == "run_summary":
+            self.summary = event
+        if event["type"] == "run_accepted":
+            self.status, self.accepted = "running", True
+            self.settled.set()  # before the event: whoever it wakes finds the run settled
+        self.events.append(event)
+
+    def end_unstarted(self, status: str, error: str) -> None:
+        """It ends without having started (cancelled, or it could not start)."""
+        self.status = status
+        self.exit_code = 130 if status == "cancelled" else 3
+        self.error = {"error": error, "kind": status}
+        self.finish()
+
+    def finish(self) -> None:
+        """It has ended, as `status`, `exit_code` and `error` say: its last event, then every
+        waiter woken."""
+        self.finished_at = time.time()
+        self.events.append({"type": "run_finished", "run_id": self.run_id,
+                            "ok": self.exit_code == 0, "status": self.status,
+                            "run_status": run_status_word(self.status),
+                            "exit_code": self.exit_code, "outcome": self.outcome(),
+                            "error": self.error, "stdout": self.stdout(INLINE_BYTES),
+                            "stdout_bytes": self.stdout_size()})
+        self.ended.set()  # before the log closes: whoever it wakes finds the run ended
+        self.settled.set()
+        self.events.close()
+        if self.timer is not None:
+            self.timer.cancel()
 
     def signal(self, signum: int) -> None:
         if self.process is not None:

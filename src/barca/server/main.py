@@ -1,8 +1,11 @@
 """`barca serve`: load the pipeline (leniently), bind, serve until SIGINT or SIGTERM.
 
-Shutdown: stop firing and accepting runs, ask every run in flight to stop (each records
-itself `cancelled`), kill what has not within STOP_SECONDS and close its row, then let the
-HTTP server go; the process exits 0 within 10 seconds.
+Shutdown drains: the scheduler stops, no run starts any more (new ones are still accepted,
+queued), the running runs get `--drain-timeout` seconds to finish; then those still running
+are asked to stop (each records itself `cancelled`), what has not within STOP_SECONDS is
+killed and its row closed, and the HTTP server goes; exit 0. The runs still waiting stay in
+the database's queue, for the next server on the project. A second signal ends the drain at
+once (its runs cancelled) and the server exits 1.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from barca.engine.serving import hold_project
 from barca.printable import note
 from barca.config import CONFIG_FILE
 from barca.server.app import build_app
+from barca.server.capacity import SharedCapacity
 from barca.server.connections import BoundedH11Protocol
 from barca.server.guard import Guard
 from barca.server.http import Served
@@ -72,8 +76,13 @@ def serve(options: ServeOptions) -> int:
     async def lifespan(app):
         loop = asyncio.get_running_loop()
         served.runs = Runs(pipeline.project.root, pipeline.files, options.env, loop,
-                           slots=os.cpu_count() or 4, time_limit=options.run_timeout,
+                           slots=options.run_slots, time_limit=options.run_timeout,
                            db_path=pipeline.project.db_path, read_only=options.read_only)
+        if options.capacity:
+            served.runs.capacity = SharedCapacity(options.capacity,
+                                                  served.runs.spool / "capacity.sock",
+                                                  served.runs.run_of_pid)
+            await served.runs.capacity.start()
         await asyncio.to_thread(served.runs.load_pause)  # a paused queue stays paused
         await served.runs.resume(pipeline.graph)  # before any new run: they were first
         tasks, stop = [], asyncio.Event()
@@ -91,6 +100,10 @@ def serve(options: ServeOptions) -> int:
         stop.set()
         for task in tasks:
             task.cancel()
+        if served.scheduler is not None:
+            served.scheduler.close()
+        if served.runs.capacity is not None:
+            served.runs.capacity.close()
         served.runs.close()
         served.pages.close()
 
@@ -100,39 +113,67 @@ def serve(options: ServeOptions) -> int:
     app = Guard(app, options.host, options.allow_hosts, options.token)
     config = uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=2,
                             lifespan="on", access_log=False, http=BoundedH11Protocol)
-    server = _Server(config, served)
+    server = _Server(config, served, options.drain_timeout)
     try:
         server.run(sockets=[sock])
     finally:
         keep_warm(served.pipeline, False)
-    return 0
+    return 1 if server.hurried else 0
 
 
 class _Server(uvicorn.Server):
-    """uvicorn's server, whose exit first stops the runs (in a thread: a signal handler must
-    not block the loop that streams their last events). A second signal exits at once."""
+    """uvicorn's server, whose exit first drains the runs (in a thread: a signal handler must
+    not block the loop that streams their last events). A second signal cuts the drain short;
+    a third exits at once."""
 
-    def __init__(self, config: uvicorn.Config, served: Served) -> None:
+    def __init__(self, config: uvicorn.Config, served: Served, drain_seconds: float) -> None:
         super().__init__(config)
-        self.served, self.stopping = served, False
+        self.served, self.drain_seconds = served, drain_seconds
+        self.stopping = self.hurried = False
+        self.hurry = threading.Event()
 
     def handle_exit(self, sig: int, frame) -> None:
         # uvicorn's own would re-raise the signal once stopped; a stop asked for is exit 0
-        if self.stopping:
+        name = signal.Signals(sig).name
+        if self.hurried:
             self.should_exit = self.force_exit = True
-            return
-        self.stopping = True
-        note(f"[barca] {signal.Signals(sig).name} received: stopping runs and shutting down")
-        threading.Thread(target=self._stop, daemon=True).start()
+        elif self.stopping:
+            self.hurried = True
+            note(f"[barca] {name} received again: cancelling the running runs now")
+            self.hurry.set()
+        else:
+            self.stopping = True
+            threading.Thread(target=self._stop, args=(name,), daemon=True).start()
 
-    def _stop(self) -> None:
+    def _stop(self, name: str) -> None:
         served = self.served
         if served.scheduler is not None:
             served.scheduler.stop()
         if served.runs is not None:
+            running, waiting = served.runs.drain()
+            kept = f"; {len(waiting)} waiting stay queued for the next start" if waiting else ""
+            if running and self.drain_seconds:
+                one = len(running) == 1
+                note(f"[barca] {name} received: draining — {len(running)} running "
+                     f"run{'s' * (not one)} get{'s' * one} up to {self.drain_seconds:g}s to "
+                     f"finish{kept}")
+                self._wait_for(running, time.monotonic() + self.drain_seconds)
+            else:
+                note(f"[barca] {name} received: stopping runs and shutting down{kept}")
+            left = [r for r in running if r.live]
+            if left:
+                note(f"[barca] run{'s' * (len(left) != 1)} cancelled: server shutdown "
+                     f"({', '.join(r.run_id for r in left)})")
             killed = served.runs.stop_all(time.monotonic() + STOP_SECONDS)
             close_killed(served.pipeline.project.db_path, [r.run_id for r in killed])
         self.should_exit = True
+
+    def _wait_for(self, runs: list, deadline: float) -> None:
+        """Until each of `runs` ended, `deadline` (monotonic) passed, or a second signal."""
+        for run in runs:
+            while not run.ended.wait(min(0.2, max(0.0, deadline - time.monotonic()))):
+                if self.hurry.is_set() or time.monotonic() >= deadline:
+                    return
 
 
 async def _reload(served: Served) -> None:
@@ -222,6 +263,13 @@ def _describe(options: ServeOptions, pipeline, jobs, tz) -> None:
         note("[barca] read-only: no runs are started or cancelled, nothing fires, the database is "
              "only read")
     _note_load_errors(pipeline)
+    if options.capacity:
+        graph = pipeline.graph
+        for node in graph.order:
+            if graph.nodes[node].weight > options.capacity:
+                note(f"[barca] warning: '{graph.nodes[node].name}' has weight="
+                     f"{graph.nodes[node].weight}, more than the capacity {options.capacity} "
+                     "(--capacity); it runs alone")
     if not options.scheduler_on:
         return
     if not jobs:

@@ -25,6 +25,15 @@ class ServeOptions:
     token: str | None = None  # --token, BARCA_SERVE_TOKEN or [serve] token (see resolve_token)
     allow_hosts: tuple[str, ...] = ()  # Host names besides the address and localhost
     insecure_no_token: bool = False  # beyond loopback without a token, knowingly
+    max_runs: int | None = None  # runs at once (--max-runs); None: one per core
+    capacity: int | None = None  # units of weight= every run's steps share (--capacity)
+    drain_timeout: float = 30.0  # seconds a stopping server lets running runs finish
+
+    @property
+    def run_slots(self) -> int:
+        import os
+
+        return self.max_runs or os.cpu_count() or 4
 
     @property
     def loopback(self) -> bool:
@@ -46,6 +55,17 @@ def check(options: ServeOptions) -> ServeOptions:
     if options.run_timeout < 0:
         raise UsageError(f"--run-timeout {options.run_timeout:g} is negative",
                          "pass seconds per target (default 600), or 0 for no limit")
+    if options.max_runs is not None and options.max_runs < 1:
+        raise UsageError(f"--max-runs {options.max_runs} is below 1",
+                         "pass how many runs may run at once (default: one per core)")
+    if options.capacity is not None and options.capacity < 1:
+        raise UsageError(f"--capacity {options.capacity} is below 1",
+                         "pass the units of weight= all runs' steps may hold at once, e.g. "
+                         "--capacity 8")
+    if options.drain_timeout < 0:
+        raise UsageError(f"--drain-timeout {options.drain_timeout:g} is negative",
+                         "pass the seconds running runs get to finish at SIGTERM (default 30),"
+                         " or 0 to cancel them at once")
     zone(options.timezone)
     if options.token is not None and len(options.token) < MIN_TOKEN_CHARS:
         raise UsageError(f"the server token is {len(options.token)} characters long",

@@ -27,7 +27,8 @@ def inspect_routes(s: Served) -> list[Route]:
                 "partitioned": bool(d.dimensions), "batch": d.batch}
 
     async def health(request: Request) -> Response:
-        return json({"status": "ok", "version": __version__, "read_only": s.options.read_only,
+        stopping = s.runs is not None and (s.runs.draining or s.runs.closing)
+        return json({"status": "draining" if stopping else "ok", "version": __version__, "read_only": s.options.read_only,
                      "scheduler": s.options.scheduler_on,
                      "load_errors": list(s.pipeline.load_errors), "generation": s.generation})
 

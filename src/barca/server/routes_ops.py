@@ -28,28 +28,33 @@ def ops_routes(s: Served) -> list[Route]:
         running, waiting = runs.in_queue() if runs else ([], [])
         return {"paused": bool(runs and runs.paused_at is not None),
                 "paused_at": iso_time(runs.paused_at) if runs else None,
-                "draining": bool(runs and runs.closing),
+                "draining": bool(runs and (runs.draining or runs.closing)),
                 "max_runs": runs.slots if runs else 0,
                 "running": [_run_json(r) for r in running],
                 "queued": [{**_run_json(r), "position": i}
-                           for i, r in enumerate(waiting, 1)],
-                "capacity": None}
+                           for i, r in enumerate(waiting, 1)]}
+
+    async def queue_body() -> dict:
+        """The queue, and the shared capacity (read on the event loop, which changes it)."""
+        body = await blocking.read(queue_json)
+        capacity = s.runs.capacity if s.runs else None
+        return {**body, "capacity": capacity.describe() if capacity else None}
 
     async def queue(request: Request) -> Response:
         only_params(request.query_params)
-        return json(await blocking.read(queue_json))
+        return json(await queue_body())
 
     async def pause_queue(request: Request) -> Response:
         s.writable()
         only_params(request.query_params)
         await blocking.read(s.runs.pause_queue)
-        return json(await blocking.read(queue_json))
+        return json(await queue_body())
 
     async def resume_queue(request: Request) -> Response:
         s.writable()
         only_params(request.query_params)
         await blocking.read(s.runs.resume_queue)
-        return json(await blocking.read(queue_json))
+        return json(await queue_body())
 
     def job_id(request: Request) -> str:
         node = s.node_id(request.path_params["job"])
@@ -93,7 +98,7 @@ def ops_routes(s: Served) -> list[Route]:
                            "record and key state; a copy is kept beside it) and needs "
                            "its confirmation", 'send the body {"confirm": true}')
         runs = s.runs
-        if runs.closing:
+        if runs.closing or runs.draining:
             raise ApiError(503, "the server is shutting down", "reset after it restarts",
                            kind="busy")
         return json(await blocking.read(_reset, s))

@@ -5,8 +5,8 @@ the JSON the CLI prints (all 200,000 values of a partitioned target: megabytes),
 file in the server's spool directory (`spool.py`), read only when a client asks for it.
 
 A run id is chosen here and given to the child, so a client has it before the run starts.
-One run per core (a slot: more at once would only share the cores) runs at a time, dry runs
-included (a dry run runs sensors); the others wait in order, at most MAX_WAITING. A run that
+One run per slot (`--max-runs`, one per core by default: more at once would only share the
+cores) runs at a time, dry runs included (a dry run runs sensors); the others wait in order, at most MAX_WAITING. A run that
 must wait is first kept in the metadata database's queue (`engine.serving`), then answered
 202: a server killed meanwhile leaves it there, and the next server on the project runs it,
 or records it cancelled with the reason when the pipeline no longer has its target. A dry
@@ -17,9 +17,15 @@ An operator may pause the queue (`pause_queue`, kept in the database: a restarte
 paused): runs in flight go on, new ones are still accepted and wait, and none starts until
 `resume_queue`; a dry run, which a client waits for, is refused meanwhile (409).
 
+A stopping server drains (`drain`): nothing starts any more, a new run is still accepted and
+kept in the queue (a dry run is refused), the running ones get the drain timeout to finish
+and are then cancelled (`stop_all`); the runs still waiting stay in the queue, paused or not,
+and the next server on the project runs them.
+
 A run is `pending` while it waits and until `run_accepted`, `running` until its child exits,
 then `complete`, `failed` or `cancelled` by its exit code. A run that outlives its time
-limit is cancelled and reported `failed` ("run timed out").
+limit is cancelled and reported `failed` ("run timed out"). Each run's end is one line of the
+server's log (`run_log`).
 
 Locking: `lock` is taken in threads only, never on the event loop (it is held across a
 process start and a database write).
@@ -40,16 +46,16 @@ from typing import Any, Sequence
 import orjson
 
 from barca.printable import note
-from barca.engine.driver import start_served_run
+from barca.engine.driver import shared_capacity_env, start_served_run
 import barca.engine.serving as serving
 from barca.errors import BarcaError
+from barca.server.capacity import SharedCapacity
 from barca.server.commands import child_env
 from barca.server.events import EventLog
-from barca.server.live_run import INLINE_BYTES, LiveRun
+from barca.server.live_run import LiveRun
+from barca.server.run_log import ended_line
 from barca.server.run_request import RunRequest, ServedRun, missing_target
 from barca.server.spool import make_spool
-from barca.views.failure_groups import error_group
-from barca.views.server_runs import run_status_word
 
 CANCEL_GRACE_SECONDS = 5.0
 KEEP_FINISHED_SECONDS = 3600.0
@@ -73,17 +79,26 @@ class Runs:
         self.runs: dict[str, LiveRun] = {}
         self.waiting: collections.deque[LiveRun] = collections.deque()
         self.spool = make_spool()  # runs' stdout files
-        self.closing = False
+        self.closing = False  # stopped: nothing is accepted any more
+        self.draining = False  # stopping: nothing starts, runs are still accepted (queued)
         self.paused_at: float | None = None  # the queue paused since (epoch), None: running
         self.lock = threading.Lock()  # a run starts before shutdown sees it, or not at all
+        self.capacity: SharedCapacity | None = None  # --capacity, shared by every run
 
-    async def start(self, request: RunRequest, triggered_by: str = "api") -> LiveRun:
+    async def start(self, request: RunRequest, triggered_by: str = "api",
+                    time_limit: float | None = None, limit_by: str | None = None) -> LiveRun:
         """Start a run now, or queue it for the next free slot; Busy (503) when MAX_WAITING
-        runs wait already or the server is stopping. Called on the event loop (a run's
-        EventLog belongs to it); the database write and the process start run in a thread."""
-        run = LiveRun(os.urandom(6).hex(), request, triggered_by, EventLog(self.loop))
+        runs wait already or the server is stopping. `time_limit`: seconds this run may take
+        (0: no limit), set by `limit_by`; None: the server's per target. Called on the event
+        loop (a run's EventLog belongs to it); the database write and the process start run
+        in a thread."""
+        run = LiveRun(os.urandom(6).hex(), request, triggered_by, EventLog(self.loop),
+                      time_limit=time_limit, limit_by=limit_by)
         await asyncio.to_thread(self._admit, run)
         return run
+
+    def _may_start(self) -> bool:
+        return not self.closing and not self.draining and self.paused_at is None
 
     def _admit(self, run: LiveRun) -> None:
         with self.lock:
@@ -92,10 +107,12 @@ class Runs:
                 raise Busy("the server is shutting down")
             if len(self.waiting) >= MAX_WAITING:
                 raise Busy(f"{MAX_WAITING} runs are already waiting for a slot")
+            if self.draining and run.request.dry_run:
+                raise Busy("the server is stopping: a dry run would wait for its next start")
             if self.paused_at is not None and run.request.dry_run:
                 raise Paused("the run queue is paused: a dry run would wait until it is "
                              "resumed")
-            if not self.waiting and self._running() < self.slots and self.paused_at is None:
+            if not self.waiting and self._running() < self.slots and self._may_start():
                 self.runs[run.run_id] = run
                 try:
                     self._launch(run)
@@ -157,8 +174,7 @@ class Runs:
     def _start_waiting(self) -> None:
         """Launch queued runs while slots are free (a run just ended)."""
         with self.lock:
-            while self.waiting and not self.closing and self.paused_at is None \
-                    and self._running() < self.slots:
+            while self.waiting and self._may_start() and self._running() < self.slots:
                 run = self.waiting.popleft()
                 try:
                     self._launch(run)
@@ -180,16 +196,8 @@ class Runs:
 
     def _end_unstarted(self, run: LiveRun, status: str, error: str) -> None:
         """A waiting run ends without having started (cancelled, or it could not start)."""
-        run.status, run.finished_at = status, time.time()
-        run.exit_code = 130 if status == "cancelled" else 3
-        run.error = {"error": error, "kind": status}
-        run.events.append({"type": "run_finished", "run_id": run.run_id, "ok": False,
-                           "status": status, "run_status": run_status_word(status),
-                           "exit_code": run.exit_code, "outcome": None,
-                           "error": run.error, "stdout": "", "stdout_bytes": 0})
-        run.ended.set()  # before the log closes: whoever it wakes finds the run ended
-        run.settled.set()
-        run.events.close()
+        run.end_unstarted(status, error)
+        note(ended_line(run))
 
     def _launch(self, run: LiveRun) -> LiveRun:
         run.stdout_path = self.spool / f"{run.run_id}.out"
@@ -201,7 +209,10 @@ class Runs:
         lines_r, lines_w = os.pipe()
         stdin = os.open(order, os.O_RDONLY)
         try:
-            process = start_served_run(self.root, child_env(), (stdin, events_w, lines_w))
+            env = child_env()
+            if self.capacity is not None:
+                env.update(shared_capacity_env(self.capacity.path))
+            process = start_served_run(self.root, env, (stdin, events_w, lines_w))
         except BaseException:
             os.close(events_r)
             os.close(lines_r)
@@ -211,8 +222,9 @@ class Runs:
                 os.close(fd)
             order.unlink(missing_ok=True)  # the child has it open, or never will
         run.process = process
-        if self.time_limit:  # a dry run too: it holds a slot while its sensors run
-            limit = self.time_limit * max(1, len(run.request.targets))
+        limit = run.time_limit if run.time_limit is not None else \
+            self.time_limit * max(1, len(run.request.targets))
+        if limit:  # a dry run too: it holds a slot while its sensors run
             run.timer = threading.Timer(limit, self._time_out, args=(run, limit))
             run.timer.daemon = True
             run.timer.start()
@@ -233,43 +245,22 @@ class Runs:
     def _follow(self, run: LiveRun, process, events_r: int, lines: threading.Thread) -> None:
         with os.fdopen(events_r, "rb") as stream:
             for data in stream:
-                self._on_event(run, orjson.loads(data))
+                run.on_event(orjson.loads(data))
         lines.join()
         code = process.wait()
         run.exit_code = code
         run.status = "failed" if run.timed_out else STATUS_BY_CODE.get(code, "failed")
         if run.timed_out:
-            run.error = {"error": f"run timed out after {run.timed_out:g}s", "kind": "timeout",
-                         "remediation": "barca serve --run-timeout SECONDS allows longer runs"}
+            by = f" ({run.limit_by})" if run.limit_by else ""
+            run.error = {"error": f"run timed out after {run.timed_out:g}s{by}",
+                         "kind": "timeout", "remediation": f"raise {run.limit_by}"
+                         if run.limit_by else "barca serve --run-timeout SECONDS allows "
+                         "longer runs"}
         if run.queued and not run.accepted:
             self._record_unclaimed(run, code)
-        run.finished_at = time.time()
-        run.events.append({"type": "run_finished", "run_id": run.run_id,
-                           "ok": code == 0, "status": run.status,
-                           "run_status": run_status_word(run.status), "exit_code": code,
-                           "outcome": run.outcome(), "error": run.error,
-                           "stdout": run.stdout(INLINE_BYTES),
-                           "stdout_bytes": run.stdout_size()})
-        run.ended.set()  # before the log closes: whoever it wakes finds the run ended
-        run.settled.set()
-        run.events.close()
-        if run.timer is not None:
-            run.timer.cancel()
+        run.finish()
+        note(ended_line(run))
         self._start_waiting()
-
-    def _on_event(self, run: LiveRun, event: dict) -> None:
-        """One event of the run's (`barca.views.run_events`; `error`: the envelope of the
-        error it ended with, kept as the run's error). A failed step's gets the group its
-        error falls in, as the run's page groups them."""
-        if event["type"] == "error":
-            run.error = event["error"]
-            return
-        if event["type"] == "step_finished" and not event["ok"]:
-            event["error_group"] = error_group(event.get("error"), event["step_id"])
-        if event["type"] == "run_accepted":
-            run.status, run.accepted = "running", True
-            run.settled.set()  # before the event: whoever it wakes finds the run settled
-        run.events.append(event)
 
     def _record_unclaimed(self, run: LiveRun, code: int) -> None:
         """A queued run whose child ended before recording it (it refused the request, was
@@ -286,7 +277,8 @@ class Runs:
 
     def _time_out(self, run: LiveRun, limit: float) -> None:
         if run.live:
-            note(f"[barca] run {run.run_id} timed out after {limit:g}s: cancelling it")
+            by = f" ({run.limit_by})" if run.limit_by else ""
+            note(f"[barca] run {run.run_id} timed out after {limit:g}s{by}: cancelling it")
             run.timed_out = limit
             self.cancel(run)
 
@@ -320,6 +312,11 @@ class Runs:
     def get(self, run_id: str) -> LiveRun | None:
         return self.runs.get(run_id)
 
+    def run_of_pid(self, pid: int) -> str | None:
+        """The id of the run whose process has this pid (the shared capacity's peers)."""
+        return next((r.run_id for r in list(self.runs.values())
+                     if r.process is not None and r.process.pid == pid), None)
+
     def cancel(self, run: LiveRun) -> None:
         """Ask the run to stop (it records itself cancelled); killed if it has not within
         CANCEL_GRACE_SECONDS. A run still waiting ends at once, recorded cancelled (call from
@@ -346,22 +343,23 @@ class Runs:
     def live_runs(self) -> list[LiveRun]:
         return [r for r in list(self.runs.values()) if r.live]
 
+    def drain(self) -> tuple[list[LiveRun], list[LiveRun]]:
+        """Start nothing more (runs are still accepted, and wait): the server is stopping.
+        (running, waiting) now."""
+        with self.lock:
+            self.draining = True
+        return self.in_queue()
+
     def stop_all(self, deadline: float) -> list[LiveRun]:
-        """Stop accepting and cancel every live run, the waiting ones recorded cancelled;
-        wait until `deadline` (monotonic) for them to end, then kill what is left. The runs
+        """Stop accepting and cancel every running run; the waiting ones stay in the queue
+        for the next server (a dry run, which nobody would see the end of, ends cancelled).
+        Wait until `deadline` (monotonic) for them to end, then kill what is left. The runs
         killed (their rows may still say running)."""
-        why = "the server stopped before it started"
         with self.lock:
             self.closing = True
-            waiting, queued = list(self.waiting), [r for r in self.waiting if r.queued]
-            self.waiting.clear()
-            try:
-                self._record_unstarted([(r, why) for r in queued], "cancelled")
-            except BarcaError as exc:
-                note(f"[barca] warning: {len(queued)} waiting runs could not be recorded "
-                     f"cancelled ({exc.message}); the next server start runs them")
-            for run in waiting:
-                self._end_unstarted(run, "cancelled", why)
+            for run in [r for r in self.waiting if not r.queued]:
+                self.waiting.remove(run)
+                self._end_unstarted(run, "cancelled", "the server stopped before it started")
             live = [r for r in self.live_runs() if r.process is not None]
         for run in live:
             run.signal(signal.SIGTERM)

@@ -10,6 +10,15 @@
   sensors, `run` for tasks, and a run of command `serve` when both are due.
 - A paused job (`pause`, kept in the database through restarts, until a moment or until
   `resume`) fires nothing: its ticks are skipped (and said), and not caught up after.
+- A job whose last `Schedule(max_failures=N)` ticks (5 by default) all failed pauses itself,
+  says why (the log, `/schedule`) and stays paused until resumed; a tick that succeeds, or a
+  resume, counts from 0 again. In a run shared with other jobs, a tick failed when a step of
+  its own cone did (or the run failed before any step did). The count is kept in the
+  database: a restart between two failed ticks does not reset it. A cancelled tick (an
+  operator, a stopping server) is neither a failure nor a success.
+- `Schedule(timeout_seconds=S)`: a tick still running after S seconds is cancelled (and
+  fails); without it the server's `--run-timeout` applies. Jobs with different limits never
+  share a run.
 - Each fire is kept in `schedule_state`. At start, a job whose next fire after its last one
   has passed fires once (a catch-up), however many it missed; a job never seen is anchored
   at now and does not fire.
@@ -30,8 +39,8 @@ from barca.errors import BarcaError
 from barca.server.run_request import RunRequest
 from barca.server.runs import Busy, Runs
 from barca.server.sharing import depths, share
-from barca.engine.serving import (Fired, load_fires, load_pauses, pause_schedule,
-                                  record_fires)
+from barca.engine.serving import (Fired, count_failures, load_fires, load_pauses,
+                                  pause_schedule, record_fires)
 from barca.views.times import iso_time
 
 MAX_SLEEP_SECONDS = 60.0
@@ -45,6 +54,8 @@ class Job:
     batch: tuple[str, ...]  # Schedule(cron, batch=...) as --batch texts
     targets: tuple[str, ...]  # what a tick gets (or runs)
     cone: Mapping[str, int]  # what a tick runs or reads, with each node's depth
+    max_failures: int = 5  # failed ticks in a row that pause the job
+    timeout: float | None = None  # seconds a tick may run (0: no limit); None: the server's
 
     @property
     def command(self) -> str:
@@ -62,7 +73,7 @@ def scheduled_jobs(graph: Any) -> list[Job]:
             targets += _always_readers(graph, node_id)
         cone = MappingProxyType({n: depth[n] for n in graph.cone(targets)})
         jobs.append(Job(node_id, d.schedule, d.kind, tuple(d.schedule_batch), tuple(targets),
-                        cone))
+                        cone, d.schedule_max_failures, d.schedule_timeout))
     return jobs
 
 
@@ -92,6 +103,9 @@ class Scheduler:
         self.last_run: dict[str, str] = {}  # job -> run id of its last fire
         self.kept_out_said: set[str] = set()  # jobs told once why they run apart
         self.paused: dict[str, float | None] = {}  # job -> paused until (epoch), None: resumed
+        self.reasons: dict[str, str] = {}  # job -> why it paused itself
+        self.failures: dict[str, int] = {}  # job -> its ticks that failed in a row
+        self.following: set[asyncio.Task] = set()  # each waiting for a tick's end
         self.wake = asyncio.Event()
         self.stopped = False
 
@@ -115,7 +129,13 @@ class Scheduler:
                         "last_status": run.status if run else None,
                         "paused": self.is_paused(job.id),
                         "paused_until": iso_time(self.paused.get(job.id))
-                        if self.is_paused(job.id) else None})
+                        if self.is_paused(job.id) else None,
+                        "paused_reason": self.reasons.get(job.id)
+                        if self.is_paused(job.id) else None,
+                        "failures": self.failures.get(job.id, 0),
+                        "max_failures": job.max_failures,
+                        "failing": self.is_paused(job.id) and job.id in self.reasons,
+                        "timeout_seconds": job.timeout})
         return out
 
     def is_paused(self, job_id: str) -> bool:
@@ -124,21 +144,33 @@ class Scheduler:
         until = self.paused[job_id]
         return until is None or self.clock() < until
 
-    def pause(self, job_id: str, until: float | None) -> None:
+    def pause(self, job_id: str, until: float | None, reason: str | None = None) -> None:
         """Fire `job_id` no more until `until` (epoch; None: until resumed), kept in the
-        database first (blocks)."""
-        pause_schedule(self.db_path, job_id, True, until)
+        database first; `reason`: why it paused itself (blocks)."""
+        pause_schedule(self.db_path, job_id, True, until, reason)
         self.paused[job_id] = until
+        if reason:
+            self.reasons[job_id] = reason
+        else:
+            self.reasons.pop(job_id, None)
 
     def resume(self, job_id: str) -> None:
-        """Fire `job_id` on its cron again, from its next fire on (blocks)."""
+        """Fire `job_id` on its cron again, from its next fire on, its failed ticks counted
+        from 0 (blocks)."""
         pause_schedule(self.db_path, job_id, False, None)
         self.paused.pop(job_id, None)
+        self.reasons.pop(job_id, None)
+        self.failures.pop(job_id, None)
 
     def stop(self) -> None:
         """Fire nothing more (callable from any thread)."""
         self.stopped, self.jobs = True, []
         self.runs.loop.call_soon_threadsafe(self.wake.set)
+
+    def close(self) -> None:
+        """Stop waiting for the ticks still running (on the event loop, at shutdown)."""
+        for task in self.following:
+            task.cancel()
 
     async def reload(self, jobs: list[Job]) -> None:
         """The jobs of an edited pipeline: a new job, or one whose cron changed, is anchored
@@ -193,7 +225,9 @@ class Scheduler:
         """Anchor every job at its last fire (or now, if never seen, or if its cron or zone
         changed); the jobs whose next fire after their last one has passed."""
         seen = load_fires(self.db_path)
-        self.paused = dict(load_pauses(self.db_path).schedules)
+        pauses = load_pauses(self.db_path)
+        self.paused, self.reasons = dict(pauses.schedules), dict(pauses.reasons)
+        self.failures = dict(pauses.failures)
         now = self.clock()
         missed, anchors = [], []
         for job in self.jobs:
@@ -214,18 +248,19 @@ class Scheduler:
         groups: dict[tuple, list[Job]] = {}
         for job in jobs:
             if self.is_paused(job.id):
-                until = self.paused[job.id]
+                until, reason = self.paused[job.id], self.reasons.get(job.id)
                 note(f"[barca] scheduled run {job.id} skipped — paused"
-                     + (f" until {iso_time(until)}" if until is not None else ""))
+                     + (f" until {iso_time(until)}" if until is not None else "")
+                     + (f": {reason}" if reason else ""))
                 continue
             previous = self.runs.get(self.last_run.get(job.id, ""))
             if previous is not None and previous.live:
                 note(f"[barca] scheduled run {job.id} skipped — previous run {previous.run_id} "
                      "still in flight")
                 continue
-            groups.setdefault(job.batch, []).append(job)
+            groups.setdefault((job.batch, job.timeout), []).append(job)
         fired = []
-        for batch, due in groups.items():
+        for (batch, timeout), due in groups.items():
             shared, kept_out = share(due)
             for job_id, (waiting, node) in kept_out.items():
                 if job_id not in self.kept_out_said:
@@ -233,21 +268,23 @@ class Scheduler:
                     note(f"[barca] {job_id} runs apart from the jobs due with it: in one run "
                          f"{waiting} would wait for {node}, which it does not read")
             for group in shared:
-                fired += await self._start(group, batch, at, why)
+                fired += await self._start(group, batch, timeout, at, why)
         if fired:
             await asyncio.to_thread(self._record, fired)
 
-    async def _start(self, group: list[Job], batch: tuple[str, ...], at: float,
-                     why: str) -> list:
+    async def _start(self, group: list[Job], batch: tuple[str, ...], timeout: float | None,
+                     at: float, why: str) -> list:
         """Start one run for `group`; the fires to record."""
         targets = tuple(dict.fromkeys(t for job in group for t in job.targets))
         commands = {job.command for job in group}
         command = commands.pop() if len(commands) == 1 else "serve"
         names = ", ".join(j.id for j in group)
         try:
-            run = await self.runs.start(RunRequest(command, targets, batch=batch, value=False,
-                                                   schedule_id=",".join(j.id for j in group),
-                                                   scheduled_at=at), why)
+            run = await self.runs.start(
+                RunRequest(command, targets, batch=batch, value=False,
+                           schedule_id=",".join(j.id for j in group), scheduled_at=at), why,
+                time_limit=timeout, limit_by=None if timeout is None else
+                f"Schedule(timeout_seconds=) of {names}")
         except (Busy, OSError, BarcaError) as exc:
             note(f"[barca] scheduled run {names} not started: {exc}")
             return []
@@ -255,7 +292,46 @@ class Scheduler:
              f"{run.run_id}")
         for job in group:
             self.last_run[job.id] = run.run_id
+        task = asyncio.create_task(self._count(run, group))
+        self.following.add(task)
+        task.add_done_callback(self.following.discard)
         return [(job.id, Fired(job.cron, self.zone_name, at, run.run_id)) for job in group]
+
+    async def _count(self, run: Any, group: list[Job]) -> None:
+        """Once the tick ended: each job's failed ticks in a row, and the jobs that reach
+        their `max_failures` pause themselves."""
+        await run.wait(run.ended)
+        for job in group:
+            failed = _tick_failed(run, job)
+            if failed is None or not failed and not self.failures.get(job.id):
+                continue
+            count = self.failures.get(job.id, 0) + 1 if failed else 0
+            try:
+                await asyncio.to_thread(self._keep_count, job, count)
+            except BarcaError as exc:
+                note(f"[barca] warning: the failed ticks of {job.id} could not be counted: "
+                     f"{exc.message}")
+
+    def _keep_count(self, job: Job, count: int) -> None:
+        count_failures(self.db_path, job.id, count)
+        self.failures[job.id] = count
+        if count < job.max_failures or self.is_paused(job.id):
+            return
+        reason = (f"{count} consecutive failed tick{'s' * (count != 1)} "
+                  f"(max_failures={job.max_failures})")
+        self.pause(job.id, None, reason)
+        note(f"[barca] {job.id} failing: {reason}; paused until resumed (POST "
+             f"/schedule/{job.id}/resume)")
 
     def _record(self, fired: list) -> None:
         record_fires(self.db_path, fired)
+
+
+def _tick_failed(run: Any, job: Job) -> bool | None:
+    """Whether `job`'s tick failed in `run` (ended): None when it was cancelled, which counts
+    neither way. In a run shared with other jobs only a failed step of its own cone counts."""
+    if run.status == "complete":
+        return False
+    if run.status != "failed":
+        return None
+    return not run.failed_nodes or any(node in job.cone for node in run.failed_nodes)

@@ -1,5 +1,8 @@
 """What an operator set on `barca serve` that must outlive the process: the run queue paused,
-a schedule paused (until a moment, or until resumed). One row a setting in `server_state`,
+a schedule paused (until a moment, or until resumed; or by itself, after `max_failures` failed
+ticks in a row, with the reason), and each schedule's count of failed ticks in a row (what
+makes it pause itself, whether the server restarts between ticks or not). One row a setting
+in `server_state`,
 its value JSON; no row is the default (running). A restarted server reads them before it
 starts a run or fires a job, so a pause holds across a restart, a crash or a machine reboot.
 """
@@ -16,10 +19,11 @@ from barca.store.db import write_transaction
 
 QUEUE = "queue"
 SCHEDULE_PREFIX = "schedule:"
+FAILURES_PREFIX = "failures:"
 
 
 def load(conn: sqlite3.Connection) -> dict[str, dict[str, Any]]:
-    """Every setting by name (`queue`, `schedule:<job id>`)."""
+    """Every setting by name (`queue`, `schedule:<job id>`, `failures:<job id>`)."""
     rows = conn.execute("SELECT name, value FROM server_state").fetchall()
     return {name: orjson.loads(value) for name, value in rows}
 

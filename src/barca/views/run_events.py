@@ -57,6 +57,7 @@ class RunEvents(Reporter):
         else:
             first = (outcome.error_message or "").strip().splitlines()
             fields["error"] = first[0] if first else ""
+            fields["error_type"] = outcome.error_type
             line = f"[barca] step:{outcome.step_id} failed: {fields['error']}"
         self._say("step_finished", line, **fields)
 

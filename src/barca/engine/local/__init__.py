@@ -106,6 +106,14 @@ def stop_warm_pools(root: Path | None) -> list[int]:
             if (real is None or info.root == real) and pool_registry.stop(info)]
 
 
+def shared_capacity_env(socket_path: Path) -> dict[str, str]:
+    """The environment entry that gives a server's run its share of the server's capacity
+    (`engine.local.shared_capacity`)."""
+    from barca.engine.local.shared_capacity import SHARED_CAPACITY_ENV
+
+    return {SHARED_CAPACITY_ENV: str(socket_path)}
+
+
 def start_served_run(root: Path, env: dict[str, str], fds: tuple[int, int, int]):
     """Run a server's run in a child process: see `engine.local.commands`."""
     from barca.engine.local.commands import start_served_run as start

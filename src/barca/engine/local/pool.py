@@ -13,7 +13,8 @@ they weigh no more than what the worker holds or the capacity has room for, so a
 at the head waits for room (lighter steps behind it do not overtake it), and a step heavier
 than the whole capacity waits until nothing else runs, then runs alone. With every weight 1
 and the capacity at least the pool size this never holds anything back; its cost is one
-integer comparison per step.
+integer comparison per step. Under `barca serve --capacity` the units are also held in the
+server's budget shared by all its runs (`shared_capacity`): a step waits at the head for both.
 
 Workers are forked from the project's warm pool where one can run, else fresh interpreters
 (`worker_processes`: starting, ending and telling how one ended).
@@ -34,6 +35,7 @@ from typing import Any, Iterable, Iterator, Sequence
 from barca.errors import InfraError
 from barca.engine.local.frames import (FrameBuffer, Imported, Lease, Outcomes, Shutdown, Warm,
                                        write_frame)
+from barca.engine.local.shared_capacity import SharedBudget
 from barca.engine.local.worker_processes import Starter, WorkerProcess, end, exit_status
 from barca.engine.protocol import (CallFinished, CallSpec, LogLine, StepOutcome, StepSpec,
                                   StepStarted, call_lost, failed_outcomes,
@@ -73,6 +75,9 @@ class LocalExecutor:
         self.selector = selectors.DefaultSelector()
         self.timeout_attempts: dict[str, int] = {}
         self.crashes = 0
+        self.shared = SharedBudget.connect()  # the server's capacity, under --capacity
+        if self.shared is not None:
+            self.selector.register(self.shared.fileno(), selectors.EVENT_READ, self.shared)
 
     # -- the seam -----------------------------------------------------------------------------
 
@@ -86,6 +91,9 @@ class LocalExecutor:
         out: list[StepOutcome | LogLine] = []
         wait = min(timeout, self._next_deadline())
         for key, _ in self.selector.select(max(0.0, wait)):
+            if key.data is self.shared:
+                self.shared.readable()
+                continue
             worker: _Worker = key.data
             try:
                 data = os.read(worker.from_worker, 1 << 20)
@@ -114,6 +122,10 @@ class LocalExecutor:
         for worker in list(self.workers):
             self._stop(worker, kill=cancel)
         self.workers.clear()
+        if self.shared is not None:
+            self.selector.unregister(self.shared.fileno())
+            self.shared.close()
+            self.shared = None
         if self.starter.warm_seconds > 0 and not cancel:
             self.starter.leave(self.imported)
 
@@ -186,12 +198,16 @@ class LocalExecutor:
         others = self.used - worker.held
         if others + weight > self.capacity and others:
             return False
+        if self.shared is not None and not self.shared.take(weight - worker.held):
+            return False
         self.used = others + weight
         worker.held = weight
         return True
 
     def _release(self, worker: _Worker) -> None:
         """The worker's lease is empty (or the worker is gone): it holds nothing now."""
+        if self.shared is not None:
+            self.shared.give(worker.held)
         self.used -= worker.held
         worker.held = 0
 

@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
+from barca.engine.local.shared_capacity import SHARED_CAPACITY_ENV
 from barca.errors import InfraError
 
 
@@ -84,6 +85,7 @@ class Starter:
         from_r, from_w = os.pipe()
         _widen(from_w)
         env = dict(os.environ, BARCA_WORKER="1")
+        env.pop(SHARED_CAPACITY_ENV, None)  # a step's own run never waits on its caller's units
         process: WorkerProcess | None = self._fork_warm(env, (to_r, from_w))
         if process is None:
             try:
