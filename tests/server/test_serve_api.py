@@ -42,7 +42,8 @@ API_ROUTES = {
     "/sql/views": {"GET"}, "/runs/{run_id}/logs": {"GET"}, "/events/{run_id}": {"GET"},
     "/run": {"POST"}, "/queue": {"GET"}, "/queue/pause": {"POST"}, "/queue/resume": {"POST"},
     "/schedule/{job}/pause": {"POST"}, "/schedule/{job}/resume": {"POST"},
-    "/state/reset": {"POST"},
+    "/state/reset": {"POST"}, "/schedule/{job}/fire": {"POST"},
+    "/schedule/{job}/fires": {"GET"},
     "/assets/{name}/attempts": {"GET"}, "/assets/{name}/value": {"GET"},
 }
 
