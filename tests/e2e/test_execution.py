@@ -265,6 +265,26 @@ def test_timeout_stops_the_step_and_counts_as_an_attempt(project: Path) -> None:
     assert result.steps["quick"]["status"] == "ran"
 
 
+def test_a_workers_start_up_is_not_its_first_step_s_time(project: Path) -> None:
+    """A new worker's first lease is sent as the process starts; the step's timeout counts
+    from when the worker begins it, not from the lease, however long the start takes (here a
+    `sitecustomize` that sleeps a second in every new interpreter, as a busy machine may)."""
+    slow_start = project / "slow_start"
+    write(slow_start, {"sitecustomize.py": "import time\ntime.sleep(1.0)\n"})
+    write(project, {"p.py": """
+        import time
+        from barca import asset
+
+        @asset(timeout_seconds=0.5)
+        def quick() -> int:
+            time.sleep(0.1)
+            return 1
+    """})
+    path = os.pathsep.join(filter(None, [str(slow_start), os.environ.get("PYTHONPATH")]))
+    got = barca(project, "get", "quick", "p.py", env={"PYTHONPATH": path}).expect(0)
+    assert got.json["final_output"] == 1
+
+
 def test_a_step_that_ends_just_inside_its_timeout_is_not_timed_out(project: Path) -> None:
     """A worker holds finished outcomes a moment to report many at once (and pack their
     results): one whose step took nearly all of its timeout must leave at once, since the

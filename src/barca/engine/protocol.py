@@ -197,7 +197,8 @@ def unreported_part(call: CallSpec, reported: set[str]) -> CallSpec:
 
 
 class StepStarted(NamedTuple):
-    """Worker -> coordinator: a retry attempt began (its timeout starts again)."""
+    """Worker -> coordinator: a retry attempt began, or the first step of a worker process
+    (its timeout starts again: not from the lease, sent while the process was starting)."""
 
     step_id: str
     attempt: int

@@ -42,6 +42,9 @@ from barca.engine.protocol import (CallFinished, CallSpec, LogLine, StepOutcome,
                                   unreported_part)
 
 
+STARTUP_SECONDS = 60.0  # a new worker process's start-up, past which its first step's clock runs
+
+
 @dataclass(slots=True)
 class _Worker:
     process: WorkerProcess
@@ -55,6 +58,7 @@ class _Worker:
     attempt: int = 0
     held: int = 0  # capacity units held: the weight of the heaviest leased step
     reported: set = field(default_factory=set)  # key step ids the running call has written
+    begun: bool = False  # the process has begun a step: its start-up is over
 
 
 class LocalExecutor:
@@ -220,6 +224,8 @@ class LocalExecutor:
     def _handle(self, worker: _Worker, message: Any) -> list[StepOutcome | LogLine]:
         if isinstance(message, StepStarted):
             step = next(s for s in worker.leased if s.step_id == message.step_id)
+            if not worker.begun:  # its first step: timed from now, not from the lease
+                worker.begun, worker.running = True, None
             self._mark_running(worker, step, message.attempt)
             return []
         if isinstance(message, Outcomes):
@@ -250,7 +256,11 @@ class LocalExecutor:
         if worker.running is not step:  # a retry in the same worker keeps its start
             worker.started = time.monotonic()
         worker.running, worker.attempt = step, attempt
-        worker.deadline = time.monotonic() + (step.timeout_seconds or math.inf)  # 0: none
+        # 0: none; a starting process's first step is timed again when it says it began,
+        # so its start-up counts only past STARTUP_SECONDS (a process that never starts)
+        limit = step.timeout_seconds and \
+            step.timeout_seconds + STARTUP_SECONDS * (not worker.begun)
+        worker.deadline = time.monotonic() + (limit or math.inf)
 
     def _retire(self, worker: _Worker, step_id: str) -> None:
         for i, step in enumerate(worker.leased):

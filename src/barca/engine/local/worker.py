@@ -25,7 +25,7 @@ from typing import Any
 from barca.engine.local.frames import (Imported, Lease, Outcomes, Shutdown, Warm, out_of_band,
                                        read_frame, write_frame)
 from barca.engine.local.project_code import is_project_file
-from barca.engine.protocol import CallFinished, LogLine, StepOutcome
+from barca.engine.protocol import CallFinished, LogLine, StepOutcome, StepStarted
 from barca.engine.worker.step_runner import StepRunner, StepStream
 
 # outcomes per message at most (and small results per pack, store.packs: the pack is
@@ -107,6 +107,7 @@ class Worker:
         self.modules_seen = 0
         self.reported: set[str] = set()
         self.stopping = False
+        self.announced = False  # the first step this process runs was said to have started
 
     def send(self, message: Any) -> None:
         with self.lock:
@@ -160,6 +161,9 @@ class Worker:
                 return
             if isinstance(message, Lease):
                 for step in message.steps:
+                    if not self.announced:  # the pool timed it from the lease, when this
+                        self.announced = True  # process may still have been starting
+                        self.send(StepStarted(step.step_id, 1))
                     capture.switch(step.step_id)
                     outcomes = self.runner.run(step, self.send_step_event)
                     capture.switch("")
