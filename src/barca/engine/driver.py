@@ -174,9 +174,14 @@ def run(command: str, target_text: str | None, paths: Sequence[str] = (), *,
         new_executor = local_executor(pipeline.project.root, _files_in(pipeline, request.cone),
                                       configured)
         warnings += capacity_warnings(pipeline.graph, order, *capacity(configured))
+    warnings += undeclared_env_warnings(pipeline.graph, order)
     warnings.sort(key=lambda w: (w["node"], w["param"] or "", w["kind"]))
     for warning in warnings:
-        reporter.warning(warning["kind"], warning)
+        if warning["kind"] != "undeclared_env":
+            reporter.warning(warning["kind"], warning)
+    summary = undeclared_env_summary(warnings)
+    if summary is not None:  # one line for them all, as 0.33 says it
+        reporter.warning("undeclared_env_summary", summary)
     result = execute(pipeline.project, pipeline.graph, request, reporter, new_executor,
                      run_id=run_id, triggered_by=triggered_by, warnings=warnings,
                      schedule=schedule, store=store)
@@ -204,6 +209,25 @@ def unused_warnings(graph: Any, order: Sequence[str]) -> list[dict[str, Any]]:
                 continue
             out.append({"kind": "unused_input", "node": node_id, "param": param})
     return out
+
+
+def undeclared_env_warnings(graph: Any, order: Sequence[str]) -> list[dict[str, Any]]:
+    """An asset whose code reads an environment variable that its env= does not declare
+    (discover.env_reads): one `warnings[]` item per node and variable (`param`); its value
+    is not part of the run hash."""
+    return [{"kind": "undeclared_env", "node": n, "param": name}
+            for n in order for name in graph.nodes[n].undeclared_env]
+
+
+def undeclared_env_summary(warnings: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+    """The evidence of the one stderr line that stands for every undeclared_env warning of
+    a command (None without any): how many steps, and which variables."""
+    found = [w for w in warnings if w["kind"] == "undeclared_env"]
+    if not found:
+        return None
+    return {"kind": "undeclared_env_summary", "node": None, "param": None,
+            "steps": len({w["node"] for w in found}),
+            "names": sorted({w["param"] for w in found})}
 
 
 def capacity_warnings(graph: Any, order: Sequence[str], units: int, source: str

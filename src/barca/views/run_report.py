@@ -24,7 +24,7 @@ SHOWN_KEYS = 20  # keys of a partitioned value a terminal shows before a count
 VALUES = ("all", "summary", "first", "paths", "none")
 STEP_FIELDS = ["id", "kind", "action", "status", "reason", "detail", "changed", "run_hash",
                "artifact", "warning", "partitions", "computed_by", "batch", "batch_execution",
-               "elapsed_seconds", "attempts", "env"]
+               "elapsed_seconds", "attempts", "env", "undeclared_env"]
 
 
 @dataclass(frozen=True)
@@ -188,10 +188,13 @@ def _skipped_tasks(result: RunResult, paths: Sequence[str], env_name: str | None
 
 
 def _add_env(step: dict[str, Any], result: RunResult) -> dict[str, Any]:
-    """`env {NAME: value|null}`: a node's declared env= values, as its run hash saw them."""
-    names = result.graph.nodes[step["id"]].env
-    if names:
-        step["env"] = plan_text.env_json(names, result.options.env)
+    """`env {NAME: value|null}`: a node's declared env= values, as its run hash saw them;
+    `undeclared_env [NAME]`: what its code reads that env= does not declare."""
+    d = result.graph.nodes[step["id"]]
+    if d.env:
+        step["env"] = plan_text.env_json(d.env, result.options.env)
+    if d.undeclared_env:  # read by its code, not declared: not in its run hash
+        step["undeclared_env"] = list(d.undeclared_env)
     return step
 
 
