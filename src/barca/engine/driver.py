@@ -160,6 +160,9 @@ def run(command: str, target_text: str | None, paths: Sequence[str] = (), *,
     this process can reach (a MemoryStore) needs an in-process `new_executor`.
     """
     pipeline = pipeline or open_pipeline(paths, env, write_cache=not dry_run, cwd=cwd)
+    from barca.store.cache_limit import cache_limit
+
+    limit = cache_limit(pipeline.project)  # a bad BARCA_CACHE_MAX_SIZE stops it here
     request = build_request(pipeline, command, target_text, refresh=refresh,
                             refresh_all=refresh_all, partition=partition, cascade=cascade,
                             dry_run=dry_run, observe_sensors=observe_sensors,
@@ -185,14 +188,33 @@ def run(command: str, target_text: str | None, paths: Sequence[str] = (), *,
     result = execute(pipeline.project, pipeline.graph, request, reporter, new_executor,
                      run_id=run_id, triggered_by=triggered_by, warnings=warnings,
                      schedule=schedule, store=store)
-    limit = pipeline.project.settings.cache_max_size
-    if limit is not None and not dry_run:
+    if limit.bytes is not None and not dry_run:
         from barca.store.gc import trim
 
-        trimmed = trim(pipeline.project, limit)
+        trimmed = trim(pipeline.project, limit.bytes, lambda: run_files(result),
+                       result.run_id, lazy=limit.default)
         if trimmed is not None:
             result.cache, result.cache_warnings = trimmed
+            result.cache.update(limit_source=limit.source, limit_setting=limit.written)
     return result
+
+
+def run_files(result: RunResult) -> set[Path]:
+    """The files holding every result a run computed or served from cache (for a packed
+    result its pack's, store.packs): what it prints and returns, so its trim keeps them."""
+    from barca.store.packs import file_of
+
+    files = set()
+    for node_id in result.order:
+        plan = result.plans.get(node_id)
+        if plan is None or plan.unknown:
+            continue
+        for key in plan.keys:
+            found = result.key_of(node_id, key)
+            if found is not None:
+                files.add(file_of(found[0]))
+    artifacts = result.artifacts_dir.resolve()
+    return {artifacts / name for name in files}
 
 
 def unused_warnings(graph: Any, order: Sequence[str]) -> list[dict[str, Any]]:

@@ -153,14 +153,28 @@ def trimmed_notes(result: RunResult) -> list[str]:
     if cache is None:
         return []
     size, plural = plan_text.human_size, plan_text.plural
+    source = _LIMIT_SOURCES.get(cache["limit_source"], cache["limit_source"])
+    if cache["limit_setting"].endswith("%") and cache["limit_source"] != "default":
+        source += f" {cache['limit_setting']} of the filesystem"
+    what = ", ".join(plural(n, _EVICTED[reason]) for reason, n in
+                     sorted(cache["evicted_by_reason"].items()))
     out = [f"[barca] cache {size(cache['size_bytes'])} over its {size(cache['limit_bytes'])} "
-           f"limit ([cache] max_size); removed {plural(cache['evicted_files'], 'file')} "
-           f"({size(cache['evicted_bytes'])}), oldest first", *result.cache_warnings]
-    if cache["after_bytes"] > cache["limit_bytes"]:
+           f"limit ({source}); removed {plural(cache['evicted_files'], 'file')} "
+           f"({size(cache['evicted_bytes'])}), oldest first" + (f": {what}" if what else ""),
+           *result.cache_warnings]
+    if cache["after_bytes"] > cache["limit_bytes"] and cache["spared_files"]:
+        out.append(f"[barca] kept {plural(cache['spared_files'], 'superseded result')} over the "
+                   "limit while another run is live or has just ended (it may read them); the "
+                   "next run or barca gc removes them")
+    elif cache["after_bytes"] > cache["limit_bytes"]:
         out.append(f"[barca] warning: current results take {size(cache['after_bytes'])}, "
-                   f"more than [cache] max_size {size(cache['limit_bytes'])}; gc never "
-                   "removes them")
+                   f"more than {source} {size(cache['limit_bytes'])}; gc never removes them")
     return out
+
+
+_LIMIT_SOURCES = {"default": "the default max_size, 10% of the filesystem"}
+_EVICTED = {"superseded": "superseded result", "unreferenced": "unreferenced file",
+            "leftover": "leftover temporary file"}
 
 
 def _skipped_tasks(result: RunResult, paths: Sequence[str], env_name: str | None
