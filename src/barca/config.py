@@ -5,7 +5,8 @@ the command (exit 2) instead of being silently ignored.
 Known settings:
 
     [run]   capacity = 4        units of `weight=` the running steps may hold together
-    [cache] max_size = "10GB"   after each run, `barca gc` down to this size
+    [cache] max_size = "10GB"   after each run, `barca gc` down to this size ("10%" of the
+                                filesystem, the default; "off": never)
     [serve] token = "..."       the token `barca serve` asks every client for
 
 The published tool's other settings (`default_env`, `[discovery]`, `[remote]`, `[server]`)
@@ -29,11 +30,24 @@ _SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B|B)?\s*", re.IGNORECASE)
 
 
 @dataclass(frozen=True, slots=True)
+class SizeLimit:
+    """A `[cache] max_size` as written: a number of bytes, a share of the filesystem that
+    holds `.barca/` (in percent), or neither: "off"."""
+
+    bytes: int | None = None
+    percent: float | None = None
+
+    @property
+    def off(self) -> bool:
+        return self.bytes is None and self.percent is None
+
+
+@dataclass(frozen=True, slots=True)
 class Settings:
     """What barca.toml sets; None where it is silent (the default applies)."""
 
     capacity: int | None = None  # [run] capacity
-    cache_max_size: int | None = None  # [cache] max_size, in bytes
+    cache_max_size: SizeLimit | None = None  # [cache] max_size (None: the default, 10%)
     serve_token: str | None = None  # [serve] token
 
 
@@ -52,6 +66,28 @@ def parse_size(text: str) -> int | None:
     return int(float(match.group(1)) * _UNITS[(match.group(2) or "").lower()])
 
 
+def parse_limit(text: str) -> SizeLimit | None:
+    """`"20GB"`, `"10%"` or `"off"` as a SizeLimit; None if it is none of these.
+
+    >>> parse_limit("10%"), parse_limit("off").off, parse_limit("2KiB").bytes
+    (SizeLimit(bytes=None, percent=10.0), True, 2048)
+    """
+    text = text.strip()
+    if text.lower() == "off":
+        return SizeLimit()
+    if text.endswith("%"):
+        try:
+            percent = float(text[:-1])
+        except ValueError:
+            return None
+        return SizeLimit(percent=percent) if 0 < percent <= 100 else None
+    size = parse_size(text)
+    return None if size is None else SizeLimit(bytes=size)
+
+
+LIMIT_FORMS = '"10GB", "500MB", "2GiB", a number of bytes, "10%" (of the filesystem) or "off"'
+
+
 def _capacity(value: Any) -> int:
     if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
         return value
@@ -60,16 +96,16 @@ def _capacity(value: Any) -> int:
                      "running steps hold together), or remove it to use the pool size")
 
 
-def _max_size(value: Any) -> int:
-    size = None
+def _max_size(value: Any) -> SizeLimit:
+    limit = None
     if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-        size = value
+        limit = SizeLimit(bytes=value)
     elif isinstance(value, str):
-        size = parse_size(value)
-    if size is None:
+        limit = parse_limit(value)
+    if limit is None:
         raise UsageError(f"{CONFIG_FILE}: [cache] max_size must be a size, not {value!r}",
-                         'write it like `max_size = "10GB"` (KB..TB, KiB..TiB, or bytes)')
-    return size
+                         f'write it like `max_size = "10GB"`: {LIMIT_FORMS}')
+    return limit
 
 
 def _token(value: Any) -> str:

@@ -81,7 +81,8 @@ def test_doctor_checks_barca_toml(tmp_path: Path) -> None:
     config = _config(barca(tmp_path, "doctor", env={"BARCA_POOL_SIZE": "2"}).expect(0))
     assert config["ok"] is True
     assert config["data"] == {"capacity": 3, "capacity_source": "[run] capacity",
-                              "pool_size": 2, "cache_max_size": 2_000_000_000}
+                              "pool_size": 2, "cache_max_size": 2_000_000_000,
+                              "cache_max_size_source": "[cache] max_size"}
     assert config["detail"].startswith("capacity 3 ([run] capacity), cache trimmed after each")
 
     (tmp_path / "barca.toml").write_text("[run]\ncapacity = 3\n[remote]\nuri = 's3://b'\n")

@@ -122,17 +122,21 @@ def check_config(project: Project) -> Check:
     from barca.config import read_settings
     from barca.engine.local import capacity, pool_size
 
+    from dataclasses import replace
+
+    from barca.store.cache_limit import cache_limit
+
     try:
         settings = read_settings(project.root)
         units, source = capacity(settings.capacity)
         size = pool_size()
+        limit = cache_limit(replace(project, settings=settings))
     except UsageError as exc:
         return Check("config", False, exc.message, exc.remediation)
-    limit = settings.cache_max_size
     data = {"capacity": units, "capacity_source": source, "pool_size": min(size, units),
-            "cache_max_size": limit}
-    cache = "no cache size limit" if limit is None else \
-        f"cache trimmed after each run above {human_size(limit)} ([cache] max_size)"
+            "cache_max_size": limit.bytes, "cache_max_size_source": limit.source}
+    cache = f"no cache size limit ({limit.source} off)" if limit.bytes is None else \
+        f"cache trimmed after each run above {human_size(limit.bytes)} ({limit.describe()})"
     return Check("config", True, f"capacity {units} ({source}), {cache}", data=data)
 
 

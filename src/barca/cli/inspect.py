@@ -17,6 +17,7 @@ from barca.views import plan_text
 from barca.views.listing import DEFAULT_NODES
 from barca.views.node_list import LIST_FIELDS, node_groups, node_list
 from barca.views.plan import plan_json
+from barca.views.warning_text import warning_lines
 from barca.views.status import STATES, STATUS_FIELDS, status_page, status_report
 from barca.views.times import local_time, utc_time_of
 
@@ -218,6 +219,6 @@ def plan_command(files, json_flag, pretty, partition) -> None:
         choose_mode(json_flag, pretty)  # the usage error every command gives
     _, paths = split_positionals(files, takes_target=False)
     body = plan_json(paths, partition)
-    for warning in body["warnings"]:
-        note(f"[barca] warning: {warning['message']}")
+    for line in warning_lines(body["warnings"]):
+        note(line)
     emit_json(body, indent=True)

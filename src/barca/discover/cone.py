@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ast
 
+from barca.discover.env_reads import env_reads
 from barca.discover.hashing import digest
 from barca.discover.normal_form import tree_digest
 from barca.discover.modules import ModuleCache, ModuleInfo
@@ -34,6 +35,7 @@ class ConeGraph:
         self._what: dict[str, tuple[ModuleInfo, str | None]] = {}
         self._edges: dict[tuple[tuple[str, ...], str], tuple[str, ...]] = {}
         self._uses: dict[int, Uses] = {}
+        self._env: dict[str, frozenset[str]] = {}
 
     def parts(self, module: ModuleInfo, uses: Uses, dirs: tuple[str, ...], step: str,
               own_label: str) -> dict[str, str]:
@@ -48,6 +50,17 @@ class ConeGraph:
                 out[label] = self.digests[label]
                 stack.extend(self._out(label, dirs, step))
         return out
+
+    def env_reads(self, label: str) -> frozenset[str]:
+        """The environment variables the code of a helper label reads (env_reads.py); none
+        for an `import` label, which is a name, not code."""
+        found = self._env.get(label)
+        if found is None:
+            what = self._what.get(label)
+            trees = [] if what is None else \
+                [what[0].tree] if what[1] is None else what[0].index.defs[what[1]]
+            found = self._env[label] = env_reads(trees)
+        return found
 
     def definition_label(self, module: ModuleInfo, name: str) -> str:
         label = f"helper {module.file}:{name}"

@@ -14,6 +14,7 @@ from typing import Sequence
 
 from barca.discover import hashing
 from barca.discover.cone import ConeGraph
+from barca.discover.env_reads import env_reads, undeclared
 from barca.discover.groups import NodeGroup, read_groups
 from barca.discover.import_identity import check_import_identity
 from barca.discover.model import Definition, DimensionSpec, InputSpec
@@ -114,6 +115,7 @@ def _definition(node: RawNode, resolver: Resolver, hasher: _Hasher) -> Definitio
         schedule_max_failures=o.schedule_max_failures, schedule_timeout=o.schedule_timeout,
         sinks=node.sinks, deterministic=o.deterministic,
         unused=unused_params(node.fn, (i.param for i in inputs if i.mode != "order")),
+        undeclared_env=hasher.undeclared_env(node, parts),
         source_digest=hasher.modules.digests[node.file])
 
 
@@ -149,6 +151,19 @@ class _Hasher:
         legacy["code"] = hashing.legacy_code_part(
             module.segment(fn.lineno, fn.end_lineno or fn.lineno))[1]
         return tuple(sorted(parts.items())), legacy
+
+    def undeclared_env(self, node: RawNode, parts: Sequence[tuple[str, str]]
+                       ) -> tuple[str, ...]:
+        """The environment variables an asset's code (the function and every helper its hash
+        follows) reads without declaring them in env= (env_reads.py). Not for a sensor or a
+        task: they run every time, so no result of theirs is reused under another value."""
+        if node.kind != "asset":
+            return ()
+        reads = set(env_reads([node.fn]))
+        for label, _ in parts:
+            if label.startswith("helper "):
+                reads |= self.cones.env_reads(label)
+        return undeclared(reads, node.options.env)
 
     def _argument_parts(self, node: RawNode, inputs: Sequence[InputSpec],
                         dimensions: Sequence[DimensionSpec]) -> list[tuple[str, str]]:

@@ -83,6 +83,9 @@ class Definition:
     schedule_timeout: float | None = None  # Schedule(timeout_seconds=); None: the server's limit
     sinks: tuple[SinkSpec, ...] = ()  # @sink decorators, top to bottom
     unused: tuple[str, ...] = ()  # input parameters the body never mentions (discover.unused)
+    # environment variables the code reads but env= does not declare (discover.env_reads):
+    # reported, never hashed
+    undeclared_env: tuple[str, ...] = ()
     deterministic: bool = True  # False: new bytes for the same run hash are expected
     # digest of the file's bytes discovery read: a worker checks it imports the same file
     # (engine.source_check)

@@ -14,8 +14,9 @@ prints (the JSON and the human text: `remember`) with everything it was derived 
 - that every node's result file is there, and the bytes of the target's (its value is printed).
 
 Only unpartitioned assets whose cache decision rests on nothing else qualify: no sensor, task,
-key, `env=`, Manual or Schedule freshness, nor a `[cache] max_size` (whose trim runs after each
-run). `answer` checks all of it again (file contents, not stamps) and, when everything is as it
+key, `env=`, Manual or Schedule freshness, nor a cache size limit set by hand (`[cache]
+max_size` or BARCA_CACHE_MAX_SIZE, whose trim runs after each run; the default one is not
+checked after a get answered here, which writes nothing). `answer` checks all of it again (file contents, not stamps) and, when everything is as it
 was, records the run (store.answer_marks.record_again) and returns the same output with
 this run's id and times; otherwise None, and the command runs as usual (which keeps a new answer).
 """
@@ -119,6 +120,16 @@ def _answer_file(root: str, key: tuple) -> str:
 
 # -- keeping an answer (after a run, which imported everything already) ----------------------
 
+def _limit_set(project: Project) -> bool:
+    """A cache size limit set by hand (barca.toml or BARCA_CACHE_MAX_SIZE), checked after
+    every get: such gets run as usual. Under the default limit (a safety net for the disk,
+    not a budget) a get answered from a kept answer writes nothing, so its check is skipped."""
+    from barca.store.cache_limit import cache_limit
+
+    limit = cache_limit(project)
+    return limit.bytes is not None and not limit.default
+
+
 def remember(project: Project, result: RunResult, target: str | None, paths: Sequence[str],
              outputs: dict[str, tuple[str, str]]) -> None:
     """Keep the answer of a get, if it qualifies (see the module's docstring). `outputs`:
@@ -126,8 +137,7 @@ def remember(project: Project, result: RunResult, target: str | None, paths: Seq
     as its name between `\\x00` marks."""
     root = str(project.root)
     parts = {mode: _parts(template, result, text) for mode, (text, template) in outputs.items()}
-    if None in parts.values() or not qualifies(result) or \
-            project.settings.cache_max_size is not None:
+    if None in parts.values() or not qualifies(result) or _limit_set(project):
         return
     nodes = tuple(result.order)
     artifacts, value = _artifacts(result)

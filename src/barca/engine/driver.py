@@ -168,6 +168,9 @@ def run(command: str, target_text: str | None, paths: Sequence[str] = (), *,
     this process can reach (a MemoryStore) needs an in-process `new_executor`.
     """
     pipeline = pipeline or open_pipeline(paths, env, write_cache=not dry_run, cwd=cwd)
+    from barca.store.cache_limit import cache_limit
+
+    limit = cache_limit(pipeline.project)  # a bad BARCA_CACHE_MAX_SIZE stops it here
     request = build_request(pipeline, command, target_text, refresh=refresh,
                             refresh_all=refresh_all, partition=partition, cascade=cascade,
                             dry_run=dry_run, observe_sensors=observe_sensors,
@@ -182,20 +185,44 @@ def run(command: str, target_text: str | None, paths: Sequence[str] = (), *,
         new_executor = local_executor(pipeline.project.root, _files_in(pipeline, request.cone),
                                       configured)
         warnings += capacity_warnings(pipeline.graph, order, *capacity(configured))
+    warnings += undeclared_env_warnings(pipeline.graph, order)
     warnings.sort(key=lambda w: (w["node"], w["param"] or "", w["kind"]))
     for warning in warnings:
-        reporter.warning(warning["kind"], warning)
+        if warning["kind"] != "undeclared_env":
+            reporter.warning(warning["kind"], warning)
+    summary = undeclared_env_summary(warnings)
+    if summary is not None:  # one line for them all, as 0.33 says it
+        reporter.warning("undeclared_env_summary", summary)
     result = execute(pipeline.project, pipeline.graph, request, reporter, new_executor,
                      run_id=run_id, triggered_by=triggered_by, warnings=warnings,
                      schedule=schedule, store=store)
-    limit = pipeline.project.settings.cache_max_size
-    if limit is not None and not dry_run:
+    if limit.bytes is not None and not dry_run:
         from barca.store.gc import trim
 
-        trimmed = trim(pipeline.project, limit)
+        trimmed = trim(pipeline.project, limit.bytes, lambda: run_files(result),
+                       result.run_id, lazy=limit.default)
         if trimmed is not None:
             result.cache, result.cache_warnings = trimmed
+            result.cache.update(limit_source=limit.source, limit_setting=limit.written)
     return result
+
+
+def run_files(result: RunResult) -> set[Path]:
+    """The files holding every result a run computed or served from cache (for a packed
+    result its pack's, store.packs): what it prints and returns, so its trim keeps them."""
+    from barca.store.packs import file_of
+
+    files = set()
+    for node_id in result.order:
+        plan = result.plans.get(node_id)
+        if plan is None or plan.unknown:
+            continue
+        for key in plan.keys:
+            found = result.key_of(node_id, key)
+            if found is not None:
+                files.add(file_of(found[0]))
+    artifacts = result.artifacts_dir.resolve()
+    return {artifacts / name for name in files}
 
 
 def unused_warnings(graph: Any, order: Sequence[str]) -> list[dict[str, Any]]:
@@ -212,6 +239,25 @@ def unused_warnings(graph: Any, order: Sequence[str]) -> list[dict[str, Any]]:
                 continue
             out.append({"kind": "unused_input", "node": node_id, "param": param})
     return out
+
+
+def undeclared_env_warnings(graph: Any, order: Sequence[str]) -> list[dict[str, Any]]:
+    """An asset whose code reads an environment variable that its env= does not declare
+    (discover.env_reads): one `warnings[]` item per node and variable (`param`); its value
+    is not part of the run hash."""
+    return [{"kind": "undeclared_env", "node": n, "param": name}
+            for n in order for name in graph.nodes[n].undeclared_env]
+
+
+def undeclared_env_summary(warnings: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+    """The evidence of the one stderr line that stands for every undeclared_env warning of
+    a command (None without any): how many steps, and which variables."""
+    found = [w for w in warnings if w["kind"] == "undeclared_env"]
+    if not found:
+        return None
+    return {"kind": "undeclared_env_summary", "node": None, "param": None,
+            "steps": len({w["node"] for w in found}),
+            "names": sorted({w["param"] for w in found})}
 
 
 def capacity_warnings(graph: Any, order: Sequence[str], units: int, source: str

@@ -5,7 +5,6 @@ environment (declared env values, evaluated key expressions).
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
@@ -55,7 +54,7 @@ def build_request(pipeline: Pipeline, command: str, target_text: str | None, *,
     check_selection(graph, cone, selection, expr_keys)
     check_not_skipped(graph, cone, selection, targets, refresh_ids)
     batching = batch_settings(graph, pipeline.project.root, cone, batch)
-    options = PlanOptions(refresh_ids, refresh_all, cascade, _env_values(graph, cone), selection,
+    options = PlanOptions(refresh_ids, refresh_all, cascade, _env_values(pipeline, cone), selection,
                           batching)
     return CheckedRequest(command, targets, cone, pipeline.files, target_text, options, dry_run,
                       observe_sensors, expr_keys)
@@ -214,9 +213,13 @@ def _refresh_ids(graph: Graph, targets: Sequence[str], refresh: str | Sequence[s
     return frozenset(ids)
 
 
-def _env_values(graph: Graph, cone: frozenset[str]) -> dict[str, str | None]:
-    names = {name for n in cone for name in graph.nodes[n].env}
-    return {name: os.environ.get(name) for name in sorted(names)}
+def _env_values(pipeline: Pipeline, cone: frozenset[str]) -> dict[str, str | None]:
+    """The declared env= values of the cone: the environment's, else the project's `.env`'s
+    (barca.env_file)."""
+    from barca.env_file import declared_values
+
+    names = {name for n in cone for name in pipeline.graph.nodes[n].env}
+    return declared_values(pipeline.project.root, names) if names else {}
 
 
 @dataclass(frozen=True, slots=True)

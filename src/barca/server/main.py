@@ -185,7 +185,8 @@ async def _reload(served: Served) -> None:
     except Exception as exc:  # noqa: BLE001 - the served pipeline stays as it was
         note(f"[barca] warning: reload failed, still serving the previous pipeline: {exc}")
         return
-    served.pipeline = pipeline
+    before, served.pipeline = served.pipeline, pipeline
+    _note_undeclared_env(pipeline, before)
     served.generation += 1
     served.loaded_at = time.time()
     served.runs.files = served.state.files = pipeline.files
@@ -270,6 +271,7 @@ def _describe(options: ServeOptions, pipeline, jobs, tz) -> None:
                 note(f"[barca] warning: '{graph.nodes[node].name}' has weight="
                      f"{graph.nodes[node].weight}, more than the capacity {options.capacity} "
                      "(--capacity); it runs alone")
+    _note_undeclared_env(pipeline)
     if not options.scheduler_on:
         return
     if not jobs:
@@ -281,6 +283,23 @@ def _describe(options: ServeOptions, pipeline, jobs, tz) -> None:
     note(f"[barca] scheduling {len(jobs)} node{'s' * (len(jobs) != 1)}:")
     for job in jobs:
         note(f"  {job.id} — {job.cron} (next {next_fire_text(job.cron, now)})")
+
+
+def _note_undeclared_env(pipeline, before=None) -> None:
+    """Environment variables the served assets read without declaring them: said once when
+    the server starts (and after a reload that changes them), not by every tick."""
+    lines = _undeclared_env_lines(pipeline)
+    if before is None or lines != _undeclared_env_lines(before):
+        for line in lines:
+            note(line)
+
+
+def _undeclared_env_lines(pipeline) -> list[str]:
+    from barca.engine.driver import undeclared_env_warnings
+    from barca.views.warning_text import warning_json, warning_lines
+
+    graph = pipeline.graph
+    return warning_lines([warning_json(w) for w in undeclared_env_warnings(graph, graph.order)])
 
 
 def _note_load_errors(pipeline) -> None:

@@ -145,7 +145,7 @@ SCHEMAS = {
                            "partitioned": BOOL, "cache": {"type": "object"},
                            "partitions": ref("StatusPartitions"),
                            "last_materialization": LAST_MATERIALIZATION,
-                           "env": STRS}}}},
+                           "env": STRS, "undeclared_env": STRS}}}},
         ["target", "targets", "summary", "root", "nodes", "total", "truncated"]),
     "HistoryRun": obj({
         "run_id": STR, "command": STR, "files": STRS, "target": NULL_STR, "job": NULL_STR,

@@ -20,8 +20,11 @@ workers may be creating files in them.
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import shutil
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -29,7 +32,7 @@ from typing import Any, Callable
 from barca.project import Project
 from barca.store import history, step_leases
 from barca.store.db import connect, write_transaction
-from barca.store.owners import pid_running
+from barca.store.owners import owner_gone, pid_running
 from barca.store.packs import file_of
 from barca.store.paths import node_dir_name
 
@@ -50,9 +53,12 @@ Seen = tuple[Path, int, float, tuple[int, int]]  # path, size, mtime, stamp
 
 
 def collect(project: Project, planned: Callable[[], set[Path]], limit: int | None,
-            dry_run: bool) -> tuple[dict[str, Any], list[str]]:
+            dry_run: bool, spare_for: str | None = None) -> tuple[dict[str, Any], list[str]]:
     """What was (or, dry, would be) removed, as the JSON body of `barca gc`, and warnings.
-    `planned()`: the resolved paths a plan of the current pipeline would serve from cache."""
+    `planned()`: the resolved paths a plan of the current pipeline would serve from cache.
+    `spare_for`: the id of the run trimming after itself; superseded results then stay
+    while another run is live or has just ended (`_others_active`): such a run may have
+    planned to serve one from cache, or be about to print it."""
     root, artifacts = project.root, project.artifacts_dir
     warnings: list[str] = []
     files = _walk(artifacts) if artifacts.is_dir() else []
@@ -69,9 +75,14 @@ def collect(project: Project, planned: Callable[[], set[Path]], limit: int | Non
         keep = {(root / p).resolve() for p in history.current_artifacts(conn)}
         keep |= planned()
         candidates = _candidates(files, keep, conn, root, history.live_runs_started(conn))
+    spared = 0
+    if spare_for is not None and candidates and _others_active(conn, spare_for):
+        spared = sum(c.reason == "superseded" for c in candidates)
+        candidates = [c for c in candidates if c.reason != "superseded"]
     size = sum(s for _, s, _, _ in files)
     chosen = _choose(candidates, size, limit)
-    gone, failed = (set(), []) if dry_run else _remove(chosen, project, conn, looked)
+    gone, failed = (set(), []) if dry_run else _remove(chosen, project, conn, looked,
+                                                       spare_for)
     warnings += [f"[barca] warning: cannot remove {f['path']}: {f['error']}" for f in failed]
     evicted = [c for c in chosen if c.path in gone or dry_run]
     kept = [(p, s) for p, s, _, _ in files if p.resolve() in keep]
@@ -81,27 +92,75 @@ def collect(project: Project, planned: Callable[[], set[Path]], limit: int | Non
                          "node": c.node} for c in evicted],
             "evicted_files": len(evicted), "evicted_bytes": sum(c.size for c in evicted),
             "kept_files": len(kept), "kept_bytes": sum(s for _, s in kept),
+            **({"spared_files": spared} if spare_for is not None else {}),
             "failed": [{"path": _rel(Path(f["path"]), root), "error": f["error"]}
                        for f in failed]}, warnings
 
 
 TRIM_TO = 0.8  # after a run over [cache] max_size, down to this share of it: not every run
+RECENT_SECONDS = 10.0  # a run that ended this recently may still be printing its results
+WALK_EVERY = 600.0  # seconds between walks under the default limit while far below it
 
 
-def trim(project: Project, limit: int) -> tuple[dict[str, Any], list[str]] | None:
-    """After a run, with `[cache] max_size`: None while the artifacts fit in `limit`, else
-    remove what `barca gc` would, oldest first, down to TRIM_TO of the limit, and say so:
-    `{size_bytes, limit_bytes, evicted_files, evicted_bytes, after_bytes}` and warnings.
-    The run's own results are current, so they stay."""
+def trim(project: Project, limit: int, keep: Callable[[], set[Path]], run_id: str,
+         lazy: bool = False) -> tuple[dict[str, Any], list[str]] | None:
+    """After run `run_id`: None while the artifacts fit in `limit`, else remove what
+    `barca gc` would, oldest first, down to TRIM_TO of the limit, and say so:
+    `{size_bytes, limit_bytes, evicted_files, evicted_bytes, after_bytes, evicted_by_reason,
+    spared_files}` and warnings. Kept besides what gc keeps: `keep()`, the files the run
+    computed or served (it prints them next), and superseded results while another run is
+    live or has just ended. The walk is skipped when the whole filesystem holds less than
+    the limit; `lazy` (the default limit, a safety net rather than a budget): also within
+    WALK_EVERY of a walk that found less than half of it."""
     artifacts = project.artifacts_dir
-    if not artifacts.is_dir():
+    if not artifacts.is_dir() or _filesystem_used(artifacts) <= limit:
+        return None
+    measured = project.state_dir / "cache-size.json"
+    if lazy and _measured_lately(measured, limit / 2):
         return None
     size = sum(s for _, s, _, _ in _walk(artifacts))
+    _remember_size(measured, size)
     if size <= limit:
         return None
-    body, warnings = collect(project, set, int(limit * TRIM_TO), dry_run=False)
+    body, warnings = collect(project, keep, int(limit * TRIM_TO), dry_run=False,
+                             spare_for=run_id)
+    reasons: dict[str, int] = {}
+    for item in body["evicted"]:
+        reasons[item["reason"]] = reasons.get(item["reason"], 0) + 1
+    _remember_size(measured, body["after_bytes"])
     return {"size_bytes": size, "limit_bytes": limit, "evicted_files": body["evicted_files"],
-            "evicted_bytes": body["evicted_bytes"], "after_bytes": body["after_bytes"]}, warnings
+            "evicted_bytes": body["evicted_bytes"], "after_bytes": body["after_bytes"],
+            "evicted_by_reason": reasons, "spared_files": body["spared_files"]}, warnings
+
+
+def _others_active(conn: Any, run_id: str) -> bool:
+    """Whether a run other than `run_id` is live, or ended less than RECENT_SECONDS ago in a
+    process that still runs (it may be reading its results to print them)."""
+    rows = conn.execute("SELECT pid, host, proc_start FROM runs WHERE run_id != ? AND "
+                        "(status = 'running' OR finished_at > ?)",
+                        (run_id, time.time() - RECENT_SECONDS)).fetchall()
+    return any(not owner_gone(pid, host, start) for pid, host, start in rows)
+
+
+def _filesystem_used(path: Path) -> int:
+    return shutil.disk_usage(path).used
+
+
+def _measured_lately(measured: Path, below: float) -> bool:
+    try:
+        data = json.loads(measured.read_text())
+        return time.time() - float(data["walked_at"]) < WALK_EVERY and data["bytes"] < below
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+
+
+def _remember_size(measured: Path, size: int) -> None:
+    tmp = measured.with_name(f".{measured.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(json.dumps({"walked_at": time.time(), "bytes": size}))
+        os.replace(tmp, measured)
+    except OSError:
+        pass  # only a walk more next time
 
 
 def _walk(artifacts: Path) -> list[Seen]:
@@ -163,8 +222,8 @@ def _choose(candidates: list[Candidate], size: int, limit: int | None) -> list[C
 REMOVE_BATCH = 2000  # files removed per hold of the write lock: runs wait for it meanwhile
 
 
-def _remove(chosen: list[Candidate], project: Project, conn: Any, looked: int
-            ) -> tuple[set[Path], list[dict[str, str]]]:
+def _remove(chosen: list[Candidate], project: Project, conn: Any, looked: int,
+            spare_for: str | None = None) -> tuple[set[Path], list[dict[str, str]]]:
     """Remove the chosen files that no run took meanwhile (see the module's docstring), each
     batch under the write lock; the paths removed and the failures."""
     artifacts = project.artifacts_dir
@@ -174,8 +233,9 @@ def _remove(chosen: list[Candidate], project: Project, conn: Any, looked: int
         with write_transaction(conn):
             taken = _taken(conn, project.root, artifacts, looked)
             runs_live = history.live_runs_started(conn) is not None
+            spare = spare_for is not None and _others_active(conn, spare_for)
             for candidate in chosen[start:start + REMOVE_BATCH]:
-                if taken(candidate):
+                if taken(candidate) or spare and candidate.reason == "superseded":
                     continue
                 try:
                     candidate.path.unlink()

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from barca.engine.driver import capacity_warnings, open_pipeline, unused_warnings
+from barca.engine.driver import (capacity_warnings, open_pipeline, undeclared_env_warnings,
+                                 unused_warnings)
 from barca.engine.local import capacity, pool_size
 from barca.views.warning_text import warning_json
 
@@ -36,7 +37,8 @@ def plan_of(pipeline: Any, partition: Sequence[str] | str | dict | None = None
                                    for i, n in enumerate(ids)]})
     weights = {n: graph.nodes[n].weight for n in graph.order if graph.nodes[n].weight > 1}
     warnings = sorted([*unused_warnings(graph, graph.order),
-                       *capacity_warnings(graph, graph.order, units, source)],
+                       *capacity_warnings(graph, graph.order, units, source),
+                       *undeclared_env_warnings(graph, graph.order)],
                       key=lambda w: (w["node"], w["param"] or "", w["kind"]))
     warnings = [warning_json(w) for w in warnings]
     workers, workers_source = _pool(units, source)

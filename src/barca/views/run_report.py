@@ -24,7 +24,7 @@ SHOWN_KEYS = 20  # keys of a partitioned value a terminal shows before a count
 VALUES = ("all", "summary", "first", "paths", "none")
 STEP_FIELDS = ["id", "kind", "action", "status", "reason", "detail", "changed", "run_hash",
                "artifact", "warning", "partitions", "computed_by", "batch", "batch_execution",
-               "elapsed_seconds", "attempts", "env"]
+               "elapsed_seconds", "attempts", "env", "undeclared_env"]
 
 
 @dataclass(frozen=True)
@@ -153,14 +153,28 @@ def trimmed_notes(result: RunResult) -> list[str]:
     if cache is None:
         return []
     size, plural = plan_text.human_size, plan_text.plural
+    source = _LIMIT_SOURCES.get(cache["limit_source"], cache["limit_source"])
+    if cache["limit_setting"].endswith("%") and cache["limit_source"] != "default":
+        source += f" {cache['limit_setting']} of the filesystem"
+    what = ", ".join(plural(n, _EVICTED[reason]) for reason, n in
+                     sorted(cache["evicted_by_reason"].items()))
     out = [f"[barca] cache {size(cache['size_bytes'])} over its {size(cache['limit_bytes'])} "
-           f"limit ([cache] max_size); removed {plural(cache['evicted_files'], 'file')} "
-           f"({size(cache['evicted_bytes'])}), oldest first", *result.cache_warnings]
-    if cache["after_bytes"] > cache["limit_bytes"]:
+           f"limit ({source}); removed {plural(cache['evicted_files'], 'file')} "
+           f"({size(cache['evicted_bytes'])}), oldest first" + (f": {what}" if what else ""),
+           *result.cache_warnings]
+    if cache["after_bytes"] > cache["limit_bytes"] and cache["spared_files"]:
+        out.append(f"[barca] kept {plural(cache['spared_files'], 'superseded result')} over the "
+                   "limit while another run is live or has just ended (it may read them); the "
+                   "next run or barca gc removes them")
+    elif cache["after_bytes"] > cache["limit_bytes"]:
         out.append(f"[barca] warning: current results take {size(cache['after_bytes'])}, "
-                   f"more than [cache] max_size {size(cache['limit_bytes'])}; gc never "
-                   "removes them")
+                   f"more than {source} {size(cache['limit_bytes'])}; gc never removes them")
     return out
+
+
+_LIMIT_SOURCES = {"default": "the default max_size, 10% of the filesystem"}
+_EVICTED = {"superseded": "superseded result", "unreferenced": "unreferenced file",
+            "leftover": "leftover temporary file"}
 
 
 def _skipped_tasks(result: RunResult, paths: Sequence[str], env_name: str | None
@@ -188,10 +202,13 @@ def _skipped_tasks(result: RunResult, paths: Sequence[str], env_name: str | None
 
 
 def _add_env(step: dict[str, Any], result: RunResult) -> dict[str, Any]:
-    """`env {NAME: value|null}`: a node's declared env= values, as its run hash saw them."""
-    names = result.graph.nodes[step["id"]].env
-    if names:
-        step["env"] = plan_text.env_json(names, result.options.env)
+    """`env {NAME: value|null}`: a node's declared env= values, as its run hash saw them;
+    `undeclared_env [NAME]`: what its code reads that env= does not declare."""
+    d = result.graph.nodes[step["id"]]
+    if d.env:
+        step["env"] = plan_text.env_json(d.env, result.options.env)
+    if d.undeclared_env:  # read by its code, not declared: not in its run hash
+        step["undeclared_env"] = list(d.undeclared_env)
     return step
 
 

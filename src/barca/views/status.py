@@ -17,7 +17,7 @@ from barca.views.times import iso_time
 
 STATES = ("cached", "stale", "never_run", "partial", "blocked", "unknown", "always_runs")
 STATUS_FIELDS = ["id", "name", "kind", "inputs", "partitioned", "cache", "partitions",
-                 "last_materialization", "shape", "env"]
+                 "last_materialization", "shape", "env", "undeclared_env"]
 
 
 @dataclass(frozen=True)
@@ -148,6 +148,8 @@ def _status_node(plan, result, last=None) -> dict[str, Any]:
                             "partitioned": bool(graph.nodes[plan.node_id].dimensions),
                             "cache": cache, "last_materialization": _materialization(last),
                             "shape": None, "env": list(graph.nodes[plan.node_id].env)}
+    if graph.nodes[plan.node_id].undeclared_env:  # read by its code, not in its run hash
+        node["undeclared_env"] = list(graph.nodes[plan.node_id].undeclared_env)
     if node["partitioned"] and not plan.unknown:
         state = result.states.get(plan.node_id)
         failed_keys = list(state.failed) if state else []

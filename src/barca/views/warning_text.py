@@ -46,6 +46,20 @@ def _missing_result(w: Evidence) -> str:
             f"({w['location']}); computing it again")
 
 
+def _undeclared_env(w: Evidence) -> str:
+    return (f"{w['node']} reads environment variable {w['param']}, which its env= does not "
+            "declare; its value is not part of the run hash, so a change of it reruns nothing "
+            f"(add env=[\"{w['param']}\"] if the result depends on it)")
+
+
+def _undeclared_env_summary(w: Evidence) -> str:
+    names = w["names"]
+    more = f" (+{len(names) - 5} more)" if len(names) > 5 else ""
+    steps = f"{w['steps']} steps read" if w["steps"] != 1 else "1 step reads"
+    return (f"{steps} environment variables not declared in env=: {', '.join(names[:5])}"
+            f"{more}; barca status lists them")
+
+
 def _telemetry(w: Evidence) -> str:
     what = {"unknown": "is not an integration barca knows",
             "missing": "needs a library that is not installed",
@@ -56,6 +70,7 @@ def _telemetry(w: Evidence) -> str:
 TEXTS: dict[str, Callable[[Evidence], str]] = {
     "telemetry": _telemetry,
     "unused_input": _unused_input, "over_capacity": _over_capacity,
+    "undeclared_env": _undeclared_env, "undeclared_env_summary": _undeclared_env_summary,
     "serializer_fallback": _serializer_fallback, "bytes_changed": _bytes_changed,
     "missing_result": _missing_result}
 
@@ -68,6 +83,19 @@ def warning_json(warning: Evidence) -> dict[str, Any]:
     """A warning as JSON bodies carry it."""
     return {"kind": warning["kind"], "node": warning["node"], "param": warning["param"],
             "message": warning_text(warning["kind"], warning)}
+
+
+def warning_lines(warnings: list[dict[str, Any]]) -> list[str]:
+    """The stderr lines of a JSON body's `warnings`: one each, but one for every
+    undeclared_env item together (as a run says them)."""
+    lines = [f"[barca] warning: {w['message']}" for w in warnings
+             if w["kind"] != "undeclared_env"]
+    undeclared = [w for w in warnings if w["kind"] == "undeclared_env"]
+    if undeclared:
+        lines.append("[barca] warning: " + _undeclared_env_summary({
+            "steps": len({w["node"] for w in undeclared}),
+            "names": sorted({w["param"] for w in undeclared})}))
+    return lines
 
 
 def note_text(note: RunNote) -> str:
