@@ -38,14 +38,6 @@ def utc_time(ts: float | None) -> str | None:
     return short_time(datetime.datetime.fromtimestamp(ts, datetime.timezone.utc))
 
 
-def utc_time_of(text: str | None) -> str | None:
-    """A moment JSON wrote (`iso_time`) as human text writes it in UTC: for a table drawn
-    from a JSON entry."""
-    if text is None:
-        return None
-    return utc_time(datetime.datetime.fromisoformat(text).timestamp())
-
-
 def local_time(text: str | None) -> str | None:
     """A moment JSON wrote (`iso_time`) as human text in this machine's time zone (`barca
     list`'s next fires)."""
