@@ -374,6 +374,9 @@ def test_live_progress_of_a_run(big, page):
     page.goto(node_url(big, "pipeline.py:slow"))
     page.locator(".split-btn .split").click()
     page.click(".menu button:has-text('Recompute')")
+    # a partitioned asset asks which keys first, counted by a dry run
+    page.wait_for_selector("[data-action=confirm-recompute]:has-text('Recompute 12 keys')")
+    page.locator("[data-action=confirm-recompute]").click()
     page.wait_for_url(re.compile(r".*#/runs/[0-9a-f]+$"))
     # the event stream drives the progress bar while the run is live
     page.wait_for_selector(".run-progress:has-text('of 12 steps')", timeout=120_000)

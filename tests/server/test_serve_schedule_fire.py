@@ -50,7 +50,9 @@ def test_a_fire_runs_the_job_now_and_never_overlaps_it(tmp_path, serve):
     assert run["scheduled_at"] is not None
     [job] = server.get("/schedule").json()
     assert job["last_run"] == run_id
-    # a second fire, now that the first ended, is the newest of the job's runs
+    # a second fire, once the server has handled the first one's end, is the newest of the
+    # job's runs
+    server.wait_status(run_id)
     second = server.post("/schedule/nightly/fire").json()["run_id"]
     server.wait_ended(second)
     assert [r["run_id"] for r in server.get("/schedule/nightly/fires").json()["runs"]] == [
