@@ -1,6 +1,7 @@
 """Which remote artifact store a project shares, if any: `BARCA_REMOTE_URI` (an empty value is
 unset) over `[remote] uri` in barca.toml, and the fsspec options to open it with,
-`BARCA_STORAGE_OPTIONS` (a JSON object) key by key over `[remote.storage_options]`.
+`BARCA_STORAGE_OPTIONS` (a JSON object) key by key over `[remote.storage_options]` (whose
+sub-tables named by a scheme or extra, `[remote.storage_options.s3]`, apply to that one).
 Credentials and endpoints come from each library's own variables (AWS_ACCESS_KEY_ID,
 AWS_ENDPOINT_URL, GOOGLE_APPLICATION_CREDENTIALS, FSSPEC_S3_*...), which barca never reads.
 
@@ -47,7 +48,11 @@ def remote_of(settings: Settings) -> Remote | None:
                          "or file:///a/shared/directory")
     if extra:
         _check_installed(protocol, extra, source)
-    options = dict(settings.remote_storage_options or {})
+    table = settings.remote_storage_options or {}
+    scoped = set(_SCHEMES) | set(_SCHEMES.values())  # sub-tables, not options
+    options = {k: v for k, v in table.items() if k not in scoped}
+    for name in dict.fromkeys((protocol, extra)):  # [remote.storage_options.s3] and the like
+        options.update(table.get(name) or {})
     options.update(_env_options())
     return Remote(uri.rstrip("/"), protocol, options, source)
 
