@@ -204,6 +204,27 @@ def test_an_unreachable_or_missing_store_is_exit_3_before_any_step(tmp_path: Pat
     assert not (root / "total.ran").exists()
 
 
+def test_storage_options_come_from_barca_toml_and_the_environment(tmp_path: Path,
+                                                                   moto: Moto) -> None:
+    bucket = moto.bucket()
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        closed = sock.getsockname()[1]
+    credentials = {**moto.env, "AWS_ENDPOINT_URL": None}  # the endpoint only from options
+    root = write(tmp_path / "p", {"pipeline.py": PLAIN, "barca.toml": (
+        f'[remote]\nuri = "s3://{bucket}"\n[remote.storage_options.s3]\n'
+        f'endpoint_url = "{moto.url}"\n[remote.storage_options.gcs]\nproject = "other"\n')})
+    assert barca(root, "get", "total", "pipeline.py", env=credentials).expect(0).json[
+        "steps_executed"] == 2
+    assert moto.fs.find(f"{bucket}/default/artifacts/pipeline.py--total")
+    # BARCA_STORAGE_OPTIONS wins, key by key
+    wrong = {**credentials, "BARCA_STORAGE_OPTIONS": json.dumps(
+        {"endpoint_url": f"http://127.0.0.1:{closed}"})}
+    bad = barca(root, "get", "total", "pipeline.py", "--refresh", "total", env=wrong,
+                timeout=120).expect(3)
+    assert bad.envelope["error"].startswith(f"the artifact store s3://{bucket} failed")
+
+
 def test_a_shared_directory_is_a_store_too(tmp_path: Path) -> None:
     shared = tmp_path / "mount"
     env = {"BARCA_REMOTE_URI": f"file://{shared}"}

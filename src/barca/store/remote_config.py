@@ -46,8 +46,7 @@ def remote_of(settings: Settings) -> Remote | None:
         raise UsageError(f"{source}: cannot share results through {uri!r}",
                          "use s3://bucket/prefix, gs://bucket/prefix, abfs://container/prefix "
                          "or file:///a/shared/directory")
-    if extra:
-        _check_installed(protocol, extra, source)
+    _check_installed(protocol, extra, source)
     table = settings.remote_storage_options or {}
     scoped = set(_SCHEMES) | set(_SCHEMES.values())  # sub-tables, not options
     options = {k: v for k, v in table.items() if k not in scoped}
@@ -58,13 +57,15 @@ def remote_of(settings: Settings) -> Remote | None:
 
 
 def _check_installed(protocol: str, extra: str, source: str) -> None:
-    import fsspec
-
     try:
+        import fsspec
+
         fsspec.get_filesystem_class(protocol)
     except (ImportError, ValueError) as exc:
         raise UsageError(f"{source}: {protocol}:// needs a package that is not installed "
-                         f"({exc})", f"pip install 'barca[{extra}]'") from None
+                         f"({exc})", f"pip install 'barca[{extra}]'" if extra else
+                         "pip install fsspec (or an extra that brings it: "
+                         "pip install 'barca[s3]')") from None
 
 
 def _env_options() -> dict[str, Any]:

@@ -79,13 +79,23 @@ class RemoteStore:
     # -- reaching the store -----------------------------------------------------------------
 
     def check(self) -> None:
-        """Exit 3 unless the store answers: before a run starts any step."""
+        """Exit 3 unless the store answers: before a run starts any step. S3's client retries
+        a refused connection for seconds on its own; here only `_call` retries, so that an
+        endpoint that is down is said in a few seconds."""
+        fs, where = self.fs, self.top
         if self.remote.protocol == "file":
             self._call("create", lambda: self.fs.makedirs(self.base, exist_ok=True))
+        else:
+            where = self.top.split("/", 1)[0]  # the bucket (or container)
+        if self.remote.protocol in ("s3", "s3a"):
+            from fsspec.core import url_to_fs
+
+            options = dict(self.remote.options)
+            options["config_kwargs"] = {**options.get("config_kwargs", {}),
+                                        "retries": {"max_attempts": 1}}
+            fs = url_to_fs(self.remote.uri, skip_instance_cache=True, **options)[0]
         try:
-            self._call("list", lambda: self.fs.ls(self.top.split("/", 1)[0]
-                                                  if self.remote.protocol != "file"
-                                                  else self.top, detail=False))
+            self._call("list", lambda: fs.ls(where, detail=False))
         except FileNotFoundError:
             raise InfraError(f"the artifact store {self.remote.uri} does not exist",
                              "create the bucket (or directory), or fix "
