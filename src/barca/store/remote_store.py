@@ -28,6 +28,7 @@ import json
 import os
 import secrets
 import time
+from pathlib import Path
 from typing import Any, BinaryIO, Callable, Iterable, Iterator, Sequence, TypeVar
 
 from barca.errors import InfraError
@@ -39,8 +40,7 @@ T = TypeVar("T")
 ATTEMPTS = 4  # tries of one request before its error is the run's
 BACKOFF = 0.25  # seconds before the second try, doubled for each next one
 _DIGEST = ","  # between a key and its digest in an object's name (never in a key's leaf)
-_PERMANENT = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError,
-              ValueError, TypeError)
+_PERMANENT = (PermissionError, IsADirectoryError, NotADirectoryError, ValueError, TypeError)
 
 
 class RemoteStore:
@@ -67,7 +67,6 @@ class RemoteStore:
         environment it inherited."""
         from barca.config import read_settings
         from barca.store.remote_config import remote_of
-        from pathlib import Path
 
         _, env, local_address = address.split(":", 2)
         remote = remote_of(read_settings(Path(root)))
@@ -107,15 +106,15 @@ class RemoteStore:
         for attempt in range(ATTEMPTS):
             try:
                 return fn()
-            except _PERMANENT:
+            except FileNotFoundError:
                 raise
-            except Exception as exc:  # the file system's own error types differ
-                if attempt == ATTEMPTS - 1:
+            except Exception as exc:  # noqa: BLE001 (each file system has its own errors)
+                if attempt == ATTEMPTS - 1 or isinstance(exc, _PERMANENT):
                     raise InfraError(f"the artifact store {self.remote.uri} failed to {what}: "
                                      f"{type(exc).__name__}: {exc}",
                                      f"check that it is reachable ({self.remote.source}, the "
-                                     "endpoint and credentials variables) and run again"
-                                     ) from None
+                                     "endpoint, credentials and storage options) and run "
+                                     "again") from None
                 time.sleep(BACKOFF * 2 ** attempt)
         raise AssertionError("unreachable")
 
@@ -187,7 +186,8 @@ class RemoteStore:
         for attempt in range(2):
             aside = f"{local}.{secrets.token_hex(4)}.fetch"
             try:
-                self._call(f"download {file_key}", lambda: self.fs.get_file(found, aside))
+                self._call(f"download {file_key}",
+                           lambda aside=aside: self.fs.get_file(found, aside))
                 if _file_digest(aside) == digest:
                     os.replace(aside, local)
                     return
@@ -250,7 +250,7 @@ class RemoteStore:
             if self.remote.protocol == "file":
                 self.fs.makedirs(path.rpartition("/")[0], exist_ok=True)
             self._call(f"index results of {node_dir}",
-                       lambda: self.fs.pipe_file(path, body.encode()))
+                       lambda path=path, body=body: self.fs.pipe_file(path, body.encode()))
 
     def shared_results(self, node_dir: str, wanted: Sequence[tuple[str, str]]
                        ) -> dict[tuple[str, str], tuple[str, str | None, str]]:
