@@ -236,6 +236,32 @@ def test_a_shared_directory_is_a_store_too(tmp_path: Path) -> None:
     assert not (b / "total.ran").exists()
 
 
+TABLE = """
+import pyarrow as pa
+from barca import asset
+
+@asset
+def table() -> pa.Table:
+    return pa.table({"x": list(range(1000))})
+
+@asset(inputs={"table": table})
+def rows(table: pa.Table) -> int:
+    return table.num_rows
+"""
+
+
+def test_a_table_computed_on_one_machine_is_read_by_a_step_on_the_other(tmp_path: Path) -> None:
+    env = {"BARCA_REMOTE_URI": f"file://{tmp_path / 'mount'}"}
+    a = write(tmp_path / "a", {"pipeline.py": TABLE, "barca.toml": ""})
+    b = write(tmp_path / "b", {"pipeline.py": TABLE, "barca.toml": ""})
+    assert barca(a, "get", "table", "pipeline.py", env=env).expect(0).json[
+        "steps_executed"] == 1
+    got = barca(b, "get", "rows", "pipeline.py", env=env).expect(0).json
+    assert (got["steps_executed"], got["final_output"]) == (1, 1000)  # table came from a
+    [fetched] = (b / ".barca" / "artifacts" / "pipeline.py--table").iterdir()
+    assert fetched.suffix == ".parquet"
+
+
 @pytest.mark.parametrize("env, error, fix", [
     ({"BARCA_REMOTE_URI": "gs://bucket/x"}, "BARCA_REMOTE_URI: gs:// needs a package",
      "pip install 'barca[gcs]'"),
