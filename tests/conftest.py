@@ -34,7 +34,7 @@ import pytest
 # Variables a developer may have set that would change what barca does under test.
 _ISOLATED = ("BARCA_OUTPUT", "BARCA_ENV", "BARCA_READ_ONLY", "BARCA_POOL_SIZE", "BARCA_CAPACITY",
              "BARCA_PROGRESS_SECS",
-             "BARCA_REMOTE_URI", "BARCA_STATE_URI", "BARCA_STATE", "BARCA_SERVER",
+             "BARCA_REMOTE_URI", "BARCA_STORAGE_OPTIONS", "BARCA_STATE_URI", "BARCA_STATE", "BARCA_SERVER",
              "BARCA_WARM_SECONDS", "BARCA_SERVE_TOKEN", "BARCA_SERVER_TOKEN")
 # Tests start every worker fresh unless they ask for the warm pool (tests/e2e/test_warm_pool.py):
 # a pool left behind by each of hundreds of test projects would outlive the suite.

@@ -8,8 +8,10 @@ Known settings:
     [cache] max_size = "10GB"   after each run, `barca gc` down to this size ("10%" of the
                                 filesystem, the default; "off": never)
     [serve] token = "..."       the token `barca serve` asks every client for
+    [remote] uri = "s3://..."   the shared artifact store (store.remote_config, with the
+    [remote.storage_options]    environment's BARCA_REMOTE_URI and BARCA_STORAGE_OPTIONS)
 
-The published tool's other settings (`default_env`, `[discovery]`, `[remote]`, `[server]`)
+The published tool's other settings (`default_env`, `[discovery]`, `[server]`)
 are named as not built yet, each with what to do instead.
 """
 
@@ -49,6 +51,8 @@ class Settings:
     capacity: int | None = None  # [run] capacity
     cache_max_size: SizeLimit | None = None  # [cache] max_size (None: the default, 10%)
     serve_token: str | None = None  # [serve] token
+    remote_uri: str | None = None  # [remote] uri
+    remote_storage_options: dict | None = None  # [remote.storage_options]
 
 
 NO_SETTINGS = Settings()
@@ -116,17 +120,33 @@ def _token(value: Any) -> str:
                      "characters), or set BARCA_SERVE_TOKEN instead")
 
 
+def _remote_uri(value: Any) -> str:
+    if isinstance(value, str) and "://" in value:
+        return value
+    raise UsageError(f"{CONFIG_FILE}: [remote] uri must be a URL, not {value!r}",
+                     'write it like `uri = "s3://bucket/prefix"` (s3://, gs://, abfs:// or '
+                     "file:// for a shared directory)")
+
+
+def _storage_options(value: Any) -> dict:
+    if isinstance(value, dict):
+        return value
+    raise UsageError(f"{CONFIG_FILE}: [remote] storage_options must be a table, not "
+                     f"{value!r}", "write it as a [remote.storage_options] section of "
+                     "fsspec options, e.g. `endpoint_url = \"http://127.0.0.1:9000\"`")
+
+
 # section -> key -> (Settings field, reader)
 _KNOWN: dict[str, dict[str, tuple[str, Callable[[Any], Any]]]] = {
     "run": {"capacity": ("capacity", _capacity)},
     "cache": {"max_size": ("cache_max_size", _max_size)},
     "serve": {"token": ("serve_token", _token)},
+    "remote": {"uri": ("remote_uri", _remote_uri),
+               "storage_options": ("remote_storage_options", _storage_options)},
 }
 
 # settings of the published tool that this barca does not have yet -> what to do instead
 _NOT_BUILT = {
-    "remote": "a remote store is not built in this barca yet; remove [remote] (results "
-              "stay in .barca/ on this machine)",
     "server": "[server] url is not built in this barca yet; remove it and set BARCA_SERVER "
               "or pass --server URL",
     "discovery": "[discovery] include/exclude is not built in this barca yet; remove it and "

@@ -20,7 +20,8 @@ PIPELINE = """
         return 1
 """
 
-KNOWN = "the known settings: [run] capacity, [cache] max_size, [serve] token"
+KNOWN = ("the known settings: [run] capacity, [cache] max_size, [serve] token, [remote] uri, "
+         "[remote] storage_options")
 
 
 def _project(root: Path, toml: str) -> Path:
@@ -39,6 +40,12 @@ def _project(root: Path, toml: str) -> Path:
      "barca.toml: [run] capacity must be a positive integer, not 'many'", None),
     ("[cache]\nmax_size = 'lots'\n", "barca.toml: [cache] max_size must be a size, not 'lots'",
      None),
+    ("[remote]\nuri = 'bucket'\n", "barca.toml: [remote] uri must be a URL, not 'bucket'",
+     None),
+    ("[remote]\nuri = 's3://b'\nstorage_options = 'x'\n",
+     "barca.toml: [remote] storage_options must be a table, not 'x'", None),
+    ("[remote]\nstate = 'off'\n", "barca.toml: unknown key 'state' in [remote]",
+     f"[remote] takes uri, storage_options; {KNOWN}"),
 ])
 def test_an_unknown_or_bad_setting_is_exit_2_naming_it(tmp_path: Path, toml: str, error: str,
                                                        remediation: str | None) -> None:
@@ -54,8 +61,6 @@ def test_an_unknown_or_bad_setting_is_exit_2_naming_it(tmp_path: Path, toml: str
 
 
 @pytest.mark.parametrize("toml, name, instead", [
-    ("[remote]\nuri = 's3://bucket/barca'\n", "[remote]", "results stay in .barca/"),
-    ("[remote.storage_options.s3]\nregion = 'eu'\n", "[remote]", "remove [remote]"),
     ("[server]\nurl = 'http://127.0.0.1:8274'\n", "[server]", "set BARCA_SERVER"),
     ("[discovery]\nexclude = ['old/**']\n", "[discovery]", "name the pipeline files"),
     ("default_env = 'staging'\n", "`default_env`", "set BARCA_ENV or pass --env NAME"),
@@ -98,7 +103,8 @@ def test_invalid_toml_is_exit_2(tmp_path: Path) -> None:
     bad = barca(tmp_path, "get", "a", "pipeline.py").expect(2)
     assert bad.envelope["error"].startswith("barca.toml is not valid TOML: ")
     assert bad.envelope["remediation"] == ("fix the syntax; the settings it may hold: "
-                                           "[run] capacity, [cache] max_size, [serve] token")
+                                           "[run] capacity, [cache] max_size, [serve] token, "
+                                           "[remote] uri, [remote] storage_options")
 
 
 def test_known_settings_and_an_empty_file_are_accepted(tmp_path: Path) -> None:

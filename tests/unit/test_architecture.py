@@ -195,7 +195,7 @@ def test_the_private_import_check_sees_one():
 # address), never a concrete store or local files: a remote store must be one more module
 STEP_SIDE = ("barca.engine.worker",)
 CONCRETE_STORES = ("barca.store.local_store", "barca.store.memory_store",
-                   "barca.store.local_files")
+                   "barca.store.remote_store", "barca.store.local_files")
 
 
 def test_the_step_side_reaches_results_only_through_the_store_seam():

@@ -45,8 +45,7 @@ from barca.errors import Cancelled
 from barca.graph import Graph
 from barca.planner.planner import refreshed_nodes
 from barca.project import Project
-from barca.store.artifact_store import ArtifactStore
-from barca.store.local_store import LocalStore
+from barca.store.artifact_store import ArtifactStore, project_store
 
 FLUSH_SECONDS = 0.5
 
@@ -59,8 +58,8 @@ def execute(project: Project, graph: Graph, request: CheckedRequest, reporter: R
     """Run a checked request; `new_executor` is called when a step first must run.
     `warnings`: said already (the caller's), kept in the result with the run's own;
     `schedule`: (schedule id, tick time) of a run a schedule started, recorded with it;
-    `store`: where results live (default: the project's local store, `.barca/artifacts/`)."""
-    store = store or LocalStore.of_project(project.root, project.artifacts_dir)
+    `store`: where results live (default: the project's, store.artifact_store.project_store)."""
+    store = store or project_store(project)
     run = _Run(project, graph, request, reporter, new_executor, run_id or os.urandom(6).hex(),
                store)
     run.warnings.extend(warnings)

@@ -31,7 +31,7 @@ from barca.planner.outputs import UNKNOWN_DIGEST, output_digests, with_found
 from barca.planner.planner import plan_nodes
 from barca.planner.upgrade import upgraded
 from barca.state import EMPTY_STATE
-from barca.store.packs import file_of
+from barca.store.packs import file_of, where_in_pack
 from barca.store.paths import node_dir_name
 
 class Planning:
@@ -91,13 +91,31 @@ class Planning:
         wanted = history_wanted(run.plans[node_id])
         if not wanted:
             return
-        if node_id not in run.states and not self.records.has_success(node_id):
-            return  # a node that never succeeded has no older result to return to
-        hits = self.records.find_successes(node_id, wanted)
+        hits = []  # a node that never succeeded here has no older result here to return to
+        if node_id in run.states or self.records.has_success(node_id):
+            hits = self.records.find_successes(node_id, wanted)
+        if len(hits) < len(wanted):
+            hits += self._shared_hits(node_id, wanted, {record[0] for record in hits})
         if hits:
             run.plans[node_id], run.states[node_id] = apply_history(
                 run.plans[node_id], run.states.get(node_id, EMPTY_STATE), hits)
             run.rewrite.add(node_id)
+
+    def _shared_hits(self, node_id: str, wanted: Sequence[tuple[str, str]],
+                     found: set[str]) -> list[tuple]:
+        """Results another machine recorded in a shared store at the wanted run hashes, as
+        records of older successes (with this plan's hash parts: the run hash is the same)."""
+        d = self.graph.nodes[node_id]
+        shared = self.run.store.shared_results(node_dir_name(d.file, d.name),
+                                               [w for w in wanted if w[0] not in found])
+        if not shared:
+            return []
+        plan = self.run.plans[node_id]
+        position = {key: i for i, key in enumerate(plan.keys)}
+        return [(key, run_hash, plan.context,
+                 [column[position[key]] for column in plan.signatures], fmt, digest,
+                 where_in_pack(store_key))
+                for (key, run_hash), (fmt, digest, store_key) in shared.items()]
 
     def apply_served(self, node_id: str, records: Sequence[tuple]) -> None:
         """Keys another run computed at the run hashes this run wanted: cached from now on,

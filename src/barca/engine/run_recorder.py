@@ -128,6 +128,10 @@ class RunRecorder:
             if self.unrecorded:
                 metadata.record(self.conn, self.run_id, self.unrecorded, self.run.plans,
                                 self.leases.held(self.unrecorded), self.recorded_dir)
+                self.run.store.share([  # other machines find these by run hash
+                    (o.key, o.run_hash, o.format, o.output_hash, o.artifact_key)
+                    for o in self.unrecorded if o.status == "success" and o.artifact_key
+                    and self.graph.nodes[o.node_id].kind == "asset"])
                 self.unrecorded = []
         finally:
             self.seconds += time.perf_counter() - began

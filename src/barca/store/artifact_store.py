@@ -4,9 +4,10 @@ A key is `<node dir>/<key stem>.<run hash>.<ext>` (store.paths.artifact_key), th
 store, so step specs, outcomes and the metadata carry keys and never a local path. The
 coordinator plans with one store object; a worker opens the same store from its `address`
 (`open_store`), so that a step runs the same on this machine or another. Implementations:
-`LocalStore` (the project's `.barca/artifacts/`, today's layout and speed) and `MemoryStore`
-(fsspec's `memory://`, one process only: it proves the seam in tests). A remote store is a
-third module (issue 30). `tests/engine/test_executor_contract.py` runs over executor x store.
+`LocalStore` (the project's `.barca/artifacts/`, today's layout and speed), `MemoryStore`
+(fsspec's `memory://`, one process only: it proves the seam in tests) and `RemoteStore` (a
+bucket several machines share, `[remote] uri`, with the local store as its copy: `project_store`
+picks it). `tests/engine/test_executor_contract.py` runs over executor x store.
 
 A small result a worker packed with others (store.packs) is addressed by its pack's key and
 its byte range, `<node dir>/<name>.pack@<offset>:<length>`: `get` and `open` read the range,
@@ -22,7 +23,7 @@ from __future__ import annotations
 import contextlib
 import os
 from pathlib import Path
-from typing import BinaryIO, Iterable, Iterator, Protocol
+from typing import Any, BinaryIO, Iterable, Iterator, Protocol, Sequence
 
 
 class ArtifactStore(Protocol):
@@ -72,16 +73,49 @@ class ArtifactStore(Protocol):
     def destroy(self) -> None:
         """Remove this (scratch) store and everything in it."""
 
+    def share(self, entries: Sequence[tuple[str, str, str, str, str]]) -> None:
+        """Results a run recorded, (key, run hash, format, output digest, store key) each,
+        made findable by other machines (`shared_results`); nothing for a store of one
+        machine."""
+
+    def shared_results(self, node_dir: str, wanted: Sequence[tuple[str, str]]
+                       ) -> dict[tuple[str, str], tuple[str, str | None, str]]:
+        """(key, run hash) -> (format, output digest, store key) of those of the wanted
+        results that some machine recorded in this store ({} for a store of one machine)."""
+
+
+def project_store(project: Any) -> ArtifactStore:
+    """The store a project's runs keep results in: its local `.barca/artifacts/` (or its
+    environment's), or with a `[remote]` the shared store over that local copy, checked to
+    answer (exit 3 before any step when it does not)."""
+    from barca.store.local_store import LocalStore
+    from barca.store.remote_config import remote_of
+
+    local = LocalStore.of_project(project.root, project.artifacts_dir)
+    remote = remote_of(project.settings)
+    if remote is None:
+        return local
+    from barca.store.remote_store import RemoteStore
+
+    store = RemoteStore(os.fspath(project.root), local.address, remote, project.env)
+    store.check()
+    return store
+
 
 def open_store(address: str, root: Path | str) -> ArtifactStore:
     """The store an address names, as a worker opens it: `memory://...` a MemoryStore of this
     process, a relative path a local store under the project `root` (the project's own,
     `.barca/artifacts`, resolved wherever the project is), an absolute one a local directory
-    (a dry run's scratch)."""
+    (a dry run's scratch), `remote:<env>:<local address>` the project's shared store (its
+`[remote]` read again where the worker runs)."""
     if address.startswith("memory://"):
         from barca.store.memory_store import MemoryStore
 
         return MemoryStore.reopen(address)
+    if address.startswith("remote:"):
+        from barca.store.remote_store import RemoteStore
+
+        return RemoteStore.reopen(address, os.fspath(root))
     from barca.store.local_store import LocalStore
 
     return LocalStore(os.path.join(root, address), address)

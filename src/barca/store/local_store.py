@@ -16,7 +16,7 @@ import shutil
 import tempfile
 import weakref
 from pathlib import Path
-from typing import BinaryIO, Iterable
+from typing import BinaryIO, Iterable, Sequence
 
 from barca.store.local_files import read_stored, replace, temporary_name, write_bytes
 from barca.store.packs import file_of, is_packed
@@ -120,3 +120,9 @@ class LocalStore:
         if not os.path.isabs(self.address):
             raise ValueError("the project's own store is never destroyed")
         shutil.rmtree(self.dir, ignore_errors=True)
+
+    def share(self, entries: Sequence[tuple]) -> None:
+        """One machine's store: nothing to share."""
+
+    def shared_results(self, node_dir: str, wanted: Sequence[tuple[str, str]]) -> dict:
+        return {}

@@ -16,7 +16,7 @@ import secrets
 import shutil
 import tempfile
 import weakref
-from typing import BinaryIO, Iterable
+from typing import BinaryIO, Iterable, Sequence
 
 from barca.errors import InfraError
 from barca.store.packs import is_packed, split_range
@@ -115,3 +115,9 @@ class MemoryStore:
             self.fs.rm(self.prefix, recursive=True)
         MemoryStore._opened.pop(self.address, None)
         self._cleanup()
+
+    def share(self, entries: Sequence[tuple]) -> None:
+        """One machine's store: nothing to share."""
+
+    def shared_results(self, node_dir: str, wanted: Sequence[tuple[str, str]]) -> dict:
+        return {}

@@ -1,0 +1,308 @@
+"""A remote artifact store (fsspec: s3://, gs://, abfs://, file:// on a shared mount) that
+several machines share as one cache, with the project's `.barca/artifacts/` as its local copy.
+
+Results are written once: a result is written locally as always, then uploaded whole, in
+the process that wrote it, before its step reports it, so that what a run records is always
+in the store. An object's name is its store key and the SHA-256 of its bytes,
+`<uri>/<env>/artifacts/<key>,<sha256>` (run hash and digest in the name): objects are never
+overwritten, and a fetched one is checked against its name (a mismatch is fetched again, then
+a named error, exit 3). A pack of small results (store.packs) is one object, so a run of
+10,000 small keys is a few PUTs, not 10,000. Results are fetched lazily, when something
+first reads them, into the local copy, and read there after.
+
+The store is a cache by itself, with no server: each batch of results a run records is also
+written to an index in the store, `<uri>/<env>/index/<node dir>/<batch>.json` (action to
+outputs, as a Bazel remote cache has: key, run hash -> format, output digest, store key), and
+planning asks it for the keys it would run that no local record has
+(`shared_results`). So a machine with the same code and inputs finds every result by its run
+hash and runs nothing; its own records (the SQLite history) stay its own.
+
+Transient errors are retried with backoff; a store that cannot be reached is exit 3, checked
+before any step (`check`). barca deletes nothing remote.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+import time
+from pathlib import Path
+from typing import Any, BinaryIO, Callable, Iterable, Iterator, Sequence, TypeVar
+
+from barca.errors import InfraError
+from barca.store.local_store import LocalStore
+from barca.store.packs import file_of
+from barca.store.remote_config import Remote
+
+T = TypeVar("T")
+ATTEMPTS = 4  # tries of one request before its error is the run's
+BACKOFF = 0.25  # seconds before the second try, doubled for each next one
+_DIGEST = ","  # between a key and its digest in an object's name (never in a key's leaf)
+_PERMANENT = (PermissionError, IsADirectoryError, NotADirectoryError, ValueError, TypeError)
+
+
+class RemoteStore:
+    def __init__(self, root: str, local_address: str, remote: Remote, env: str) -> None:
+        from fsspec.core import url_to_fs
+
+        self.local = LocalStore(os.path.join(root, local_address), local_address)
+        self.remote, self.env = remote, env
+        self.address = f"remote:{env}:{local_address}"
+        try:
+            self.fs, path = url_to_fs(remote.uri, **remote.options)
+        except (ImportError, ValueError, TypeError) as exc:
+            raise InfraError(f"cannot open the artifact store {remote.uri}: {exc}",
+                             f"check {remote.source} and the storage options") from None
+        self.top = path.rstrip("/")
+        self.base = f"{self.top}/{env}/artifacts"
+        self.index_base = f"{self.top}/{env}/index"
+        self._listed: dict[str, dict[str, str]] = {}  # node dir -> leaf -> object path
+        self._index: dict[str, dict[tuple[str, str], tuple]] = {}  # node dir -> entries
+
+    @classmethod
+    def reopen(cls, address: str, root: str) -> "RemoteStore":
+        """The store a worker opens from `address`, with the project's settings and the
+        environment it inherited."""
+        from barca.config import read_settings
+        from barca.store.remote_config import remote_of
+
+        _, env, local_address = address.split(":", 2)
+        remote = remote_of(read_settings(Path(root)))
+        if remote is None:
+            raise InfraError(f"the artifact store {address} is no longer configured",
+                             "set [remote] uri or BARCA_REMOTE_URI as the run had it")
+        return cls(root, local_address, remote, env)
+
+    # -- reaching the store -----------------------------------------------------------------
+
+    def check(self) -> None:
+        """Exit 3 unless the store answers: before a run starts any step. S3's client retries
+        a refused connection for seconds on its own; here only `_call` retries, so that an
+        endpoint that is down is said in a few seconds."""
+        fs, where = self.fs, self.top
+        if self.remote.protocol == "file":
+            self._call("create", lambda: self.fs.makedirs(self.base, exist_ok=True))
+        else:
+            where = self.top.split("/", 1)[0]  # the bucket (or container)
+        if self.remote.protocol in ("s3", "s3a"):
+            from fsspec.core import url_to_fs
+
+            options = dict(self.remote.options)
+            options["config_kwargs"] = {**options.get("config_kwargs", {}),
+                                        "retries": {"max_attempts": 1}}
+            fs = url_to_fs(self.remote.uri, skip_instance_cache=True, **options)[0]
+        try:
+            self._call("list", lambda: fs.ls(where, detail=False))
+        except FileNotFoundError:
+            raise InfraError(f"the artifact store {self.remote.uri} does not exist",
+                             "create the bucket (or directory), or fix "
+                             f"{self.remote.source}") from None
+
+    def _call(self, what: str, fn: Callable[[], T]) -> T:
+        """`fn()`, tried again after a transient error (with backoff); the last error is an
+        InfraError naming the store."""
+        for attempt in range(ATTEMPTS):
+            try:
+                return fn()
+            except FileNotFoundError:
+                raise
+            except Exception as exc:  # noqa: BLE001 (each file system has its own errors)
+                if attempt == ATTEMPTS - 1 or isinstance(exc, _PERMANENT):
+                    raise InfraError(f"the artifact store {self.remote.uri} failed to {what}: "
+                                     f"{type(exc).__name__}: {exc}",
+                                     f"check that it is reachable ({self.remote.source}, the "
+                                     "endpoint, credentials and storage options) and run "
+                                     "again") from None
+                time.sleep(BACKOFF * 2 ** attempt)
+        raise AssertionError("unreachable")
+
+    # -- writes: local, then uploaded whole ---------------------------------------------------
+
+    def put(self, key: str, data: bytes) -> None:
+        self.local.put(key, data)
+        self._upload(key, lambda path: self.fs.pipe_file(path, data),
+                     hashlib.sha256(data).hexdigest())
+
+    def staging(self, key: str) -> str:
+        return self.local.staging(key)
+
+    def commit(self, staged: str, key: str) -> None:
+        self.local.commit(staged, key)
+        local = f"{self.local.dir}/{key}"
+        self._upload(key, lambda path: self.fs.put_file(local, path), _file_digest(local))
+
+    def _upload(self, key: str, send: Callable[[str], Any], digest: str) -> None:
+        final = f"{self.base}/{key}{_DIGEST}{digest}"
+        if self.remote.protocol != "file":
+            self._call(f"upload {key}", lambda: send(final))
+        else:  # a shared directory: written aside, then renamed, so never seen half written
+            aside = f"{final}.{secrets.token_hex(4)}.tmp"
+            self.fs.makedirs(final.rpartition("/")[0], exist_ok=True)
+            self._call(f"upload {key}", lambda: send(aside))
+            self.fs.mv(aside, final)
+        node_dir, _, leaf = key.rpartition("/")
+        if node_dir in self._listed:
+            self._listed[node_dir][leaf] = final
+
+    def discard(self, staged: str) -> None:
+        self.local.discard(staged)
+
+    def work_dir(self, keys: Iterable[str]) -> str:
+        return self.local.work_dir(keys)
+
+    # -- reads: the local copy, fetched first when it is not there ----------------------------
+
+    def get(self, key: str) -> bytes:
+        self._fetch(file_of(key))
+        return self.local.get(key)
+
+    def open(self, key: str) -> BinaryIO:
+        self._fetch(file_of(key))
+        return self.local.open(key)
+
+    def local_path(self, key: str) -> str:
+        self._fetch(file_of(key))
+        return self.local.local_path(key)
+
+    def location(self, key: str) -> str:
+        return f"{self.remote.uri}/{self.env}/artifacts/{key}"
+
+    def _fetch(self, file_key: str) -> None:
+        """The object of `file_key` copied here, checked against its digest, unless a local
+        copy is there already (FileNotFoundError when the store has none either)."""
+        local = f"{self.local.dir}/{file_key}"
+        if os.path.exists(local):
+            return
+        node_dir, _, leaf = file_key.rpartition("/")
+        found = self._objects(node_dir).get(leaf)
+        if found is None:
+            found = self._objects(node_dir, again=True).get(leaf)
+        if found is None:
+            raise FileNotFoundError(local)
+        digest = found.rpartition(_DIGEST)[2]
+        os.makedirs(os.path.dirname(local), exist_ok=True)
+        for attempt in range(2):
+            aside = f"{local}.{secrets.token_hex(4)}.fetch"
+            try:
+                self._call(f"download {file_key}",
+                           lambda aside=aside: self.fs.get_file(found, aside))
+                if _file_digest(aside) == digest:
+                    os.replace(aside, local)
+                    return
+            finally:
+                if os.path.exists(aside):
+                    os.unlink(aside)
+        raise InfraError(f"the stored result {self.remote.uri}/{self.env}/artifacts/"
+                         f"{file_key} does not match its digest {digest[:12]}... (fetched "
+                         "twice): the object was changed or damaged in the store",
+                         f"delete the object {found} from the store; the next run computes "
+                         "it again")
+
+    def _objects(self, node_dir: str, again: bool = False) -> dict[str, str]:
+        """leaf name -> object path of a node's results in the store: one listing per node
+        (newest object of a leaf when a result was written twice with different bytes)."""
+        if again or node_dir not in self._listed:
+            try:
+                found = self._call(f"list {node_dir}", lambda: self.fs.ls(
+                    f"{self.base}/{node_dir}", detail=True, refresh=True))
+            except FileNotFoundError:
+                found = []
+            newest: dict[str, tuple[float, str]] = {}
+            for info in found:
+                name = info["name"].rpartition("/")[2]
+                leaf, sep, _ = name.rpartition(_DIGEST)
+                if not sep or name.endswith(".tmp") or info.get("type") == "directory":
+                    continue
+                when = info.get("LastModified") or info.get("mtime") or 0
+                when = when.timestamp() if hasattr(when, "timestamp") else float(when)
+                if leaf not in newest or when >= newest[leaf][0]:
+                    newest[leaf] = (when, info["name"])
+            self._listed[node_dir] = {leaf: path for leaf, (_, path) in newest.items()}
+        return self._listed[node_dir]
+
+    def names(self, node_dir: str) -> "_Names":
+        return _Names(self.local.names(node_dir), lambda: self._objects(node_dir, again=True))
+
+    def delete(self, keys: Iterable[str]) -> None:
+        """Local copies only: barca deletes nothing in a shared store."""
+        self.local.delete(keys)
+
+    def scratch(self) -> LocalStore:
+        return self.local.scratch()
+
+    def destroy(self) -> None:
+        raise ValueError("a shared store is never destroyed")
+
+    # -- the index: results found by run hash -------------------------------------------------
+
+    def share(self, entries: Sequence[tuple[str, str, str, str, str | None]]) -> None:
+        """Index recorded results, (key, run hash, format, output digest, store key) each: one
+        object per node directory and call, written after the results themselves."""
+        by_dir: dict[str, list] = {}
+        for entry in entries:
+            by_dir.setdefault(entry[4].rpartition("/")[0], []).append(entry)
+        for node_dir, rows in by_dir.items():
+            body = "\n".join(json.dumps(list(r), separators=(",", ":")) for r in rows)
+            name = f"{time.time_ns():020d}-{secrets.token_hex(4)}.json"
+            path = f"{self.index_base}/{node_dir}/{name}"
+            if self.remote.protocol == "file":
+                self.fs.makedirs(path.rpartition("/")[0], exist_ok=True)
+            self._call(f"index results of {node_dir}",
+                       lambda path=path, body=body: self.fs.pipe_file(path, body.encode()))
+
+    def shared_results(self, node_dir: str, wanted: Sequence[tuple[str, str]]
+                       ) -> dict[tuple[str, str], tuple[str, str | None, str]]:
+        """(key, run hash) -> (format, output digest, store key) of the wanted results some
+        machine recorded in this store; the node's index is read once per store object."""
+        index = self._index.get(node_dir)
+        if index is None:
+            index = self._index[node_dir] = self._read_index(node_dir)
+        return {pair: index[pair] for pair in wanted if pair in index}
+
+    def _read_index(self, node_dir: str) -> dict[tuple[str, str], tuple]:
+        try:
+            paths = self._call(f"list the index of {node_dir}", lambda: self.fs.ls(
+                f"{self.index_base}/{node_dir}", detail=False, refresh=True))
+        except FileNotFoundError:
+            return {}
+        paths = sorted(p for p in paths if p.endswith(".json"))
+        if not paths:
+            return {}
+        bodies = self._call(f"read the index of {node_dir}", lambda: self.fs.cat(paths))
+        out = {}
+        for path in paths:  # oldest first: a later entry of a pair wins
+            for line in bodies[path].decode().splitlines():
+                key, run_hash, fmt, digest, store_key = json.loads(line)
+                out[(key, run_hash)] = (fmt, digest, store_key)
+        return out
+
+
+class _Names:
+    """A node's result names: the local copies, and the store's listed only when a name is
+    not among them (a run whose results are all here asks the store nothing)."""
+
+    def __init__(self, local: frozenset[str], listed: Callable[[], dict[str, str]]) -> None:
+        self.local, self.listed = local, listed
+        self.remote: dict[str, str] | None = None
+
+    def __contains__(self, name: object) -> bool:
+        if name in self.local:
+            return True
+        if self.remote is None:
+            self.remote = self.listed()
+        return name in self.remote
+
+    def __iter__(self) -> Iterator[str]:
+        if self.remote is None:
+            self.remote = self.listed()
+        return iter(self.local | frozenset(self.remote))
+
+
+def _file_digest(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
