@@ -4,7 +4,8 @@
 directory with stdout piped, so barca answers in JSON mode; `write` puts pipeline files into
 that directory. Nothing is mocked: every run uses the real SQLite file and real workers.
 `ServeProcess` (and the `serve` fixture) is a real `barca serve` on a free loopback port
-with an HTTP client on it.
+with an HTTP client on it. `Moto` (and the `moto` fixture) is a real S3 endpoint on loopback
+(moto's server mode) for the remote store's tests, which count the requests it served.
 """
 
 from __future__ import annotations
@@ -14,8 +15,10 @@ import json
 import os
 import pty
 import re
+import secrets
 import shutil
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -24,9 +27,11 @@ import textwrap
 import threading
 import time
 import traceback
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterator, Mapping
+from urllib.parse import unquote, urlparse
 
 import httpx
 import pytest
@@ -683,3 +688,68 @@ def page(chromium, request):
     finally:
         context.close()
     assert not errors, f"script errors in the page: {errors}"
+
+
+# A real S3 endpoint on loopback for the remote store's tests: moto's server mode.
+MOTO_SERVER = Path(sys.executable).with_name("moto_server")
+
+
+class Moto:
+    """A moto S3 server on a free loopback port, and the requests it served since `taken`."""
+
+    def __init__(self, directory: Path) -> None:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            self.port = sock.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.recording = directory / "requests.jsonl"
+        env = dict(os.environ, MOTO_ENABLE_RECORDING="1",
+                   MOTO_RECORDER_FILEPATH=str(self.recording))
+        self.proc = subprocess.Popen([str(MOTO_SERVER), "-H", "127.0.0.1", "-p", str(self.port)],
+                                     env=env, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL)
+        poll(self._answers, "moto server to answer", timeout=30)
+        self.env = {"AWS_ENDPOINT_URL": self.url, "AWS_ACCESS_KEY_ID": "testing",
+                    "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "eu-west-1"}
+        import s3fs
+
+        self.fs = s3fs.S3FileSystem(key="testing", secret="testing",
+                                    endpoint_url=self.url, client_kwargs={
+                                        "region_name": "eu-west-1"})
+
+    def _answers(self) -> bool:
+        try:
+            urllib.request.urlopen(f"{self.url}/moto-api/", timeout=1).close()
+            return True
+        except OSError:
+            return False
+
+    def bucket(self) -> str:
+        name = f"team-{secrets.token_hex(4)}"
+        self.fs.mkdir(name)
+        self.taken()
+        return name
+
+    def taken(self) -> list[tuple[str, str]]:
+        """(method, object path) of each request since the last call (the requests to the
+        moto API itself are not recorded)."""
+        if not self.recording.exists():
+            return []
+        lines = self.recording.read_text().splitlines()
+        self.recording.write_text("")
+        return [(r["method"], unquote(urlparse(r["url"]).path) + "?" +
+                 unquote(urlparse(r["url"]).query))
+                for r in map(json.loads, lines)]
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def moto(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Moto]:
+    server = Moto(tmp_path_factory.mktemp("moto"))
+    try:
+        yield server
+    finally:
+        server.stop()

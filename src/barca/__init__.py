@@ -10,8 +10,8 @@ __all__ = [
     "Always", "BarcaError", "BranchResultError", "Cancelled", "Failed", "InfraError", "Manual",
     "ParallelError", "Schedule", "StepFailed", "UsageError", "asset", "asset_ref", "batches",
     "batches_by", "collect", "duckdb_connection", "get", "group", "history", "parallel",
-    "parallel_map", "partitions", "partitions_from", "plan", "run", "sensor", "sink", "stats",
-    "task", "unsafe",
+    "parallel_map", "partitions", "partitions_from", "plan", "run", "sensor", "signed_url",
+    "sink", "stats", "task", "unsafe",
 ]
 
 _HOMES = {  # module -> the public names it defines
@@ -20,7 +20,7 @@ _HOMES = {  # module -> the public names it defines
                   "partitions_from", "sensor", "sink", "task", "unsafe"),
     "barca.errors": ("BarcaError", "Cancelled", "InfraError", "StepFailed", "UsageError"),
     "barca.fanout": ("BranchResultError", "ParallelError", "parallel", "parallel_map"),
-    "barca.python_api": ("get", "history", "plan", "run", "stats"),
+    "barca.python_api": ("get", "history", "plan", "run", "signed_url", "stats"),
 }
 _HOME = {name: module for module, names in _HOMES.items() for name in names}
 
@@ -31,7 +31,7 @@ if TYPE_CHECKING:  # what editors and type checkers see
                            partitions_from, sensor, sink, task, unsafe)
     from barca.errors import BarcaError, Cancelled, InfraError, StepFailed, UsageError
     from barca.fanout import BranchResultError, ParallelError, parallel, parallel_map
-    from barca.python_api import get, history, plan, run, stats
+    from barca.python_api import get, history, plan, run, signed_url, stats
 del TYPE_CHECKING
 
 

@@ -1,4 +1,5 @@
-"""barca from Python: `get`, `run`, `plan`, `history` and `stats`, in this process.
+"""barca from Python: `get`, `run`, `plan`, `history`, `stats` and `signed_url`, in this
+process.
 
 `get` and `run` go through the CLI's engine (`engine.driver.run`) and return loaded values;
 `plan`, `history` and `stats` return the dicts the CLI prints with `--json` (`history` the
@@ -93,6 +94,30 @@ def stats(target: str, files: Files = (), *, env: str | None = None) -> NodeStat
     from barca.views.stats import node_stats_json
 
     return node_stats_json(target, _paths(files), env)  # type: ignore[return-value]
+
+
+def signed_url(uri: str, *, expires: int | str = 3600, env: str | None = None) -> str:
+    """A link that downloads a result from the project's remote store for `expires` (seconds,
+    or "30m", "12h", "7d"; at most seven days), as `barca get TARGET -o url` prints it.
+
+    `uri` names the result: its place in the store, `<[remote] uri>/<env>/artifacts/<file>`,
+    or the path of its local copy, `.barca/artifacts/<file>` (what `barca get -o path` and
+    `barca status` show). Raises UsageError (exit 2) without a remote store or with one that
+    cannot sign (file://), InfraError (exit 3) when the store has no object for it.
+    """
+    from pathlib import Path
+
+    from barca.project import open_project
+    from barca.store.artifact_store import project_store
+    from barca.store.remote_config import remote_of
+    from barca.store.remote_results import check_signable, expires_seconds, result_key
+    from barca.store.remote_results import signed_url as sign
+
+    seconds = expires_seconds(expires, "expires=")
+    project = open_project(env)
+    check_signable(remote_of(project.settings))
+    store = project_store(project)
+    return sign(store, result_key(store, uri, Path(project.artifacts_dir)), seconds)
 
 
 def _paths(files: Files) -> list[str]:

@@ -10,88 +10,23 @@ from __future__ import annotations
 
 import collections
 import json
-import os
-import secrets
 import shutil
 import socket
 import subprocess
 import sys
-import urllib.request
 from pathlib import Path
-from typing import Iterator
-from urllib.parse import unquote, urlparse
 
 import pytest
 
-from tests.conftest import barca, poll, write
+from tests.conftest import MOTO_SERVER, Moto, barca, write
 
-s3fs = pytest.importorskip("s3fs")
-MOTO_SERVER = Path(sys.executable).with_name("moto_server")
+pytest.importorskip("s3fs")
 if not MOTO_SERVER.exists():
     pytest.skip("moto[server] is not installed (pip install -e '.[dev]')",
                 allow_module_level=True)
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "keyed_partitions"
 KEYS = 300
-
-
-class Moto:
-    """A moto S3 server on a free loopback port, and the requests it served since `taken`."""
-
-    def __init__(self, directory: Path) -> None:
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            self.port = sock.getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.recording = directory / "requests.jsonl"
-        env = dict(os.environ, MOTO_ENABLE_RECORDING="1",
-                   MOTO_RECORDER_FILEPATH=str(self.recording))
-        self.proc = subprocess.Popen([str(MOTO_SERVER), "-H", "127.0.0.1", "-p", str(self.port)],
-                                     env=env, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL)
-        poll(self._answers, "moto server to answer", timeout=30)
-        self.env = {"AWS_ENDPOINT_URL": self.url, "AWS_ACCESS_KEY_ID": "testing",
-                    "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "eu-west-1"}
-        self.fs = s3fs.S3FileSystem(key="testing", secret="testing",
-                                    endpoint_url=self.url, client_kwargs={
-                                        "region_name": "eu-west-1"})
-
-    def _answers(self) -> bool:
-        try:
-            urllib.request.urlopen(f"{self.url}/moto-api/", timeout=1).close()
-            return True
-        except OSError:
-            return False
-
-    def bucket(self) -> str:
-        name = f"team-{secrets.token_hex(4)}"
-        self.fs.mkdir(name)
-        self.taken()
-        return name
-
-    def taken(self) -> list[tuple[str, str]]:
-        """(method, object path) of each request since the last call (the requests to the
-        moto API itself are not recorded)."""
-        if not self.recording.exists():
-            return []
-        lines = self.recording.read_text().splitlines()
-        self.recording.write_text("")
-        return [(r["method"], unquote(urlparse(r["url"]).path) + "?" +
-                 unquote(urlparse(r["url"]).query))
-                for r in map(json.loads, lines)]
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        self.proc.wait(timeout=30)
-
-
-@pytest.fixture(scope="module")
-def moto(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Moto]:
-    server = Moto(tmp_path_factory.mktemp("moto"))
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def _machine(root: Path, toml: str = "") -> Path:

@@ -16,8 +16,8 @@ PUBLIC = [
     "Always", "BarcaError", "BranchResultError", "Cancelled", "Failed", "InfraError", "Manual",
     "ParallelError", "Schedule", "StepFailed", "UsageError", "asset", "asset_ref", "batches",
     "batches_by", "collect", "duckdb_connection", "get", "group", "history", "parallel",
-    "parallel_map", "partitions", "partitions_from", "plan", "run", "sensor", "sink", "stats",
-    "task", "unsafe",
+    "parallel_map", "partitions", "partitions_from", "plan", "run", "sensor", "signed_url",
+    "sink", "stats", "task", "unsafe",
 ]
 
 

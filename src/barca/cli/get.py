@@ -22,11 +22,12 @@ from barca.printable import note, printable, printable_lines
 from barca.views.plan_text import first_line, plural
 from barca.views.run_counts import key_counts
 from barca.views.run_report import SHOWN_KEYS, STEP_FIELDS, DryRunReport, RunReport
-from barca.views.run_values import key_paths
+from barca.views.run_values import current_results, key_paths
 from barca.views.value_preview import pointer, pointer_line, table_preview
 
-OUTPUTS = ("json", "pretty", "value", "path")
-MODE_VALUES = {"json": "summary", "pretty": "first", "value": "all", "path": "none"}
+OUTPUTS = ("json", "pretty", "value", "path", "url")
+MODE_VALUES = {"json": "summary", "pretty": "first", "value": "all", "path": "none",
+               "url": "none"}
 
 
 def _run_options(fn):
@@ -45,9 +46,12 @@ def _run_options(fn):
         click.option("--pretty", is_flag=True, help="Human output (default in a terminal)."),
         click.option("-o", "--output", type=click.Choice(OUTPUTS), help="What to print: "
                      "json or pretty (as --json, --pretty), value (only the target's value, "
-                     "every key's), path (its result files, one line per key). With --json, "
+                     "every key's), path (its result files, one line per key), url (a signed "
+                     "link to each in the remote store, barca docs remote). With --json, "
                      "value or path fill the JSON's final_output (past 1,000 keys it is "
                      "otherwise a summary)."),
+        click.option("--expires", metavar="30m|12h|7d|SECONDS", help="With -o url: how long "
+                     "the links work (default 1h, at most 7d)."),
         click.option("--fields", metavar="A,B", help="Keep only these keys of each step "
                      "(implies JSON): " + ", ".join(STEP_FIELDS) + "."),
         click.option("--partition", multiple=True, metavar="DIM=V[,V]",
@@ -104,25 +108,46 @@ def run_command(**options) -> None:
 
 
 def _execute(command, args, refresh, no_cascade, refresh_all, dry_run, json_flag, pretty,
-             output, fields, partition, batch, agent, env_name) -> None:
+             output, expires, fields, partition, batch, agent, env_name) -> None:
     mode, values = _output_mode(json_flag, pretty, output, fields, dry_run)
+    seconds = _link_seconds(output, expires, env_name)
     target, paths = split_positionals(args, takes_target=True)
     plain = command == "get" and not (refresh or no_cascade or refresh_all or dry_run or agent
                                       or fields or partition or batch or env_name or output)
     run_and_print(command, target, paths, mode, parse_fields(fields, STEP_FIELDS),
                   CliReporter(agent), values, env=env_name, refresh=refresh,
                   refresh_all=refresh_all, partition=partition, cascade=not no_cascade,
-                  dry_run=dry_run, batch=batch, keep_answer=plain)
+                  dry_run=dry_run, batch=batch, keep_answer=plain, expires=seconds)
+
+
+def _link_seconds(output: str | None, expires: str | None, env_name: str | None) -> int | None:
+    """`-o url`'s link lifetime, refused before anything runs when the project has no store
+    that signs links; None for any other output."""
+    from barca.store.remote_results import DEFAULT_EXPIRES, check_signable, expires_seconds
+
+    if output != "url":
+        if expires is not None:
+            raise UsageError("--expires is how long -o url's links work",
+                             "add -o url, or drop --expires")
+        return None
+    from barca.project import open_project
+    from barca.store.remote_config import remote_of
+
+    seconds = DEFAULT_EXPIRES if expires is None else expires_seconds(expires)
+    check_signable(remote_of(open_project(env_name).settings))
+    return seconds
 
 
 def run_and_print(command: str, target: str | None, paths: list[str], mode: str,
                   fields: list[str] | None, reporter: Reporter, values: str | None = None,
-                  keep_answer: bool = False, **options: Any) -> None:
+                  keep_answer: bool = False, expires: int | None = None,
+                  **options: Any) -> None:
     """Run through the driver (`options` are `driver.run`'s) and print what `barca get|run`
     prints: the report on stdout in `mode`, its notes on stderr, then StepFailed when a step
     failed. `values`: what the report's `final_output` holds (run_report.VALUES; by default
     what `mode` shows; "none" for a scheduled tick nobody reads). `keep_answer`: a plain
-    `barca get`, whose answer is kept when it qualifies (engine.cached_get)."""
+    `barca get`, whose answer is kept when it qualifies (engine.cached_get). `expires`:
+    seconds `-o url`'s links work."""
     result = run(command, target, paths, reporter=reporter, **options)
     env_name = options.get("env")
     if options.get("dry_run"):
@@ -134,7 +159,7 @@ def run_and_print(command: str, target: str | None, paths: list[str], mode: str,
     body = report.to_json()
     notes = report.notes(paths, env_name)
     _say(notes)
-    _print_run(report, body, mode, fields)
+    _print_run(report, body, mode, fields, expires)
     if keep_answer and not notes and values is None and mode in ("json", "pretty"):
         _keep_answer(report, body if mode == "json" else None, paths)
 
@@ -184,11 +209,12 @@ def _output_mode(json_flag: bool, pretty: bool, output: str | None, fields: str 
     if output is not None and (json_flag or pretty):
         raise UsageError("-o cannot be combined with --json or --pretty",
                          f"pass only -o {output} (or --json -o value|path)")
-    if fields is not None and output in ("pretty", "value", "path"):
+    if fields is not None and output in ("pretty", "value", "path", "url"):
         raise UsageError(f"--fields selects JSON keys and cannot be used with -o {output}",
                          "drop --fields, or use -o json")
-    if output == "path" and dry_run:
-        raise UsageError("-o path prints result files, which a dry run does not write",
+    if output in ("path", "url") and dry_run:
+        what = "result files" if output == "path" else "links to results"
+        raise UsageError(f"-o {output} prints {what}, which a dry run does not write",
                          "drop --dry-run, or use -o value to print the planned steps")
     return output or choose_listing_mode(json_flag, pretty, fields), None
 
@@ -207,7 +233,8 @@ def _print_dry_run(report: DryRunReport, mode: str, fields: list[str] | None) ->
     emit_json(body)
 
 
-def _print_run(report: RunReport, body: dict, mode: str, fields: list[str] | None) -> None:
+def _print_run(report: RunReport, body: dict, mode: str, fields: list[str] | None,
+               expires: int | None = None) -> None:
     result = report.result
     body["steps"] = pick_fields(body["steps"], fields)
     if mode == "json":
@@ -216,6 +243,8 @@ def _print_run(report: RunReport, body: dict, mode: str, fields: list[str] | Non
         _print_value(body)
     elif mode == "path":
         _print_paths(result)
+    elif mode == "url":
+        _print_urls(result, expires)
     else:
         _print_human(report, body)
     if result.failed:
@@ -303,6 +332,23 @@ def _print_paths(result: RunResult) -> None:
     for node_id in result.targets or [result.final_node()]:
         found = key_paths(result, node_id, base)
         lines += found.values() if isinstance(found, dict) else [found] if found else []
+    if lines:
+        emit("\n".join(lines))
+
+
+def _print_urls(result: RunResult, expires: int) -> None:
+    """`-o url`: a signed link to each target's current result in the remote store, one line
+    per key in label order, as `-o path` prints their files."""
+    from barca.store.remote_results import signed_url
+
+    lines = []
+    for node_id in result.targets or [result.final_node()]:
+        if not result.plans[node_id].partitioned:
+            found = result.key_of(node_id, "")
+            keys = [found[0]] if found else []
+        else:
+            keys = [found[0] for _, found in current_results(result, node_id)]
+        lines += [signed_url(result.store, key, expires) for key in keys]
     if lines:
         emit("\n".join(lines))
 

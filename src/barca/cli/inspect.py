@@ -128,7 +128,8 @@ def freshness_cell(node: dict[str, Any]) -> str:
 @click.option("--state", "states", metavar="S[,S]", help="Only nodes in these states: "
               + ", ".join(STATES) + " (hyphens accepted).")
 @click.option("--problems", is_flag=True, help="Only nodes that need a look: last attempt "
-              "failed, failed or blocked keys, or a result file missing.")
+              "failed, failed or blocked keys, a result file missing, or this machine's copy "
+              "and a remote store's apart (unsynced).")
 def status_command(args, json_flag, pretty, env_name, limit, show_all, fields, sample,
                    states, problems) -> None:
     """Cache state of every node (or of TARGET's cone), and why. Runs nothing, writes nothing.
@@ -157,7 +158,9 @@ def status_command(args, json_flag, pretty, env_name, limit, show_all, fields, s
     total, result, summary = len(report.nodes), report.result, report.summary
     short = {n: plan_text.why(result.plans[n], width=plan_text.WHY_WIDTH) for n in result.order}
     rows = [[n["id"], n["kind"], n["cache"]["state"].replace("_", "-"),
-             n["cache"]["detail"] if n["cache"]["state"] == "blocked" else short[n["id"]],
+             n["cache"]["detail"] if n["cache"]["state"] == "blocked" else
+             n["cache"]["reason"].replace("_", " ") if n["cache"]["state"] == "unsynced" else
+             short[n["id"]],
              _last_run_cell(n["last_materialization"]), shape_text(n["shape"])]
             for n in shown]
     emit(table(["NAME", "KIND", "STATE", "WHY", "LAST RUN", "SHAPE"], rows))

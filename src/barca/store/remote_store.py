@@ -59,6 +59,7 @@ class RemoteStore:
         self.base = f"{self.top}/{env}/artifacts"
         self.index_base = f"{self.top}/{env}/index"
         self._listed: dict[str, dict[str, str]] = {}  # node dir -> leaf -> object path
+        self._sizes: dict[str, dict[str, int]] = {}  # node dir -> object path -> size
         self._index: dict[str, dict[tuple[str, str], tuple]] = {}  # node dir -> entries
 
     @classmethod
@@ -220,7 +221,15 @@ class RemoteStore:
                 if leaf not in newest or when >= newest[leaf][0]:
                     newest[leaf] = (when, info["name"])
             self._listed[node_dir] = {leaf: path for leaf, (_, path) in newest.items()}
+            self._sizes[node_dir] = {info["name"]: info.get("size") for info in found}
         return self._listed[node_dir]
+
+    def stored(self, file_key: str) -> tuple[str, int | None] | None:
+        """(object path, size) of a file's object in the store, or None: from its node's
+        listing (one request per node and process, whatever the number of keys)."""
+        node_dir, _, leaf = file_key.rpartition("/")
+        path = self._objects(node_dir).get(leaf)
+        return None if path is None else (path, self._sizes.get(node_dir, {}).get(path))
 
     def names(self, node_dir: str) -> "_Names":
         return _Names(self.local.names(node_dir), lambda: self._objects(node_dir, again=True))

@@ -9,15 +9,21 @@ from typing import Any, Sequence
 
 from barca.engine.driver import open_pipeline, run
 from barca.engine.result import RunResult
+from barca.store.remote_results import unsynced
 from barca.store.shape import artifact_shape
 from barca.views import plan_text
 from barca.views.listing import listing, pick_fields
 from barca.views.partition_shares import partition_shares
 from barca.views.times import iso_time
 
-STATES = ("cached", "stale", "never_run", "partial", "blocked", "unknown", "always_runs")
+STATES = ("cached", "unsynced", "stale", "never_run", "partial", "blocked", "unknown",
+          "always_runs")
 STATUS_FIELDS = ["id", "name", "kind", "inputs", "partitioned", "cache", "partitions",
                  "last_materialization", "shape", "env", "undeclared_env"]
+
+UNSYNCED = {"local_only": "here, not in the remote store: recorded before [remote] was set",
+            "store_only": "in the remote store, not here yet: fetched when first read",
+            "mismatch": "this copy differs from the remote store's object in size"}
 
 
 @dataclass(frozen=True)
@@ -68,7 +74,7 @@ def is_problem(node: dict[str, Any]) -> bool:
     cache = node["cache"]
     parts = node.get("partitions") or {}
     last = node.get("last_materialization") or {}
-    return (cache["state"] == "blocked" or cache["reason"] in ("failed", "artifact_missing")
+    return (cache["state"] in ("blocked", "unsynced") or cache["reason"] in ("failed", "artifact_missing")
             or bool(parts.get("failed")) or last.get("status") == "failed")
 
 
@@ -143,6 +149,10 @@ def _status_node(plan, result, last=None) -> dict[str, Any]:
         if found is not None:
             cache["artifact"] = _rel(found[0], result.root)
             cache["format"] = found[1]
+        if found is not None and state == "cached":  # this copy against a remote store's
+            apart = unsynced(result.store, result.key_of(plan.node_id, "")[0])
+            if apart is not None:
+                cache.update(state="unsynced", reason=apart, detail=UNSYNCED[apart])
     node: dict[str, Any] = {"id": plan.node_id, "name": graph.nodes[plan.node_id].name,
                             "kind": plan.kind, "inputs": list(graph.upstream[plan.node_id]),
                             "partitioned": bool(graph.nodes[plan.node_id].dimensions),
