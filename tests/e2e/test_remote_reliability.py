@@ -11,6 +11,7 @@ import json
 import os
 import signal
 import subprocess
+import urllib.request
 from pathlib import Path
 from typing import Iterator
 
@@ -135,3 +136,66 @@ def _group(pgid: int) -> list[int]:
             if int(fields[2]) == pgid and not gone(int(entry.name)):
                 out.append(int(entry.name))
     return out
+
+
+def _start_again(moto: Moto) -> None:
+    """The same moto server back on its port, with the objects it held: moto keeps them in
+    memory only, so they are put again by replaying the requests it recorded."""
+    moto.proc = subprocess.Popen(
+        [str(shared_server()), "-H", "127.0.0.1", "-p", str(moto.port)],
+        env=dict(os.environ, MOTO_ENABLE_RECORDING="1",
+                 MOTO_RECORDER_FILEPATH=str(moto.recording)),
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    poll(moto._answers, "moto server to answer again", timeout=30)
+    urllib.request.urlopen(urllib.request.Request(
+        f"{moto.url}/moto-api/recorder/replay-recording", method="POST"), timeout=300).close()
+
+
+def shared_server() -> Path:
+    from tests.e2e.test_remote_store import MOTO_SERVER
+
+    return MOTO_SERVER
+
+
+@pytest.mark.xfail(strict=False, reason=(
+    "sometimes a recorded result is not in the store: PackWriter.flush (store/packs.py) takes "
+    "every open pack off its list before writing them, so when the worker's timer-thread flush "
+    "fails (the store gone), the main thread's next flush reports outcomes of a pack never "
+    "uploaded; keeping a pack until written makes instead the coordinator restart crashing "
+    "workers for minutes (see the report of branch remote-reliability)"))
+def test_a_store_that_goes_away_mid_run_fails_cleanly_and_the_next_run_recovers(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import tests.e2e.test_remote_store as shared
+
+    monkeypatch.setattr(shared, "KEYS", KEYS)
+    (tmp_path / "moto").mkdir()
+    moto = Moto(tmp_path / "moto")  # its own server: this test stops it
+    try:
+        moto.fs.mkdir("team")
+        # botocore's own retries of a refused connection (with backoff, under s3fs's and
+        # barca's) make a run take minutes to give up on a store that is gone: one here
+        env = {**moto.env, "BARCA_REMOTE_URI": "s3://team/x", "BARCA_STORAGE_OPTIONS":
+               json.dumps({"config_kwargs": {"retries": {"max_attempts": 1}}})}
+        a = _machine(tmp_path / "a")
+        proc = start_barca(a, "get", "scored", "pipeline.py", env=env)
+        try:
+            poll(lambda: len(_recorded(a)) > 50, "results uploaded and recorded", every=0.01)
+            moto.proc.kill()  # the store goes away
+            moto.proc.wait(timeout=30)
+            out, err = proc.communicate(timeout=120)
+        finally:
+            if proc.poll() is None:
+                proc.kill()  # its workers end with it
+        assert proc.returncode == 3, (out, err)
+        error = json.loads(err.strip().splitlines()[-1])["error"]
+        assert error.startswith("the artifact store s3://team/x failed to "), error
+        recorded = len(_recorded(a))
+        assert recorded < 2 * KEYS + 1
+
+        _start_again(moto)
+        assert _check_records_are_stored(a, moto, "team/x/default") == recorded
+        again = barca(a, "get", "scored", "pipeline.py", env=env, timeout=300).expect(0).json
+        assert again["final_output"] == _truth(tmp_path)
+        assert _check_records_are_stored(a, moto, "team/x/default") >= 2 * KEYS
+    finally:
+        moto.stop()
