@@ -12,12 +12,20 @@ import os
 import signal
 import subprocess
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
-from tests.conftest import barca, db_rows, gone, poll, result_bytes, start_barca, wait_for
+from tests.conftest import (
+    barca,
+    db_rows,
+    gone,
+    poll,
+    result_bytes,
+    start_barca,
+    wait_for,
+)
 from tests.e2e.test_remote_store import Moto, _machine
 
 KEYS = 600  # enough that a first run is still uploading when the test acts on it
