@@ -126,12 +126,14 @@ class RunRecorder:
                 metadata.insert_logs(self.conn, self.run_id, self.logs)
                 self.logs = []
             if self.unrecorded:
-                metadata.record(self.conn, self.run_id, self.unrecorded, self.run.plans,
-                                self.leases.held(self.unrecorded), self.recorded_dir)
+                # indexed before recorded: a kill in between leaves an index entry of results
+                # that are in the store (harmless), never a record other machines cannot find
                 self.run.store.share([  # other machines find these by run hash
                     (o.key, o.run_hash, o.format, o.output_hash, o.artifact_key)
                     for o in self.unrecorded if o.status == "success" and o.artifact_key
                     and self.graph.nodes[o.node_id].kind == "asset"])
+                metadata.record(self.conn, self.run_id, self.unrecorded, self.run.plans,
+                                self.leases.held(self.unrecorded), self.recorded_dir)
                 self.unrecorded = []
         finally:
             self.seconds += time.perf_counter() - began
