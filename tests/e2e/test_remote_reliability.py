@@ -12,34 +12,25 @@ import os
 import signal
 import subprocess
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import (
+from conftest import (
     barca,
     db_rows,
+    Moto,
     gone,
     poll,
     result_bytes,
     start_barca,
     wait_for,
 )
-from tests.e2e.test_remote_store import Moto, _machine
+from test_remote_store import _machine
 
 KEYS = 600  # enough that a first run is still uploading when the test acts on it
 RECORDED = ("SELECT artifact_path, run_hash FROM materializations WHERE status = 'success' "
              "AND artifact_path IS NOT NULL")
-
-
-@pytest.fixture(scope="module")
-def moto(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Moto]:
-    server = Moto(tmp_path_factory.mktemp("moto"))
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def _recorded(root: Path) -> list[tuple]:
@@ -102,7 +93,7 @@ def _truth(tmp_path: Path) -> dict:
 
 def test_a_kill_during_uploads_loses_nothing_recorded_and_records_nothing_unstored(
         tmp_path: Path, moto: Moto, monkeypatch: pytest.MonkeyPatch) -> None:
-    import tests.e2e.test_remote_store as shared
+    import test_remote_store as shared
 
     monkeypatch.setattr(shared, "KEYS", KEYS)
     bucket = moto.bucket()
@@ -160,7 +151,7 @@ def _start_again(moto: Moto) -> None:
 
 
 def shared_server() -> Path:
-    from tests.e2e.test_remote_store import MOTO_SERVER
+    from conftest import MOTO_SERVER
 
     return MOTO_SERVER
 
@@ -173,7 +164,7 @@ def shared_server() -> Path:
     "workers for minutes (see the report of branch remote-reliability)"))
 def test_a_store_that_goes_away_mid_run_fails_cleanly_and_the_next_run_recovers(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import tests.e2e.test_remote_store as shared
+    import test_remote_store as shared
 
     monkeypatch.setattr(shared, "KEYS", KEYS)
     (tmp_path / "moto").mkdir()

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import MOTO_SERVER, Moto, barca, write
+from conftest import MOTO_SERVER, Moto, barca, write
 
 pytest.importorskip("s3fs")
 if not MOTO_SERVER.exists():

@@ -14,7 +14,7 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from tests.conftest import MOTO_SERVER, Moto, barca, barca_env, write
+from conftest import MOTO_SERVER, Moto, barca, barca_env, write
 
 pytest.importorskip("s3fs")
 if not MOTO_SERVER.exists():
