@@ -18,7 +18,8 @@ planning asks it for the keys it would run that no local record has
 hash and runs nothing; its own records (the SQLite history) stay its own.
 
 Transient errors are retried with backoff; a store that cannot be reached is exit 3, checked
-before any step (`check`). barca deletes nothing remote.
+before any step (`check`). barca deletes nothing remote, except through `barca gc --remote`
+(store.remote_gc), after a dry run.
 """
 
 from __future__ import annotations
@@ -100,6 +101,10 @@ class RemoteStore:
             raise InfraError(f"the artifact store {self.remote.uri} does not exist",
                              "create the bucket (or directory), or fix "
                              f"{self.remote.source}") from None
+
+    def retried(self, what: str, fn: Callable[[], T]) -> T:
+        """`fn()` on the store's file system (`self.fs`), retried as the store's own requests."""
+        return self._call(what, fn)
 
     def _call(self, what: str, fn: Callable[[], T]) -> T:
         """`fn()`, tried again after a transient error (with backoff); the last error is an
@@ -235,7 +240,7 @@ class RemoteStore:
         return _Names(self.local.names(node_dir), lambda: self._objects(node_dir, again=True))
 
     def delete(self, keys: Iterable[str]) -> None:
-        """Local copies only: barca deletes nothing in a shared store."""
+        """Local copies only: a shared store loses objects only to `barca gc --remote`."""
         self.local.delete(keys)
 
     def scratch(self) -> LocalStore:
