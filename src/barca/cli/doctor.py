@@ -4,8 +4,9 @@ Checks, in order: the Python running barca (and its workers), barca itself, the 
 its barca.toml settings (with the capacity they give), the pipeline sources (parsed, never
 imported), names their top-level code reads but never defines (a NameError on import), the
 packages the pipeline's annotations and top-level imports need (looked up, never imported),
-that `.barca/` can be written (probed, never created), and the metadata database's schema
-version (opened read-only, never migrated). Exit 0 when every check passes, 3 when one fails
+that `.barca/` can be written (probed, never created), the metadata database's schema
+version (opened read-only, never migrated), and with a `[remote]` the shared store (reached,
+credentials taken, a probe object written and removed, results listed). Exit 0 when every check passes, 3 when one fails
 (the report still goes to stdout).
 """
 
@@ -40,7 +41,9 @@ HELP = """Check the prerequisites of this project and say what to fix.
 \b
 Python version, the barca.toml settings, the pipeline sources, names their top-level code
 uses but never defines or imports, the packages their annotations and imports need, a
-writable .barca/ and the metadata schema version. Runs no step and imports no pipeline code.
+writable .barca/, the metadata schema version, and with a [remote] the shared store (reachable,
+credentials, writable with a probe object removed after, listing). Runs no step and imports
+no pipeline code.
 \b
 Examples:
   barca doctor
@@ -74,6 +77,7 @@ def doctor_command(files, json_flag, pretty, env_name) -> None:
     checks += [sources, check_top_level(project, definitions),
                check_packages(project, definitions), check_cache(project),
                check_metadata(project), check_warm_pool(project)]
+    checks += [c for c in [check_store(project)] if c is not None]
     ok = all(c.ok for c in checks)
     if mode == "json":
         emit_json({"ok": ok, "checks": [{"name": c.name, "ok": c.ok, "detail": c.detail,
@@ -294,6 +298,27 @@ def check_metadata(project: Project) -> Check:
                      "use the barca version that wrote it, or use another --env", data)
     return Check("metadata", True, f"schema version {version or SCHEMA_VERSION}, {runs} "
                  f"run{'s' if runs != 1 else ''} recorded", data=data)
+
+
+def check_store(project: Project) -> Check | None:
+    """With a `[remote]` (or BARCA_REMOTE_URI): whether runs can use the shared store; None
+    without one. A barca.toml that cannot be read is the config check's to report."""
+    from barca.config import read_settings
+    from barca.store.remote_config import remote_of
+    from barca.store.remote_probe import probe_project
+
+    try:
+        settings = read_settings(project.root)
+    except UsageError:
+        return None
+    try:
+        remote = remote_of(settings)
+    except UsageError as exc:
+        return Check("store", False, exc.message, exc.remediation)
+    if remote is None:
+        return None
+    found = probe_project(project, remote)
+    return Check("store", found.ok, found.detail, found.fix, found.data)
 
 
 def check_warm_pool(project: Project) -> Check:

@@ -83,24 +83,29 @@ class RemoteStore:
         """Exit 3 unless the store answers: before a run starts any step. S3's client retries
         a refused connection for seconds on its own; here only `_call` retries, so that an
         endpoint that is down is said in a few seconds."""
-        fs, where = self.fs, self.top
+        fs, where = self.quick_fs(), self.top
         if self.remote.protocol == "file":
             self._call("create", lambda: self.fs.makedirs(self.base, exist_ok=True))
         else:
             where = self.top.split("/", 1)[0]  # the bucket (or container)
-        if self.remote.protocol in ("s3", "s3a"):
-            from fsspec.core import url_to_fs
-
-            options = dict(self.remote.options)
-            options["config_kwargs"] = {**options.get("config_kwargs", {}),
-                                        "retries": {"max_attempts": 1}}
-            fs = url_to_fs(self.remote.uri, skip_instance_cache=True, **options)[0]
         try:
             self._call("list", lambda: fs.ls(where, detail=False))
         except FileNotFoundError:
             raise InfraError(f"the artifact store {self.remote.uri} does not exist",
                              "create the bucket (or directory), or fix "
                              f"{self.remote.source}") from None
+
+    def quick_fs(self) -> Any:
+        """The store's file system with no retries of its own library (S3's retries a refused
+        connection for seconds): for a check that must answer fast."""
+        if self.remote.protocol not in ("s3", "s3a"):
+            return self.fs
+        from fsspec.core import url_to_fs
+
+        options = dict(self.remote.options)
+        options["config_kwargs"] = {**options.get("config_kwargs", {}),
+                                    "retries": {"max_attempts": 1}}
+        return url_to_fs(self.remote.uri, skip_instance_cache=True, **options)[0]
 
     def retried(self, what: str, fn: Callable[[], T]) -> T:
         """`fn()` on the store's file system (`self.fs`), retried as the store's own requests."""
