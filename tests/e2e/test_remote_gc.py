@@ -98,6 +98,14 @@ def test_gc_remote_deletes_only_what_a_dry_run_listed_and_no_machine_can_use(
         "final_output"] == list(range(10))
     assert not (b / "total.ran").exists()
 
+    # a result deleted by hand (or by a lifecycle rule): its index object finds nothing now
+    moto.fs.rm(total)
+    [index] = moto.fs.find(f"{bucket}/team/default/index/pipeline.py--total")
+    dangling = barca(a, "gc", "--remote", "--dry-run", "--grace", "0", env=env).expect(0).json
+    assert [(g["path"], g["reason"]) for g in dangling["garbage"]] == [
+        ("artifacts/pipeline.py--total/late.abc.json," + late.rpartition(",")[2],
+         "unreferenced"), (index[len(prefix):], "dangling_index")]
+
 
 def test_gc_remote_without_a_store_is_exit_2_and_local_gc_is_unchanged(tmp_path: Path) -> None:
     root = write(tmp_path / "p", {"pipeline.py": PLAIN, "barca.toml": ""})
