@@ -6,8 +6,8 @@ imported), names their top-level code reads but never defines (a NameError on im
 packages the pipeline's annotations and top-level imports need (looked up, never imported),
 that `.barca/` can be written (probed, never created), the metadata database's schema
 version (opened read-only, never migrated), and with a `[remote]` the shared store (reached,
-credentials taken, a probe object written and removed, results listed). Exit 0 when every check passes, 3 when one fails
-(the report still goes to stdout).
+credentials taken, a probe object written and removed, results listed). Exit 0 when every
+check passes, 3 when one fails (the report still goes to stdout).
 """
 
 from __future__ import annotations

@@ -116,8 +116,7 @@ def _remote_report(body: dict[str, Any]) -> str:
 
     grace = _duration(body["grace_seconds"])
     n = body["young_objects"]
-    young = f"{objects(n)} more {'is' if n == 1 else 'are'} garbage but younger than {grace}, " \
-        "kept"
+    young = f"{objects(n)} more {'is' if n == 1 else 'are'} garbage but younger than {grace}, kept"
     if body["dry_run"]:
         why = ", ".join(f"{t['objects']} {r}" for r, t in sorted(body["by_reason"].items()))
         lines = [f"Would delete {objects(body['garbage_objects'])} "

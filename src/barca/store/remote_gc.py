@@ -86,20 +86,19 @@ def survey(store: Any, grace: int, now: float | None = None) -> dict[str, Any]:
                         "reason": reason, "age_seconds": round(age),
                         "stamp": _stamp(objects[path])})
 
-    for path in objects:
+    for path, info in objects.items():
         if not path.startswith(base + "/"):
             continue
-        rel = path[len(base) + 1:]
-        leaf, sep, _ = rel.rpartition(_DIGEST)
-        if not sep or "/" in rel.rpartition(_DIGEST)[2]:
+        leaf, sep, digest = path[len(base) + 1:].rpartition(_DIGEST)
+        if not sep or "/" in digest:
             continue  # not an object barca wrote
         if path.endswith(".tmp"):
             consider(path, "leftover")
             continue
-        leaves.setdefault(leaf, []).append((_mtime(objects[path]), path))
+        leaves.setdefault(leaf, []).append((_mtime(info), path))
     for leaf, found in leaves.items():
         found.sort()
-        newest_when, newest = found[-1]
+        newest_when = found[-1][0]
         if leaf not in referenced:
             if leaf.rpartition("/")[0] in indexed_dirs:
                 for _, path in found:
