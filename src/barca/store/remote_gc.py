@@ -29,27 +29,26 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import time
 from pathlib import Path
 from typing import Any
 
 from barca.errors import UsageError
 from barca.store.packs import file_of
+from barca.store.remote_results import duration_seconds
 
 DEFAULT_GRACE = 7 * 86400  # seconds an object is kept whatever it is
 PLAN_FILE = "gc-remote-plan.json"
 _DIGEST = ","  # between a result's leaf and its digest in an object's name (remote_store)
-_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 def grace_seconds(text: str) -> int:
     """Seconds from `7d`, `12h`, `30m`, `0` or a number of seconds."""
-    match = re.fullmatch(r"\s*(\d+)\s*([smhd]?)\s*", str(text))
-    if match is None:
+    seconds = duration_seconds(text)
+    if seconds is None:
         raise UsageError(f"--grace {text!r} is not a duration",
                          "give seconds or a number with m, h or d: --grace 7d, 12h, 0")
-    return int(match[1]) * _UNITS[match[2]]
+    return seconds
 
 
 def survey(store: Any, grace: int, now: float | None = None) -> dict[str, Any]:

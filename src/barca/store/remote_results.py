@@ -22,10 +22,15 @@ MAX_EXPIRES = 7 * 24 * 3600  # the longest S3 SigV4 allows
 _UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
+def duration_seconds(text: Any) -> int | None:
+    """Seconds from `30m`, `12h`, `7d`, `0` or a number of seconds; None for anything else."""
+    match = re.fullmatch(r"\s*(\d+)\s*([smhd]?)\s*", str(text))
+    return None if match is None else int(match[1]) * _UNITS[match[2]]
+
+
 def expires_seconds(text: Any, where: str = "--expires") -> int:
     """Seconds from `30m`, `12h`, `7d` or a number of seconds, at most seven days."""
-    match = re.fullmatch(r"\s*(\d+)\s*([smhd]?)\s*", str(text))
-    seconds = int(match[1]) * _UNITS[match[2]] if match else 0
+    seconds = duration_seconds(text) or 0
     if not 0 < seconds <= MAX_EXPIRES:
         raise UsageError(f"{where} {text!r} is not a duration of one second to seven days",
                          f"give seconds or a number with m, h or d: {where} 30m, 12h, 7d")
