@@ -231,6 +231,15 @@ class RemoteStore:
         path = self._objects(node_dir).get(leaf)
         return None if path is None else (path, self._sizes.get(node_dir, {}).get(path))
 
+    def listed_objects(self, node_dir: str) -> dict[str, tuple[str, int | None]]:
+        """leaf -> (SHA-256 of its object's bytes, size) of a node's results, as the store
+        lists them now: what a post to the ledger is checked against (an object's name
+        carries its digest, so nothing is downloaded)."""
+        objects = self._objects(node_dir, again=True)
+        sizes = self._sizes.get(node_dir, {})
+        return {leaf: (path.rpartition(_DIGEST)[2], sizes.get(path))
+                for leaf, path in objects.items()}
+
     def names(self, node_dir: str) -> "_Names":
         return _Names(self.local.names(node_dir), lambda: self._objects(node_dir, again=True))
 
