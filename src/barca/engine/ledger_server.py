@@ -25,6 +25,8 @@ from barca.store.db import connect
 from barca.store.packs import split_range
 from barca.store.paths import node_dir_name
 
+API_VERSION = 1  # the HTTP API's version: changes when an answer loses or renames a field;
+# a client runs against a ledger only of its own version (engine.ledger_client)
 _DIGEST_HEX = 64  # an object's SHA-256, as its name carries it
 
 
