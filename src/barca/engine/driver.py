@@ -200,9 +200,10 @@ def run(command: str, target_text: str | None, paths: Sequence[str] = (), *,
     result = execute(pipeline.project, pipeline.graph, request, reporter, new_executor,
                      run_id=run_id, triggered_by=triggered_by, warnings=warnings,
                      schedule=schedule, store=store)
-    if ledger is not None and not dry_run and result.status == "success":
-        ledger.post(pipeline.project, store, result.run_id,
-                    [n for n in result.order if pipeline.graph.nodes[n].kind == "asset"])
+    computed = [n for n in result.order if result.results.get(n)
+                and pipeline.graph.nodes[n].kind == "asset"]
+    if ledger is not None and not dry_run and result.status == "success" and computed:
+        ledger.post(pipeline.project, store, result.run_id, computed)
     if limit.bytes is not None and not dry_run:
         from barca.store.gc import trim
 

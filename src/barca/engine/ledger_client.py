@@ -13,7 +13,7 @@ shared store.
    in, as the store lists them (an object's name carries its SHA-256), so the server can
    check them without downloading anything. The run is kept in `ledger_posts` first and
    removed once the server recorded it: a refusal or a lost connection leaves the run's
-   output and exit code as they were, says so on stderr, and the next command with this
+   output and exit code as they were, says so on stderr, and the next get or run with this
    server sends it again.
 
 The post is built from the run's own history rows, column by column per node (1,000 keys of
@@ -128,7 +128,7 @@ class LedgerClient:
             ledger_rows.post_failed(conn, run_id, exc.message)
             self.say(f"[barca] warning: run {run_id} was {'still ' if again else ''}not "
                      f"recorded on the server {self.url}: {exc.message}; it is kept and sent "
-                     "again by the next command with this server (barca status --local shows "
+                     "again by the next get or run with this server (barca status --local shows "
                      "its results as not_in_ledger)")
             return
         ledger_rows.post_done(conn, run_id)
