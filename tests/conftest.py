@@ -483,13 +483,17 @@ class ServeProcess:
     """A running `barca serve`, its stderr lines and an HTTP client on its port."""
 
     def __init__(self, root: Path, args: tuple, warm: str = "0",
-                 token: str | None = None) -> None:
-        """`token`: the server is started with it (BARCA_SERVE_TOKEN) and the client sends it."""
+                 token: str | None = None, env: Mapping[str, str | None] | None = None,
+                 port: int = 0) -> None:
+        """`token`: the server is started with it (BARCA_SERVE_TOKEN) and the client sends it;
+        `env`: more of the server's environment (a remote store's credentials); `port`: the
+        port to listen on (0: any free one)."""
         self.root, self.args = root, args
         self.lines: list[str] = []
         self.proc = subprocess.Popen(
-            [*CLI, "serve", *map(str, args), "--port", "0"], cwd=root,
-            env=barca_env({"BARCA_WARM_SECONDS": warm, "BARCA_SERVE_TOKEN": token}),
+            [*CLI, "serve", *map(str, args), "--port", str(port)], cwd=root,
+            env=barca_env({**(env or {}), "BARCA_WARM_SECONDS": warm,
+                           "BARCA_SERVE_TOKEN": token}),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
             start_new_session=True)
@@ -612,13 +616,13 @@ def stop_pools(root: Path) -> None:
 
 @pytest.fixture
 def serve():
-    """`serve(root, *args, warm="0", token=None)`: a started `ServeProcess`. At teardown each one still
+    """`serve(root, *args, warm="0", token=None, env=None, port=0)`: a started `ServeProcess`. At teardown each one still
     running gets SIGTERM and must exit 0 within 10 s; the projects' warm pools are stopped."""
     started: list[ServeProcess] = []
 
-    def start(root: Path, *args: Any, warm: str = "0", token: str | None = None
-              ) -> ServeProcess:
-        server = ServeProcess(root, args, warm, token)
+    def start(root: Path, *args: Any, warm: str = "0", token: str | None = None,
+              env: Mapping[str, str | None] | None = None, port: int = 0) -> ServeProcess:
+        server = ServeProcess(root, args, warm, token, env, port)
         started.append(server)
         return server
 

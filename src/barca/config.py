@@ -10,8 +10,10 @@ Known settings:
     [serve] token = "..."       the token `barca serve` asks every client for
     [remote] uri = "s3://..."   the shared artifact store (store.remote_config, with the
     [remote.storage_options]    environment's BARCA_REMOTE_URI and BARCA_STORAGE_OPTIONS)
+    [server] url = "http://..." the team's `barca serve`, whose ledger decides what local runs
+                                compute (BARCA_SERVER wins; cli.server_option)
 
-The published tool's other settings (`default_env`, `[discovery]`, `[server]`)
+The published tool's other settings (`default_env`, `[discovery]`)
 are named as not built yet, each with what to do instead.
 """
 
@@ -53,6 +55,7 @@ class Settings:
     serve_token: str | None = None  # [serve] token
     remote_uri: str | None = None  # [remote] uri
     remote_storage_options: dict | None = None  # [remote.storage_options]
+    server_url: str | None = None  # [server] url
 
 
 NO_SETTINGS = Settings()
@@ -136,6 +139,15 @@ def _storage_options(value: Any) -> dict:
                      "fsspec options, e.g. `endpoint_url = \"http://127.0.0.1:9000\"`")
 
 
+def _server_url(value: Any) -> str:
+    if isinstance(value, str) and value.split("://", 1)[0] in ("http", "https") and \
+            "://" in value and value.split("://", 1)[1]:
+        return value
+    raise UsageError(f"{CONFIG_FILE}: [server] url must be an http:// or https:// URL, not "
+                     f"{value!r}", 'write it like `url = "http://127.0.0.1:8274"` (the '
+                     "address of the team's `barca serve`)")
+
+
 # section -> key -> (Settings field, reader)
 _KNOWN: dict[str, dict[str, tuple[str, Callable[[Any], Any]]]] = {
     "run": {"capacity": ("capacity", _capacity)},
@@ -143,12 +155,11 @@ _KNOWN: dict[str, dict[str, tuple[str, Callable[[Any], Any]]]] = {
     "serve": {"token": ("serve_token", _token)},
     "remote": {"uri": ("remote_uri", _remote_uri),
                "storage_options": ("remote_storage_options", _storage_options)},
+    "server": {"url": ("server_url", _server_url)},
 }
 
 # settings of the published tool that this barca does not have yet -> what to do instead
 _NOT_BUILT = {
-    "server": "[server] url is not built in this barca yet; remove it and set BARCA_SERVER "
-              "or pass --server URL",
     "discovery": "[discovery] include/exclude is not built in this barca yet; remove it and "
                  "name the pipeline files on the command line",
     "default_env": "default_env is not built in this barca yet; remove it and set BARCA_ENV "

@@ -85,12 +85,12 @@ def test_doctor_checks_barca_toml(tmp_path: Path) -> None:
                               "cache_max_size_source": "[cache] max_size"}
     assert config["detail"].startswith("capacity 3 ([run] capacity), cache trimmed after each")
 
-    (tmp_path / "barca.toml").write_text("[run]\ncapacity = 3\n[server]\nurl = 'http://h'\n")
+    (tmp_path / "barca.toml").write_text("[run]\ncapacity = 3\n[discovery]\nexclude = ['x']\n")
     bad = barca(tmp_path, "doctor").expect(3)
     config = _config(bad)
     assert config["ok"] is False
-    assert config["detail"] == "barca.toml: [server] is not supported by this barca yet"
-    assert "set BARCA_SERVER" in config["fix"]
+    assert config["detail"] == "barca.toml: [discovery] is not supported by this barca yet"
+    assert "name the pipeline files" in config["fix"]
     assert bad.envelope["error"] == "doctor found 1 problem: config"
     # the other checks still ran
     assert [c["name"] for c in bad.json["checks"] if not c["ok"]] == ["config"]

@@ -21,7 +21,7 @@ PIPELINE = """
 """
 
 KNOWN = ("the known settings: [run] capacity, [cache] max_size, [serve] token, [remote] uri, "
-         "[remote] storage_options")
+         "[remote] storage_options, [server] url")
 
 
 def _project(root: Path, toml: str) -> Path:
@@ -61,7 +61,6 @@ def test_an_unknown_or_bad_setting_is_exit_2_naming_it(tmp_path: Path, toml: str
 
 
 @pytest.mark.parametrize("toml, name, instead", [
-    ("[server]\nurl = 'http://127.0.0.1:8274'\n", "[server]", "set BARCA_SERVER"),
     ("[discovery]\nexclude = ['old/**']\n", "[discovery]", "name the pipeline files"),
     ("default_env = 'staging'\n", "`default_env`", "set BARCA_ENV or pass --env NAME"),
 ])
@@ -104,7 +103,8 @@ def test_invalid_toml_is_exit_2(tmp_path: Path) -> None:
     assert bad.envelope["error"].startswith("barca.toml is not valid TOML: ")
     assert bad.envelope["remediation"] == ("fix the syntax; the settings it may hold: "
                                            "[run] capacity, [cache] max_size, [serve] token, "
-                                           "[remote] uri, [remote] storage_options")
+                                           "[remote] uri, [remote] storage_options, "
+                                           "[server] url")
 
 
 def test_known_settings_and_an_empty_file_are_accepted(tmp_path: Path) -> None:

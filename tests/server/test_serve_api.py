@@ -45,6 +45,7 @@ API_ROUTES = {
     "/state/reset": {"POST"}, "/schedule/{job}/fire": {"POST"},
     "/schedule/{job}/fires": {"GET"},
     "/assets/{name}/attempts": {"GET"}, "/assets/{name}/value": {"GET"},
+    "/ledger/lookup": {"POST"}, "/ledger/runs": {"POST"},
 }
 
 
@@ -67,8 +68,9 @@ def test_health_names_version_mode_scheduler_and_load_errors(server) -> None:
     assert got.status_code == 200
     assert got.headers["content-type"].startswith("application/json")
     body = got.json()
-    assert set(body) == {"status", "version", "read_only", "scheduler", "load_errors",
-                         "generation"}
+    assert set(body) == {"status", "version", "api_version", "read_only", "store",
+                         "scheduler", "load_errors", "generation"}
+    assert body["api_version"] == 1 and body["store"] is None  # no [remote]: no ledger
     assert body["generation"] == 0  # no reload yet
     assert body["status"] == "ok"
     assert isinstance(body["version"], str) and body["version"]

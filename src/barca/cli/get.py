@@ -112,12 +112,28 @@ def _execute(command, args, refresh, no_cascade, refresh_all, dry_run, json_flag
     mode, values = _output_mode(json_flag, pretty, output, fields, dry_run)
     seconds = _link_seconds(output, expires, env_name)
     target, paths = split_positionals(args, takes_target=True)
-    plain = command == "get" and not (refresh or no_cascade or refresh_all or dry_run or agent
-                                      or fields or partition or batch or env_name or output)
+    ledger = _ledger()
+    plain = command == "get" and ledger is None and not (
+        refresh or no_cascade or refresh_all or dry_run or agent or fields or partition
+        or batch or env_name or output)
     run_and_print(command, target, paths, mode, parse_fields(fields, STEP_FIELDS),
                   CliReporter(agent), values, env=env_name, refresh=refresh,
                   refresh_all=refresh_all, partition=partition, cascade=not no_cascade,
-                  dry_run=dry_run, batch=batch, keep_answer=plain, expires=seconds)
+                  dry_run=dry_run, batch=batch, keep_answer=plain, expires=seconds,
+                  ledger=ledger)
+
+
+def _ledger():
+    """The configured server's ledger this run consults (cli.server_option), or None."""
+    from barca.cli.server_option import ledger_server
+
+    configured = ledger_server()
+    if configured is None:
+        return None
+    from barca.engine.ledger_client import LedgerClient
+    from barca.printable import note
+
+    return LedgerClient(configured.url, say=note)
 
 
 def _link_seconds(output: str | None, expires: str | None, env_name: str | None) -> int | None:

@@ -154,7 +154,7 @@ def run(command: str, target_text: str | None, paths: Sequence[str] = (), *,
         pipeline: Pipeline | None = None, new_executor: NewExecutor | None = None,
         cwd: Path | None = None, batch: Any = None, run_id: str | None = None,
         triggered_by: str = "cli", schedule: tuple[str, float] | None = None,
-        store: ArtifactStore | None = None) -> RunResult:
+        store: ArtifactStore | None = None, ledger: Any = None) -> RunResult:
     """Run `command` ("get" or "run") on `target_text` (None: every asset and sensor).
 
     `batch` overrides the grouping of batched nodes: "all", 20, "none", {"scored": 20} or
@@ -165,7 +165,9 @@ def run(command: str, target_text: str | None, paths: Sequence[str] = (), *,
     `new_executor` builds the executor when a step first must run (default:
     local worker processes, see `engine.local`); a fully cached run never calls it.
     `store`: where results live (default: the project's `.barca/artifacts/`); a store only
-    this process can reach (a MemoryStore) needs an in-process `new_executor`.
+    this process can reach (a MemoryStore) needs an in-process `new_executor`. `ledger`: an
+    engine.ledger_client.LedgerClient whose server decides which results exist (checked
+    before anything runs); a successful run that is not a dry run is then posted to it.
     """
     pipeline = pipeline or open_pipeline(paths, env, write_cache=not dry_run, cwd=cwd)
     from barca.store.cache_limit import cache_limit
@@ -193,9 +195,15 @@ def run(command: str, target_text: str | None, paths: Sequence[str] = (), *,
     summary = undeclared_env_summary(warnings)
     if summary is not None:  # one line for them all, as 0.33 says it
         reporter.warning("undeclared_env_summary", summary)
+    if ledger is not None:
+        store = ledger.open(pipeline.project)
     result = execute(pipeline.project, pipeline.graph, request, reporter, new_executor,
                      run_id=run_id, triggered_by=triggered_by, warnings=warnings,
                      schedule=schedule, store=store)
+    computed = [n for n in result.order if result.results.get(n)
+                and pipeline.graph.nodes[n].kind == "asset"]
+    if ledger is not None and not dry_run and result.status == "success" and computed:
+        ledger.post(pipeline.project, store, result.run_id, computed)
     if limit.bytes is not None and not dry_run:
         from barca.store.gc import trim
 

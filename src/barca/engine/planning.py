@@ -69,8 +69,7 @@ class Planning:
         while True:
             todo = [n for n in run.order if run.schedule.phase(n) == "unplanned"]
             self.plan(todo)
-            for node_id in todo:
-                self._apply_history_hits(node_id)
+            self._apply_history_hits(todo)
             if not self._learn_cached_outputs(todo):
                 break
         run.schedule, _ = step_scheduler.planned(run.schedule, {
@@ -86,28 +85,38 @@ class Planning:
         self.reporter.run_note(note)
         return [note]
 
-    def _apply_history_hits(self, node_id: str) -> None:
+    def _apply_history_hits(self, node_ids: Sequence[str]) -> None:
+        """Keys that would run but succeeded before at the same run hash: found in this
+        project's history, else among the results other machines shared (a shared store's
+        index, or a server's ledger), asked once for every node of this planning phase."""
         run = self.run
-        wanted = history_wanted(run.plans[node_id])
-        if not wanted:
-            return
-        hits = []  # a node that never succeeded here has no older result here to return to
-        if node_id in run.states or self.records.has_success(node_id):
-            hits = self.records.find_successes(node_id, wanted)
-        if len(hits) < len(wanted):
-            hits += self._shared_hits(node_id, wanted, {record[0] for record in hits})
-        if hits:
-            run.plans[node_id], run.states[node_id] = apply_history(
-                run.plans[node_id], run.states.get(node_id, EMPTY_STATE), hits)
-            run.rewrite.add(node_id)
+        hits: dict[str, list] = {}
+        unfound: dict[str, tuple[str, list[tuple[str, str]]]] = {}
+        for node_id in node_ids:
+            wanted = history_wanted(run.plans[node_id])
+            if not wanted:
+                continue
+            found = []  # a node that never succeeded here has no older result here
+            if node_id in run.states or self.records.has_success(node_id):
+                found = self.records.find_successes(node_id, wanted)
+            hits[node_id] = found
+            if len(found) < len(wanted):
+                keys = {record[0] for record in found}
+                d = self.graph.nodes[node_id]
+                unfound[node_id] = (node_dir_name(d.file, d.name),
+                                    [w for w in wanted if w[0] not in keys])
+        shared = run.store.shared_results(unfound) if unfound else {}
+        for node_id, found in hits.items():
+            found = found + self._shared_records(node_id, shared.get(node_id, {}))
+            if found:
+                run.plans[node_id], run.states[node_id] = apply_history(
+                    run.plans[node_id], run.states.get(node_id, EMPTY_STATE), found)
+                run.rewrite.add(node_id)
 
-    def _shared_hits(self, node_id: str, wanted: Sequence[tuple[str, str]],
-                     found: set[str]) -> list[tuple]:
-        """Results another machine recorded in a shared store at the wanted run hashes, as
-        records of older successes (with this plan's hash parts: the run hash is the same)."""
-        d = self.graph.nodes[node_id]
-        shared = self.run.store.shared_results(node_dir_name(d.file, d.name),
-                                               [w for w in wanted if w[0] not in found])
+    def _shared_records(self, node_id: str, shared: Mapping[tuple[str, str], tuple]
+                        ) -> list[tuple]:
+        """Results another machine recorded at the wanted run hashes, as records of older
+        successes (with this plan's hash parts: the run hash is the same)."""
         if not shared:
             return []
         plan = self.run.plans[node_id]

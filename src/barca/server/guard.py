@@ -17,7 +17,8 @@ In order, each refusal a JSON error that names the fix:
   (415): a plain HTML form (even one without fields) or a `text/plain` fetch cannot start a
   run, and a JSON fetch from another site must first be preflighted, which nothing here
   allows.
-- A body is read whole before the route runs, at most MAX_BODY_BYTES (413, refused from
+- A body is read whole before the route runs, at most MAX_BODY_BYTES (LEDGER_BODY_BYTES for
+  the ledger's routes, whose posts carry a run's results) (413, refused from
   `Content-Length` before reading on) and within BODY_SECONDS (408); framed once (400 for
   both `Content-Length` and `Transfer-Encoding`: a proxy in front that reads the other one
   would see a different request, and uvicorn keeps such a connection open).
@@ -34,6 +35,9 @@ from typing import Any, Awaitable, Callable, Iterable
 import orjson
 
 MAX_BODY_BYTES = 1024 * 1024
+# a ledger post carries a run's results as columns (a few hundred bytes a key): 200,000 keys
+LEDGER_BODY_BYTES = 64 * 1024 * 1024
+LEDGER_PATHS = ("/ledger/lookup", "/ledger/runs")
 MAX_TARGET_BYTES = 8192  # path and query, as most servers allow a request line
 BODY_SECONDS = 10.0
 SAFE_METHODS = ("GET", "HEAD")
@@ -79,7 +83,8 @@ class Guard:
             if scope["method"] not in SAFE_METHODS:
                 _check_origin(headers, host)
                 _check_content_type(headers)
-            receive = await _read_body(headers, receive)
+            receive = await _read_body(headers, receive, LEDGER_BODY_BYTES if scope["path"]
+                                       in LEDGER_PATHS else MAX_BODY_BYTES)
         except Refused as refused:
             await _refuse(send, refused)
             return
@@ -176,17 +181,17 @@ def _has_body(headers: dict[bytes, bytes]) -> bool:
         b"0", b"")
 
 
-async def _read_body(headers: dict[bytes, bytes], receive: Receive) -> Receive:
-    """The body read whole (bounded in size and time), replayed to the app; `receive` as it
-    was when there is no body."""
+async def _read_body(headers: dict[bytes, bytes], receive: Receive, limit: int) -> Receive:
+    """The body read whole (at most `limit` bytes, within BODY_SECONDS), replayed to the app;
+    `receive` as it was when there is no body."""
     if not _has_body(headers):
         return receive
     if b"transfer-encoding" in headers and b"content-length" in headers:
         raise Refused(400, "a request with both Content-Length and Transfer-Encoding",
                       "send one of them")
     length = headers.get(b"content-length", b"")
-    if length and (not length.isdigit() or len(length) > 12 or int(length) > MAX_BODY_BYTES):
-        raise _too_large()
+    if length and (not length.isdigit() or len(length) > 12 or int(length) > limit):
+        raise _too_large(limit)
     chunks: list[bytes] = []
     size = 0
 
@@ -198,8 +203,8 @@ async def _read_body(headers: dict[bytes, bytes], receive: Receive) -> Receive:
                 raise Refused(400, "the client went away while sending the body", "")
             chunks.append(message.get("body", b""))
             size += len(chunks[-1])
-            if size > MAX_BODY_BYTES:
-                raise _too_large()
+            if size > limit:
+                raise _too_large(limit)
             if not message.get("more_body", False):
                 return
 
@@ -219,8 +224,8 @@ async def _read_body(headers: dict[bytes, bytes], receive: Receive) -> Receive:
     return replay
 
 
-def _too_large() -> Refused:
-    return Refused(413, f"the request body is over {MAX_BODY_BYTES // 1024} KiB",
+def _too_large(limit: int) -> Refused:
+    return Refused(413, f"the request body is over {limit // 1024} KiB",
                    "a run request is a few hundred bytes: send targets, not data")
 
 

@@ -162,6 +162,7 @@ def document(version: str) -> dict[str, Any]:
     paths.update(_ops_paths(trigger))
     paths.update(_key_paths())
     paths.update(_schedule_paths())
+    paths.update(_ledger_paths())
     paths["/events/{run_id}"] = {"get": {**paths["/runs/{run_id}/events"]["get"],
                                          "summary": "The older name of /runs/{run_id}/events"}}
     _guarded(paths)
@@ -199,6 +200,18 @@ def _project_paths() -> dict:
             params=[_path_param("run_id"), _query("step", STR),
                     _query("stream", {"enum": ["stdout", "stderr"]})])},
     }
+
+
+def _ledger_paths() -> dict:
+    lookup = _post("The ledger: which results the team's record holds, in request order "
+                   "(`hashes`), or the hits of each node's columns (`nodes`)",
+                   _json(ref("LedgerAnswer")), 400, body=ref("LedgerLookup"))
+    runs = _post("The ledger: record a client's successful run once the store holds each "
+                 "result it names with that digest (409 otherwise, nothing recorded; a "
+                 "known run id answers the run as stored)", _json(ref("LedgerRecorded")),
+                 400, 403, 409, 503, body=ref("LedgerPost"))
+    runs["responses"] = {"201": runs["responses"].pop("200"), **runs["responses"]}
+    return {"/ledger/lookup": {"post": lookup}, "/ledger/runs": {"post": runs}}
 
 
 def _post(summary: str, ok: dict, *errors: int, params: list | None = None,

@@ -36,12 +36,44 @@ def obj(properties: dict, required: list[str] | None = None, extra: bool = False
 LAST_MATERIALIZATION = {"type": ["object", "null"], "properties": {
     "created_at": NULL_TIME, "partition": LABEL}}
 
+# the ledger's wire form (engine.ledger_server): a node's results as columns, one value a key
+_COLUMN = {"type": "array"}
+_NODE_HASHES = obj({"node_id": STR, "keys": STRS, "run_hashes": STRS})
+LEDGER_SCHEMAS = {
+    "LedgerLookup": obj({"hashes": {"type": "array", "items": obj(
+                             {"node_id": STR, "run_hash": STR, "key": STR},
+                             ["node_id", "run_hash"])},
+                         "nodes": {"type": "array", "items": _NODE_HASHES}}, []),
+    "LedgerAnswer": obj({"results": {"type": "array", "items": obj({
+                             "node_id": STR, "run_hash": STR, "exists": BOOL, "path": NULL_STR,
+                             "format": NULL_STR, "size_bytes": NULL_INT,
+                             "digest": NULL_STR})},
+                         "nodes": {"type": "array", "items": obj({
+                             "node_id": STR, "found": {"type": "array", "items": _COLUMN,
+                                                       "description": "[index, path, format, "
+                                                       "size_bytes, digest] of each hit"}})}}),
+    "LedgerPost": obj({"run": obj({"run_id": STR, "status": {"enum": ["success"]}}, ["run_id"],
+                                  extra=True),
+                       "steps": {"type": "array", "items": obj({
+                           "node_id": STR, "keys": STRS, "run_hashes": STRS, "paths": STRS,
+                           "labels": _COLUMN, "contexts": {}, "signatures": {},
+                           "formats": {}, "sizes": {}, "digests": {}, "elapsed": {}},
+                           ["node_id", "keys", "run_hashes", "paths"])},
+                       "objects": {"type": "object", "additionalProperties": obj(
+                           {"digest": STR, "size": NULL_INT}, ["digest"])},
+                       "contexts": {"type": "object"}}, ["run", "steps"]),
+    "LedgerRecorded": obj({"run_id": STR, "bytes_changed": BOOL, "recorded": BOOL}),
+}
+
 SCHEMAS = {
     "Error": obj({"error": STR, "kind": STR, "remediation": STR, "code": INT,
                       "node": STR, "traceback": STR, "artifact_dir": STR}, ["error"]),
     "LoadError": obj({"file": STR, "error": STR, "affected_nodes": STRS, "node": STR,
                           "remediation": STR}, ["file", "error", "affected_nodes"]),
-    "Health": obj({"status": {"enum": ["ok", "draining"]}, "version": STR, "read_only": BOOL,
+    "Health": obj({"status": {"enum": ["ok", "draining"]}, "version": STR,
+                   "api_version": INT, "read_only": BOOL,
+                   "store": {"type": ["object", "null"], "properties": {"uri": STR, "env": STR},
+                             "required": ["uri", "env"], "additionalProperties": False},
                        "scheduler": BOOL, "load_errors": {"type": "array",
                                                           "items": ref("LoadError")},
                        "generation": INT}),
@@ -256,3 +288,4 @@ SCHEMAS.update({
             "required": [*SCHEMAS["RunSummary"]["required"], "scheduled_at"]}}}),
     "JobFired": obj({"id": STR, "run_id": STR}),
 })
+SCHEMAS.update(LEDGER_SCHEMAS)

@@ -8,9 +8,11 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from barca import __version__
+from barca.engine.ledger_server import Ledger
 from barca.server import blocking
 from barca.server.http import ApiError, Served, int_param, json
 from barca.server.openapi import document
+from barca.server.routes_project import API_VERSION
 from barca.views.node_pages import node_stats, with_timings
 from barca.views.server_runs import run_status_word
 
@@ -28,7 +30,9 @@ def inspect_routes(s: Served) -> list[Route]:
 
     async def health(request: Request) -> Response:
         stopping = s.runs is not None and (s.runs.draining or s.runs.closing)
-        return json({"status": "draining" if stopping else "ok", "version": __version__, "read_only": s.options.read_only,
+        return json({"status": "draining" if stopping else "ok", "version": __version__,
+                     "api_version": API_VERSION, "read_only": s.options.read_only,
+                     "store": Ledger(s.pipeline.project).store_name(),
                      "scheduler": s.options.scheduler_on,
                      "load_errors": list(s.pipeline.load_errors), "generation": s.generation})
 

@@ -10,13 +10,13 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from barca.engine.ledger_server import API_VERSION
 from barca.server import blocking
 from barca.server.http import ApiError, Served, int_param, json, only_params
 from barca.views.node_list import group_list
 from barca.views.plan import plan_of
 from barca.views.project_reads import materializations_json, project_json, sql_views_json
 
-API_VERSION = 1  # the HTTP API's version: changes when an answer loses or renames a field
 MAX_ROWS = 10_000  # a page of /materializations
 
 

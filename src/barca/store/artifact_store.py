@@ -23,7 +23,7 @@ from __future__ import annotations
 import contextlib
 import os
 from pathlib import Path
-from typing import Any, BinaryIO, Iterable, Iterator, Protocol, Sequence
+from typing import Any, BinaryIO, Iterable, Iterator, Mapping, Protocol, Sequence
 
 
 class ArtifactStore(Protocol):
@@ -78,10 +78,12 @@ class ArtifactStore(Protocol):
         made findable by other machines (`shared_results`); nothing for a store of one
         machine."""
 
-    def shared_results(self, node_dir: str, wanted: Sequence[tuple[str, str]]
-                       ) -> dict[tuple[str, str], tuple[str, str | None, str]]:
-        """(key, run hash) -> (format, output digest, store key) of those of the wanted
-        results that some machine recorded in this store ({} for a store of one machine)."""
+    def shared_results(self, wanted: Mapping[str, tuple[str, Sequence[tuple[str, str]]]]
+                       ) -> dict[str, dict[tuple[str, str], tuple[str, str | None, str]]]:
+        """`wanted`: node id -> (its node dir, the (key, run hash) pairs a run would compute),
+        every node a planning phase decided, asked at once. Node id -> (key, run hash) ->
+        (format, output digest, store key) of those results some machine recorded for this
+        store ({} for a store of one machine)."""
 
 
 def project_store(project: Any) -> ArtifactStore:

@@ -18,7 +18,7 @@ from barca.errors import InfraError, UsageError
 from barca.store import history_table
 from barca.store.relayout import move_key_directories, project_root
 
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 13
 # versions this barca upgrades in place: 1 kept each node's snapshot in one row; its snapshots
 # are dropped and rebuilt from the materializations by the next run that reads the node.
 # 2 had no key_source_chunk table; it is added (empty: the next tick sends whole columns).
@@ -42,7 +42,9 @@ SCHEMA_VERSION = 12
 # indexes); its rows move to `executions` (barca.store.history_table), read through a view of
 # the same name and columns.
 # 11 had no server_state table (`barca serve`'s paused queue and schedules); it is added, empty.
-UPGRADABLE = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11)
+# 12 had no ledger_posts table (runs a client has still to post to the server's ledger,
+# store.ledger_rows); it is added, empty.
+UPGRADABLE = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12)
 _ADDED_COLUMNS = {"materializations": (("worker_exit", "TEXT"), ("cpu_seconds", "REAL")),
                   "runs": (("triggered_by", "TEXT"), ("job", "TEXT"), ("schedule_id", "TEXT"),
                            ("scheduled_at", "REAL"))}
@@ -89,6 +91,10 @@ CREATE TABLE IF NOT EXISTS run_queue (
 );
 CREATE TABLE IF NOT EXISTS server_state (
     name TEXT PRIMARY KEY, value TEXT NOT NULL, updated_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS ledger_posts (
+    run_id TEXT PRIMARY KEY, server TEXT NOT NULL, nodes TEXT NOT NULL,
+    created_at REAL NOT NULL, attempts INTEGER NOT NULL, error TEXT
 );
 """
 

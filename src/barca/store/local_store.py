@@ -16,7 +16,7 @@ import shutil
 import tempfile
 import weakref
 from pathlib import Path
-from typing import BinaryIO, Iterable, Sequence
+from typing import BinaryIO, Iterable, Mapping, Sequence
 
 from barca.store.local_files import read_stored, replace, temporary_name, write_bytes
 from barca.store.packs import file_of, is_packed
@@ -124,5 +124,6 @@ class LocalStore:
     def share(self, entries: Sequence[tuple]) -> None:
         """One machine's store: nothing to share."""
 
-    def shared_results(self, node_dir: str, wanted: Sequence[tuple[str, str]]) -> dict:
+    def shared_results(self, wanted: Mapping[str, tuple[str, Sequence[tuple[str, str]]]]
+                       ) -> dict:
         return {}

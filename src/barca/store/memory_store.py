@@ -16,7 +16,7 @@ import secrets
 import shutil
 import tempfile
 import weakref
-from typing import BinaryIO, Iterable, Sequence
+from typing import BinaryIO, Iterable, Mapping, Sequence
 
 from barca.errors import InfraError
 from barca.store.packs import is_packed, split_range
@@ -119,5 +119,6 @@ class MemoryStore:
     def share(self, entries: Sequence[tuple]) -> None:
         """One machine's store: nothing to share."""
 
-    def shared_results(self, node_dir: str, wanted: Sequence[tuple[str, str]]) -> dict:
+    def shared_results(self, wanted: Mapping[str, tuple[str, Sequence[tuple[str, str]]]]
+                       ) -> dict:
         return {}

@@ -30,7 +30,7 @@ import os
 import secrets
 import time
 from pathlib import Path
-from typing import Any, BinaryIO, Callable, Iterable, Iterator, Sequence, TypeVar
+from typing import Any, BinaryIO, Callable, Iterable, Iterator, Mapping, Sequence, TypeVar
 
 from barca.errors import InfraError
 from barca.store.local_store import LocalStore
@@ -241,6 +241,15 @@ class RemoteStore:
         path = self._objects(node_dir).get(leaf)
         return None if path is None else (path, self._sizes.get(node_dir, {}).get(path))
 
+    def listed_objects(self, node_dir: str) -> dict[str, tuple[str, int | None]]:
+        """leaf -> (SHA-256 of its object's bytes, size) of a node's results, as the store
+        lists them now: what a post to the ledger is checked against (an object's name
+        carries its digest, so nothing is downloaded)."""
+        objects = self._objects(node_dir, again=True)
+        sizes = self._sizes.get(node_dir, {})
+        return {leaf: (path.rpartition(_DIGEST)[2], sizes.get(path))
+                for leaf, path in objects.items()}
+
     def names(self, node_dir: str) -> "_Names":
         return _Names(self.local.names(node_dir), lambda: self._objects(node_dir, again=True))
 
@@ -271,14 +280,18 @@ class RemoteStore:
             self._call(f"index results of {node_dir}",
                        lambda path=path, body=body: self.fs.pipe_file(path, body.encode()))
 
-    def shared_results(self, node_dir: str, wanted: Sequence[tuple[str, str]]
-                       ) -> dict[tuple[str, str], tuple[str, str | None, str]]:
-        """(key, run hash) -> (format, output digest, store key) of the wanted results some
-        machine recorded in this store; the node's index is read once per store object."""
-        index = self._index.get(node_dir)
-        if index is None:
-            index = self._index[node_dir] = self._read_index(node_dir)
-        return {pair: index[pair] for pair in wanted if pair in index}
+    def shared_results(self, wanted: Mapping[str, tuple[str, Sequence[tuple[str, str]]]]
+                       ) -> dict[str, dict[tuple[str, str], tuple[str, str | None, str]]]:
+        """node id -> (key, run hash) -> (format, output digest, store key) of the wanted
+        results some machine recorded in this store; a node's index is read once per store
+        object."""
+        out = {}
+        for node_id, (node_dir, pairs) in wanted.items():
+            index = self._index.get(node_dir)
+            if index is None:
+                index = self._index[node_dir] = self._read_index(node_dir)
+            out[node_id] = {pair: index[pair] for pair in pairs if pair in index}
+        return out
 
     def _read_index(self, node_dir: str) -> dict[tuple[str, str], tuple]:
         try:

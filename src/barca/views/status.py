@@ -23,7 +23,9 @@ STATUS_FIELDS = ["id", "name", "kind", "inputs", "partitioned", "cache", "partit
 
 UNSYNCED = {"local_only": "here, not in the remote store: recorded before [remote] was set",
             "store_only": "in the remote store, not here yet: fetched when first read",
-            "mismatch": "this copy differs from the remote store's object in size"}
+            "mismatch": "this copy differs from the remote store's object in size",
+            "not_in_ledger": "computed here by a run the server's ledger has not recorded "
+                             "yet: the next get or run with the server posts it"}
 
 
 @dataclass(frozen=True)
@@ -44,8 +46,9 @@ def status_report(target: str | None, paths: Sequence[str], env_name: str | None
     pipeline = open_pipeline(paths, env_name, leave_out=leave_out) if leave_out else None
     result = run("get", target, paths, dry_run=True, env=env_name, observe_sensors=False,
                  include_tasks=True, pipeline=pipeline)
-    last = _last_runs(result, env_name)
-    nodes = [_status_node(result.plans[n], result, last.get(n)) for n in result.order]
+    last, unposted = _last_runs(result, env_name)
+    nodes = [_status_node(result.plans[n], result, last.get(n), unposted)
+             for n in result.order]
     summary = {s: 0 for s in STATES}
     for node in nodes:
         summary[node["cache"]["state"]] += 1
@@ -78,17 +81,19 @@ def is_problem(node: dict[str, Any]) -> bool:
             or bool(parts.get("failed")) or last.get("status") == "failed")
 
 
-def _last_runs(result, env_name: str | None) -> dict[str, Any]:
-    """Each node's newest execution, from the metadata database (never created here)."""
+def _last_runs(result, env_name: str | None) -> tuple[dict[str, Any], set[str]]:
+    """Each node's newest execution, from the metadata database (never created here), and
+    the runs a server's ledger has not recorded yet (kept to be posted again)."""
     from barca.project import open_project
-    from barca.store import history
+    from barca.store import history, ledger_rows
     from barca.store.db import connect
 
     conn = connect(open_project(env_name).db_path, create=False)
     if conn is None:
-        return {}
+        return {}, set()
     try:
-        return history.last_materializations(conn, list(result.order))
+        return (history.last_materializations(conn, list(result.order)),
+                ledger_rows.unposted_runs(conn))
     finally:
         conn.close()
 
@@ -121,7 +126,7 @@ def shape(node: dict[str, Any], root, sample: int | None = None) -> dict[str, An
     return artifact_shape(path, cache.get("format"), sample)
 
 
-def _status_node(plan, result, last=None) -> dict[str, Any]:
+def _status_node(plan, result, last=None, unposted: set[str] = frozenset()) -> dict[str, Any]:
     graph = result.graph
     state = "cached"
     reason = "materialized"
@@ -153,6 +158,8 @@ def _status_node(plan, result, last=None) -> dict[str, Any]:
             apart = unsynced(result.store, result.key_of(plan.node_id, "")[0])
             if apart is not None:
                 cache.update(state="unsynced", reason=apart, detail=UNSYNCED[apart])
+    if state == "cached" and last is not None and last.run_id in unposted:
+        cache.update(state="unsynced", reason="not_in_ledger", detail=UNSYNCED["not_in_ledger"])
     node: dict[str, Any] = {"id": plan.node_id, "name": graph.nodes[plan.node_id].name,
                             "kind": plan.kind, "inputs": list(graph.upstream[plan.node_id]),
                             "partitioned": bool(graph.nodes[plan.node_id].dimensions),
