@@ -63,6 +63,7 @@ def test_two_machines_share_work_through_the_servers_ledger(tmp_path: Path, moto
     # results too, so `gc --remote` (which keeps what an index names) lists none of them
     recorded = server.get(f"/runs/{first.json['run_id']}").json()["run"]
     assert recorded["triggered_by"] == "client" and recorded["status"] == "success"
+    assert moto.fs.exists(f"{bucket}/team/default/index")
     survey = barca(a, "gc", "--remote", "--dry-run", "--grace", "0", "--json",
                    env=moto.env).expect(0).json
     assert survey["objects"] > 0 and survey["garbage_objects"] == 0, survey
