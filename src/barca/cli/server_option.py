@@ -11,7 +11,8 @@ import click
 
 from barca.errors import UsageError
 
-REMOTE_COMMANDS = ("get", "run", "status", "list", "history", "logs", "stats")
+REMOTE_COMMANDS = ("get", "run", "status", "list", "history", "logs", "stats", "sql",
+                   "doctor")
 OWN_SERVER_OPTION = ("queue",)  # commands that parse --server and --local themselves
 
 
