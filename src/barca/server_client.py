@@ -96,11 +96,14 @@ def answer(response) -> Any:
 
 
 def error_of(envelope: dict, exit_code: int) -> BarcaError:
-    """The error an envelope describes, exiting as it says (or with `exit_code`)."""
-    error = BarcaError(envelope.get("error", "error"), envelope.get("remediation"))
-    error.exit_code = envelope.get("code", exit_code) if isinstance(
-        envelope.get("code"), int) else exit_code
-    error.kind = envelope.get("kind", "usage")
+    """The error an envelope describes, of the class its exit code names (a step failed,
+    usage, cancelled, infra), exiting as it says (or with `exit_code`)."""
+    from barca.errors import Cancelled, StepFailed
+
+    code = envelope["code"] if isinstance(envelope.get("code"), int) else exit_code
+    kind = {1: StepFailed, 2: UsageError, 130: Cancelled}.get(code, BarcaError)
+    error = kind(envelope.get("error", "error"), envelope.get("remediation"))
+    error.exit_code, error.kind = code, envelope.get("kind", error.kind)
     return error
 
 
@@ -192,3 +195,45 @@ def _ended_run(client, run_id: str) -> dict | None:
         "remediation": f"see `barca history {run_id}` on the server"}
     return {"type": "run_finished", "run_id": run_id, "status": status, "exit_code": code,
             "error": error, "stdout": "", "stdout_bytes": 0, "rebuilt": True}
+
+
+def served_value(server: bool | str, request: dict) -> Any:
+    """`barca.get|run(..., server=)`: the run `request` (a RunRequest) on the server, its
+    target's value: the result's bytes (`GET /runs/{id}/output`) for one unpartitioned
+    target, decoded (JSON as Python values, parquet as a pyarrow Table, anything else as
+    bytes); else the run's JSON `final_output` ({key: value} for a partitioned target). A
+    failed run raises the error the same call raises here."""
+    with connected(server_url(server)) as client:
+        run_id = start_run(client, {**request, "output": "json", "values": "all"})
+        try:
+            ended = follow(client, run_id, lambda event: None)
+        except KeyboardInterrupt:  # the caller gave up: so does the server
+            client.delete(f"/runs/{run_id}")
+            raise
+        if ended["exit_code"] != 0:
+            raise error_of(ended.get("error") or {"error": f"run {run_id} ended "
+                           f"{ended.get('status')} on the server"}, ended["exit_code"])
+        body = ended.get("outcome")
+        if body is None:
+            body = answer(client.get(f"/runs/{run_id}/stdout"))
+        targets = request.get("targets") or []
+        step = next((s for s in body.get("steps", ()) if len(targets) == 1 and targets[0] in
+                     (s["id"], s["id"].rpartition(":")[2])), None)
+        if step is None or "partitions" in step:
+            return body.get("final_output")
+        return _decoded(client.get(f"/runs/{run_id}/output"))
+
+
+def _decoded(response) -> Any:
+    if response.status_code >= 400:
+        answer(response)
+    media = response.headers.get("content-type", "").split(";")[0]
+    if media == "application/json":
+        return orjson.loads(response.content)
+    if media == "application/vnd.apache.parquet":
+        import io
+
+        import pyarrow.parquet as pq
+
+        return pq.read_table(io.BytesIO(response.content))
+    return response.content
