@@ -22,7 +22,8 @@ from typing import Any
 
 from barca.errors import UsageError
 from barca.printable import note
-from barca.server_client import connected, error_of, follow, start_run
+from barca.server_client import (connected, error_of, follow, reconnect_seconds,
+                                 start_run)
 
 
 def run_remote(url: str, argv: list[str], json_mode: bool) -> int:
@@ -84,6 +85,7 @@ def _run(client, argv: list[str], json_mode: bool) -> int:
                          "run here with --local, or use -o path for the server's files")
     link_seconds(params["output"], params["expires"], params["env_name"])
     fields = parse_fields(params["fields"], STEP_FIELDS)
+    reconnect_seconds()  # a bad setting is refused before the run starts
     request = {"command": argv[0], "targets": target.split(",") if target else [],
                "files": args, "refresh": params["refresh"].split(",") if params["refresh"]
                else [], "refresh_all": params["refresh_all"],
