@@ -23,7 +23,8 @@ Partition = str | Sequence[str] | dict[str, Any] | None
 def get(target: str | None = None, files: Files = (), *,
         refresh: str | Sequence[str] | None = None, refresh_all: bool = False,
         cascade: bool = True, partition: Partition = None, env: str | None = None,
-        batch: str | int | dict[str, Any] | None = None) -> Any:
+        batch: str | int | dict[str, Any] | None = None,
+        server: bool | str | None = None) -> Any:
     """Compute `target` (an asset or sensor) and return its value.
 
     A partitioned target returns {key: value}. A first argument that names a file or a
@@ -32,20 +33,33 @@ def get(target: str | None = None, files: Files = (), *,
     without a target. `partition` narrows the keys as `--partition` does: "region=emea,amer",
     a list of such, or {"region": ["emea"]}. `batch` regroups the stale keys of batched nodes
     for this run: "all", "none", 20, or {"scored": 20}.
+
+    `server` runs it on a `barca serve` instead, as `barca get --server`: True for the
+    configured server (BARCA_SERVER), or its URL. The value is the result's bytes for an
+    unpartitioned target (JSON as Python values, parquet as a pyarrow Table, any other
+    format as bytes), else the run's JSON ({key: value} for a partitioned target).
     """
     from barca.discover.files import is_path_arg  # the command line's rule
 
     paths = _paths(files)
     if target is not None and is_path_arg(target):
         target, paths = None, [target, *paths]
+    if server:
+        return _on_server(server, "get", target, paths, refresh, refresh_all, cascade,
+                          partition, env, batch)
     return _call("get", target, paths, refresh, refresh_all, cascade, partition, env, batch)
 
 
 def run(target: str, files: Files = (), *,
         refresh: str | Sequence[str] | None = None, refresh_all: bool = False,
         cascade: bool = True, partition: Partition = None, env: str | None = None,
-        batch: str | int | dict[str, Any] | None = None) -> Any:
-    """Run the task `target` (its asset inputs come from cache) and return its value."""
+        batch: str | int | dict[str, Any] | None = None,
+        server: bool | str | None = None) -> Any:
+    """Run the task `target` (its asset inputs come from cache) and return its value
+    (`server`: on a `barca serve`, as `get`'s)."""
+    if server:
+        return _on_server(server, "run", target, _paths(files), refresh, refresh_all, cascade,
+                          partition, env, batch)
     return _call("run", target, files, refresh, refresh_all, cascade, partition, env, batch)
 
 
@@ -139,3 +153,30 @@ def _call(command: str, target: str | None, files: Files, refresh: Any, refresh_
                          traceback=failure.traceback)
     node_id = result.final_node()
     return None if node_id is None else result.values(node_id)
+
+
+def _on_server(server: bool | str, command: str, target: str | None, paths: list[str],
+               refresh: Any, refresh_all: bool, cascade: bool, partition: Partition,
+               env: str | None, batch: Any) -> Any:
+    """The call as a RunRequest to a server (`barca.server_client.served_value`)."""
+    from barca.errors import UsageError
+    from barca.server_client import served_value
+
+    if env is not None:
+        raise UsageError("env= with server=: the server runs its own environment",
+                         "drop env=, or start `barca serve --env NAME`")
+    refresh = [refresh] if isinstance(refresh, str) else list(refresh or ())
+    if isinstance(partition, str):
+        partition = [partition]
+    elif isinstance(partition, dict):
+        partition = {dim: [keys] if isinstance(keys, str) else [str(k) for k in keys]
+                     for dim, keys in partition.items()}
+    if isinstance(batch, dict):
+        batch = [f"{node}={value}" for node, value in batch.items()]
+    request = {"command": command, "targets": target.split(",") if target else [],
+               "files": paths, "refresh": [n for r in refresh for n in r.split(",")],
+               "refresh_all": refresh_all, "cascade": cascade,
+               "batch": [str(b) for b in batch] if isinstance(batch, list) else
+               [] if batch is None else [str(batch)],
+               "partition": partition if isinstance(partition, dict) else list(partition or ())}
+    return served_value(server, request)

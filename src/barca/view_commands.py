@@ -3,4 +3,4 @@ name: one list, read by the server (which answers 404 for any other name before 
 anything) and by the child that parses and runs them (`barca.cli.served_views`), so that
 the two cannot disagree."""
 
-VIEW_COMMANDS = ("status", "list", "history", "logs", "stats")
+VIEW_COMMANDS = ("status", "list", "history", "logs", "stats", "doctor")

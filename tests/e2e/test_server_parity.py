@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ServeProcess, barca, start_barca, write
+from conftest import ServeProcess, barca, poll, start_barca, write
 
 PIPELINE = """
     import time
@@ -43,6 +43,16 @@ PIPELINE = """
     @task(inputs={"raw": raw})
     def publish(raw: dict) -> None:
         print("published")
+
+    @asset()
+    def gated() -> int:
+        import pathlib
+        print("started", flush=True)
+        go = pathlib.Path(__file__).parent / "go"  # the test lets it end
+        while not go.exists():
+            time.sleep(0.05)
+        print("done", flush=True)
+        return 2
 """
 
 VOLATILE = {"elapsed_seconds", "metadata_seconds", "started_at", "finished_at", "created_at",
@@ -87,7 +97,8 @@ def pair(tmp_path: Path):
         write(root, {"barca.toml": "", "p.py": PIPELINE})
     server = ServeProcess(served, ("p.py", "--no-schedule"))
     yield local, served, server
-    server.stop()  # SIGTERM: exit 0 within 10 s
+    if server.proc.returncode is None:  # not killed by the test
+        server.stop()  # SIGTERM: exit 0 within 10 s
 
 
 def both(pair, *args, code: int):
@@ -142,7 +153,9 @@ def test_an_unreachable_server_is_exit_3_naming_it_and_the_way_out(tmp_path):
     assert "--local" in out.envelope["remediation"]
     env = {"BARCA_SERVER": "http://127.0.0.1:9"}
     barca(tmp_path, "get", "raw", "p.py", "--local", env=env).expect(0)  # --local wins
-    assert barca(tmp_path, "sql", "select 1", "--server", "http://127.0.0.1:9").code == 2
+    for command in (("sql", "select 1"), ("doctor",)):  # they go to the server too
+        out = barca(tmp_path, *command, "--server", "http://127.0.0.1:9").expect(3)
+        assert "http://127.0.0.1:9" in out.envelope["error"]
 
 
 def test_ctrl_c_on_a_remote_get_cancels_the_run_on_the_server(pair):
@@ -162,3 +175,218 @@ def test_ctrl_c_on_a_remote_get_cancels_the_run_on_the_server(pair):
 def _running(root: Path) -> bool:
     out = barca(root, "history")
     return out.code == 0 and any(r["status"] == "running" for r in out.json["runs"])
+
+
+# -- every command, every output option ------------------------------------------------------
+
+def test_value_path_and_fields_print_the_same_through_a_server(pair):
+    local, served, server = pair
+    both(pair, "get", "part", "p.py", "-o", "value", code=0)
+    both(pair, "get", "raw", "p.py", "-o", "value", code=0)
+    both(pair, "get", "part", "p.py", "--json", "-o", "value", code=0)
+    both(pair, "get", "part", "p.py", "--fields", "id,status", code=0)
+    both(pair, "get", "part", "p.py", "--dry-run", "--fields", "id,action", code=0)
+    both(pair, "get", "part", "p.py", "--fields", "bogus", code=2)
+    both(pair, "get", "raw", "p.py", "--expires", "1h", code=2)
+    both(pair, "get", "part", "p.py", "-o", "path", "--dry-run", code=2)
+    # the server's files, absolute: the client is never in the server's project
+    here = barca(local, "get", "part", "p.py", "-o", "path").expect(0)
+    there = barca(local, "get", "part", "p.py", "-o", "path", "--server", server.url).expect(0)
+    assert ["<root>/" + p for p in normal(here.stdout.split(), local)] == \
+        normal(there.stdout.split(), served)
+    assert all(Path(p.partition("@")[0]).is_file() for p in there.stdout.split())
+    out = barca(local, "get", "raw", "p.py", "-o", "url", "--server", server.url).expect(2)
+    assert "--server" in out.envelope["error"]
+
+
+def test_sql_queries_the_views_the_server_locates(pair):
+    local, served, server = pair
+    for root in (local, served):
+        barca(root, "get", "part", "p.py").expect(0)
+    both(pair, "sql", "select * from part order by partition", code=0)
+    both(pair, "sql", "select * from raw", "p.py", code=0)
+    both(pair, "sql", "show tables", code=0)
+    both(pair, "sql", "select * from broken", code=2)  # no result yet: said as here
+    both(pair, "sql", "select * from nope", code=2)
+    local, _, server = pair  # a file the server does not serve: refused, in its words
+    assert barca(local, "sql", "select 1", "other.py", "--server", server.url).code == 2
+
+
+def test_doctor_runs_the_servers_checks(pair):
+    local, served, server = pair
+    here = barca(local, "doctor").expect(0).json
+    there = barca(local, "doctor", "--server", server.url).expect(0).json
+    assert [(c["name"], c["ok"]) for c in here["checks"]] == \
+        [(c["name"], c["ok"]) for c in there["checks"]]
+    project = {c["name"]: c for c in there["checks"]}["project"]
+    assert project["data"]["root"] == str(served)  # the server's project, not this one
+    barca(local, "doctor", "other.py", "--server", server.url).expect(2)
+
+
+def test_logs_follow_follows_a_run_of_the_server(pair):
+    local, served, server = pair
+    (local / "go").touch()
+    barca(local, "get", "gated", "p.py").expect(0)
+    getter = start_barca(local, "get", "gated", "p.py", "--server", server.url)
+    poll(lambda: _running(served), "the server's run to start")
+    follower = Lines(start_barca(local, "logs", "-f", "--server", server.url))
+    follower.wait_for("[p.py:gated] started", "the follower to print the first line")
+    (served / "go").touch()
+    assert follower.proc.wait(timeout=60) == 0, follower.text()
+    assert getter.wait(timeout=60) == 0
+    here = barca(local, "logs", "-f")
+    assert here.code == 0 and follower.stdout() == here.stdout.splitlines() == [
+        "[p.py:gated] started", "[p.py:gated] done"]
+    # a failed run: the same lines and exit code; what --follow refuses, refused the same
+    for root in (local, served):
+        barca(root, "get", "broken", "p.py").expect(1)
+    a = barca(local, "logs", "-f", "--json")
+    b = barca(local, "logs", "-f", "--json", "--server", server.url)
+    assert (a.code, b.code) == (1, 1), (a, b)
+    assert [normal(json.loads(x), local) for x in a.stdout.splitlines()] == \
+        [normal(json.loads(x), served) for x in b.stdout.splitlines()]
+    assert barca(local, "logs", "-f", "--pretty", "--server", server.url).code == 2
+    assert barca(local, "logs", "nope", "-f", "--server", server.url).code == 2
+
+
+def test_a_dropped_stream_is_followed_again(pair):
+    local, served, server = pair
+    with Proxy(server.port) as proxy:
+        client = Lines(start_barca(local, "get", "gated", "p.py", "--server", proxy.url))
+        client.wait_for("[p.py:gated] started", "the run's first line")
+        proxy.cut()  # the stream drops mid-run; the client follows the same run again
+        (served / "go").touch()
+        assert client.proc.wait(timeout=60) == 0, client.text()
+        assert json.loads("\n".join(client.out))["final_output"] == 2
+        assert proxy.connections >= 2  # a new connection after the cut
+
+
+def test_a_stream_lost_past_the_reconnect_window_is_exit_3_naming_the_run(pair):
+    local, served, server = pair
+    client = Lines(start_barca(local, "get", "gated", "p.py", "--server", server.url,
+                               env={"BARCA_SERVER_RECONNECT": "0"}))
+    client.wait_for("[p.py:gated] started", "the run's first line")
+    run_id = barca(served, "history").json["runs"][0]["run_id"]
+    server.kill()  # the server and its run, at once
+    assert client.proc.wait(timeout=60) == 3, client.text()
+    error = json.loads(client.err[-1])
+    assert run_id in error["error"] and "BARCA_SERVER_RECONNECT" in error["remediation"]
+    bad = barca(local, "get", "raw", "p.py", "--server", server.url,
+                env={"BARCA_SERVER_RECONNECT": "soon"})  # refused before it asks the server
+    assert bad.code == 2 and "BARCA_SERVER_RECONNECT" in bad.envelope["error"]
+
+
+def test_the_python_api_runs_on_a_server(pair):
+    local, served, server = pair
+    script = f"""
+import json, barca
+from barca.errors import StepFailed, UsageError
+out = {{"raw": barca.get("raw", "p.py", server={server.url!r}),
+       "part": barca.get("part", "p.py", server=True),
+       "x": barca.get("part", "p.py", server=True, partition={{"k": "x"}}),
+       "task": barca.run("publish", "p.py", server=True)}}
+for name, kind in (("broken", StepFailed), ("nope", UsageError)):
+    try:
+        barca.get(name, "p.py", server=True)
+    except kind as exc:
+        out[name] = exc.exit_code
+print(json.dumps(out))
+"""
+    (local / "drive.py").write_text(script)
+    import subprocess
+    import sys
+    from conftest import barca_env
+    proc = subprocess.run([sys.executable, "drive.py"], cwd=local, capture_output=True,
+                          text=True, timeout=120, env=barca_env({"BARCA_SERVER": server.url}))
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out == {"raw": {"a": 1}, "part": {"k=x": 2, "k=y": 2}, "x": {"k=x": 2},
+                   "task": None, "broken": 1, "nope": 2}
+    assert not (local / ".barca").exists()  # it all ran there
+    runs = barca(served, "history").json["runs"]
+    assert {r["triggered_by"] for r in runs} == {"api"}
+
+
+class Lines:
+    """A started command's stdout and stderr lines, read as they come."""
+
+    def __init__(self, proc) -> None:
+        import threading
+
+        self.proc, self.out, self.err = proc, [], []
+        for stream, into in ((proc.stdout, self.out), (proc.stderr, self.err)):
+            threading.Thread(target=self._read, args=(stream, into), daemon=True).start()
+
+    @staticmethod
+    def _read(stream, into: list) -> None:
+        for line in stream:
+            into.append(line.rstrip("\n"))
+
+    def wait_for(self, line: str, what: str) -> None:
+        poll(lambda: line in self.out + self.err or self.proc.poll() is not None, what)
+        assert line in self.out + self.err, self.text()
+
+    def stdout(self) -> list[str]:
+        poll(lambda: self.proc.poll() is not None, "the command to end")
+        return self.out
+
+    def text(self) -> str:
+        return "stdout:\n" + "\n".join(self.out) + "\nstderr:\n" + "\n".join(self.err)
+
+
+class Proxy:
+    """A TCP relay on loopback to the server's port, whose open connections `cut()` closes
+    (a dropped stream, as a network or a load balancer drops one)."""
+
+    def __init__(self, port: int) -> None:
+        import socket
+        import threading
+
+        self.target, self.pairs, self.connections = port, [], 0
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        import socket
+        import threading
+
+        while True:
+            try:
+                near, _ = self.listener.accept()
+            except OSError:
+                return
+            far = socket.create_connection(("127.0.0.1", self.target))
+            self.pairs.append((near, far))
+            self.connections += 1
+            for a, b in ((near, far), (far, near)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(a, b) -> None:
+        try:
+            while data := a.recv(65536):
+                b.sendall(data)
+        except OSError:
+            pass
+        for s in (a, b):
+            try:
+                s.shutdown(2)
+            except OSError:
+                pass
+
+    def cut(self) -> None:
+        for near, far in self.pairs:
+            for s in (near, far):
+                try:
+                    s.shutdown(2)
+                except OSError:
+                    pass
+        self.pairs = []
+
+    def __enter__(self) -> "Proxy":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.cut()
+        self.listener.close()

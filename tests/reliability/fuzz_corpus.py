@@ -1031,7 +1031,7 @@ def _body_http_cases() -> Iterator[HttpCase]:
     yield _post("body/scheduler-command", b'{"command": "serve", "targets": ["publish"]}',
                 400, "is not get or run")
     yield _post("body/output-html", RUN[:-1] + b', "output": "html"}', 400,
-                "is not json or pretty")
+                "is not one of json, pretty, value, path")
     yield _post("body/file-not-served", RUN[:-1] + b', "files": ["../../etc/passwd"]}', 400,
                 "is not served here")
     yield _post("body/nul-in-target", b'{"command": "run", "targets": ["pub\\u0000lish"]}',

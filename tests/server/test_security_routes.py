@@ -133,17 +133,18 @@ def test_the_cli_route_refuses_what_is_not_a_read(ran: Path, serve, tmp_path_fac
         "stats": [["planted", str(outside / "evil.py")]],
         "logs": [["-f"], ["--follow"], ["--step", "x", "--server=http://127.0.0.1:9"]],
         "history": [["--server"], ["--", "--server"]],
+        "doctor": [["other.py"], [str(outside / "evil.py")], ["--env", "other"]],
     }
     for command, cases in refused.items():
         for args in cases:
             got = server.get(f"/cli/{command}", params=[("arg", a) for a in args])
             assert got.status_code in (400, 404), (command, args, got.status_code, got.text)
             assert got.json()["error"], got.text
-    for command in ("gc", "sql", "serve", "doctor", "pool", "plan", "docs"):
+    for command in ("gc", "sql", "serve", "pool", "plan", "docs"):
         got = server.get(f"/cli/{command}")
         assert got.status_code == 404, (command, got.text)
     # a command naming no file reads the served files, not every file of the project
-    for command in ("status", "list"):
+    for command in ("status", "list", "doctor"):
         got = server.get(f"/cli/{command}")
         assert got.status_code == 200 and got.json()["exit_code"] == 0, got.text
         assert "other.py" not in got.json()["stdout"]

@@ -28,6 +28,7 @@ from barca import __version__
 from barca.cli.load import split_positionals
 from barca.views.plan_text import human_size
 from barca.cli.output import choose_mode, emit, emit_json
+from barca.cli.server_option import server_options
 from barca.errors import InfraError, UsageError
 from barca.printable import printable_lines
 from barca.project import Project, open_project
@@ -61,6 +62,7 @@ class Check:
 
 
 @click.command("doctor", help=HELP)
+@server_options
 @click.argument("files", nargs=-1)
 @click.option("--json", "json_flag", is_flag=True, help="JSON output (default when stdout is "
               "not a terminal).")

@@ -109,8 +109,8 @@ def run_command(**options) -> None:
 
 def _execute(command, args, refresh, no_cascade, refresh_all, dry_run, json_flag, pretty,
              output, expires, fields, partition, batch, agent, env_name) -> None:
-    mode, values = _output_mode(json_flag, pretty, output, fields, dry_run)
-    seconds = _link_seconds(output, expires, env_name)
+    mode, values = output_mode(json_flag, pretty, output, fields, dry_run)
+    seconds = link_seconds(output, expires, env_name)
     target, paths = split_positionals(args, takes_target=True)
     ledger = _ledger()
     plain = command == "get" and ledger is None and not (
@@ -136,7 +136,7 @@ def _ledger():
     return LedgerClient(configured.url, say=note)
 
 
-def _link_seconds(output: str | None, expires: str | None, env_name: str | None) -> int | None:
+def link_seconds(output: str | None, expires: str | None, env_name: str | None) -> int | None:
     """`-o url`'s link lifetime, refused before anything runs when the project has no store
     that signs links; None for any other output."""
     from barca.store.remote_results import DEFAULT_EXPIRES, check_signable, expires_seconds
@@ -157,13 +157,14 @@ def _link_seconds(output: str | None, expires: str | None, env_name: str | None)
 def run_and_print(command: str, target: str | None, paths: list[str], mode: str,
                   fields: list[str] | None, reporter: Reporter, values: str | None = None,
                   keep_answer: bool = False, expires: int | None = None,
-                  **options: Any) -> None:
+                  absolute_paths: bool = False, **options: Any) -> None:
     """Run through the driver (`options` are `driver.run`'s) and print what `barca get|run`
     prints: the report on stdout in `mode`, its notes on stderr, then StepFailed when a step
     failed. `values`: what the report's `final_output` holds (run_report.VALUES; by default
     what `mode` shows; "none" for a scheduled tick nobody reads). `keep_answer`: a plain
     `barca get`, whose answer is kept when it qualifies (engine.cached_get). `expires`:
-    seconds `-o url`'s links work."""
+    seconds `-o url`'s links work. `absolute_paths`: `-o path` prints absolute paths (a
+    server's run: its client is never in the server's project root)."""
     result = run(command, target, paths, reporter=reporter, **options)
     env_name = options.get("env")
     if options.get("dry_run"):
@@ -175,7 +176,7 @@ def run_and_print(command: str, target: str | None, paths: list[str], mode: str,
     body = report.to_json()
     notes = report.notes(paths, env_name)
     _say(notes)
-    _print_run(report, body, mode, fields, expires)
+    _print_run(report, body, mode, fields, expires, absolute_paths)
     if keep_answer and not notes and values is None and mode in ("json", "pretty"):
         _keep_answer(report, body if mode == "json" else None, paths)
 
@@ -212,7 +213,7 @@ def _say(notes: list[str]) -> None:
         note(line)
 
 
-def _output_mode(json_flag: bool, pretty: bool, output: str | None, fields: str | None,
+def output_mode(json_flag: bool, pretty: bool, output: str | None, fields: str | None,
                  dry_run: bool) -> tuple[str, str | None]:
     """--json / --pretty / -o / --fields: which one prints, refused when they disagree, and
     what `final_output` holds when it is not what the mode shows (`--json -o value|path`:
@@ -250,7 +251,7 @@ def _print_dry_run(report: DryRunReport, mode: str, fields: list[str] | None) ->
 
 
 def _print_run(report: RunReport, body: dict, mode: str, fields: list[str] | None,
-               expires: int | None = None) -> None:
+               expires: int | None = None, absolute_paths: bool = False) -> None:
     result = report.result
     body["steps"] = pick_fields(body["steps"], fields)
     if mode == "json":
@@ -258,7 +259,7 @@ def _print_run(report: RunReport, body: dict, mode: str, fields: list[str] | Non
     elif mode == "value":
         _print_value(body)
     elif mode == "path":
-        _print_paths(result)
+        _print_paths(result, absolute_paths)
     elif mode == "url":
         _print_urls(result, expires)
     else:
@@ -338,11 +339,11 @@ def _print_value(body: dict) -> None:
     emit_json(value, indent=True)
 
 
-def _print_paths(result: RunResult) -> None:
+def _print_paths(result: RunResult, absolute: bool = False) -> None:
     """`-o path`: each target's current result files, one line per key in label order
-    (absolute when the current directory is not the project root, else as the JSON gives
-    them)."""
-    here = Path.cwd().resolve() == Path(result.root).resolve()
+    (absolute when asked or when the current directory is not the project root, else as the
+    JSON gives them)."""
+    here = not absolute and Path.cwd().resolve() == Path(result.root).resolve()
     base = None if here else str(result.artifacts_dir)
     lines = []
     for node_id in result.targets or [result.final_node()]:

@@ -8,6 +8,7 @@ piped to grep; `--pretty` groups lines by step; `--json` gives one object per li
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import click
 
@@ -58,10 +59,7 @@ Examples:
               "3 interrupted).")
 def logs_command(run_id, step, stream, json_flag, pretty, timestamps, env_name,
                  follow) -> None:
-    mode = _mode(json_flag, pretty)
-    if follow and mode == "pretty":
-        raise UsageError("--follow prints lines as they come and cannot group them by step",
-                         "drop --pretty (plain lines), or use --json (one object a line)")
+    mode = chosen_mode(json_flag, pretty, follow)
     _, conn = open_history(env_name)
     run = _the_run(conn, run_id, env_name)
     if follow:
@@ -86,10 +84,30 @@ def logs_command(run_id, step, stream, json_flag, pretty, timestamps, env_name,
             emit(printable_lines(_text(line, bare, timestamps) for line in lines))
 
 
+def chosen_mode(json_flag: bool, pretty: bool, follow: bool) -> str:
+    """json, pretty or text; --follow cannot group lines by step."""
+    mode = _mode(json_flag, pretty)
+    if follow and mode == "pretty":
+        raise UsageError("--follow prints lines as they come and cannot group them by step",
+                         "drop --pretty (plain lines), or use --json (one object a line)")
+    return mode
+
+
 def _text(line: store.LogRow, bare: bool, timestamps: bool) -> str:
     """A line as text prints it: `[STEP] line`, bare, or after its moment."""
-    text = line.line if bare else f"[{line.step_id}] {line.line}"
-    return f"{iso_time(line.ts)} {text}" if timestamps else text
+    return line_text(line.step_id, line.line, iso_time(line.ts), bare, timestamps)
+
+
+def line_text(step_id: str, text: str, moment: str | None, bare: bool,
+              timestamps: bool) -> str:
+    """`[STEP] text`, or `text` bare; after its `moment` (RFC 3339) with --timestamps."""
+    text = text if bare else f"[{step_id}] {text}"
+    return f"{moment} {text}" if timestamps else text
+
+
+def followed_bare(step: str | None, step_id: str) -> bool:
+    """A followed line is printed bare when --step names one step of it."""
+    return step is not None and ("[" in step or "[" not in step_id)
 
 
 POLL_SECONDS = 0.2  # how often a follower looks for new lines (the run writes them twice a second)
@@ -114,16 +132,16 @@ def _follow(conn: Connection, run: store.RunRow, step: str | None,
             if mode == "json":
                 emit_json(_line_json(line))
             else:
-                bare = step is not None and ("[" in step or "[" not in line.step_id)
-                emit(printable(_text(line, bare, timestamps)))
+                emit(printable(_text(line, followed_bare(step, line.step_id), timestamps)))
         if current.status != "running":
             break
         time.sleep(POLL_SECONDS)
-    _end_as(current)
+    end_as(current)
 
 
-def _end_as(run: store.RunRow) -> None:
-    """A followed run that did not succeed ends the command with the run's own exit code."""
+def end_as(run: Any) -> None:
+    """A followed run that did not succeed ends the command with the run's own exit code
+    (`run`: its run_id, status, failed_node and error, as a row or a server's JSON has them)."""
     from barca.errors import Cancelled, InfraError, StepFailed
 
     note(f"barca: run {run.run_id} ended: {run.status}")
@@ -156,12 +174,23 @@ def _the_run(conn: Connection | None, run_id: str | None, env_name: str | None
         return find_run(conn, run_id, env_name)
     run = store.newest_run(conn) if conn is not None else None
     if run is None:
-        raise UsageError("no run has been recorded yet" +
-                         (f" in environment '{env_name}'" if env_name else ""),
-                         "run `barca get TARGET pipeline.py` first")
-    note(f"barca: logs of the most recent run: {run.run_id} ({run.command} "
-         f"{run.target or 'all'}, {run.status}, started {utc_time(run.started_at)} UTC)")
+        raise no_run_yet(env_name)
+    note(newest_note(run.run_id, run.command, run.target, run.status,
+                     utc_time(run.started_at)))
     return run
+
+
+def no_run_yet(env_name: str | None) -> UsageError:
+    return UsageError("no run has been recorded yet" +
+                      (f" in environment '{env_name}'" if env_name else ""),
+                      "run `barca get TARGET pipeline.py` first")
+
+
+def newest_note(run_id: str, command: str, target: str | None, status: str,
+                started: str | None) -> str:
+    """Said when no RUN_ID was given: whose logs these are (`started`: UTC, human)."""
+    return (f"barca: logs of the most recent run: {run_id} ({command} {target or 'all'}, "
+            f"{status}, started {started} UTC)")
 
 
 def _wrote_nothing(run_id: str, step: str | None, chosen: list[str] | None,

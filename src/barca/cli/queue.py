@@ -9,8 +9,6 @@ pause at once.
 
 from __future__ import annotations
 
-import os
-
 import click
 
 from barca.cli.output import choose_mode, emit, emit_json
@@ -100,10 +98,13 @@ def _server_url(flag: str | None, local: bool) -> str | None:
         return None
     if flag:
         return flag
-    url = os.environ.get("BARCA_SERVER") or None
-    if url:
-        click.echo(f"[barca] server {url}", err=True)
-    return url
+    from barca.server_client import configured_server
+
+    configured = configured_server()
+    if configured is None:
+        return None
+    click.echo(f"[barca] server {configured.url} ({configured.source})", err=True)
+    return configured.url
 
 
 def _here(env_name: str | None, pause: bool | None) -> dict:
@@ -120,7 +121,7 @@ def _here(env_name: str | None, pause: bool | None) -> dict:
 def _ask(url: str, pause: bool | None) -> dict:
     import httpx
 
-    from barca.cli.remote import auth_headers
+    from barca.server_client import auth_headers
 
     path = "/queue" if pause is None else f"/queue/{'pause' if pause else 'resume'}"
     try:

@@ -2,52 +2,45 @@
 and print what the same command prints locally: the same stdout, the same progress lines,
 the same exit code. `--local` runs here whatever BARCA_SERVER says.
 
-`get` and `run` start a run (`POST /runs`, a dry run too: it observes sensors) and follow
-its event stream, printing each line the local command would print; Ctrl-C cancels the
-remote run (a second one leaves it). `status`, `list`, `history`, `logs` and `stats` are
-parsed here (a usage error, or --help, is answered here as the local command would), then
-run by the server (`GET /cli/<command>`, which parses them again and refuses what is not a
-read), and their output printed as it came.
+`get` and `run` start a run (`POST /runs`, a dry run too: it observes sensors; `-o value`,
+`-o path` and `--fields` are the server's to print) and follow its event stream, printing
+each line the local command would print; a dropped stream is followed again for
+BARCA_SERVER_RECONNECT seconds; Ctrl-C cancels the remote run and keeps following it until
+it stopped (a second one exits 130 at once). `status`, `list`, `history`, `logs`, `stats`
+and `doctor` are parsed here (a usage error, or --help, is answered here as the local
+command would), then run by the server (`GET /cli/<command>`, which parses them again and
+refuses what is not a read), and their output printed as it came; `logs -f` follows the
+server's run here (`barca.cli.remote_logs`). `sql` asks the server where each view's files
+are and runs the query here (`barca.cli.remote_sql`).
 """
 
 from __future__ import annotations
 
-import os
 import signal
 import sys
 from typing import Any
 
-import orjson
-
+from barca.errors import UsageError
 from barca.printable import note
-from barca.errors import BarcaError, InfraError, UsageError
-
-TIMEOUT_SECONDS = 30.0
-RUN_ID_HEADER = "Barca-Run-Id"  # the server names the run it started in its answer
+from barca.server_client import (connected, error_of, follow, reconnect_seconds,
+                                 start_run)
 
 
 def run_remote(url: str, argv: list[str], json_mode: bool) -> int:
     """Run `barca ARGV` on the server at `url`; the exit code."""
-    import httpx
-
-    client = httpx.Client(base_url=url.rstrip("/"), timeout=TIMEOUT_SECONDS,
-                          headers=auth_headers())
-    try:
+    with connected(url) as client:
         if argv[0] in ("get", "run"):
             return _run(client, argv, json_mode)
+        params = _parse(argv)
+        if argv[0] == "sql":
+            from barca.cli.remote_sql import remote_sql
+
+            return remote_sql(client, params)
+        if argv[0] == "logs" and params.get("follow"):
+            from barca.cli.remote_logs import follow_logs
+
+            return follow_logs(client, params)
         return _view(client, argv, json_mode)
-    except httpx.TransportError as exc:
-        raise InfraError(f"cannot reach the barca server at {url}: {exc}",
-                         "start it with `barca serve`, check --server / BARCA_SERVER, or pass "
-                         "--local to run here") from None
-    finally:
-        client.close()
-
-
-def auth_headers() -> dict[str, str]:
-    """The server's token, from BARCA_SERVER_TOKEN (never a flag: command lines are public)."""
-    token = os.environ.get("BARCA_SERVER_TOKEN", "").strip()
-    return {"Authorization": f"Bearer {token}"} if token else {}
 
 
 def _parse(argv: list[str]) -> dict[str, Any]:
@@ -62,16 +55,12 @@ def _parse(argv: list[str]) -> dict[str, Any]:
 
 
 def _view(client, argv: list[str], json_mode: bool) -> int:
-    params = _parse(argv)
-    if params.get("follow"):
-        raise UsageError("barca logs --follow is not available with --server yet",
-                         "follow the run with `barca get ... --server URL` itself, or run "
-                         "`barca logs -f` on the server's machine")
+    from barca.server_client import answer
+
     # the server's command prints to a pipe: tell it when this one prints to a terminal
     args = argv[1:] + (["--pretty"] if not json_mode and not {"--json", "--pretty"} & set(argv)
                        else [])
-    response = client.get(f"/cli/{argv[0]}", params=[("arg", a) for a in args])
-    body = _body(response)
+    body = answer(client.get(f"/cli/{argv[0]}", params=[("arg", a) for a in args]))
     sys.stdout.write(body["stdout"])
     sys.stdout.flush()
     sys.stderr.write(body["stderr"])
@@ -79,60 +68,70 @@ def _view(client, argv: list[str], json_mode: bool) -> int:
 
 
 def _run(client, argv: list[str], json_mode: bool) -> int:
+    from barca.cli.get import link_seconds, output_mode
+    from barca.cli.output import parse_fields
     from barca.discover.files import is_path_arg
+    from barca.views.run_report import STEP_FIELDS
 
     params = _parse(argv)
     args = list(params["args"])
     target = args.pop(0) if args and not is_path_arg(args[0]) else None
-    mode = "json" if json_mode else "pretty"
-    if params["json_flag"] or params["pretty"]:
-        mode = "json" if params["json_flag"] else "pretty"
-    if params["output"] in ("json", "pretty"):
-        mode = params["output"]
-    elif params["output"] or params["fields"]:  # the server's run prints the whole result
-        raise UsageError(f"{'--fields' if params['fields'] else '-o ' + params['output']} "
-                         "is not available with --server yet",
-                         "run here with --local, or drop it and read the JSON result")
+    # checked here as the local command checks them, in its order
+    mode, values = output_mode(params["json_flag"], params["pretty"], params["output"],
+                               params["fields"], params["dry_run"])
+    if params["output"] == "url":
+        raise UsageError("-o url is not available with --server: its links are signed with "
+                         "the store credentials of the machine that prints them",
+                         "run here with --local, or use -o path for the server's files")
+    link_seconds(params["output"], params["expires"], params["env_name"])
+    fields = parse_fields(params["fields"], STEP_FIELDS)
+    reconnect_seconds()  # a bad setting is refused before the run starts
     request = {"command": argv[0], "targets": target.split(",") if target else [],
                "files": args, "refresh": params["refresh"].split(",") if params["refresh"]
                else [], "refresh_all": params["refresh_all"],
                "cascade": not params["no_cascade"], "dry_run": params["dry_run"],
                "batch": list(params["batch"]), "partition": list(params["partition"]),
-               "output": mode}
-    response = client.post("/runs", content=orjson.dumps(request),
-                           headers={"Content-Type": "application/json"})
+               "output": mode, **({"values": values} if values else {}),
+               **({"fields": fields} if fields else {})}
     # a run that started, even one answered at its end (a dry run, or refused by the
     # command): its lines, stdout and exit code, as the local command prints them
-    run_id = response.headers.get(RUN_ID_HEADER) or _body(response)["run_id"]
-    return _follow(client, run_id, params["agent"])
+    return _follow(client, start_run(client, request), params["agent"], json_mode)
 
 
-def _follow(client, run_id: str, agent: bool) -> int:
+def _follow(client, run_id: str, agent: bool, json_mode: bool) -> int:
     """Print the run's lines as they come; its stdout and exit code at the end. Ctrl-C
-    cancels the run and keeps following it; a second Ctrl-C stops following."""
+    cancels the run and keeps following it until it stopped; a second Ctrl-C exits 130."""
     interrupted = []
 
     def cancel(signum, frame):
         if interrupted:
             raise KeyboardInterrupt
         interrupted.append(signum)
-        client.delete(f"/runs/{run_id}")
+        try:
+            client.delete(f"/runs/{run_id}")
+        except Exception:  # already ended, or the server is away: following tells
+            pass
+
+    def on_event(event: dict) -> None:
+        text = event.get("line")
+        if text is not None and (agent or event["type"] not in QUIET):
+            note(text)
 
     previous = {s: signal.signal(s, cancel) for s in (signal.SIGINT, signal.SIGTERM)}
-    last = 0
     try:
-        while True:  # reconnect where it left off if the stream breaks
-            ended = _stream(client, run_id, last, agent)
-            if isinstance(ended, dict):
-                _print_stdout(client, run_id, ended)
-                return ended["exit_code"]
-            if ended == last:
-                raise InfraError(f"the server lost run {run_id}",
-                                 f"see `barca history {run_id}` on the server")
-            last = ended
+        ended = follow(client, run_id, on_event)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+    if ended.get("rebuilt") and ended.get("error"):  # ended while the stream was away
+        from barca.cli.app import report_error
+
+        report_error(error_of(ended["error"], ended["exit_code"]), json_mode)
+    elif ended.get("rebuilt"):
+        note(f"[barca] note: run {run_id} succeeded on the server while its event stream was "
+             "away; its output is gone: run the same command again for it (from cache)")
+    _print_stdout(client, run_id, ended)
+    return ended["exit_code"]
 
 
 def _print_stdout(client, run_id: str, ended: dict) -> None:
@@ -146,45 +145,4 @@ def _print_stdout(client, run_id: str, ended: dict) -> None:
     sys.stdout.flush()
 
 
-def _stream(client, run_id: str, after: int, agent: bool) -> Any:
-    """Follow the events after `after`: the final event, or the last id seen."""
-    import httpx
-
-    try:
-        with client.stream("GET", f"/runs/{run_id}/events",
-                           headers={"Last-Event-ID": str(after)},
-                           timeout=httpx.Timeout(TIMEOUT_SECONDS, read=None)) as response:
-            if response.status_code == 204:
-                return after
-            event_id = after
-            for line in response.iter_lines():
-                if line.startswith("id: "):
-                    event_id = int(line[4:])
-                elif line.startswith("data: "):
-                    event = orjson.loads(line[6:])
-                    if event["type"] == "run_finished":
-                        return event
-                    text = event.get("line")
-                    if text is not None and (agent or event["type"] not in QUIET):
-                        note(text)
-            return event_id
-    except httpx.RemoteProtocolError:
-        return after
-
-
 QUIET = ("step_finished", "step_cached")  # shown with --agent only, as locally
-
-
-def _body(response) -> dict:
-    """A JSON answer; an error answer becomes the CLI's error (and exit code)."""
-    try:
-        body = response.json()
-    except ValueError:
-        raise InfraError(f"the server answered {response.status_code} without JSON",
-                         "is --server the address of `barca serve`?") from None
-    if response.status_code < 400:
-        return body
-    error = BarcaError(body.get("error", "error"), body.get("remediation"))
-    error.exit_code = 2 if response.status_code < 500 else 3
-    error.kind = body.get("kind", "usage")
-    raise error

@@ -82,8 +82,10 @@ def _run(order: ServedRun, reporter: EventWriter) -> None:
     targets = ",".join(request["targets"]) or None
     schedule = (request["schedule_id"], request["scheduled_at"]) \
         if request.get("schedule_id") and request.get("scheduled_at") is not None else None
-    run_and_print(request["command"], targets, list(order.files), request["output"], None,
-                  reporter, None if request["value"] else "none", env=order.env,
+    values = request.get("values") if request["value"] else "none"
+    run_and_print(request["command"], targets, list(order.files), request["output"],
+                  list(request.get("fields") or ()) or None, reporter, values,
+                  absolute_paths=True, env=order.env,
                   refresh=",".join(request["refresh"]) or None,
                   refresh_all=request["refresh_all"], partition=tuple(request["partition"]),
                   cascade=request["cascade"], dry_run=request["dry_run"],

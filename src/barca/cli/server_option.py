@@ -17,21 +17,15 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass
-
 import click
 
 from barca.errors import UsageError
+from barca.server_client import Configured, configured_server, project_settings
 
-REMOTE_COMMANDS = ("get", "run", "status", "list", "history", "logs", "stats")
+REMOTE_COMMANDS = ("get", "run", "status", "list", "history", "logs", "stats", "sql",
+                   "doctor")
 LEDGER_COMMANDS = ("get", "run")  # executed here against a configured server's ledger
 OWN_SERVER_OPTION = ("queue",)  # commands that parse --server and --local themselves
-
-
-@dataclass(frozen=True, slots=True)
-class Configured:
-    url: str
-    source: str  # BARCA_SERVER or [server] url
 
 
 _ledger: Configured | None = None  # the server whose ledger this process's get/run consult
@@ -97,18 +91,6 @@ def take_server(argv: list[str]) -> tuple[str | None, list[str]]:
     return configured.url, rest
 
 
-def configured_server() -> Configured | None:
-    """BARCA_SERVER (empty: unset) over `[server] url` of the project here; None for none."""
-    url = os.environ.get("BARCA_SERVER") or None
-    if url is not None:
-        if "://" not in url:
-            raise UsageError(f"BARCA_SERVER={url!r} is not a URL",
-                             "set it like BARCA_SERVER=http://127.0.0.1:8274, or unset it")
-        return Configured(url, "BARCA_SERVER")
-    url = _settings().server_url
-    return None if url is None else Configured(url, "[server] url")
-
-
 def _configured_or_refuse() -> Configured:
     configured = configured_server()
     if configured is None:
@@ -120,7 +102,7 @@ def _configured_or_refuse() -> Configured:
 
 def _check_remote(configured: Configured) -> None:
     """A configured server's ledger records results in a store this machine must share."""
-    if os.environ.get("BARCA_REMOTE_URI") or _settings().remote_uri:
+    if os.environ.get("BARCA_REMOTE_URI") or project_settings().remote_uri:
         return
     raise UsageError(f"a server is configured ({configured.source} {configured.url}) but no "
                      "[remote] store: the server's ledger records results that are in one",
@@ -128,11 +110,3 @@ def _check_remote(configured: Configured) -> None:
                      "BARCA_REMOTE_URI) to the server's store, or pass --local to run on "
                      "local records only (barca docs remote)")
 
-
-def _settings():
-    from pathlib import Path
-
-    from barca.config import read_settings
-    from barca.project_root import root_of
-
-    return read_settings(Path(root_of(os.getcwd())))

@@ -17,6 +17,7 @@ from typing import Any
 
 import click
 
+from barca.cli.server_option import server_options
 from barca.cli.output import bounded, choose_mode, emit, emit_json, note_truncated, table
 from barca.views.listing import listing
 from barca.printable import note
@@ -43,6 +44,7 @@ Examples:
 
 
 @click.command("sql", help=HELP)
+@server_options
 @click.argument("query")
 @click.argument("files", nargs=-1)
 @click.option("-l", "--limit", type=click.IntRange(min=1), metavar="N",
@@ -60,13 +62,18 @@ def sql_command(query, files, limit, all_rows, json_flag, pretty, env_name) -> N
     conn = connect(loaded.project.db_path, create=False)
     states = latest_results(conn, loaded.graph.order)
     warnings: list[str] = []
-    hint = _get_hint(list(files), env_name)
+    hint = producer_hint(list(files), env_name)
     with unpacked_results(loaded.project.artifacts_dir) as unpack:
         found = node_sources(loaded.graph, states, loaded.project.root, warnings, unpack)
         for warning in warnings:
             note(warning)
         columns, rows, total = run_query(query, found, rows_shown, hint,
-                                         loaded.project.artifacts_dir)
+                                         [loaded.project.artifacts_dir])
+    print_rows(mode, columns, rows, total)
+
+
+def print_rows(mode: str, columns: list[str], rows: list[dict[str, Any]], total: int) -> None:
+    """A query's answer as `barca sql` prints it in `mode`."""
     if mode == "json":
         emit_json(listing({"columns": columns}, "rows", rows, total, "rows"), indent=True,
                   default=_json_value)
@@ -78,7 +85,7 @@ def sql_command(query, files, limit, all_rows, json_flag, pretty, env_name) -> N
     note_truncated(len(rows), total, "rows")
 
 
-def _get_hint(files: list[str], env_name: str | None) -> str:
+def producer_hint(files: list[str], env_name: str | None) -> str:
     extra = [*files, *(["--env", env_name] if env_name else [])]
     return " ".join(extra)
 

@@ -100,7 +100,16 @@ SCHEMAS = {
         "command": {"enum": ["get", "run"]}, "targets": STRS, "files": STRS,
         "refresh": STRS, "refresh_all": BOOL, "cascade": BOOL, "dry_run": BOOL,
         "batch": STRS, "partition": {"oneOf": [STRS, {"type": "object", "additionalProperties":
-                                                       STRS}]}}, []),
+                                                       STRS}]},
+        "output": {"enum": ["json", "pretty", "value", "path"],
+                   "description": "what the run prints on stdout (its `run_finished` event and "
+                                  "GET /runs/{id}/stdout): as --json, --pretty, -o value, "
+                                  "-o path (absolute paths)"},
+        "values": {"enum": ["all", "paths"], "description": "with output json: final_output "
+                                                             "holds every value, or every "
+                                                             "result path (--json -o value|path)"},
+        "fields": {**STRS, "description": "with output json: the keys of each step kept "
+                                          "(--fields)"}}, []),
     "RunHandle": obj({"run_id": STR}),
     "Cancellation": obj({"run_id": STR, "status": {"const": "cancelling"}}),
     "RunSummary": obj({
@@ -239,7 +248,8 @@ SCHEMAS.update({  # the operator's routes and the project's reads (routes_ops, r
                 "partition": NULL_LABEL, "content_hash": NULL_STR})},
             "stale": {"type": ["boolean", "null"]}, "run_hash": NULL_STR})},
         "missing": {"type": "array", "items": obj({
-            "node": STR, "reason": {"enum": ["no_result", "pickle"]}})},
+            "node": STR, "reason": {"enum": ["no_result", "pickle"]},
+            "name": {**STR, "description": "the view's name"}, "kind": STR})},
         "duplicates": {"type": "array", "items": obj({"name": STR, "ids": STRS})}}),
     "RunLogs": obj({"run_id": STR, "logs": {"type": "array", "items": obj({
         "step_id": STR, "node_id": STR, "partition_key": NULL_LABEL,

@@ -29,7 +29,11 @@ class RunRequest:
     dry_run: bool = False
     batch: tuple[str, ...] = ()
     partition: tuple[str, ...] = ()
-    output: str = "json"  # what the CLI prints on stdout: json, or pretty (a remote terminal)
+    output: str = "json"  # what the CLI prints on stdout: json, pretty (a remote terminal),
+    # value or path (`-o value|path`: the target's values, or its result files, absolute)
+    values: str | None = None  # what final_output holds when not what `output` shows
+    # (`--json -o value|path`: "all" or "paths"; run_report.VALUES)
+    fields: tuple[str, ...] = ()  # `--fields`: the keys of each step the JSON keeps
     value: bool = True  # False (a scheduled tick): the JSON leaves the target's value out
     # a scheduled tick (set by the scheduler only, never from a client's JSON): the job ids
     # due, comma-separated, and the tick's time, recorded with the run
@@ -49,7 +53,9 @@ class RunRequest:
 
 FIELDS = {"command": str, "targets": list, "refresh": list, "refresh_all": bool,
           "cascade": bool, "dry_run": bool, "batch": list, "partition": (list, dict),
-          "files": list, "output": str}
+          "files": list, "output": str, "values": str, "fields": list}
+OUTPUTS = ("json", "pretty", "value", "path")  # what `-o` may ask of a server (not url)
+VALUES = ("all", "paths")  # what `values` may ask final_output to hold
 
 
 def parse_request(body: Any, served_files: Sequence[str]) -> RunRequest:
@@ -69,9 +75,13 @@ def parse_request(body: Any, served_files: Sequence[str]) -> RunRequest:
                              "see the RunRequest schema at /openapi.json")
     if body.get("command", "get") not in ("get", "run"):
         raise UsageError(f"command {body['command']!r} is not get or run", "pass get or run")
-    if body.get("output", "json") not in ("json", "pretty"):
-        raise UsageError(f"output {body['output']!r} is not json or pretty",
-                         "pass json (default) or pretty")
+    if body.get("output", "json") not in OUTPUTS:
+        raise UsageError(f"output {body['output'][:40]!r} is not one of {', '.join(OUTPUTS)}",
+                         "pass json (default), pretty, value or path")
+    if body.get("values", "all") not in VALUES:
+        raise UsageError(f"values {body['values'][:40]!r} is not all or paths",
+                         "pass all (every value) or paths (every result file), or leave it out")
+    _check_fields(body.get("fields"), body.get("output", "json"))
     unknown = [f for f in body.get("files", ()) if f not in served_files]
     if unknown:
         raise UsageError(f"{', '.join(u[:100] for u in unknown[:5])} is not served here",
@@ -83,7 +93,23 @@ def parse_request(body: Any, served_files: Sequence[str]) -> RunRequest:
                       tuple(body.get("refresh", ())), body.get("refresh_all", False),
                       body.get("cascade", True), body.get("dry_run", False),
                       tuple(body.get("batch", ())), tuple(partition),
-                      body.get("output", "json"))
+                      body.get("output", "json"), values=body.get("values"),
+                      fields=tuple(body.get("fields", ())))
+
+
+def _check_fields(fields: list[str] | None, output: str) -> None:
+    """`fields` as `--fields` takes them: known step keys, with JSON output only."""
+    from barca.views.run_report import STEP_FIELDS
+
+    if fields is None:
+        return
+    unknown = [f for f in fields if f not in STEP_FIELDS]
+    if unknown or not fields:
+        raise UsageError(f"unknown field {', '.join(unknown)[:200] or 'list (empty)'} for "
+                         "fields", f"valid fields: {', '.join(STEP_FIELDS)}")
+    if output != "json":
+        raise UsageError(f"fields selects JSON keys and cannot be used with output {output}",
+                         "drop fields, or ask for output json")
 
 
 def _check_size(name: str, value: Any) -> None:

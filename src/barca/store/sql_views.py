@@ -12,7 +12,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 from barca.discover.model import Definition
 from barca.errors import InfraError, UsageError
@@ -52,8 +52,7 @@ def node_sources(graph: Graph, states: dict[str, Latest], root: Path, warnings: 
         names.setdefault(graph.nodes[node_id].name.lower(), []).append(node_id)
     clashes = sorted(n for ids in names.values() if len(ids) > 1 for n in ids)
     if clashes:
-        warnings.append(f"barca: several nodes share a name; their views are named by full id: "
-                        f"{', '.join(clashes)}")
+        warnings.append(clash_warning(clashes))
     memo: dict[str, list[str] | None] = {}
     out = []
     for node_id in graph.order:
@@ -76,6 +75,12 @@ def node_sources(graph: Graph, states: dict[str, Latest], root: Path, warnings: 
         view = node_id if node_id in clashes else d.name
         out.append(Source(view, node_id, d.name, d.kind, tuple(results), problem))
     return out
+
+
+def clash_warning(clashes: list[str]) -> str:
+    """Said when nodes share a name (`clashes`: their ids, sorted)."""
+    return (f"barca: several nodes share a name; their views are named by full id: "
+            f"{', '.join(clashes)}")
 
 
 @contextlib.contextmanager
@@ -141,10 +146,10 @@ def _source_keys(source: Definition, graph: Graph, states: dict[str, Latest],
 # -- DuckDB ---------------------------------------------------------------------------------
 
 def run_query(query: str, sources: list[Source], limit: int | None, hint: str,
-              readable: Path) -> tuple[list[str], list[dict[str, Any]], int]:
-    """Run a read-only query over the views. DuckDB may read files under `readable` (the
-    results) and nothing else: no other file, no writing, no ATTACH, no extension installed
-    or loaded, and the query cannot change those settings back."""
+              readable: Sequence[Path]) -> tuple[list[str], list[dict[str, Any]], int]:
+    """Run a read-only query over the views. DuckDB may read files under the `readable`
+    directories (the results) and nothing else: no other file, no writing, no ATTACH, no
+    extension installed or loaded, and the query cannot change those settings back."""
     try:
         import duckdb
     except ImportError as exc:
@@ -156,7 +161,7 @@ def run_query(query: str, sources: list[Source], limit: int | None, hint: str,
     for source in sources:
         if source.problem is None:
             _create_view(conn, source, _mentioned(source.view, query), hint)
-    conn.execute(f"SET allowed_directories = [{_text(str(readable))}]")
+    conn.execute(f"SET allowed_directories = [{', '.join(_text(str(d)) for d in readable)}]")
     conn.execute("SET enable_external_access = false")
     conn.execute("SET lock_configuration = true")
     try:

@@ -84,7 +84,8 @@ def sql_views_json(conn: Connection | None, pipeline: Any, files: Sequence[str] 
     """The views `barca sql` would build over the served nodes (of `files`, or all): each
     node's name, the stored files it reads (path under the project, key label, output hash),
     whether the node is `stale` (its `barca status` state, when known), `missing` the nodes
-    without a view (no result yet, or a pickle) and `duplicates` the names several nodes
+    without a view (no result yet, or a pickle: the view's name and the node's kind, for
+    the error a query that names it gets) and `duplicates` the names several nodes
     share (their views are named by full id)."""
     graph, root = pipeline.graph, pipeline.project.root
     states = latest_results(conn, graph.order) if conn is not None else {}
@@ -96,7 +97,8 @@ def sql_views_json(conn: Connection | None, pipeline: Any, files: Sequence[str] 
         if files is not None and d.file not in files:
             continue
         if source.problem is not None:
-            missing.append({"node": source.node_id, "reason": source.problem})
+            missing.append({"node": source.node_id, "reason": source.problem,
+                            "name": source.view, "kind": source.kind})
             continue
         state = states[source.node_id]
         digests = output_hashes(conn, source.node_id, list(zip(state.keys, state.run_hashes)))
