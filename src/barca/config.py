@@ -10,6 +10,8 @@ Known settings:
     [serve] token = "..."       the token `barca serve` asks every client for
     [remote] uri = "s3://..."   the shared artifact store (store.remote_config, with the
     [remote.storage_options]    environment's BARCA_REMOTE_URI and BARCA_STORAGE_OPTIONS)
+    [executor] kind = "ray"     what runs the steps: "local" worker processes (the default)
+                                or a Ray cluster (engine.ray_executor; BARCA_EXECUTOR wins)
 
 The published tool's other settings (`default_env`, `[discovery]`, `[server]`)
 are named as not built yet, each with what to do instead.
@@ -53,6 +55,7 @@ class Settings:
     serve_token: str | None = None  # [serve] token
     remote_uri: str | None = None  # [remote] uri
     remote_storage_options: dict | None = None  # [remote.storage_options]
+    executor_kind: str | None = None  # [executor] kind
 
 
 NO_SETTINGS = Settings()
@@ -136,6 +139,18 @@ def _storage_options(value: Any) -> dict:
                      "fsspec options, e.g. `endpoint_url = \"http://127.0.0.1:9000\"`")
 
 
+EXECUTOR_KINDS = ("local", "ray")
+
+
+def executor_kind(value: Any, where: str = f"{CONFIG_FILE}: [executor] kind") -> str:
+    """A known executor kind, else a UsageError naming `where` it was written and the kinds."""
+    if value in EXECUTOR_KINDS:
+        return value
+    raise UsageError(f"{where} must be one of {', '.join(EXECUTOR_KINDS)}, not {value!r}",
+                     '"local" runs steps in worker processes on this machine, "ray" on a Ray '
+                     "cluster (barca docs scale-out)")
+
+
 # section -> key -> (Settings field, reader)
 _KNOWN: dict[str, dict[str, tuple[str, Callable[[Any], Any]]]] = {
     "run": {"capacity": ("capacity", _capacity)},
@@ -143,6 +158,7 @@ _KNOWN: dict[str, dict[str, tuple[str, Callable[[Any], Any]]]] = {
     "serve": {"token": ("serve_token", _token)},
     "remote": {"uri": ("remote_uri", _remote_uri),
                "storage_options": ("remote_storage_options", _storage_options)},
+    "executor": {"kind": ("executor_kind", executor_kind)},
 }
 
 # settings of the published tool that this barca does not have yet -> what to do instead

@@ -327,7 +327,7 @@ def test_the_local_executor_is_private_to_the_engine():
 LOCAL_PUBLIC = ("local_executor", "pool_size", "capacity", "warm_seconds", "running_pool",
                 "warm_pool_supported", "warm_pools", "stop_warm_pools", "start_served_run",
                 "start_warm_pool", "end_pools_with_this_process", "environment_identity",
-                "shared_capacity_env")
+                "shared_capacity_env", "compile_project_from_source")
 
 
 # what a worker imports to run a step: the messages both sides share, never the coordinator's

@@ -87,6 +87,10 @@ def _run(client, argv: list[str], json_mode: bool) -> int:
     mode = "json" if json_mode else "pretty"
     if params["json_flag"] or params["pretty"]:
         mode = "json" if params["json_flag"] else "pretty"
+    if params["executor"]:
+        raise UsageError("--executor chooses what runs steps here; a server's runs use its own",
+                         "drop --executor (set [executor] kind where the server runs), or run "
+                         "here with --local")
     if params["output"] in ("json", "pretty"):
         mode = params["output"]
     elif params["output"] or params["fields"]:  # the server's run prints the whole result
