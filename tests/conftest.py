@@ -85,9 +85,17 @@ WHOLE = ("tests/browser/test_web_ui.py", "tests/reliability/test_fuzz.py",
          "tests/e2e/test_inspect_sql.py")
 
 
+# Tests on the Ray cluster (marked `ray`, the `ray_cluster` fixture): one worker runs them all,
+# so that the cluster starts once. The executor contract's Ray cases are named `[ray-...]`.
+RAY_FILES = ("tests/e2e/test_ray_executor.py",)
+
+
 def work_unit(nodeid: str) -> str:
-    """What is sent to one worker with this test: the serial group, its whole file, or itself."""
+    """What is sent to one worker with this test: the serial group, its whole file, the Ray
+    tests together, or itself."""
     path = nodeid.split("::", 1)[0]
+    if path in RAY_FILES or "[ray-" in nodeid:
+        return "ray"
     return "serial" if path in SERIAL else path if path in WHOLE else nodeid
 
 
@@ -753,3 +761,74 @@ def moto(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Moto]:
         yield server
     finally:
         server.stop()
+
+
+# A real multi-node Ray cluster on this machine for the Ray executor's tests (marked `ray`).
+class RayCluster:
+    """`ray.cluster_utils.Cluster`: a head and a worker node, each its own raylet with one CPU
+    (so a run spreads over both); `add_node(node_ip_address="127.0.0.2")` adds a node that Ray
+    takes for another machine. The CLI reaches it through RAY_ADDRESS (`env`)."""
+
+    def __init__(self) -> None:
+        from ray.cluster_utils import Cluster
+
+        self.cluster = Cluster(initialize_head=True, shutdown_at_exit=False, head_node_args={
+            "num_cpus": 1, "include_dashboard": False})
+        self.cluster.add_node(num_cpus=1)
+        self.address = self.cluster.address
+        self.env = {"RAY_ADDRESS": self.address}
+
+    def add_node(self, **args: Any) -> Any:
+        node = self.cluster.add_node(num_cpus=1, **args)
+        self.cluster.wait_for_nodes()
+        return node
+
+    def remove_node(self, node: Any) -> None:
+        self.cluster.remove_node(node, allow_graceful=False)
+
+    def shutdown(self) -> None:
+        """Stop every node, then kill by pid whatever of Ray's this process started that is
+        still there (worker processes outlive their raylet for a moment)."""
+        started = _ray_processes()
+        self.cluster.shutdown()
+        for pid in started:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def _ray_processes() -> list[int]:
+    """The Ray processes (raylets, GCS, workers) descended from this process."""
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            parents[int(entry)] = int(stat.rpartition(")")[2].split()[1])
+    mine, changed = {os.getpid()}, True
+    while changed:
+        found = {pid for pid, parent in parents.items() if parent in mine} - mine
+        changed = bool(found)
+        mine |= found
+    out = []
+    for pid in mine - {os.getpid()}:
+        try:
+            command = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"ray" in command:
+            out.append(pid)
+    return out
+
+
+@pytest.fixture(scope="session")
+def ray_cluster() -> Iterator[RayCluster]:
+    pytest.importorskip("ray")
+    cluster = RayCluster()
+    try:
+        yield cluster
+    finally:
+        cluster.shutdown()
