@@ -788,14 +788,17 @@ class RayCluster:
 
     def shutdown(self) -> None:
         """Stop every node, then kill by pid whatever of Ray's this process started that is
-        still there (worker processes outlive their raylet for a moment)."""
+        still there (worker processes outlive their raylet for a moment), and remove the
+        cluster's session directory (its logs, the projects its jobs unpacked)."""
         started = _ray_processes()
+        session = self.cluster.head_node.get_session_dir_path()
         self.cluster.shutdown()
         for pid in started:
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+        shutil.rmtree(session, ignore_errors=True)
 
 
 def _ray_processes() -> list[int]:

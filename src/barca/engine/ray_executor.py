@@ -171,6 +171,7 @@ class RayExecutor:
             for sig, handler in handlers.items():
                 if handler is not None:
                     signal.signal(sig, handler)
+        _cluster_news_to_stderr()
 
     def _other_machines(self) -> bool:
         """Whether a node of the cluster is on another machine than this process's own."""
@@ -264,6 +265,24 @@ def _ray() -> Any:
     import ray
 
     return ray
+
+
+def _cluster_news_to_stderr() -> None:
+    """Ray's driver prints what it hears of the cluster (a node that died, a worker killed by
+    the memory monitor) on stdout, which is barca's result (`--json`): send it to stderr with
+    barca's progress. This wraps a private function of Ray's (`ray._private.worker`), found by
+    name; a Ray without it is left as it is (tests/e2e/test_ray_executor.py reads the JSON)."""
+    from ray._private import worker
+
+    printer = getattr(worker, "print_to_stdstream", None)
+    if printer is None or getattr(printer, "to_stderr", False):
+        return
+
+    def to_stderr(data: dict, ignore_prefix: bool) -> None:
+        printer({**data, "is_err": True}, ignore_prefix)
+
+    to_stderr.to_stderr = True  # type: ignore[attr-defined]
+    worker.print_to_stdstream = to_stderr
 
 
 # -- in the Ray worker --------------------------------------------------------------------------
