@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from conftest import MOTO_SERVER, Moto, barca, db_rows, poll, start_barca
+from conftest import MOTO_SERVER, Moto, barca, db_rows, drive, poll, start_barca
 
 pytestmark = pytest.mark.ray
 pytest.importorskip("ray")
@@ -125,13 +125,30 @@ def test_the_seed_pipeline_on_the_cluster_gives_the_local_executors_values_and_h
     assert again["final_output"] == local[1]["final_output"]
 
 
-def test_a_local_store_on_a_cluster_of_several_machines_is_refused(
+def test_the_executor_is_chosen_by_flag_variable_or_barca_toml(
         tmp_path: Path, ray_cluster, other_machine) -> None:
-    root = _project(tmp_path / "p", PLAIN)
-    failed = barca(root, "get", "doubled", "pipeline.py", "--executor", "ray",
-                   env=ray_cluster.env, timeout=120).expect(2)
-    assert "nodes on other machines" in failed.envelope["error"]
-    assert "[remote] uri" in failed.envelope["remediation"]
+    root = _project(tmp_path / "p", PLAIN, toml='[executor]\nkind = "ray"\n')
+    env = ray_cluster.env
+    # barca.toml chooses Ray; on a cluster of several machines the local store is refused
+    refused = barca(root, "get", "doubled", "pipeline.py", env=env, timeout=120).expect(2)
+    assert "nodes on other machines" in refused.envelope["error"]
+    assert "[remote] uri" in refused.envelope["remediation"]
+    # BARCA_EXECUTOR wins over barca.toml, --executor over both
+    here = {**env, "BARCA_EXECUTOR": "local"}
+    assert barca(root, "get", "doubled", "pipeline.py", env=here).expect(0).json[
+        "steps_executed"] == 4
+    barca(root, "get", "doubled", "pipeline.py", "--refresh", "doubled", "--executor", "ray",
+          env=here, timeout=120).expect(2)
+    bad = barca(root, "get", "doubled", "pipeline.py", env={**env, "BARCA_EXECUTOR": "spark"})
+    assert "BARCA_EXECUTOR must be one of local, ray" in bad.expect(2).envelope["error"]
+    # a run on the local executor never imports Ray
+    found = drive(root, "import json, sys\n"
+                        "from barca.engine.driver import run\n"
+                        "run('get', 'doubled', ['pipeline.py'], refresh_all=True, "
+                        "executor='local')\n"
+                        "print(json.dumps(sorted(m for m in sys.modules "
+                        "if m.split('.')[0] == 'ray')))\n")
+    assert found == []
 
 
 PLAIN = """
