@@ -40,7 +40,8 @@ import pytest
 _ISOLATED = ("BARCA_OUTPUT", "BARCA_ENV", "BARCA_READ_ONLY", "BARCA_POOL_SIZE", "BARCA_CAPACITY",
              "BARCA_PROGRESS_SECS",
              "BARCA_REMOTE_URI", "BARCA_STORAGE_OPTIONS", "BARCA_STATE_URI", "BARCA_STATE", "BARCA_SERVER",
-             "BARCA_WARM_SECONDS", "BARCA_SERVE_TOKEN", "BARCA_SERVER_TOKEN")
+             "BARCA_WARM_SECONDS", "BARCA_SERVE_TOKEN", "BARCA_SERVER_TOKEN", "BARCA_EXECUTOR",
+             "RAY_ADDRESS")
 # Tests start every worker fresh unless they ask for the warm pool (tests/e2e/test_warm_pool.py):
 # a pool left behind by each of hundreds of test projects would outlive the suite.
 os.environ["BARCA_WARM_SECONDS"] = "0"
@@ -85,16 +86,19 @@ WHOLE = ("tests/browser/test_web_ui.py", "tests/reliability/test_fuzz.py",
          "tests/e2e/test_inspect_sql.py")
 
 
-# Tests on the Ray cluster (marked `ray`, the `ray_cluster` fixture): one worker runs them all,
-# so that the cluster starts once. The executor contract's Ray cases are named `[ray-...]`.
+# Tests on a Ray cluster (the `ray_cluster` fixture; `barca docs scale-out`'s example starts its
+# own): one worker runs them all, one after the other, so that the cluster starts once and two
+# never share the cores. Each is marked `ray` (`-m 'not ray'` leaves them out). The executor
+# contract's Ray cases are named `[ray-...]`.
 RAY_FILES = ("tests/e2e/test_ray_executor.py",)
+RAY_CASES = ("[ray-", "[scale-out]")
 
 
 def work_unit(nodeid: str) -> str:
     """What is sent to one worker with this test: the serial group, its whole file, the Ray
     tests together, or itself."""
     path = nodeid.split("::", 1)[0]
-    if path in RAY_FILES or "[ray-" in nodeid:
+    if path in RAY_FILES or any(case in nodeid for case in RAY_CASES):
         return "ray"
     return "serial" if path in SERIAL else path if path in WHOLE else nodeid
 
@@ -114,6 +118,12 @@ if LoadScopeScheduling is not None:
 
     def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
         return _Units(config, log) if config.getvalue("dist") == "load" else None
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if work_unit(item.nodeid) == "ray":
+            item.add_marker(pytest.mark.ray)
 
 
 def barca_env(env: Mapping[str, str | None] | None = None) -> dict[str, str]:
