@@ -349,8 +349,18 @@ def test_the_worker_side_imports_nothing_of_the_coordinator_side():
 
 def test_the_coordinator_knows_executors_only_by_their_protocol():
     assert violations(("barca.engine.coordinator",),
-                      ("barca.engine.local", "barca.engine.inprocess",
+                      ("barca.engine.local", "barca.engine.inprocess", "barca.engine.ray_executor",
                        "barca.engine.worker.step_runner")) == []
+
+
+def ray_imports(among: tuple[Module, ...] | None = None) -> list[str]:
+    return violations(("barca",), ("ray",), exclude=("barca.engine.ray_executor",), among=among)
+
+
+def test_only_the_ray_executor_imports_ray():
+    """Ray is an extra, imported only when a run chooses it (`--executor ray`)."""
+    assert ray_imports() == []
+    assert ray_imports(among=(synthetic("barca.engine.bad", "import ray\n"),))
 
 
 def test_only_the_driver_starts_runs():
