@@ -5,7 +5,9 @@ and results go to a real S3 endpoint on loopback (moto). The CLI process stays t
 
 Seed 000's keyed pipeline (with a key that fails and a `batch="all"` node) gives the same values,
 run hashes and failures on the cluster as the local executor gives on this machine; a node
-killed mid-run loses no recorded result; a local store on such a cluster is refused.
+killed mid-run loses no recorded result; `--executor`, BARCA_EXECUTOR and `[executor] kind`
+choose Ray (a local run never imports it); a local store on such a cluster is refused, and a
+cluster that does not answer is exit 3 at once.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import textwrap
@@ -224,3 +227,14 @@ def _descendants(pid: int) -> set[int]:
         grew = bool(more)
         found |= more
     return found
+
+
+def test_a_cluster_that_does_not_answer_is_exit_3_at_once(tmp_path: Path) -> None:
+    root = _project(tmp_path / "p", PLAIN)
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        address = f"127.0.0.1:{sock.getsockname()[1]}"
+    failed = barca(root, "get", "doubled", "pipeline.py", "--executor", "ray",
+                   env={"RAY_ADDRESS": address}).expect(3)
+    assert failed.envelope["error"].startswith(f"cannot reach the Ray cluster at {address}")
+    assert "RAY_ADDRESS" in failed.envelope["remediation"]

@@ -35,6 +35,7 @@ import collections
 import logging
 import os
 import signal
+import socket
 import sys
 import tempfile
 import time
@@ -147,6 +148,7 @@ class RayExecutor:
     # -- connecting ---------------------------------------------------------------------------
 
     def _connect(self, env: dict[str, str], working_dir: str | None) -> None:
+        self._check_reachable()
         runtime_env: dict[str, Any] = {"env_vars": env}
         if working_dir is not None:
             runtime_env.update(working_dir=working_dir, excludes=EXCLUDES)
@@ -172,6 +174,20 @@ class RayExecutor:
                 if handler is not None:
                     signal.signal(sig, handler)
         _cluster_news_to_stderr()
+
+    def _check_reachable(self) -> None:
+        """Exit 3 at once when nothing listens at RAY_ADDRESS: Ray's own connect waits for
+        minutes on a cluster that is not there."""
+        if self.address in ("local", "auto"):
+            return
+        host, _, port = self.address.split("://")[-1].rpartition(":")
+        try:
+            socket.create_connection((host.strip("[]"), int(port)), timeout=10).close()
+        except (OSError, ValueError) as exc:
+            raise InfraError(f"cannot reach the Ray cluster at {self.address}: {exc}",
+                             "start it (`ray start --head`) and set RAY_ADDRESS to the "
+                             "address it prints, or unset RAY_ADDRESS to start a Ray of this "
+                             "machine") from None
 
     def _other_machines(self) -> bool:
         """Whether a node of the cluster is on another machine than this process's own."""
