@@ -40,7 +40,8 @@ import pytest
 _ISOLATED = ("BARCA_OUTPUT", "BARCA_ENV", "BARCA_READ_ONLY", "BARCA_POOL_SIZE", "BARCA_CAPACITY",
              "BARCA_PROGRESS_SECS",
              "BARCA_REMOTE_URI", "BARCA_STORAGE_OPTIONS", "BARCA_STATE_URI", "BARCA_STATE", "BARCA_SERVER",
-             "BARCA_WARM_SECONDS", "BARCA_SERVE_TOKEN", "BARCA_SERVER_TOKEN")
+             "BARCA_WARM_SECONDS", "BARCA_SERVE_TOKEN", "BARCA_SERVER_TOKEN", "BARCA_EXECUTOR",
+             "RAY_ADDRESS")
 # Tests start every worker fresh unless they ask for the warm pool (tests/e2e/test_warm_pool.py):
 # a pool left behind by each of hundreds of test projects would outlive the suite.
 os.environ["BARCA_WARM_SECONDS"] = "0"
@@ -85,9 +86,20 @@ WHOLE = ("tests/browser/test_web_ui.py", "tests/reliability/test_fuzz.py",
          "tests/e2e/test_inspect_sql.py")
 
 
+# Tests on a Ray cluster (the `ray_cluster` fixture; `barca docs scale-out`'s example starts its
+# own): one worker runs them all, one after the other, so that the cluster starts once and two
+# never share the cores. Each is marked `ray` (`-m 'not ray'` leaves them out). The executor
+# contract's Ray cases are named `[ray-...]`.
+RAY_FILES = ("tests/e2e/test_ray_executor.py",)
+RAY_CASES = ("[ray-", "[scale-out]")
+
+
 def work_unit(nodeid: str) -> str:
-    """What is sent to one worker with this test: the serial group, its whole file, or itself."""
+    """What is sent to one worker with this test: the serial group, its whole file, the Ray
+    tests together, or itself."""
     path = nodeid.split("::", 1)[0]
+    if path in RAY_FILES or any(case in nodeid for case in RAY_CASES):
+        return "ray"
     return "serial" if path in SERIAL else path if path in WHOLE else nodeid
 
 
@@ -106,6 +118,12 @@ if LoadScopeScheduling is not None:
 
     def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
         return _Units(config, log) if config.getvalue("dist") == "load" else None
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if work_unit(item.nodeid) == "ray":
+            item.add_marker(pytest.mark.ray)
 
 
 def barca_env(env: Mapping[str, str | None] | None = None) -> dict[str, str]:
@@ -757,3 +775,77 @@ def moto(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Moto]:
         yield server
     finally:
         server.stop()
+
+
+# A real multi-node Ray cluster on this machine for the Ray executor's tests (marked `ray`).
+class RayCluster:
+    """`ray.cluster_utils.Cluster`: a head and a worker node, each its own raylet with one CPU
+    (so a run spreads over both); `add_node(node_ip_address="127.0.0.2")` adds a node that Ray
+    takes for another machine. The CLI reaches it through RAY_ADDRESS (`env`)."""
+
+    def __init__(self) -> None:
+        from ray.cluster_utils import Cluster
+
+        self.cluster = Cluster(initialize_head=True, shutdown_at_exit=False, head_node_args={
+            "num_cpus": 1, "include_dashboard": False})
+        self.cluster.add_node(num_cpus=1)
+        self.address = self.cluster.address
+        self.env = {"RAY_ADDRESS": self.address}
+
+    def add_node(self, **args: Any) -> Any:
+        node = self.cluster.add_node(num_cpus=1, **args)
+        self.cluster.wait_for_nodes()
+        return node
+
+    def remove_node(self, node: Any) -> None:
+        self.cluster.remove_node(node, allow_graceful=False)
+
+    def shutdown(self) -> None:
+        """Stop every node, then kill by pid whatever of Ray's this process started that is
+        still there (worker processes outlive their raylet for a moment), and remove the
+        cluster's session directory (its logs, the projects its jobs unpacked)."""
+        started = _ray_processes()
+        session = self.cluster.head_node.get_session_dir_path()
+        self.cluster.shutdown()
+        for pid in started:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        shutil.rmtree(session, ignore_errors=True)
+
+
+def _ray_processes() -> list[int]:
+    """The Ray processes (raylets, GCS, workers) descended from this process."""
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            parents[int(entry)] = int(stat.rpartition(")")[2].split()[1])
+    mine, changed = {os.getpid()}, True
+    while changed:
+        found = {pid for pid, parent in parents.items() if parent in mine} - mine
+        changed = bool(found)
+        mine |= found
+    out = []
+    for pid in mine - {os.getpid()}:
+        try:
+            command = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"ray" in command:
+            out.append(pid)
+    return out
+
+
+@pytest.fixture(scope="session")
+def ray_cluster() -> Iterator[RayCluster]:
+    pytest.importorskip("ray")
+    cluster = RayCluster()
+    try:
+        yield cluster
+    finally:
+        cluster.shutdown()

@@ -12,6 +12,8 @@ Known settings:
     [remote.storage_options]    environment's BARCA_REMOTE_URI and BARCA_STORAGE_OPTIONS)
     [server] url = "http://..." the team's `barca serve`, whose ledger decides what local runs
                                 compute (BARCA_SERVER wins; cli.server_option)
+    [executor] kind = "ray"     what runs the steps: "local" worker processes (the default)
+                                or a Ray cluster (engine.ray_executor; BARCA_EXECUTOR wins)
 
 The published tool's other settings (`default_env`, `[discovery]`)
 are named as not built yet, each with what to do instead.
@@ -56,6 +58,7 @@ class Settings:
     remote_uri: str | None = None  # [remote] uri
     remote_storage_options: dict | None = None  # [remote.storage_options]
     server_url: str | None = None  # [server] url
+    executor_kind: str | None = None  # [executor] kind
 
 
 NO_SETTINGS = Settings()
@@ -148,6 +151,18 @@ def _server_url(value: Any) -> str:
                      "address of the team's `barca serve`)")
 
 
+EXECUTOR_KINDS = ("local", "ray")
+
+
+def executor_kind(value: Any, where: str = f"{CONFIG_FILE}: [executor] kind") -> str:
+    """A known executor kind, else a UsageError naming `where` it was written and the kinds."""
+    if value in EXECUTOR_KINDS:
+        return value
+    raise UsageError(f"{where} must be one of {', '.join(EXECUTOR_KINDS)}, not {value!r}",
+                     '"local" runs steps in worker processes on this machine, "ray" on a Ray '
+                     "cluster (barca docs scale-out)")
+
+
 # section -> key -> (Settings field, reader)
 _KNOWN: dict[str, dict[str, tuple[str, Callable[[Any], Any]]]] = {
     "run": {"capacity": ("capacity", _capacity)},
@@ -156,6 +171,7 @@ _KNOWN: dict[str, dict[str, tuple[str, Callable[[Any], Any]]]] = {
     "remote": {"uri": ("remote_uri", _remote_uri),
                "storage_options": ("remote_storage_options", _storage_options)},
     "server": {"url": ("server_url", _server_url)},
+    "executor": {"kind": ("executor_kind", executor_kind)},
 }
 
 # settings of the published tool that this barca does not have yet -> what to do instead

@@ -21,7 +21,7 @@ PIPELINE = """
 """
 
 KNOWN = ("the known settings: [run] capacity, [cache] max_size, [serve] token, [remote] uri, "
-         "[remote] storage_options, [server] url")
+         "[remote] storage_options, [server] url, [executor] kind")
 
 
 def _project(root: Path, toml: str) -> Path:
@@ -46,6 +46,8 @@ def _project(root: Path, toml: str) -> Path:
      "barca.toml: [remote] storage_options must be a table, not 'x'", None),
     ("[remote]\nstate = 'off'\n", "barca.toml: unknown key 'state' in [remote]",
      f"[remote] takes uri, storage_options; {KNOWN}"),
+    ("[executor]\nkind = 'spark'\n",
+     "barca.toml: [executor] kind must be one of local, ray, not 'spark'", None),
 ])
 def test_an_unknown_or_bad_setting_is_exit_2_naming_it(tmp_path: Path, toml: str, error: str,
                                                        remediation: str | None) -> None:
@@ -104,7 +106,7 @@ def test_invalid_toml_is_exit_2(tmp_path: Path) -> None:
     assert bad.envelope["remediation"] == ("fix the syntax; the settings it may hold: "
                                            "[run] capacity, [cache] max_size, [serve] token, "
                                            "[remote] uri, [remote] storage_options, "
-                                           "[server] url")
+                                           "[server] url, [executor] kind")
 
 
 def test_known_settings_and_an_empty_file_are_accepted(tmp_path: Path) -> None:

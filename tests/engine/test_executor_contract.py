@@ -1,8 +1,9 @@
 """What every executor promises the coordinator (engine.executor.Executor), held against each
 one over each artifact store (store.artifact_store): the in-process executor and local worker
 processes (fresh interpreters; the warm pool's forked workers are covered end to end in
-tests/e2e/test_warm_pool.py), over the project's local store and a `memory://` one. A new
-executor (Ray) or store (S3) joins by adding itself to EXECUTORS or STORES.
+tests/e2e/test_warm_pool.py) and Ray tasks on a two-node cluster of this machine (the
+`ray_cluster` fixture, reached through RAY_ADDRESS), over the project's local store and a
+`memory://` one. A new executor or store (S3) joins by adding itself to EXECUTORS or STORES.
 
 Steps are real StepSpecs over real pipeline files in a temporary project; the tests run from
 another directory, so an executor that depends on the current directory fails them.
@@ -23,6 +24,7 @@ from barca.engine.executor import Executor
 from barca.engine.inprocess import InProcessExecutor
 from barca.engine.local.pool import LocalExecutor
 from barca.engine.protocol import InputRef, LogLine, StepOutcome, StepSpec
+from barca.engine.ray_executor import RayExecutor
 from barca.store.artifact_store import ArtifactStore
 from barca.store.artifacts import read_result
 from barca.store.local_store import LocalStore
@@ -74,6 +76,7 @@ def versions() -> dict:
 EXECUTORS: dict[str, Callable[[Path], Executor]] = {
     "in-process": InProcessExecutor,
     "local-processes": lambda root: LocalExecutor(root, pool_size=2, files=("p.py",)),
+    "ray": RayExecutor,
 }
 
 
@@ -83,12 +86,12 @@ STORES: dict[str, Callable[[Path], ArtifactStore]] = {
 }
 
 # a memory:// store is a dict in the coordinator's process: a worker process cannot reach it
-UNREACHABLE = {("local-processes", "memory"): "workers in other processes cannot reach a "
-                                                "memory:// store (fsspec's memory file system "
-                                                "lives in one process)"}
+_OTHER_PROCESSES = ("workers in other processes cannot reach a memory:// store (fsspec's "
+                    "memory file system lives in one process)")
+UNREACHABLE = {("local-processes", "memory"): _OTHER_PROCESSES, ("ray", "memory"): _OTHER_PROCESSES}
 PAIRS = [pytest.param((e, s), id=f"{e}-{s}",
                       marks=[pytest.mark.skip(reason=UNREACHABLE[e, s])]
-                      if (e, s) in UNREACHABLE else [])
+                      if (e, s) in UNREACHABLE else [pytest.mark.ray] if e == "ray" else [])
          for e in sorted(EXECUTORS) for s in sorted(STORES)]
 
 
@@ -117,6 +120,8 @@ def setup(request, tmp_path: Path, monkeypatch):
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
+    if executor_name == "ray":
+        monkeypatch.setenv("RAY_ADDRESS", request.getfixturevalue("ray_cluster").address)
     store = STORES[store_name](root)
     executor = EXECUTORS[executor_name](root)
     yield Setup(root, executor, store)

@@ -327,7 +327,7 @@ def test_the_local_executor_is_private_to_the_engine():
 LOCAL_PUBLIC = ("local_executor", "pool_size", "capacity", "warm_seconds", "running_pool",
                 "warm_pool_supported", "warm_pools", "stop_warm_pools", "start_served_run",
                 "start_warm_pool", "end_pools_with_this_process", "environment_identity",
-                "shared_capacity_env")
+                "shared_capacity_env", "compile_project_from_source")
 
 
 # what a worker imports to run a step: the messages both sides share, never the coordinator's
@@ -349,8 +349,18 @@ def test_the_worker_side_imports_nothing_of_the_coordinator_side():
 
 def test_the_coordinator_knows_executors_only_by_their_protocol():
     assert violations(("barca.engine.coordinator",),
-                      ("barca.engine.local", "barca.engine.inprocess",
+                      ("barca.engine.local", "barca.engine.inprocess", "barca.engine.ray_executor",
                        "barca.engine.worker.step_runner")) == []
+
+
+def ray_imports(among: tuple[Module, ...] | None = None) -> list[str]:
+    return violations(("barca",), ("ray",), exclude=("barca.engine.ray_executor",), among=among)
+
+
+def test_only_the_ray_executor_imports_ray():
+    """Ray is an extra, imported only when a run chooses it (`--executor ray`)."""
+    assert ray_imports() == []
+    assert ray_imports(among=(synthetic("barca.engine.bad", "import ray\n"),))
 
 
 def test_only_the_driver_starts_runs():

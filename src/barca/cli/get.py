@@ -66,6 +66,11 @@ def _run_options(fn):
                      "stderr instead of a progress bar."),
         click.option("--env", "env_name", metavar="NAME", help="Use a separate cache and "
                      "history under .barca/envs/NAME (or set BARCA_ENV)."),
+        click.option("--executor", type=click.Choice(("local", "ray")),
+                     help="What runs the steps: worker processes on this machine (local, the "
+                     "default) or a Ray cluster (ray: RAY_ADDRESS, else a Ray of this "
+                     "machine; barca docs scale-out). Or set BARCA_EXECUTOR, or [executor] "
+                     "kind in barca.toml."),
     ]
     for option in reversed(options):
         fn = option(fn)
@@ -83,6 +88,7 @@ Examples:
   barca get summary pipeline.py --dry-run
   barca get scored pipeline.py --refresh cleaned
   barca get scored pipeline.py --refresh scored --batch scored=all
+  barca get scored pipeline.py --executor ray
   barca get pipeline.py --json
 """
 
@@ -108,7 +114,7 @@ def run_command(**options) -> None:
 
 
 def _execute(command, args, refresh, no_cascade, refresh_all, dry_run, json_flag, pretty,
-             output, expires, fields, partition, batch, agent, env_name) -> None:
+             output, expires, fields, partition, batch, agent, env_name, executor) -> None:
     mode, values = output_mode(json_flag, pretty, output, fields, dry_run)
     seconds = link_seconds(output, expires, env_name)
     target, paths = split_positionals(args, takes_target=True)
@@ -120,7 +126,7 @@ def _execute(command, args, refresh, no_cascade, refresh_all, dry_run, json_flag
                   CliReporter(agent), values, env=env_name, refresh=refresh,
                   refresh_all=refresh_all, partition=partition, cascade=not no_cascade,
                   dry_run=dry_run, batch=batch, keep_answer=plain, expires=seconds,
-                  ledger=ledger)
+                  ledger=ledger, executor=executor)
 
 
 def _ledger():

@@ -76,6 +76,10 @@ def _run(client, argv: list[str], json_mode: bool) -> int:
     params = _parse(argv)
     args = list(params["args"])
     target = args.pop(0) if args and not is_path_arg(args[0]) else None
+    if params["executor"]:
+        raise UsageError("--executor chooses what runs steps here; a server's runs use its own",
+                         "drop --executor (set [executor] kind where the server runs), or run "
+                         "here with --local")
     # checked here as the local command checks them, in its order
     mode, values = output_mode(params["json_flag"], params["pretty"], params["output"],
                                params["fields"], params["dry_run"])

@@ -154,7 +154,8 @@ def run(command: str, target_text: str | None, paths: Sequence[str] = (), *,
         pipeline: Pipeline | None = None, new_executor: NewExecutor | None = None,
         cwd: Path | None = None, batch: Any = None, run_id: str | None = None,
         triggered_by: str = "cli", schedule: tuple[str, float] | None = None,
-        store: ArtifactStore | None = None, ledger: Any = None) -> RunResult:
+        store: ArtifactStore | None = None, ledger: Any = None,
+        executor: str | None = None) -> RunResult:
     """Run `command` ("get" or "run") on `target_text` (None: every asset and sensor).
 
     `batch` overrides the grouping of batched nodes: "all", 20, "none", {"scored": 20} or
@@ -168,6 +169,8 @@ def run(command: str, target_text: str | None, paths: Sequence[str] = (), *,
     this process can reach (a MemoryStore) needs an in-process `new_executor`. `ledger`: an
     engine.ledger_client.LedgerClient whose server decides which results exist (checked
     before anything runs); a successful run that is not a dry run is then posted to it.
+    `executor`: "local" or "ray" (`--executor`; default BARCA_EXECUTOR, else `[executor] kind`
+    in barca.toml, else "local"); a dry run observes its sensors here whatever it says.
     """
     pipeline = pipeline or open_pipeline(paths, env, write_cache=not dry_run, cwd=cwd)
     from barca.store.cache_limit import cache_limit
@@ -180,6 +183,12 @@ def run(command: str, target_text: str | None, paths: Sequence[str] = (), *,
     reporter = reporter or Reporter()
     order = [n for n in pipeline.graph.order if n in request.cone]
     warnings = unused_warnings(pipeline.graph, order)
+    kind = executor_kind(executor, pipeline.project.settings)  # a bad one stops it here
+    if new_executor is None and kind == "ray" and not dry_run:
+        from barca.engine.ray_executor import ray_executor
+
+        new_executor = ray_executor(pipeline.project.root, sorted(
+            {name for n in request.cone for name in pipeline.graph.nodes[n].env}))
     if new_executor is None:
         from barca.engine.local import capacity, local_executor
 
@@ -213,6 +222,21 @@ def run(command: str, target_text: str | None, paths: Sequence[str] = (), *,
             result.cache, result.cache_warnings = trimmed
             result.cache.update(limit_source=limit.source, limit_setting=limit.written)
     return result
+
+
+def executor_kind(chosen: str | None, settings: Any) -> str:
+    """What runs a run's steps: `chosen` (--executor), else BARCA_EXECUTOR, else `[executor]
+    kind` in barca.toml, else "local"; a bad value is exit 2 naming where it was set."""
+    import os
+
+    from barca.config import executor_kind as checked
+
+    if chosen:
+        return checked(chosen, "--executor")
+    named = os.environ.get("BARCA_EXECUTOR")
+    if named:
+        return checked(named, "BARCA_EXECUTOR")
+    return settings.executor_kind or "local"
 
 
 def run_files(result: RunResult) -> set[Path]:
