@@ -798,7 +798,10 @@ class RayCluster:
         return node
 
     def remove_node(self, node: Any) -> None:
+        """Kill the node's processes, then wait until the cluster no longer counts it alive
+        (a later test would otherwise see a cluster that still spans machines)."""
         self.cluster.remove_node(node, allow_graceful=False)
+        self.cluster.wait_for_nodes(timeout=120)
 
     def shutdown(self) -> None:
         """Stop every node, then kill by pid whatever of Ray's this process started that is
