@@ -156,12 +156,6 @@ def shared_server() -> Path:
     return MOTO_SERVER
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "sometimes a recorded result is not in the store: PackWriter.flush (store/packs.py) takes "
-    "every open pack off its list before writing them, so when the worker's timer-thread flush "
-    "fails (the store gone), the main thread's next flush reports outcomes of a pack never "
-    "uploaded; keeping a pack until written makes instead the coordinator restart crashing "
-    "workers for minutes (see the report of branch remote-reliability)"))
 def test_a_store_that_goes_away_mid_run_fails_cleanly_and_the_next_run_recovers(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import test_remote_store as shared
@@ -171,10 +165,7 @@ def test_a_store_that_goes_away_mid_run_fails_cleanly_and_the_next_run_recovers(
     moto = Moto(tmp_path / "moto")  # its own server: this test stops it
     try:
         moto.fs.mkdir("team")
-        # botocore's own retries of a refused connection (with backoff, under s3fs's and
-        # barca's) make a run take minutes to give up on a store that is gone: one here
-        env = {**moto.env, "BARCA_REMOTE_URI": "s3://team/x", "BARCA_STORAGE_OPTIONS":
-               json.dumps({"config_kwargs": {"retries": {"max_attempts": 1}}})}
+        env = {**moto.env, "BARCA_REMOTE_URI": "s3://team/x"}
         a = _machine(tmp_path / "a")
         proc = start_barca(a, "get", "scored", "pipeline.py", env=env)
         try:
