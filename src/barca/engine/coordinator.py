@@ -206,8 +206,7 @@ class _Run:
                 return
 
     def _dispatch(self, node_ids: Sequence[str]) -> bool:
-        """Hand the nodes' runnable keys to the executor; True if a node had none (it is
-        complete now)."""
+        """Hand the nodes' runnable keys to the executor; True if a node had none (done now)."""
         run = self.run
         steps: Steps = []
         finished = False
