@@ -41,7 +41,7 @@ from barca.engine.run_state import new_run_state
 from barca.engine.step_scheduler import Action, Finish, Skip, Stop
 from barca.engine.step_submission import StepSubmission
 from barca.engine.still_running import StillRunning
-from barca.errors import Cancelled
+from barca.errors import Cancelled, InfraError
 from barca.graph import Graph
 from barca.planner.planner import refreshed_nodes
 from barca.project import Project
@@ -135,6 +135,9 @@ class _Run:
             run.schedule, self.closing = step_scheduler.cancel(run.schedule)
             status = step_scheduler.status(run.schedule, req.dry_run)
             raise Cancelled("run cancelled", "rerun the same command; finished steps are kept")
+        except InfraError:  # the run cannot go on (its artifact store failed, say): what runs
+            self.closing = [Stop(cancel=True)]  # is stopped now, not waited for
+            raise
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
@@ -203,8 +206,7 @@ class _Run:
                 return
 
     def _dispatch(self, node_ids: Sequence[str]) -> bool:
-        """Hand the nodes' runnable keys to the executor; True if a node had none (it is
-        complete now)."""
+        """Hand the nodes' runnable keys to the executor; True if a node had none (done now)."""
         run = self.run
         steps: Steps = []
         finished = False

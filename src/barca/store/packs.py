@@ -5,7 +5,10 @@ One file per key per asset costs a block, a create and a directory entry each (1
 So a worker gathers the small results it writes (JSON or pickle under PACKED_MAX bytes, of a
 partitioned node's keys) into a pack, `<node dir>/<random name>.pack`, and writes the pack
 whole (`ArtifactStore.put`) before it reports any of their outcomes: a kill leaves a pack
-complete or absent, never half of one, and nothing refers to a pack before it is there.
+complete or absent, never half of one, and nothing refers to a pack before it is there. A
+pack is kept until it is written: when its write fails (the store is gone, the disk full), the
+flush raises and the results in it stay unreported, never reported by a later flush that
+wrote only the packs after it.
 
 A packed result's store key is its pack's key and the range of its bytes,
 `<node dir>/<name>.pack@<offset>:<length>`; stores read such a key's range (`get`, `open`),
@@ -18,6 +21,8 @@ from __future__ import annotations
 import secrets
 import threading
 from typing import Any
+
+from barca.errors import InfraError
 
 PACKED_MAX = 64 * 1024  # a result this small goes into a pack
 PACK_MAX = 8 * 1024 * 1024  # a pack this big is written at once, whatever else is pending
@@ -62,8 +67,12 @@ class PackWriter:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.open: dict[tuple[int, str], _Pack] = {}
+        self.full: list[_Pack] = []  # full packs whose write failed: the next flush's first
 
     def add(self, store: Any, node_dir: str, data: bytes) -> str:
+        """The result's key. A full pack is written here; if that fails, the pack is kept
+        for the next flush, which tries it again and raises: the error is the run's, never
+        the failure of the step whose result filled the pack."""
         with self.lock:
             pack = self.open.get((id(store), node_dir))
             if pack is None:
@@ -71,15 +80,23 @@ class PackWriter:
             key = pack.add(data)
             if pack.size >= PACK_MAX:
                 del self.open[(id(store), node_dir)]
-                pack.write()
+                try:
+                    pack.write()
+                except InfraError:
+                    self.full.append(pack)
             return key
 
     def flush(self) -> None:
-        """Write every pack being filled, whole."""
+        """Write every pack not written yet, whole. InfraError when one cannot be: it and
+        the packs after it are kept (a later flush tries them again), and the outcomes of
+        the results added since the last flush that returned must not be reported."""
         with self.lock:
-            packs, self.open = list(self.open.values()), {}
-            for pack in packs:
-                pack.write()
+            while self.full:
+                self.full[0].write()
+                del self.full[0]
+            for where in list(self.open):
+                self.open[where].write()
+                del self.open[where]
 
 
 class _Pack:
@@ -96,4 +113,12 @@ class _Pack:
         return key
 
     def write(self) -> None:
-        self.store.put(self.key, b"".join(self.parts))
+        """The pack, whole; InfraError naming the store when it cannot be written (a remote
+        store says so itself; a local disk's OSError is said here)."""
+        try:
+            self.store.put(self.key, b"".join(self.parts))
+        except OSError as exc:
+            raise InfraError(f"the artifact store failed to write the results pack "
+                             f"{self.store.location(self.key)}: {type(exc).__name__}: {exc}",
+                             "make the artifact directory writable (and its disk not full), "
+                             "then run again") from None

@@ -44,7 +44,7 @@ def probe(store: Any) -> Probe:
                             "protocol": remote.protocol, "reachable": None,
                             "credentials": None, "exists": None, "writable": None,
                             "probe_removed": None, "listing": None, "node_dirs": None}
-    fs = store.quick_fs()
+    fs = store.fs  # each request tried once (remote_store)
     where = store.top if remote.protocol == "file" else store.top.split("/", 1)[0]
     endpoint = _endpoint_fix(remote)
     try:

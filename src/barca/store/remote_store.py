@@ -17,9 +17,14 @@ planning asks it for the keys it would run that no local record has
 (`shared_results`). So a machine with the same code and inputs finds every result by its run
 hash and runs nothing; its own records (the SQLite history) stay its own.
 
-Transient errors are retried with backoff; a store that cannot be reached is exit 3, checked
-before any step (`check`). barca deletes nothing remote, except through `barca gc --remote`
-(store.remote_gc), after a dry run.
+Transient errors are retried with backoff for BARCA_REMOTE_RETRY_SECONDS (10 by default), and
+only by barca: S3's client is made to try a request once (unless the storage options set its
+`retries`), as its own retries of a refused connection under barca's took a run 90 s to give
+up on a store that is gone. A store that stays down is exit 3 (InfraError naming it), and once
+a request has failed so, each next one of the process is tried once until one succeeds: a
+run that fails does not wait out the budget again while it ends. A store that cannot be
+reached at start is exit 3, checked before any step (`check`). barca deletes nothing remote,
+except through `barca gc --remote` (store.remote_gc), after a dry run.
 """
 
 from __future__ import annotations
@@ -32,13 +37,14 @@ import time
 from pathlib import Path
 from typing import Any, BinaryIO, Callable, Iterable, Iterator, Mapping, Sequence, TypeVar
 
+from barca import env_settings
 from barca.errors import InfraError
 from barca.store.local_store import LocalStore
 from barca.store.packs import file_of
 from barca.store.remote_config import Remote
 
 T = TypeVar("T")
-ATTEMPTS = 4  # tries of one request before its error is the run's
+RETRY_SECONDS = 10.0  # how long a request is tried again before its error is the run's
 BACKOFF = 0.25  # seconds before the second try, doubled for each next one
 _DIGEST = ","  # between a key and its digest in an object's name (never in a key's leaf)
 _PERMANENT = (PermissionError, IsADirectoryError, NotADirectoryError, ValueError, TypeError)
@@ -51,8 +57,13 @@ class RemoteStore:
         self.local = LocalStore(os.path.join(root, local_address), local_address)
         self.remote, self.env = remote, env
         self.address = f"remote:{env}:{local_address}"
+        self.retry_seconds = env_settings.seconds(
+            "BARCA_REMOTE_RETRY_SECONDS", RETRY_SECONDS,
+            "set it to how many seconds a failing request to the store is tried again, "
+            "such as 10, or unset it")
+        self.down = False  # a request failed after its retries: the next are tried once
         try:
-            self.fs, path = url_to_fs(remote.uri, **remote.options)
+            self.fs, path = url_to_fs(remote.uri, **_tried_once(remote))
         except (ImportError, ValueError, TypeError) as exc:
             raise InfraError(f"cannot open the artifact store {remote.uri}: {exc}",
                              f"check {remote.source} and the storage options") from None
@@ -80,54 +91,47 @@ class RemoteStore:
     # -- reaching the store -----------------------------------------------------------------
 
     def check(self) -> None:
-        """Exit 3 unless the store answers: before a run starts any step. S3's client retries
-        a refused connection for seconds on its own; here only `_call` retries, so that an
-        endpoint that is down is said in a few seconds."""
-        fs, where = self.quick_fs(), self.top
+        """Exit 3 unless the store answers: before a run starts any step."""
+        where = self.top
         if self.remote.protocol == "file":
             self._call("create", lambda: self.fs.makedirs(self.base, exist_ok=True))
         else:
             where = self.top.split("/", 1)[0]  # the bucket (or container)
         try:
-            self._call("list", lambda: fs.ls(where, detail=False))
+            self._call("list", lambda: self.fs.ls(where, detail=False))
         except FileNotFoundError:
             raise InfraError(f"the artifact store {self.remote.uri} does not exist",
                              "create the bucket (or directory), or fix "
                              f"{self.remote.source}") from None
-
-    def quick_fs(self) -> Any:
-        """The store's file system with no retries of its own library (S3's retries a refused
-        connection for seconds): for a check that must answer fast."""
-        if self.remote.protocol not in ("s3", "s3a"):
-            return self.fs
-        from fsspec.core import url_to_fs
-
-        options = dict(self.remote.options)
-        options["config_kwargs"] = {**options.get("config_kwargs", {}),
-                                    "retries": {"max_attempts": 1}}
-        return url_to_fs(self.remote.uri, skip_instance_cache=True, **options)[0]
 
     def retried(self, what: str, fn: Callable[[], T]) -> T:
         """`fn()` on the store's file system (`self.fs`), retried as the store's own requests."""
         return self._call(what, fn)
 
     def _call(self, what: str, fn: Callable[[], T]) -> T:
-        """`fn()`, tried again after a transient error (with backoff); the last error is an
-        InfraError naming the store."""
-        for attempt in range(ATTEMPTS):
+        """`fn()`, tried again after a transient error, with backoff, while the next try
+        starts within `retry_seconds` of the first (once only while the store is `down`);
+        the last error is an InfraError naming the store."""
+        began, wait = time.monotonic(), BACKOFF
+        while True:
             try:
-                return fn()
+                result = fn()
             except FileNotFoundError:
                 raise
             except Exception as exc:  # noqa: BLE001 (each file system has its own errors)
-                if attempt == ATTEMPTS - 1 or isinstance(exc, _PERMANENT):
+                permanent = isinstance(exc, _PERMANENT)  # this request's, not the store's
+                if permanent or self.down or time.monotonic() + wait > began + self.retry_seconds:
+                    self.down = self.down or not permanent
                     raise InfraError(f"the artifact store {self.remote.uri} failed to {what}: "
                                      f"{type(exc).__name__}: {exc}",
                                      f"check that it is reachable ({self.remote.source}, the "
                                      "endpoint, credentials and storage options) and run "
                                      "again") from None
-                time.sleep(BACKOFF * 2 ** attempt)
-        raise AssertionError("unreachable")
+                time.sleep(wait)
+                wait *= 2
+            else:
+                self.down = False
+                return result
 
     # -- writes: local, then uploaded whole ---------------------------------------------------
 
@@ -309,6 +313,17 @@ class RemoteStore:
                 key, run_hash, fmt, digest, store_key = json.loads(line)
                 out[(key, run_hash)] = (fmt, digest, store_key)
         return out
+
+
+def _tried_once(remote: Remote) -> dict[str, Any]:
+    """The storage options, with S3's client trying each request once unless they say how
+    it retries: `_call` retries, within its budget."""
+    options = dict(remote.options)
+    if remote.protocol in ("s3", "s3a"):
+        config = options.get("config_kwargs") or {}
+        if "retries" not in config:
+            options["config_kwargs"] = {**config, "retries": {"total_max_attempts": 1}}
+    return options
 
 
 class _Names:

@@ -46,6 +46,15 @@ class Outcomes(NamedTuple):
     items: tuple[StepOutcome | CallFinished, ...]
 
 
+class StoreFailed(NamedTuple):
+    """Worker -> coordinator: the results of steps it finished could not be written to the
+    artifact store (an InfraError's message and remediation): those steps are never reported,
+    and the run must stop with this error rather than start the worker again."""
+
+    error: str
+    remediation: str | None
+
+
 class Imported(NamedTuple):
     """Worker -> coordinator: top-level libraries the worker's steps imported (not project
     code), so the warm pool can have them loaded before the next run."""

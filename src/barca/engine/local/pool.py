@@ -33,8 +33,8 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
 from barca.errors import InfraError
-from barca.engine.local.frames import (FrameBuffer, Imported, Lease, Outcomes, Shutdown, Warm,
-                                       write_frame)
+from barca.engine.local.frames import (FrameBuffer, Imported, Lease, Outcomes, Shutdown,
+                                       StoreFailed, Warm, write_frame)
 from barca.engine.local.shared_capacity import SharedBudget
 from barca.engine.local.worker_processes import Starter, WorkerProcess, end, exit_status
 from barca.engine.protocol import (CallFinished, CallSpec, LogLine, StepOutcome, StepSpec,
@@ -250,6 +250,8 @@ class LocalExecutor:
         if isinstance(message, Imported):
             self.imported.update(message.modules)
             return []
+        if isinstance(message, StoreFailed):  # the run's error: no worker restarted for it
+            raise InfraError(message.error, message.remediation)
         return [message]
 
     def _mark_running(self, worker: _Worker, step: StepSpec | CallSpec, attempt: int) -> None:

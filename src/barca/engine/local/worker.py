@@ -22,11 +22,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from barca.engine.local.frames import (Imported, Lease, Outcomes, Shutdown, Warm, out_of_band,
-                                       read_frame, write_frame)
+from barca.engine.local.frames import (Imported, Lease, Outcomes, Shutdown, StoreFailed, Warm,
+                                       out_of_band, read_frame, write_frame)
 from barca.engine.local.project_code import is_project_file
 from barca.engine.protocol import CallFinished, LogLine, StepOutcome, StepStarted
 from barca.engine.worker.step_runner import StepRunner, StepStream
+from barca.errors import InfraError
 
 # outcomes per message at most (and small results per pack, store.packs: the pack is
 # written before the outcomes that name it)...
@@ -108,6 +109,7 @@ class Worker:
         self.reported: set[str] = set()
         self.stopping = False
         self.announced = False  # the first step this process runs was said to have started
+        self.store_failed = False  # a pack could not be written: nothing more is reported
 
     def send(self, message: Any) -> None:
         with self.lock:
@@ -128,10 +130,17 @@ class Worker:
 
     def flush(self) -> None:
         """Report finished steps; many small steps share one message, sent once the packs
-        holding their results are written whole (store.packs)."""
+        holding their results are written whole (store.packs). When a pack cannot be written,
+        the coordinator is told (`StoreFailed`, it stops the run) and this worker reports
+        nothing more: what it holds is not in the store."""
         with self.lock:
-            if self.finished:
-                self.runner.packs.flush()
+            if self.finished and not self.store_failed:
+                try:
+                    self.runner.packs.flush()
+                except InfraError as exc:
+                    self.store_failed = True
+                    write_frame(self.out_fd, StoreFailed(exc.message, exc.remediation))
+                    return
                 write_frame(self.out_fd, Outcomes(tuple(self.finished)))
                 self.finished = []
 
