@@ -22,6 +22,7 @@ from barca.engine.log_cap import LogCap
 from barca.engine.protocol import StepOutcome
 from barca.engine.request import CheckedRequest
 from barca.engine.run_state import RunState
+from barca.errors import InfraError
 from barca.graph import Graph
 from barca.project import Project
 from barca.state import EMPTY_STATE, NodeState, state_after_run
@@ -128,10 +129,14 @@ class RunRecorder:
             if self.unrecorded:
                 # indexed before recorded: a kill in between leaves an index entry of results
                 # that are in the store (harmless), never a record other machines cannot find
-                self.run.store.share([  # other machines find these by run hash
-                    (o.key, o.run_hash, o.format, o.output_hash, o.artifact_key)
-                    for o in self.unrecorded if o.status == "success" and o.artifact_key
-                    and self.graph.nodes[o.node_id].kind == "asset"])
+                try:
+                    self.run.store.share([  # other machines find these by run hash
+                        (o.key, o.run_hash, o.format, o.output_hash, o.artifact_key)
+                        for o in self.unrecorded if o.status == "success" and o.artifact_key
+                        and self.graph.nodes[o.node_id].kind == "asset"])
+                except InfraError:  # not indexed, so not recorded: the run fails (exit 3)
+                    self.unrecorded = []  # and its row still ends; a rerun computes them
+                    raise
                 metadata.record(self.conn, self.run_id, self.unrecorded, self.run.plans,
                                 self.leases.held(self.unrecorded), self.recorded_dir)
                 self.unrecorded = []

@@ -279,10 +279,13 @@ class RemoteStore:
             body = "\n".join(json.dumps(list(r), separators=(",", ":")) for r in rows)
             name = f"{time.time_ns():020d}-{secrets.token_hex(4)}.json"
             path = f"{self.index_base}/{node_dir}/{name}"
-            if self.remote.protocol == "file":
-                self.fs.makedirs(path.rpartition("/")[0], exist_ok=True)
             self._call(f"index results of {node_dir}",
-                       lambda path=path, body=body: self.fs.pipe_file(path, body.encode()))
+                       lambda path=path, body=body: self._write_index(path, body.encode()))
+
+    def _write_index(self, path: str, body: bytes) -> None:
+        if self.remote.protocol == "file":
+            self.fs.makedirs(path.rpartition("/")[0], exist_ok=True)
+        self.fs.pipe_file(path, body)
 
     def shared_results(self, wanted: Mapping[str, tuple[str, Sequence[tuple[str, str]]]]
                        ) -> dict[str, dict[tuple[str, str], tuple[str, str | None, str]]]:
