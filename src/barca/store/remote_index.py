@@ -18,8 +18,9 @@ line: key, run hash, format, output digest, store key.
 - A writer that knows a node's index has more than COMPACT_AFTER objects no compacted object
   covers writes one compacted object covering all it has read (once per process and node):
   a fresh machine then reads that one object (the newest compacted one, whole) and the few
-  written since, not thousands. A machine that has read what a compacted object covers reads
-  only its first line (a range request), to learn that. Nothing is deleted here: covered
+  written since, not thousands. A machine that has read most of what a compacted object
+  covers reads only its first line (a range request) and the few covered objects it has not
+  read. Nothing is deleted here: covered
   objects go only through `barca gc --remote`, once their compacted object is old enough.
 - Later entries win: objects apply in name order, a compacted object as of the newest object
   it covers (its name starts with that object's stem).
@@ -243,12 +244,12 @@ class SharedIndex:
                            reverse=True):
             if name in known or name in also:
                 continue
-            covers = None
-            if not fresh:  # what this machine read may be all it covers: its first line
+            if not fresh:  # what this machine read may be most of what it covers
                 head = self._cat_range(node, name, header_bytes(name))
                 covers = json.loads(head)["covers"]
-                if known.issuperset(covers):
-                    read.append((name, covers, []))
+                missing = set(covers) - known
+                if len(missing) <= COMPACT_AFTER and missing <= names:
+                    read.append((name, covers, []))  # the missing ones are read below
                     known.add(name)
                     continue
             body = self._cat(node, [name])[name]
