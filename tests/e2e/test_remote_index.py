@@ -22,7 +22,6 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 import pytest
-
 from conftest import MOTO_SERVER, Moto, barca, poll, start_barca, write
 
 pytest.importorskip("s3fs")
@@ -30,7 +29,7 @@ if not MOTO_SERVER.exists():
     pytest.skip("moto[server] is not installed (pip install -e '.[dev]')",
                 allow_module_level=True)
 
-from test_remote_store import _machine, _warehouse  # noqa: E402
+from test_remote_store import _machine, _warehouse
 
 PLAIN = """
 from barca import asset

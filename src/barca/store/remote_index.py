@@ -33,7 +33,8 @@ import os
 import secrets
 import sqlite3
 import time
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 COMPACT_AFTER = 64  # uncovered index objects of a node before a writer compacts them
 CACHE_FILE = "remote-index.db"
@@ -182,7 +183,7 @@ class _write:
     def __enter__(self) -> None:
         self.conn.execute("BEGIN IMMEDIATE")
 
-    def __exit__(self, kind: Any, *_: Any) -> None:
+    def __exit__(self, kind: object, *_: object) -> None:
         self.conn.execute("COMMIT" if kind is None else "ROLLBACK")
 
 
