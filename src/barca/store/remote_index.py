@@ -283,7 +283,7 @@ class SharedIndex:
                               lambda: store.fs.cat(paths, on_error="return"))
         out = {}
         for path, name in zip(paths, names):
-            body = found.get(path) if isinstance(found, dict) else found
+            body = found.get(path)
             if isinstance(body, FileNotFoundError) or body is None:
                 raise FileNotFoundError(path)
             if isinstance(body, BaseException):
