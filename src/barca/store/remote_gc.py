@@ -15,6 +15,9 @@ before it indexes it, so until then the object is in no index, and it is young.
   within the grace period already sees it).
 - `dangling_index`: an index object every entry of which names a result with no object
   left (deleted by hand, or by a lifecycle rule of the bucket).
+- `compacted`: an index object a compacted index object covers (store.remote_index), when
+  that one is older than the grace period too (and not dangling itself): its entries are in
+  the compacted one, which any listing made within the grace period already sees.
 - `leftover`: a half-written `.tmp` object of a shared directory's uploads.
 
 Objects barca did not write (no `,<digest>` in the name) are never touched.
@@ -35,6 +38,7 @@ from typing import Any
 
 from barca.errors import UsageError
 from barca.store.packs import file_of
+from barca.store.remote_index import is_index_object, parse
 from barca.store.remote_results import duration_seconds
 
 DEFAULT_GRACE = 7 * 86400  # seconds an object is kept whatever it is
@@ -61,22 +65,30 @@ def survey(store: Any, grace: int, now: float | None = None) -> dict[str, Any]:
         top, detail=True, withdirs=False))
     objects = {path: info for path, info in listed.items() if info.get("type") != "directory"}
     index_paths = sorted(p for p in objects if p.startswith(index_base + "/")
-                         and p.endswith(".json"))
+                         and is_index_object(p.rpartition("/")[2]))
     bodies = store.retried("read the index", lambda: store.fs.cat(index_paths)) \
         if index_paths else {}
     named: dict[str, list[str]] = {}  # index object -> the result files its entries name
+    covering: dict[str, list[str]] = {}  # compacted index object -> the objects it covers
     for path in index_paths:
-        named[path] = [file_of(json.loads(line)[4])
-                       for line in bodies[path].decode().splitlines() if line.strip()]
+        covers, entries = parse(bodies[path], path.rpartition("/")[2])
+        named[path] = [file_of(entry[4]) for entry in entries]
+        if covers is not None:
+            folder = path.rpartition("/")[0]
+            covering[path] = [f"{folder}/{name}" for name in covers]
     referenced = {f for files in named.values() for f in files}
     indexed_dirs = {p[len(index_base) + 1:].rpartition("/")[0] for p in index_paths}
 
     leaves: dict[str, list[tuple[float, str]]] = {}  # "<node dir>/<leaf>" -> (mtime, path)
     garbage: list[dict[str, Any]] = []
+    considered: set[str] = set()
     young = 0
 
     def consider(path: str, reason: str) -> None:
         nonlocal young
+        if path in considered:
+            return
+        considered.add(path)
         age = now - _mtime(objects[path])
         if age < grace:
             young += 1
@@ -107,9 +119,15 @@ def survey(store: Any, grace: int, now: float | None = None) -> dict[str, Any]:
             for _, path in found[:-1]:
                 consider(path, "superseded")
     present = set(leaves)
-    for path, files in named.items():
-        if files and not present.intersection(files):
-            consider(path, "dangling_index")
+    dangling = {path for path, files in named.items()
+                if files and not present.intersection(files)}
+    for path in sorted(dangling):
+        consider(path, "dangling_index")
+    for path, covers in covering.items():
+        if path not in dangling and now - _mtime(objects[path]) >= grace:
+            for covered in covers:
+                if covered in objects:
+                    consider(covered, "compacted")
 
     garbage.sort(key=lambda g: g["path"])
     total = sum(int(i.get("size") or 0) for i in objects.values())

@@ -13,9 +13,10 @@ first reads them, into the local copy, and read there after.
 The store is a cache by itself, with no server: each batch of results a run records is also
 written to an index in the store, `<uri>/<env>/index/<node dir>/<batch>.json` (action to
 outputs, as a Bazel remote cache has: key, run hash -> format, output digest, store key), and
-planning asks it for the keys it would run that no local record has
-(`shared_results`). So a machine with the same code and inputs finds every result by its run
-hash and runs nothing; its own records (the SQLite history) stay its own.
+planning asks it for the keys it would run that no local record has (`shared_results`;
+store.remote_index reads only the index objects this machine has not read, and compacts).
+So a machine with the same code and inputs finds every result by its run hash and runs
+nothing; its own records (the SQLite history) stay its own.
 
 Transient errors are retried with backoff for BARCA_REMOTE_RETRY_SECONDS (10 by default), and
 only by barca: S3's client is made to try a request once (unless the storage options set its
@@ -30,7 +31,6 @@ except through `barca gc --remote` (store.remote_gc), after a dry run.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import secrets
 import time
@@ -42,6 +42,7 @@ from barca.errors import InfraError
 from barca.store.local_store import LocalStore
 from barca.store.packs import file_of
 from barca.store.remote_config import Remote
+from barca.store.remote_index import CACHE_FILE, IndexCache, SharedIndex
 
 T = TypeVar("T")
 RETRY_SECONDS = 10.0  # how long a request is tried again before its error is the run's
@@ -72,7 +73,8 @@ class RemoteStore:
         self.index_base = f"{self.top}/{env}/index"
         self._listed: dict[str, dict[str, str]] = {}  # node dir -> leaf -> object path
         self._sizes: dict[str, dict[str, int]] = {}  # node dir -> object path -> size
-        self._index: dict[str, dict[tuple[str, str], tuple]] = {}  # node dir -> entries
+        self.index = SharedIndex(self, IndexCache(
+            os.path.join(os.path.dirname(self.local.dir), CACHE_FILE), f"{remote.uri}/{env}"))
 
     @classmethod
     def reopen(cls, address: str, root: str) -> "RemoteStore":
@@ -267,7 +269,7 @@ class RemoteStore:
     def destroy(self) -> None:
         raise ValueError("a shared store is never destroyed")
 
-    # -- the index: results found by run hash -------------------------------------------------
+    # -- the index: results found by run hash (store.remote_index) -------------------------
 
     def share(self, entries: Sequence[tuple[str, str, str, str, str | None]]) -> None:
         """Index recorded results, (key, run hash, format, output digest, store key) each: one
@@ -276,46 +278,15 @@ class RemoteStore:
         for entry in entries:
             by_dir.setdefault(entry[4].rpartition("/")[0], []).append(entry)
         for node_dir, rows in by_dir.items():
-            body = "\n".join(json.dumps(list(r), separators=(",", ":")) for r in rows)
-            name = f"{time.time_ns():020d}-{secrets.token_hex(4)}.json"
-            path = f"{self.index_base}/{node_dir}/{name}"
-            self._call(f"index results of {node_dir}",
-                       lambda path=path, body=body: self._write_index(path, body.encode()))
-
-    def _write_index(self, path: str, body: bytes) -> None:
-        if self.remote.protocol == "file":
-            self.fs.makedirs(path.rpartition("/")[0], exist_ok=True)
-        self.fs.pipe_file(path, body)
+            self.index.write(node_dir, rows)
 
     def shared_results(self, wanted: Mapping[str, tuple[str, Sequence[tuple[str, str]]]]
                        ) -> dict[str, dict[tuple[str, str], tuple[str, str | None, str]]]:
         """node id -> (key, run hash) -> (format, output digest, store key) of the wanted
-        results some machine recorded in this store; a node's index is read once per store
-        object."""
-        out = {}
-        for node_id, (node_dir, pairs) in wanted.items():
-            index = self._index.get(node_dir)
-            if index is None:
-                index = self._index[node_dir] = self._read_index(node_dir)
-            out[node_id] = {pair: index[pair] for pair in pairs if pair in index}
-        return out
-
-    def _read_index(self, node_dir: str) -> dict[tuple[str, str], tuple]:
-        try:
-            paths = self._call(f"list the index of {node_dir}", lambda: self.fs.ls(
-                f"{self.index_base}/{node_dir}", detail=False, refresh=True))
-        except FileNotFoundError:
-            return {}
-        paths = sorted(p for p in paths if p.endswith(".json"))
-        if not paths:
-            return {}
-        bodies = self._call(f"read the index of {node_dir}", lambda: self.fs.cat(paths))
-        out = {}
-        for path in paths:  # oldest first: a later entry of a pair wins
-            for line in bodies[path].decode().splitlines():
-                key, run_hash, fmt, digest, store_key = json.loads(line)
-                out[(key, run_hash)] = (fmt, digest, store_key)
-        return out
+        results some machine recorded in this store: each node's index listed once per
+        process, and only the objects this machine has not read yet read."""
+        return {node_id: self.index.lookup(node_dir, pairs)
+                for node_id, (node_dir, pairs) in wanted.items()}
 
 
 def _tried_once(remote: Remote) -> dict[str, Any]:
