@@ -45,6 +45,7 @@ from barca.engine.local.pool_messages import (ForkWorker, Forked, Hello, Preload
                                               Refused, RunCommand, Status, Welcome,
                                               describe_exit, exceeds_own_limits, receive, send)
 from barca.engine.local.project_code import is_project_file
+from barca.engine.worker import import_paths
 
 CHECK_SECONDS = 5.0  # how often the fork server checks that its identity still holds
 EXITS_KEPT = 256  # how many children's exit statuses the fork server remembers
@@ -104,6 +105,7 @@ class ForkServer:
             except Exception:  # noqa: BLE001 - a command then works it out itself
                 pass
         self.stamps = {path: warm_pool.stamp(path) for path in _files_outside_installs()}
+        import_paths.remember_entries(str(self.root))
         # What is loaded now lives as long as the fork server: keep it out of the cyclic
         # collector, so that children do not traverse (and so copy) it at each full collection.
         gc.freeze()
