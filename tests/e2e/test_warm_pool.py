@@ -80,6 +80,26 @@ class TestWarmPool:
         assert doctor["warm"]["data"]["pid"] == pool
         assert f"pid {pool}" in doctor["warm"]["detail"]
 
+    def test_the_pool_imports_no_tracing_library_for_its_forked_workers(self, project):
+        """ddtrace, once imported, hooks every later import and every fork: a pool that
+        preloaded it (with the rest of barca) made every untraced tick's workers pay for it."""
+        pytest.importorskip("ddtrace", reason="the datadog extra (in dev) is not installed")
+        write(project, {"p.py": """
+            import os
+            import sys
+            from barca import asset
+
+            @asset()
+            def seen() -> dict:
+                return {"parent": os.getppid(), "tracing": sorted(
+                    {m.split(".")[0] for m in sys.modules} & {"ddtrace", "opentelemetry"})}
+        """})
+        barca(project, "get", "seen", "p.py", env=WARM).expect(0)
+        pool = wait_until_ready(project)
+        forked = barca(project, "get", "seen", "p.py", "--refresh", "seen",
+                       env=WARM).expect(0).json["final_output"]
+        assert forked == {"parent": pool, "tracing": []}
+
     def test_two_first_runs_started_together_share_one_new_pool(self, project):
         write(project, {"p.py": PIPELINE})
         procs = [start_barca(project, "get", "probe", "p.py", "--refresh", "probe", "--json",
