@@ -20,7 +20,7 @@ import sys
 import click
 
 from barca.errors import UsageError
-from barca.server_client import Configured, configured_server, project_settings
+from barca.server_config import Configured, configured_server, project_settings
 
 REMOTE_COMMANDS = ("get", "run", "status", "list", "history", "logs", "stats", "sql",
                    "doctor")
