@@ -8,11 +8,13 @@ real S3 endpoint (moto's server mode through s3fs), the real CLI.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import MOTO_SERVER, Moto, barca, write
+from conftest import MOTO_SERVER, Moto, barca, barca_env, write
 
 pytest.importorskip("s3fs")
 if not MOTO_SERVER.exists():
@@ -48,3 +50,55 @@ def test_a_kept_answer_is_not_given_when_barca_toml_names_a_server(tmp_path: Pat
     bad = barca(root, "get", "numbers", "pipeline.py", env=moto.env).expect(3)
     assert DOWN in bad.envelope["error"], bad.stderr
     assert f"[barca] server {DOWN} ([server] url)" in bad.stderr
+
+
+MARKED = """
+from barca import asset
+
+@asset
+def numbers() -> list:
+    open("computed", "a").write("numbers\\n")
+    return list(range(10))
+"""
+
+
+def _python(root: Path, script: str, env: dict) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", script], cwd=root, capture_output=True,
+                          text=True, timeout=120, env=barca_env(env))
+
+
+def test_barca_get_in_python_runs_against_the_configured_servers_ledger(
+        tmp_path: Path, moto: Moto, serve) -> None:
+    """`barca.get` where barca.toml names a server runs here and asks the server's ledger,
+    as `barca get` does: its run is recorded there, and another machine's `barca.get`
+    (BARCA_SERVER) computes nothing. `server=True` still runs on the server itself."""
+    bucket = moto.bucket()
+    served = write(tmp_path / "server", {"pipeline.py": MARKED, "barca.toml": _remote(bucket)})
+    server = serve(served, "pipeline.py", "--no-schedule", env=moto.env)
+    a = write(tmp_path / "a", {"pipeline.py": MARKED, "barca.toml": _remote(bucket)
+                               + f'[server]\nurl = "{server.url}"\n'})
+    b = write(tmp_path / "b", {"pipeline.py": MARKED, "barca.toml": _remote(bucket)})
+    get = 'import barca; print(barca.get("numbers", "pipeline.py"))'
+
+    first = _python(a, get, moto.env)
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.strip() == str(list(range(10)))
+    assert (a / "computed").exists()  # it ran here
+    recorded = [r for r in server.runs() if r.get("triggered_by") == "client"]
+    assert len(recorded) == 1, server.runs()
+
+    second = _python(b, get, {**moto.env, "BARCA_SERVER": server.url})
+    assert second.returncode == 0, second.stderr
+    assert second.stdout.strip() == str(list(range(10)))
+    assert not (b / "computed").exists()  # the ledger's hit, fetched from the store
+
+    # server=False: this machine's records only (a has its own: cached, the server is not
+    # asked); server=True: a run on the server (cached there too: its ledger holds a's)
+    local = _python(a, 'import barca; print(barca.get("numbers", "pipeline.py", '
+                       'server=False))', {**moto.env, "BARCA_SERVER": DOWN})
+    assert local.returncode == 0, local.stderr
+    there = _python(b, 'import barca; print(barca.get("numbers", "pipeline.py", '
+                       'server=True))', {**moto.env, "BARCA_SERVER": server.url})
+    assert there.returncode == 0, there.stderr
+    assert there.stdout.strip() == str(list(range(10)))
+    assert {r.get("triggered_by") for r in server.runs()} == {"client", "api"}
