@@ -102,3 +102,23 @@ def test_barca_get_in_python_runs_against_the_configured_servers_ledger(
     assert there.returncode == 0, there.stderr
     assert there.stdout.strip() == str(list(range(10)))
     assert {r.get("triggered_by") for r in server.runs()} == {"client", "api"}
+
+
+def test_env_with_server_must_be_the_servers_environment(tmp_path: Path, serve) -> None:
+    """`--env` with `--server` names the environment the server serves, or is exit 2 naming
+    both (before anything runs there); the server's own is accepted and runs as without."""
+    served = write(tmp_path / "server", {"pipeline.py": PLAIN})
+    server = serve(served, "pipeline.py", "--no-schedule", "--env", "prod")
+    here = write(tmp_path / "here", {"pipeline.py": PLAIN})
+    for args in (["get", "numbers", "pipeline.py"], ["status", "pipeline.py"]):
+        bad = barca(here, *args, "--server", server.url, "--env", "dev").expect(2)
+        error = bad.envelope["error"]
+        assert "--env dev" in error and "prod" in error and server.url in error, error
+    assert server.runs() == []  # nothing started there
+    got = barca(here, "get", "numbers", "pipeline.py", "--server", server.url,
+                "--env", "prod").expect(0)
+    assert got.json["final_output"] == list(range(10))
+    status = barca(here, "status", "pipeline.py", "--server", server.url,
+                   "--env=prod").expect(0).json
+    assert [n["name"] for n in status["nodes"]] == ["numbers"]
+    assert not (here / ".barca").exists()  # it all ran there
