@@ -8,13 +8,15 @@ real S3 endpoint (moto's server mode through s3fs), the real CLI.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import MOTO_SERVER, Moto, barca, barca_env, write
+from conftest import MOTO_SERVER, Moto, barca, barca_env, poll, start_barca, write
 
 pytest.importorskip("s3fs")
 if not MOTO_SERVER.exists():
@@ -122,3 +124,112 @@ def test_env_with_server_must_be_the_servers_environment(tmp_path: Path, serve) 
                    "--env=prod").expect(0).json
     assert [n["name"] for n in status["nodes"]] == ["numbers"]
     assert not (here / ".barca").exists()  # it all ran there
+
+
+HEAVY = """
+import os, time
+from pathlib import Path
+from barca import asset
+
+MARKS = Path({marks!r})
+
+@asset(weight=2)
+def heavy() -> int:
+    me = MARKS / f"running-{{os.getpid()}}"
+    if list(MARKS.glob("running-*")):
+        (MARKS / f"overlap-{{os.getpid()}}").touch()
+    me.touch()
+    while not (MARKS / f"go-{{os.getpid()}}").exists():
+        time.sleep(0.02)
+    me.unlink()
+    return 1
+"""
+
+
+def _running(marks: Path) -> list[Path]:
+    return sorted(marks.glob("running-*"))
+
+
+def _go(step: Path) -> None:
+    (step.parent / step.name.replace("running-", "go-")).touch()
+
+
+def test_clients_that_share_the_servers_capacity_are_admitted_one_at_a_time(
+        tmp_path: Path, moto: Moto, serve) -> None:
+    """Two machines with `[server] shared_capacity = true` whose step takes the server's whole
+    `--capacity`: the second one's step waits in the server's line (GET /queue shows it)
+    until the first one's ended, then runs; they never run at once."""
+    bucket = moto.bucket()
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    pipeline = HEAVY.format(marks=str(marks))
+    served = write(tmp_path / "server", {"pipeline.py": pipeline, "barca.toml": _remote(bucket)})
+    server = serve(served, "pipeline.py", "--no-schedule", "--capacity", "2", env=moto.env)
+    toml = _remote(bucket) + f'[server]\nurl = "{server.url}"\nshared_capacity = true\n'
+    a, b = (write(tmp_path / name, {"pipeline.py": pipeline, "barca.toml": toml})
+            for name in ("a", "b"))
+
+    first = start_barca(a, "get", "heavy", "pipeline.py", env=moto.env)
+    step_a = poll(lambda: _running(marks) or first.poll() is not None, "a's step to start")
+    assert first.poll() is None, first.communicate()
+    capacity = server.get("/queue").json()["capacity"]
+    assert (capacity["in_use"], capacity["waiting"]) == (2, []), capacity
+    second = start_barca(b, "get", "heavy", "pipeline.py", env=moto.env)
+    waiting = poll(lambda: server.get("/queue").json()["capacity"]["waiting"]
+                   or second.poll() is not None, "b's step to wait for the capacity")
+    assert second.poll() is None, second.communicate()
+    assert [w["weight"] for w in waiting] == [2]
+    assert _running(marks) == step_a  # a's alone
+
+    _go(step_a[0])
+    out, err = first.communicate(timeout=120)
+    assert first.returncode == 0, err
+    step_b = poll(lambda: _running(marks) or second.poll() is not None, "b's step to start")
+    assert second.poll() is None, second.communicate()
+    _go(step_b[0])
+    out, err = second.communicate(timeout=120)
+    assert second.returncode == 0, err
+    assert json.loads(out)["steps_executed"] == 1
+    assert not list(marks.glob("overlap-*"))
+    assert server.get("/queue").json()["capacity"] == {
+        "total": 2, "source": "--capacity", "in_use": 0, "runs": [], "waiting": []}
+
+
+def test_a_lease_of_a_client_killed_while_it_holds_the_capacity_expires(
+        tmp_path: Path, moto: Moto, serve) -> None:
+    """A client killed with -9 while its step holds the server's whole capacity gives nothing
+    back; its lease does, once the server has not heard from it for its lease_seconds, and
+    the other client's step runs. A server without --capacity is refused before any step."""
+    bucket = moto.bucket()
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    pipeline = HEAVY.format(marks=str(marks))
+    served = write(tmp_path / "server", {"pipeline.py": pipeline, "barca.toml": _remote(bucket)})
+    server = serve(served, "pipeline.py", "--no-schedule", "--capacity", "2", env=moto.env)
+    toml = _remote(bucket) + f'[server]\nurl = "{server.url}"\nshared_capacity = true\n'
+    a, b = (write(tmp_path / name, {"pipeline.py": pipeline, "barca.toml": toml})
+            for name in ("a", "b"))
+
+    first = start_barca(a, "get", "heavy", "pipeline.py", env=moto.env,
+                        start_new_session=True)
+    step_a = poll(lambda: _running(marks), "a's step to start")
+    second = start_barca(b, "get", "heavy", "pipeline.py", env=moto.env)
+    poll(lambda: server.get("/queue").json()["capacity"]["waiting"], "b's step to wait")
+    os.killpg(first.pid, signal.SIGKILL)  # the command and its workers
+    first.wait(timeout=30)
+    step_a[0].unlink(missing_ok=True)  # a's worker is gone with it
+    step_b = poll(lambda: _running(marks) or second.poll() is not None, "b's step to start",
+                  timeout=60)
+    assert second.poll() is None, second.communicate()
+    _go(step_b[0])
+    out, err = second.communicate(timeout=120)
+    assert second.returncode == 0, err
+
+    plain = write(tmp_path / "plain", {"pipeline.py": pipeline, "barca.toml": _remote(bucket)})
+    uncapped = serve(plain, "pipeline.py", "--no-schedule", env=moto.env)
+    c = write(tmp_path / "c", {"pipeline.py": pipeline, "barca.toml": _remote(bucket)
+                               + f'[server]\nurl = "{uncapped.url}"\nshared_capacity = true\n'})
+    bad = barca(c, "get", "heavy", "pipeline.py", env=moto.env).expect(2)
+    assert "shared_capacity" in bad.envelope["error"] and "--capacity" in \
+        bad.envelope["remediation"]
+    assert not list(marks.glob("running-*"))
