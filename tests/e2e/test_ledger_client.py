@@ -233,3 +233,28 @@ def test_a_lease_of_a_client_killed_while_it_holds_the_capacity_expires(
     assert "shared_capacity" in bad.envelope["error"] and "--capacity" in \
         bad.envelope["remediation"]
     assert not list(marks.glob("running-*"))
+
+
+def test_a_local_copy_that_is_not_the_ledgers_result_is_fetched_again(
+        tmp_path: Path, moto: Moto, serve) -> None:
+    """A ledger hit whose result b has a local copy of, with no record of it here (b's
+    records were reset, its files kept; or a run here wrote it and never recorded it), and
+    other bytes: the get sees they are not the ledger's digest and fetches the store's
+    object again, instead of serving them."""
+    bucket = moto.bucket()
+    served = write(tmp_path / "server", {"pipeline.py": PLAIN, "barca.toml": _remote(bucket)})
+    server = serve(served, "pipeline.py", "--no-schedule", env=moto.env)
+    env = {**moto.env, "BARCA_SERVER": server.url}
+    a, b = (write(tmp_path / name, {"pipeline.py": PLAIN, "barca.toml": _remote(bucket)})
+            for name in ("a", "b"))
+    barca(a, "get", "numbers", "pipeline.py", env=env).expect(0)
+    first = barca(b, "get", "numbers", "pipeline.py", env=env).expect(0).json
+    assert first["steps_executed"] == 0 and first["final_output"] == list(range(10))
+    copies = list((b / ".barca" / "artifacts").rglob("*.json"))
+    assert len(copies) == 1, copies
+    copies[0].write_text("[1]")
+    barca(b, "state", "reset", "--yes", env=env).expect(0)  # its files stay
+    again = barca(b, "get", "numbers", "pipeline.py", env=env).expect(0).json
+    assert again["steps_executed"] == 0
+    assert again["final_output"] == list(range(10))
+    assert json.loads(copies[0].read_text()) == list(range(10))
