@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -258,3 +259,49 @@ def test_a_local_copy_that_is_not_the_ledgers_result_is_fetched_again(
     assert again["steps_executed"] == 0
     assert again["final_output"] == list(range(10))
     assert json.loads(copies[0].read_text()) == list(range(10))
+
+
+SLOW = """
+import os, time
+from barca import asset
+
+@asset
+def total() -> int:
+    open("total.started", "w").close()
+    while not os.path.exists("go"):
+        time.sleep(0.05)
+    return 45
+"""
+
+
+def test_history_and_status_send_the_kept_posts_before_the_server_answers(
+        tmp_path: Path, moto: Moto, serve) -> None:
+    """A post the server missed (it stopped while the step ran) is kept; the next `history`
+    with the configured server sends it first, so the server's answer holds the run; the
+    next `status` has nothing left to send."""
+    bucket = moto.bucket()
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    url = f"http://127.0.0.1:{port}"
+    served = write(tmp_path / "server", {"pipeline.py": SLOW, "barca.toml": _remote(bucket)})
+    a = write(tmp_path / "a", {"pipeline.py": SLOW, "barca.toml": _remote(bucket)
+                               + f'[server]\nurl = "{url}"\n'})
+    server = serve(served, "pipeline.py", "--no-schedule", env=moto.env, port=port)
+    proc = start_barca(a, "get", "total", "pipeline.py", env=moto.env)
+    poll(lambda: (a / "total.started").exists(), "the step to start")
+    server.terminate()
+    (a / "go").touch()
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    run_id = json.loads(out)["run_id"]
+    assert f"run {run_id} was not recorded on the server {url}" in err
+
+    server = serve(served, "pipeline.py", "--no-schedule", env=moto.env, port=port)
+    history = barca(a, "history", env=moto.env).expect(0)
+    assert f"[barca] recorded run {run_id} on the server (run {run_id})" in history.stderr
+    assert history.stderr.index(f"[barca] server {url}") < history.stderr.index("recorded run")
+    assert run_id in {r["run_id"] for r in history.json["runs"]}  # the server's answer
+    status = barca(a, "status", "pipeline.py", env=moto.env).expect(0)
+    assert "recorded run" not in status.stderr
+    assert [n["name"] for n in status.json["nodes"]] == ["total"]

@@ -15,7 +15,7 @@ shared store.
    in, as the store lists them (an object's name carries its SHA-256), so the server can
    check them without downloading anything. The run is kept in `ledger_posts` first and
    removed once the server recorded it: a refusal or a lost connection leaves the run's
-   output and exit code as they were, says so on stderr, and the next get or run with this
+   output and exit code as they were, says so on stderr, and the next command with this
    server sends it again.
 
 The post is built from the run's own history rows, column by column per node (1,000 keys of
@@ -142,7 +142,7 @@ class LedgerClient:
             ledger_rows.post_failed(conn, run_id, exc.message)
             self.say(f"[barca] warning: run {run_id} was {'still ' if again else ''}not "
                      f"recorded on the server {self.url}: {exc.message}; it is kept and sent "
-                     "again by the next get or run with this server (barca status --local shows "
+                     "again by the next command with this server (barca status --local shows "
                      "its results as not_in_ledger)")
             return
         ledger_rows.post_done(conn, run_id)
@@ -230,6 +230,30 @@ def _auth() -> dict[str, str]:
     """The server's token, from BARCA_SERVER_TOKEN."""
     token = os.environ.get("BARCA_SERVER_TOKEN", "").strip()
     return {"Authorization": f"Bearer {token}"} if token else {}
+
+
+def resend_kept(url: str, env: str | None, say: Callable[[str], None]) -> None:
+    """The posts kept for the server at `url`, sent before a command that gives the server's
+    answer (status, history, ...: cli.server_option), so that the answer shows them: the
+    server checked and the posts sent as a get would. Nothing more is opened, and the server
+    not asked, when none is kept."""
+    from barca.project import open_project
+
+    project = open_project(env)
+    conn = connect(project.db_path, create=False)
+    try:
+        kept = [post for post in ledger_rows.pending_posts(conn)
+                if post[1].rstrip("/") == url.rstrip("/")]
+    finally:
+        if conn is not None:
+            conn.close()
+    if not kept:
+        return
+    client = LedgerClient(url, say)
+    try:
+        client.open(project)
+    finally:
+        client.close()
 
 
 _COLUMNS = ("keys", "labels", "run_hashes", "contexts", "signatures", "paths", "formats",

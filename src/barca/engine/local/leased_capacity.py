@@ -144,9 +144,11 @@ class LeasedBudget:
             except queue.Empty:
                 units = 0
             if units is None:  # closing
+                import httpx
+
                 try:
                     self.http.delete(f"/capacity/leases/{self.lease}", timeout=CLOSE_SECONDS)
-                except Exception:  # the server expires it
+                except httpx.HTTPError:  # the server expires it
                     pass
                 return
             if self.closing.is_set():
