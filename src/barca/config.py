@@ -12,6 +12,8 @@ Known settings:
     [remote.storage_options]    environment's BARCA_REMOTE_URI and BARCA_STORAGE_OPTIONS)
     [server] url = "http://..." the team's `barca serve`, whose ledger decides what local runs
                                 compute (BARCA_SERVER wins; cli.server_option)
+    [server] shared_capacity = true   those runs' steps are also admitted against the
+                                server's `--capacity` (engine.local.leased_capacity)
     [executor] kind = "ray"     what runs the steps: "local" worker processes (the default)
                                 or a Ray cluster (engine.ray_executor; BARCA_EXECUTOR wins)
 
@@ -58,6 +60,7 @@ class Settings:
     remote_uri: str | None = None  # [remote] uri
     remote_storage_options: dict | None = None  # [remote.storage_options]
     server_url: str | None = None  # [server] url
+    shared_capacity: bool | None = None  # [server] shared_capacity
     executor_kind: str | None = None  # [executor] kind
 
 
@@ -151,6 +154,14 @@ def _server_url(value: Any) -> str:
                      "address of the team's `barca serve`)")
 
 
+def _shared_capacity(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    raise UsageError(f"{CONFIG_FILE}: [server] shared_capacity must be true or false, not "
+                     f"{value!r}", "write `shared_capacity = true` to admit this machine's "
+                     "steps against the server's --capacity, or remove it")
+
+
 EXECUTOR_KINDS = ("local", "ray")
 
 
@@ -170,7 +181,8 @@ _KNOWN: dict[str, dict[str, tuple[str, Callable[[Any], Any]]]] = {
     "serve": {"token": ("serve_token", _token)},
     "remote": {"uri": ("remote_uri", _remote_uri),
                "storage_options": ("remote_storage_options", _storage_options)},
-    "server": {"url": ("server_url", _server_url)},
+    "server": {"url": ("server_url", _server_url),
+               "shared_capacity": ("shared_capacity", _shared_capacity)},
     "executor": {"kind": ("executor_kind", executor_kind)},
 }
 

@@ -34,10 +34,13 @@ def get(target: str | None = None, files: Files = (), *,
     a list of such, or {"region": ["emea"]}. `batch` regroups the stale keys of batched nodes
     for this run: "all", "none", 20, or {"scored": 20}.
 
-    `server` runs it on a `barca serve` instead, as `barca get --server`: True for the
-    configured server (BARCA_SERVER), or its URL. The value is the result's bytes for an
-    unpartitioned target (JSON as Python values, parquet as a pyarrow Table, any other
-    format as bytes), else the run's JSON ({key: value} for a partitioned target).
+    With a configured server (`[server] url` in barca.toml, or BARCA_SERVER) it runs here
+    with the cache decided by the server's ledger, as `barca get` does (`barca docs
+    remote`); `server=False` runs on local records only, as `--local`. `server` runs it on
+    a `barca serve` instead, as `barca get --server`: True for the configured server, or
+    its URL. The value is then the result's bytes for an unpartitioned target (JSON as
+    Python values, parquet as a pyarrow Table, any other format as bytes), else the run's
+    JSON ({key: value} for a partitioned target).
     """
     from barca.discover.files import is_path_arg  # the command line's rule
 
@@ -47,7 +50,8 @@ def get(target: str | None = None, files: Files = (), *,
     if server:
         return _on_server(server, "get", target, paths, refresh, refresh_all, cascade,
                           partition, env, batch)
-    return _call("get", target, paths, refresh, refresh_all, cascade, partition, env, batch)
+    return _call("get", target, paths, refresh, refresh_all, cascade, partition, env, batch,
+                 ledger=server is None)
 
 
 def run(target: str, files: Files = (), *,
@@ -56,11 +60,12 @@ def run(target: str, files: Files = (), *,
         batch: str | int | dict[str, Any] | None = None,
         server: bool | str | None = None) -> Any:
     """Run the task `target` (its asset inputs come from cache) and return its value
-    (`server`: on a `barca serve`, as `get`'s)."""
+    (`server`, and a configured server's ledger, as `get`'s)."""
     if server:
         return _on_server(server, "run", target, _paths(files), refresh, refresh_all, cascade,
                           partition, env, batch)
-    return _call("run", target, files, refresh, refresh_all, cascade, partition, env, batch)
+    return _call("run", target, files, refresh, refresh_all, cascade, partition, env, batch,
+                 ledger=server is None)
 
 
 def plan(files: Files = ()) -> Plan:
@@ -139,13 +144,20 @@ def _paths(files: Files) -> list[str]:
 
 
 def _call(command: str, target: str | None, files: Files, refresh: Any, refresh_all: bool,
-          cascade: bool, partition: Partition, env: str | None, batch: Any) -> Any:
+          cascade: bool, partition: Partition, env: str | None, batch: Any,
+          ledger: bool = False) -> Any:
+    """The call run here; `ledger`: against the configured server's ledger, if one is."""
     from barca.engine.driver import run as run_pipeline
     from barca.errors import StepFailed
 
-    result = run_pipeline(command, target, _paths(files), refresh=refresh,
-                          refresh_all=refresh_all, partition=partition, cascade=cascade,
-                          env=env, batch=batch, triggered_by="python")
+    client = _ledger_client() if ledger else None
+    try:
+        result = run_pipeline(command, target, _paths(files), refresh=refresh,
+                              refresh_all=refresh_all, partition=partition, cascade=cascade,
+                              env=env, batch=batch, triggered_by="python", ledger=client)
+    finally:
+        if client is not None:
+            client.close()
     if result.failed:
         failure = result.failed[0]
         raise StepFailed(f"step '{failure.step_id}' failed: {failure.error_type}: "
@@ -153,6 +165,20 @@ def _call(command: str, target: str | None, files: Files, refresh: Any, refresh_
                          traceback=failure.traceback)
     node_id = result.final_node()
     return None if node_id is None else result.values(node_id)
+
+
+def _ledger_client() -> Any:
+    """The configured server's ledger (`[server] url` or BARCA_SERVER), as `barca get` uses
+    it; None without one. Its warnings (a post it missed) go to stderr as the CLI's do."""
+    from barca.server_config import configured_server
+
+    configured = configured_server()
+    if configured is None:
+        return None
+    from barca.engine.ledger_client import LedgerClient
+    from barca.printable import note
+
+    return LedgerClient(configured.url, say=note)
 
 
 def _on_server(server: bool | str, command: str, target: str | None, paths: list[str],

@@ -4,6 +4,7 @@ Python API's `server=` (`barca.python_api`): which server is configured, the con
 and a run started and followed to its end through its event stream, reconnecting for
 BARCA_SERVER_RECONNECT seconds when the stream drops (the same run id, even across a
 restart of the server). It prints nothing: what to do with each event is the caller's.
+Which server is configured is `barca.server_config`'s (imported here for the callers).
 """
 
 from __future__ import annotations
@@ -11,12 +12,12 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 import orjson
 
 from barca.errors import BarcaError, InfraError, UsageError
+from barca.server_config import configured_server
 
 TIMEOUT_SECONDS = 30.0
 RECONNECT_SECONDS = 60.0  # BARCA_SERVER_RECONNECT's default
@@ -24,35 +25,6 @@ RETRY_EVERY = 0.5  # seconds between two attempts to follow a dropped stream
 RUN_ID_HEADER = "Barca-Run-Id"  # the server names the run it started in its answer
 # how a run the server no longer follows ended (`GET /runs/{id}`), as an exit code
 EXIT_CODES = {"success": 0, "failed": 1, "cancelled": 130}
-
-
-@dataclass(frozen=True, slots=True)
-class Configured:
-    url: str
-    source: str  # BARCA_SERVER or [server] url
-
-
-def configured_server() -> Configured | None:
-    """The server this machine is configured to use: BARCA_SERVER (empty: unset) over
-    `[server] url` of the project here; None for none."""
-    url = os.environ.get("BARCA_SERVER", "").strip() or None
-    if url is not None:
-        if "://" not in url:
-            raise UsageError(f"BARCA_SERVER={url!r} is not a URL",
-                             "set it like BARCA_SERVER=http://127.0.0.1:8274, or unset it")
-        return Configured(url, "BARCA_SERVER")
-    url = project_settings().server_url
-    return None if url is None else Configured(url, "[server] url")
-
-
-def project_settings():
-    """barca.toml's settings of the project the working directory is in."""
-    from pathlib import Path
-
-    from barca.config import read_settings
-    from barca.project_root import root_of
-
-    return read_settings(Path(root_of(os.getcwd())))
 
 
 def server_url(server: bool | str) -> str:

@@ -46,6 +46,9 @@ API_ROUTES = {
     "/schedule/{job}/fires": {"GET"},
     "/assets/{name}/attempts": {"GET"}, "/assets/{name}/value": {"GET"},
     "/ledger/lookup": {"POST"}, "/ledger/runs": {"POST"},
+    "/capacity/leases": {"POST"}, "/capacity/leases/{lease}/want": {"POST"},
+    "/capacity/leases/{lease}/give": {"POST"}, "/capacity/leases/{lease}/renew": {"POST"},
+    "/capacity/leases/{lease}": {"DELETE"},
 }
 
 
@@ -69,8 +72,9 @@ def test_health_names_version_mode_scheduler_and_load_errors(server) -> None:
     assert got.headers["content-type"].startswith("application/json")
     body = got.json()
     assert set(body) == {"status", "version", "api_version", "read_only", "store",
-                         "scheduler", "load_errors", "generation"}
+                         "capacity", "scheduler", "load_errors", "generation"}
     assert body["api_version"] == 1 and body["store"] is None  # no [remote]: no ledger
+    assert body["capacity"] is None  # no --capacity
     assert body["generation"] == 0  # no reload yet
     assert body["status"] == "ok"
     assert isinstance(body["version"], str) and body["version"]
@@ -113,7 +117,7 @@ def test_openapi_paths_are_the_routes_the_server_answers(server) -> None:
     documented = {path: {verb.upper() for verb in ops}
                   for path, ops in got.json()["paths"].items()}
     params = {"name": "p.py:hello", "run_id": "0123456789ab", "target": "no-such-node",
-              "command": "status", "job": "no-such-node"}
+              "command": "status", "job": "no-such-node", "lease": "no-such-lease"}
 
     def probe(verb: str, path: str):
         body = {"targets": ["no-such-node"]} if verb == "POST" else None

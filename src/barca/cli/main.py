@@ -2,7 +2,8 @@
 
 A plain `get` whose answer is kept is answered at once (`barca.cli.quick_get`). Otherwise `get`
 and `run` are handed to the project's warm pool when one is up (see
-`barca.cli.warm_launcher`). Without a pool, and for every other command, the command runs here.
+`barca.cli.warm_launcher`); neither path takes a command for a server or a configured server's
+ledger (`_remote`). Without a pool, and for every other command, the command runs here.
 Nothing heavy is imported before that choice is made.
 """
 
@@ -25,8 +26,7 @@ def main(argv: list[str] | None = None) -> None:
         answer = quick_answer(argv)
         if answer is not None and _answered(answer + "\n"):
             return
-    remote = "--local" not in argv and ("--server" in argv or os.environ.get("BARCA_SERVER")
-                                        or any(a.startswith("--server=") for a in argv))
+    remote = delegated and _remote(argv)
     identity = None  # the project's, once computed: its warm pool is found by it
     if argv and argv[0] == "get" and not remote:
         from barca.cli.quick_get import quick_get
@@ -46,6 +46,28 @@ def main(argv: list[str] | None = None) -> None:
     from barca.cli.app import main as run_here
 
     run_here(argv)
+
+
+def _remote(argv: list[str]) -> bool:
+    """Whether this get/run goes to a server, or to a configured server's ledger
+    (`server_config.configured_server`: BARCA_SERVER or `[server] url`): then neither a kept
+    answer nor the warm pool takes it, since the server must be named, checked and sent the
+    posts it missed, and the ledger decides the cache, never a local answer. A bad setting
+    counts as a server: the command reports it."""
+    if "--local" in argv:
+        return False
+    if "--server" in argv or any(a.startswith("--server=") for a in argv):
+        return True
+    from barca.server_config import configured_server
+
+    try:
+        return configured_server() is not None
+    except Exception as exc:
+        from barca.errors import BarcaError
+
+        if isinstance(exc, BarcaError):  # a bad setting: the command reports it
+            return True
+        raise
 
 
 def _answered(text: str) -> bool:

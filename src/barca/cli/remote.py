@@ -29,9 +29,10 @@ from barca.server_client import (connected, error_of, follow, reconnect_seconds,
 def run_remote(url: str, argv: list[str], json_mode: bool) -> int:
     """Run `barca ARGV` on the server at `url`; the exit code."""
     with connected(url) as client:
+        params = _parse(argv)
+        argv = _same_env(client, url, argv, params.get("env_name"))
         if argv[0] in ("get", "run"):
             return _run(client, argv, json_mode)
-        params = _parse(argv)
         if argv[0] == "sql":
             from barca.cli.remote_sql import remote_sql
 
@@ -52,6 +53,30 @@ def _parse(argv: list[str]) -> dict[str, Any]:
 
     parent = click.Context(cli, info_name="barca", **cli.context_settings)
     return cli.get_command(parent, argv[0]).make_context(argv[0], argv[1:], parent=parent).params
+
+
+def _same_env(client, url: str, argv: list[str], env_name: str | None) -> list[str]:
+    """`--env NAME` must name the environment the server serves (`GET /project`), else exit
+    2 naming both; then it is left out: the server runs in its own (and its `/cli/` routes
+    take no --env)."""
+    if env_name is None:
+        return argv
+    from barca.server_client import answer
+
+    served = answer(client.get("/project"))["env"]
+    if served != env_name:
+        raise UsageError(f"--env {env_name}: the server {url} serves the environment "
+                         f"{served}", f"pass --env {served}, or leave --env out, for that "
+                         f"server; or run here with --local --env {env_name}")
+    out, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == "--env":
+            skip = True
+        elif not arg.startswith("--env="):
+            out.append(arg)
+    return out
 
 
 def _view(client, argv: list[str], json_mode: bool) -> int:

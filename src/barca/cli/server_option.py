@@ -10,7 +10,9 @@ command on that server; a bare `--server` (followed by nothing, a target or a fl
 configured one (exit 2 if none). `--local` is the only way around a configured server (with
 `--server` it is exit 2); nothing ever falls back to a local run by itself. A configured
 server needs a `[remote]` store (exit 2 naming the fix), the one its ledger records. Using it
-says so once: `[barca] server <url> (<source>)`.
+says so once: `[barca] server <url> (<source>)`; then the runs whose posts it missed are sent
+to it again, by every command that uses it (a get or run as it starts, the others before
+the server answers them).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import sys
 import click
 
 from barca.errors import UsageError
-from barca.server_client import Configured, configured_server, project_settings
+from barca.server_config import Configured, configured_server, project_settings
 
 REMOTE_COMMANDS = ("get", "run", "status", "list", "history", "logs", "stats", "sql",
                    "doctor")
@@ -88,7 +90,20 @@ def take_server(argv: list[str]) -> tuple[str | None, list[str]]:
     if command in LEDGER_COMMANDS and not flag:
         _ledger = configured
         return None, rest
+    _resend_kept(configured, rest)
     return configured.url, rest
+
+
+def _resend_kept(configured: Configured, rest: list[str]) -> None:
+    """Runs the configured server has not recorded yet (their posts failed) are sent before
+    the server answers for them (engine.ledger_client.resend_kept)."""
+    from barca.engine.ledger_client import resend_kept
+    from barca.printable import note
+
+    env = next((a.split("=", 1)[1] for a in rest if a.startswith("--env=")), None)
+    if "--env" in rest[:-1]:
+        env = rest[rest.index("--env") + 1]
+    resend_kept(configured.url, env, note)
 
 
 def _configured_or_refuse() -> Configured:

@@ -194,7 +194,8 @@ def run(command: str, target_text: str | None, paths: Sequence[str] = (), *,
 
         configured = pipeline.project.settings.capacity
         new_executor = local_executor(pipeline.project.root, _files_in(pipeline, request.cone),
-                                      configured)
+                                      configured, shared=None if ledger is None
+                                      else ledger.shared_capacity)
         warnings += capacity_warnings(pipeline.graph, order, *capacity(configured))
     warnings += undeclared_env_warnings(pipeline.graph, order)
     warnings.sort(key=lambda w: (w["node"], w["param"] or "", w["kind"]))

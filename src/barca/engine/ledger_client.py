@@ -3,8 +3,10 @@ work is shared through the server's record of which results exist, the bytes thr
 shared store.
 
 1. `open`: `GET /health` must name this barca's API version (else exit 3) and the same store
-   as this project's `[remote]` (else exit 2, naming both); then the posts that failed
-   earlier are sent again, oldest first.
+   as this project's `[remote]` (else exit 2, naming both), and a `--capacity` when the
+   project asks to share it (`[server] shared_capacity`: the run's steps and batch calls are
+   then admitted against it too, engine.local.leased_capacity; else exit 2); then the posts
+   that failed earlier are sent again, oldest first.
 2. Planning asks `POST /ledger/lookup` once per phase for every (node, key, run hash) it
    would compute (store.ledger_store); a hit is a cache hit, read from the store when a
    reader needs it. An unreachable ledger mid-run is exit 3: never a silent local fallback.
@@ -13,7 +15,7 @@ shared store.
    in, as the store lists them (an object's name carries its SHA-256), so the server can
    check them without downloading anything. The run is kept in `ledger_posts` first and
    removed once the server recorded it: a refusal or a lost connection leaves the run's
-   output and exit code as they were, says so on stderr, and the next get or run with this
+   output and exit code as they were, says so on stderr, and the next command with this
    server sends it again.
 
 The post is built from the run's own history rows, column by column per node (1,000 keys of
@@ -43,6 +45,7 @@ class LedgerClient:
     def __init__(self, url: str, say: Callable[[str], None] = lambda line: None) -> None:
         self.url, self.say = url.rstrip("/"), say
         self._http: Any = None
+        self.shares = False  # the run's steps are admitted against the server's --capacity
 
     # -- before the run -----------------------------------------------------------------------
 
@@ -55,6 +58,7 @@ class LedgerClient:
                              "and this project has no [remote]",
                              'set [remote] uri = "s3://bucket/prefix" (or BARCA_REMOTE_URI) '
                              "to the server's store, or pass --local")
+        self.shares = bool(project.settings.shared_capacity)
         self._check(remote.uri, project.env)
         store = project_store(project)
         self.resend(project, store)
@@ -76,6 +80,16 @@ class LedgerClient:
                              f"project shares {uri} (env {env})",
                              "set [remote] uri (or BARCA_REMOTE_URI) and the environment to "
                              "the server's, or pass --local to run on local records only")
+        if self.shares and not health.get("capacity"):
+            raise UsageError(f"[server] shared_capacity asks to share the --capacity of the "
+                             f"server {self.url}, which has none",
+                             "start it with `barca serve --capacity N`, or remove "
+                             "shared_capacity from [server] in barca.toml")
+
+    def shared_capacity(self) -> tuple | None:
+        """(URL, headers, say) of the server whose --capacity this run's steps share (asked
+        when its executor starts: engine.local.leased_capacity), or None."""
+        return (self.url, _auth(), self.say) if self.shares else None
 
     # -- during the run -----------------------------------------------------------------------
 
@@ -128,7 +142,7 @@ class LedgerClient:
             ledger_rows.post_failed(conn, run_id, exc.message)
             self.say(f"[barca] warning: run {run_id} was {'still ' if again else ''}not "
                      f"recorded on the server {self.url}: {exc.message}; it is kept and sent "
-                     "again by the next get or run with this server (barca status --local shows "
+                     "again by the next command with this server (barca status --local shows "
                      "its results as not_in_ledger)")
             return
         ledger_rows.post_done(conn, run_id)
@@ -181,9 +195,8 @@ class LedgerClient:
         import httpx
 
         if self._http is None:
-            token = os.environ.get("BARCA_SERVER_TOKEN", "").strip()
-            self._http = httpx.Client(base_url=self.url, timeout=TIMEOUT_SECONDS, headers={
-                "Authorization": f"Bearer {token}"} if token else {})
+            self._http = httpx.Client(base_url=self.url, timeout=TIMEOUT_SECONDS,
+                                      headers=_auth())
         try:
             if body is None:
                 response = self._http.request(method, path)
@@ -211,6 +224,36 @@ class LedgerClient:
     def close(self) -> None:
         if self._http is not None:
             self._http.close()
+
+
+def _auth() -> dict[str, str]:
+    """The server's token, from BARCA_SERVER_TOKEN."""
+    token = os.environ.get("BARCA_SERVER_TOKEN", "").strip()
+    return {"Authorization": f"Bearer {token}"} if token else {}
+
+
+def resend_kept(url: str, env: str | None, say: Callable[[str], None]) -> None:
+    """The posts kept for the server at `url`, sent before a command that gives the server's
+    answer (status, history, ...: cli.server_option), so that the answer shows them: the
+    server checked and the posts sent as a get would. Nothing more is opened, and the server
+    not asked, when none is kept."""
+    from barca.project import open_project
+
+    project = open_project(env)
+    conn = connect(project.db_path, create=False)
+    try:
+        kept = [post for post in ledger_rows.pending_posts(conn)
+                if post[1].rstrip("/") == url.rstrip("/")]
+    finally:
+        if conn is not None:
+            conn.close()
+    if not kept:
+        return
+    client = LedgerClient(url, say)
+    try:
+        client.open(project)
+    finally:
+        client.close()
 
 
 _COLUMNS = ("keys", "labels", "run_hashes", "contexts", "signatures", "paths", "formats",

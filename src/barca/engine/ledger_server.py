@@ -186,7 +186,7 @@ def _check_objects(store: Any, rows: list[tuple], objects: dict[str, Any]) -> No
         where = store.location(file_key)
         if found is None:
             raise Refused(f"the result {where} is not in the store",
-                          "upload it (the next get or run retries the post once it is there)")
+                          "upload it (the client's next command retries the post once it is there)")
         if found[0] != digest:
             raise Refused(f"the result {where} in the store has the digest {found[0][:12]}..., "
                           f"not {digest[:12]}...", "compute it again: the store's object "

@@ -21,6 +21,7 @@ from starlette.staticfiles import StaticFiles
 from barca.errors import BarcaError
 from barca.server.http import (ApiError, Served, api_error, barca_error, crash, http_error,
                                merge_methods)
+from barca.server.routes_capacity import capacity_routes
 from barca.server.routes_inspect import inspect_routes
 from barca.server.routes_keys import key_routes
 from barca.server.routes_ledger import ledger_routes
@@ -37,7 +38,8 @@ def build_app(served: Served, lifespan: Any = None) -> Starlette:
     # a key's routes first: /assets/{name:path} would take /assets/x/attempts
     routes = merge_methods(key_routes(served) + inspect_routes(served) + run_routes(served)
                            + view_routes(served) + ops_routes(served) + schedule_routes(served)
-                           + project_routes(served) + ledger_routes(served)) + [
+                           + project_routes(served) + ledger_routes(served)
+                           + capacity_routes(served)) + [
         Route("/", _to_ui), Route("/ui", _to_ui),
         Mount("/ui", StaticFiles(directory=UI_DIR, html=True), name="ui")]
     return Starlette(routes=routes, lifespan=lifespan, exception_handlers={

@@ -13,6 +13,13 @@ and everything it held or asked for goes with it. The budget lives in memory onl
 Lines on the socket: the run sends `want N` and `give N`, the server answers each `want`
 with `ok` once granted. A connection is matched to its run by the peer's pid
 (`SO_PEERCRED`), and refused from another user.
+
+A machine that runs its own steps against this server's ledger may ask to share the budget
+too (`[server] shared_capacity`, engine.local.leased_capacity): over HTTP, since it may be
+another machine (server.routes_capacity). It holds a LEASE, which stands for its connection:
+its asks wait in the same line as the server's runs', and everything it holds goes when it
+gives the lease back, or when it has not been heard from for LEASE_SECONDS (a client killed,
+or cut off, holds nothing for long).
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import os
+import secrets
 import socket
 import struct
 import time
@@ -28,14 +36,28 @@ from pathlib import Path
 from typing import Callable
 
 MAX_LINE = 64
+LEASE_SECONDS = 10.0  # a lease not heard from for this long is given back
+MAX_WAIT_SECONDS = LEASE_SECONDS / 2  # the longest one `want` waits (the lease stays alive)
+MAX_LEASES = 256  # leases at once (each is a client's run)
 
 
 @dataclass(eq=False)
 class _Run:
-    writer: asyncio.StreamWriter
+    """A run holding units: a server's run on the socket (`writer`), or a client's lease."""
+
+    writer: asyncio.StreamWriter | None
     run_id: str | None
     held: int = 0
     asks: collections.deque = field(default_factory=collections.deque)  # (units, since)
+    lease: str | None = None
+    seen: float = 0.0  # monotonic time a lease was last heard from
+    asked: int = 0  # the number its client gave a lease's last ask (one at a time) ...
+    granted: int = 0  # ... and that of its last ask granted
+    changed: asyncio.Event | None = None  # set when a lease's ask is granted
+
+
+class UnknownLease(KeyError):
+    """A lease this server does not hold (never given, given back, or expired)."""
 
 
 class SharedCapacity:
@@ -47,15 +69,89 @@ class SharedCapacity:
         self.runs: set[_Run] = set()
         self.line: collections.deque[tuple[_Run, int, float]] = collections.deque()
         self.server: asyncio.AbstractServer | None = None
+        self.leases: dict[str, _Run] = {}
+        self._expiry: asyncio.Task | None = None
 
     async def start(self) -> None:
         self.server = await asyncio.start_unix_server(self._serve, path=str(self.path),
                                                       limit=MAX_LINE)
         os.chmod(self.path, 0o600)
+        self._expiry = asyncio.create_task(self._expire())
 
     def close(self) -> None:
         if self.server is not None:
             self.server.close()
+        if self._expiry is not None:
+            self._expiry.cancel()
+
+    # -- a client's lease (server.routes_capacity) --------------------------------------------
+
+    def open_lease(self, run_id: str | None) -> str:
+        if len(self.leases) >= MAX_LEASES:
+            raise OverflowError(f"{MAX_LEASES} leases are held already")
+        lease = secrets.token_hex(12)
+        run = _Run(None, run_id, lease=lease, seen=time.monotonic(), changed=asyncio.Event())
+        self.leases[lease] = run
+        self.runs.add(run)
+        return lease
+
+    def heard(self, lease: str) -> _Run:
+        """The lease's holder, heard from now; UnknownLease if it has none."""
+        run = self.leases.get(lease)
+        if run is None:
+            raise UnknownLease(lease)
+        run.seen = time.monotonic()
+        return run
+
+    async def want(self, lease: str, ask: int, units: int, wait: float) -> bool:
+        """The lease's ask number `ask` for `units` more (asked once: the same number asked
+        again waits for the same ask), waited for up to `wait` seconds: granted or not."""
+        run = self.heard(lease)
+        if ask > run.asked:
+            if run.granted < run.asked:
+                raise ValueError(f"ask {run.asked} of this lease is still waiting")
+            run.asked = ask
+            self.line.append((run, units, time.monotonic()))
+            self._grant()
+        deadline = time.monotonic() + min(max(wait, 0.0), MAX_WAIT_SECONDS)
+        while run.granted < ask and self.leases.get(lease) is run:
+            run.changed.clear()
+            try:
+                await asyncio.wait_for(run.changed.wait(), deadline - time.monotonic())
+            except asyncio.TimeoutError:
+                break
+        run.seen = time.monotonic()
+        return run.granted >= ask
+
+    def give(self, lease: str, units: int) -> int:
+        """Units the lease's holder no longer uses; what it still holds."""
+        run = self.heard(lease)
+        self._said(run, [b"give", str(units).encode()])
+        return run.held
+
+    def close_lease(self, lease: str) -> None:
+        run = self.leases.get(lease)
+        if run is not None:
+            self._gone(run)
+
+    async def _expire(self) -> None:
+        """Give back the leases not heard from for LEASE_SECONDS."""
+        while True:
+            await asyncio.sleep(1.0)
+            now = time.monotonic()
+            for run in [r for r in self.leases.values() if now - r.seen > LEASE_SECONDS]:
+                self._gone(run)
+
+    def _gone(self, run: _Run) -> None:
+        """A run's connection closed, or a lease ended: all it held or asked for goes."""
+        self.runs.discard(run)
+        if run.lease is not None:
+            self.leases.pop(run.lease, None)
+            run.changed.set()  # a `want` waiting for it answers now
+        self.in_use -= run.held
+        run.held = 0
+        self.line = collections.deque(a for a in self.line if a[0] is not run)
+        self._grant()
 
     def describe(self) -> dict:
         """`/queue`'s `capacity`: the budget, the units in use, who holds them and the steps
@@ -84,11 +180,8 @@ class SharedCapacity:
                     break
                 self._said(run, line.split())
         finally:
-            self.runs.discard(run)
-            self.in_use -= run.held
-            self.line = collections.deque(a for a in self.line if a[0] is not run)
+            self._gone(run)
             writer.close()
-            self._grant()
 
     def _said(self, run: _Run, words: list[bytes]) -> None:
         if len(words) != 2 or not words[1].isdigit() or int(words[1]) < 1:
@@ -112,7 +205,11 @@ class SharedCapacity:
             self.line.popleft()
             run.held += units
             self.in_use += units
-            run.writer.write(b"ok\n")
+            if run.writer is not None:
+                run.writer.write(b"ok\n")
+            else:
+                run.granted = run.asked
+                run.changed.set()
 
 
 def _peer(writer: asyncio.StreamWriter) -> tuple[int, int] | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from barca.server.openapi_schemas import BOOL, LABEL, SCHEMAS, STR, ref
+from barca.server.openapi_schemas import BOOL, INT, LABEL, SCHEMAS, STR, obj, ref
 from barca.server.routes_views import MAX_LIMIT
 
 
@@ -163,6 +163,7 @@ def document(version: str) -> dict[str, Any]:
     paths.update(_key_paths())
     paths.update(_schedule_paths())
     paths.update(_ledger_paths())
+    paths.update(_capacity_paths())
     paths["/events/{run_id}"] = {"get": {**paths["/runs/{run_id}/events"]["get"],
                                          "summary": "The older name of /runs/{run_id}/events"}}
     _guarded(paths)
@@ -212,6 +213,32 @@ def _ledger_paths() -> dict:
                  400, 403, 409, 503, body=ref("LedgerPost"))
     runs["responses"] = {"201": runs["responses"].pop("200"), **runs["responses"]}
     return {"/ledger/lookup": {"post": lookup}, "/ledger/runs": {"post": runs}}
+
+
+def _capacity_paths() -> dict:
+    """A ledger client's share of --capacity (`server.routes_capacity`)."""
+    lease = [_path_param("lease")]
+    opened = _post("Open a lease on the server's --capacity for a client's run (400 without "
+                   "--capacity, 503 draining)", _json(ref("CapacityLease")), 400, 503,
+                   body=obj({"run_id": STR}, []))
+    opened["responses"] = {"201": opened["responses"].pop("200"), **opened["responses"]}
+    held = _json(obj({"held": INT}))
+    return {
+        "/capacity/leases": {"post": opened},
+        "/capacity/leases/{lease}/want": {"post": _post(
+            "Ask for more units (ask numbers one at a time; the same number again waits for "
+            "the same ask), waiting up to wait_seconds for the grant",
+            _json(obj({"granted": BOOL})), 400, 404, 409, params=lease,
+            body=ref("CapacityWant"))},
+        "/capacity/leases/{lease}/give": {"post": _post(
+            "Give units back", held, 400, 404, params=lease, body=ref("CapacityUnits"))},
+        "/capacity/leases/{lease}/renew": {"post": _post(
+            "Keep the lease (one not heard from for lease_seconds is given back)", held,
+            400, 404, params=lease)},
+        "/capacity/leases/{lease}": {"delete": _get(
+            "Give the lease back, with all it holds", _json(obj({"released": BOOL})), 400,
+            params=lease)},
+    }
 
 
 def _post(summary: str, ok: dict, *errors: int, params: list | None = None,

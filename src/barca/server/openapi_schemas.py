@@ -74,6 +74,9 @@ SCHEMAS = {
                    "api_version": INT, "read_only": BOOL,
                    "store": {"type": ["object", "null"], "properties": {"uri": STR, "env": STR},
                              "required": ["uri", "env"], "additionalProperties": False},
+                   "capacity": {"type": ["object", "null"], "properties": {
+                       "total": INT, "in_use": INT, "waiting": INT},
+                       "additionalProperties": False},
                        "scheduler": BOOL, "load_errors": {"type": "array",
                                                           "items": ref("LoadError")},
                        "generation": INT}),
@@ -263,6 +266,9 @@ SCHEMAS.update({  # the operator's routes and the project's reads (routes_ops, r
                                                              "units": INT})},
                      "waiting": {"type": "array", "items": obj({
                          "run_id": NULL_STR, "weight": INT, "waiting_seconds": NUM})}}),
+    "CapacityLease": obj({"lease": STR, "total": INT, "lease_seconds": NUM}),
+    "CapacityWant": obj({"ask": INT, "units": INT, "wait_seconds": NUM}, ["ask", "units"]),
+    "CapacityUnits": obj({"units": INT}, ["units"]),
     "SchedulePause": obj({"id": STR, "paused": BOOL, "paused_until": NULL_TIME}),
     "ResetRequest": obj({"confirm": {"const": True}}),
     "StateReset": obj({"database": STR, "backup": STR, "runs_removed": INT,

@@ -17,6 +17,15 @@ from barca.views.node_pages import node_stats, with_timings
 from barca.views.server_runs import run_status_word
 
 
+def _capacity(s: Served) -> dict | None:
+    """/health's view of --capacity (None without): what a client that shares it checks."""
+    capacity = s.runs.capacity if s.runs is not None else None
+    if capacity is None:
+        return None
+    return {"total": capacity.total, "in_use": capacity.in_use,
+            "waiting": len(capacity.line)}
+
+
 def inspect_routes(s: Served) -> list[Route]:
     def asset(node: str) -> dict:
         graph = s.pipeline.graph
@@ -33,6 +42,7 @@ def inspect_routes(s: Served) -> list[Route]:
         return json({"status": "draining" if stopping else "ok", "version": __version__,
                      "api_version": API_VERSION, "read_only": s.options.read_only,
                      "store": Ledger(s.pipeline.project).store_name(),
+                     "capacity": _capacity(s),
                      "scheduler": s.options.scheduler_on,
                      "load_errors": list(s.pipeline.load_errors), "generation": s.generation})
 

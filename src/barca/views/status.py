@@ -25,7 +25,7 @@ UNSYNCED = {"local_only": "here, not in the remote store: recorded before [remot
             "store_only": "in the remote store, not here yet: fetched when first read",
             "mismatch": "this copy differs from the remote store's object in size",
             "not_in_ledger": "computed here by a run the server's ledger has not recorded "
-                             "yet: the next get or run with the server posts it"}
+                             "yet: the next command with the server posts it"}
 
 
 @dataclass(frozen=True)

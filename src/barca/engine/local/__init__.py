@@ -7,16 +7,19 @@ from __future__ import annotations
 TYPE_CHECKING = False  # typing and pathlib are not imported for it
 if TYPE_CHECKING:
     from pathlib import Path
-    from typing import Sequence
+    from typing import Callable, Sequence
 
     from barca.engine.executor import NewExecutor
 
 
-def local_executor(root: Path, files: Sequence[str], capacity: int | None = None
-                   ) -> NewExecutor:
+def local_executor(root: Path, files: Sequence[str], capacity: int | None = None,
+                   shared: Callable[[], tuple | None] | None = None) -> NewExecutor:
     """A factory of local executors for a run over `files`; its settings are read (and a bad
     one reported) now, its processes start only when the coordinator first needs one.
-    `capacity`: `[run] capacity` from barca.toml, if set (BARCA_CAPACITY wins over it)."""
+    `capacity`: `[run] capacity` from barca.toml, if set (BARCA_CAPACITY wins over it).
+    `shared`: asked when the executor starts, (server URL, headers, say) of a server whose
+    `--capacity` the steps are admitted against as well (a ledger client's, leased_capacity),
+    or None."""
     from barca.engine.local import settings
 
     size, warm = pool_size(), warm_seconds()
@@ -26,7 +29,8 @@ def local_executor(root: Path, files: Sequence[str], capacity: int | None = None
     def new():
         from barca.engine.local.pool import LocalExecutor
 
-        return LocalExecutor(root, size, files, warm_seconds=warm, capacity=units)
+        return LocalExecutor(root, size, files, warm_seconds=warm, capacity=units,
+                             shared=shared() if shared is not None else None)
 
     return new
 

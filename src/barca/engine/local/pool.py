@@ -14,7 +14,8 @@ at the head waits for room (lighter steps behind it do not overtake it), and a s
 than the whole capacity waits until nothing else runs, then runs alone. With every weight 1
 and the capacity at least the pool size this never holds anything back; its cost is one
 integer comparison per step. Under `barca serve --capacity` the units are also held in the
-server's budget shared by all its runs (`shared_capacity`): a step waits at the head for both.
+server's budget shared by all its runs (`shared_capacity`), and by the runs of its ledger's
+clients that ask to share it (`leased_capacity`): a step waits at the head for both.
 
 Workers are forked from the project's warm pool where one can run, else fresh interpreters
 (`worker_processes`: starting, ending and telling how one ended).
@@ -35,6 +36,7 @@ from typing import Any, Iterable, Iterator, Sequence
 from barca.errors import InfraError
 from barca.engine.local.frames import (FrameBuffer, Imported, Lease, Outcomes, Shutdown,
                                        StoreFailed, Warm, write_frame)
+from barca.engine.local.leased_capacity import LeasedBudget
 from barca.engine.local.shared_capacity import SharedBudget
 from barca.engine.local.worker_processes import Starter, WorkerProcess, end, exit_status
 from barca.engine.protocol import (CallFinished, CallSpec, LogLine, StepOutcome, StepSpec,
@@ -64,7 +66,7 @@ class _Worker:
 class LocalExecutor:
     def __init__(self, root: Path, pool_size: int, files: Sequence[str] = (),
                  lease_size: int = 256, warm_seconds: float = 0.0,
-                 capacity: int | None = None) -> None:
+                 capacity: int | None = None, shared: tuple | None = None) -> None:
         self.files = tuple(files)  # the pipeline files, root-relative: what workers import
         self.starter = Starter(root, self.files, warm_seconds)
         self.imported: set[str] = set()
@@ -79,7 +81,9 @@ class LocalExecutor:
         self.selector = selectors.DefaultSelector()
         self.timeout_attempts: dict[str, int] = {}
         self.crashes = 0
-        self.shared = SharedBudget.connect()  # the server's capacity, under --capacity
+        # the server's capacity: a server's run's (--capacity), or a ledger client's that
+        # asked for it (`shared`: the server's URL, headers, and where warnings go)
+        self.shared = LeasedBudget(*shared) if shared else SharedBudget.connect()
         if self.shared is not None:
             self.selector.register(self.shared.fileno(), selectors.EVENT_READ, self.shared)
 
