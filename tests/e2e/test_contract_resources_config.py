@@ -21,7 +21,7 @@ PIPELINE = """
 """
 
 KNOWN = ("the known settings: [run] capacity, [cache] max_size, [serve] token, [remote] uri, "
-         "[remote] storage_options, [server] url, [executor] kind")
+         "[remote] storage_options, [server] url, [server] shared_capacity, [executor] kind")
 
 
 def _project(root: Path, toml: str) -> Path:
@@ -106,7 +106,7 @@ def test_invalid_toml_is_exit_2(tmp_path: Path) -> None:
     assert bad.envelope["remediation"] == ("fix the syntax; the settings it may hold: "
                                            "[run] capacity, [cache] max_size, [serve] token, "
                                            "[remote] uri, [remote] storage_options, "
-                                           "[server] url, [executor] kind")
+                                           "[server] url, [server] shared_capacity, [executor] kind")
 
 
 def test_known_settings_and_an_empty_file_are_accepted(tmp_path: Path) -> None:
