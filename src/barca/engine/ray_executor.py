@@ -116,7 +116,7 @@ class RayExecutor:
         self.token = os.urandom(8).hex()  # this executor's runner, in each worker process
         self.sources: collections.deque[Iterator[Step]] = collections.deque()
         self.head: Step | None = None  # drawn, of another weight than its lease
-        self.again: collections.deque[_Lease] = collections.deque()  # lost: sent again whole
+        self.again: collections.deque[_Lease] = collections.deque()  # sent again, first
         self.waiting = 0
         self.in_flight: dict[Any, _Lease] = {}
         self.timed_out: dict[str, int] = {}  # step id -> its attempts that outlived timeout=
