@@ -90,7 +90,7 @@ WHOLE = ("tests/browser/test_web_ui.py", "tests/reliability/test_fuzz.py",
 # own): one worker runs them all, one after the other, so that the cluster starts once and two
 # never share the cores. Each is marked `ray` (`-m 'not ray'` leaves them out). The executor
 # contract's Ray cases are named `[ray-...]`.
-RAY_FILES = ("tests/e2e/test_ray_executor.py",)
+RAY_FILES = ("tests/e2e/test_ray_executor.py", "tests/e2e/test_ray_operations.py")
 RAY_CASES = ("[ray-", "[scale-out]")
 
 

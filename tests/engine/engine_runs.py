@@ -132,7 +132,7 @@ def engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Engine:
     """An empty project (a barca.toml) in the test's directory, without the developer's
     BARCA_* settings and without bytecode files. Another project: `Engine(path)`."""
     (tmp_path / "barca.toml").write_text("")
-    # workers compile project code from source (engine.local.project_code); here a module
+    # workers compile project code from source (engine.worker.project_code); here a module
     # edited within the second it was cached, at the same size, would load its old bytecode
     monkeypatch.setattr(sys, "dont_write_bytecode", True)
     for name in _ISOLATED:

@@ -18,43 +18,48 @@ them with the job (Ray's runtime_env `working_dir`, without `.barca/` and the us
 environment directories); each step checks that its pipeline file is the one the run was
 planned with (engine.worker.source_check). barca itself must be installed on every node. The
 store's settings and credentials (BARCA_REMOTE_URI, BARCA_STORAGE_OPTIONS, AWS_*, GOOGLE_*,
-AZURE_*, FSSPEC_*) and the variables the run's nodes declare with `env=` travel with the job.
+AZURE_*, FSSPEC_*), the trace settings (BARCA_TELEMETRY, OTEL_*, DD_*: a traced run's worker
+spans join its trace from every node) and the variables the run's nodes declare with `env=`
+travel with the job.
 
 Failures. A step's own error is its outcome, retried up to its `retries=` by the step runner.
-A task whose worker process or node is lost is run again by Ray (MAX_RETRIES), whole: what the
-lost attempt wrote is named by no outcome, so nothing half-written is recorded. A lease lost
-past Ray's retries runs again one step per task, so that only the step that takes its worker
-down fails (WorkerLost). Ctrl-C cancels the tasks in flight (`ray.cancel(force=True)`).
-Not yet: `timeout=` is not enforced on Ray, and a step's lines reach the coordinator when its
-lease ends, not as they are printed.
+A task whose worker process or node is lost is sent again (MAX_RETRIES), less what it had
+reported: what the lost attempt wrote is named by no outcome, so nothing half-written is
+recorded. A lease lost that often runs again one step per task, so that only the step that
+takes its worker down fails (WorkerLost). barca counts these losses, not Ray (its tasks have
+no retries of their own), so that a traced run's lost steps get `barca.execute` spans ending
+with the loss (their own died with their node). `timeout=`: each lease says when
+its steps start (engine.worker.ray_lease); one whose step outlives its timeout has its task
+cancelled (its worker killed), and the step fails with the local pool's TimeoutError (or is
+retried, as its `retries=` allow); its other unreported steps are sent again. Ctrl-C cancels
+the tasks in flight (`ray.cancel(force=True)`). A step's lines reach the coordinator with
+its lease's next chunk, about a second after the step ends at most, not while it runs.
 """
 
 from __future__ import annotations
 
 import collections
-import logging
+import math
 import os
-import signal
-import socket
-import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
 from barca.engine.executor import NewExecutor
 from barca.engine.protocol import (CallFinished, CallSpec, LogLine, StepOutcome, StepSpec,
-                                   call_lost, failed_outcomes)
+                                   StepStarted, call_lost, failed_outcomes, unreported_part)
+from barca.engine.ray_cluster import connect, other_machines
+from barca.engine.worker.ray_lease import run_lease
 from barca.errors import InfraError, UsageError
 
 LEASE_MAX = 256  # steps of one task at most
 IN_FLIGHT_PER_CPU = 2  # leases queued or running per CPU of the cluster
-MAX_RETRIES = 3  # Ray's runs of a task again after its worker or node was lost
+MAX_RETRIES = 3  # sends of a lease again after its worker or node was lost
 WAIT_SLICE = 0.25  # seconds of one wait on Ray, so that Ctrl-C is handled at once
-# the project's files that never go to the cluster: barca's own state, and environments
-EXCLUDES = [".barca", ".git", ".venv", "venv", "__pycache__", "node_modules"]
-FORWARDED = ("BARCA_REMOTE_URI", "BARCA_STORAGE_OPTIONS")
-FORWARDED_PREFIXES = ("AWS_", "GOOGLE_", "AZURE_", "FSSPEC_")
+FORWARDED = ("BARCA_REMOTE_URI", "BARCA_STORAGE_OPTIONS", "BARCA_TELEMETRY")
+FORWARDED_PREFIXES = ("AWS_", "GOOGLE_", "AZURE_", "FSSPEC_", "OTEL_", "DD_")
+Step = StepSpec | CallSpec
+Event = StepOutcome | CallFinished | LogLine
 
 
 def ray_executor(root: Path, declared_env: Sequence[str] = ()) -> NewExecutor:
@@ -73,41 +78,72 @@ def ray_executor(root: Path, declared_env: Sequence[str] = ()) -> NewExecutor:
     return lambda: RayExecutor(root, env)
 
 
+class _Lease:
+    """Steps sent to Ray as one task, and what came back of them so far."""
+
+    def __init__(self, steps: tuple[Step, ...], losses: int = 0) -> None:
+        self.steps = steps
+        self.losses = losses  # times its worker or node was lost
+        self.sent = time.time()
+        self.reported: set[str] = set()  # step ids (a call's keys' too) with an outcome
+        self.running: Step | None = None  # the step it said it started, at `started`
+        self.started = 0.0
+        self.deadline = math.inf  # monotonic: when `running` outlives its timeout
+
+    def note(self, event: Event) -> None:
+        if isinstance(event, (StepOutcome, CallFinished)):
+            self.reported.add(event.step_id)
+            if self.running is not None and event.step_id == self.running.step_id:
+                self.running, self.deadline = None, math.inf
+
+    def unreported(self) -> list[Step]:
+        """Its steps with no outcome yet; a call that wrote some keys, over the others."""
+        out: list[Step] = []
+        for step in self.steps:
+            if step.step_id in self.reported:
+                continue
+            if isinstance(step, CallSpec) and self.reported.intersection(step.key_step_ids):
+                step = unreported_part(step, self.reported)
+            out.append(step)
+        return out
+
+
 class RayExecutor:
     def __init__(self, root: Path, env: dict[str, str] | None = None,
                  address: str | None = None) -> None:
         self.root = Path(root).resolve()
         self.address = address or os.environ.get("RAY_ADDRESS") or "local"
         self.token = os.urandom(8).hex()  # this executor's runner, in each worker process
-        self.sources: collections.deque[Iterator[StepSpec | CallSpec]] = collections.deque()
-        self.head: StepSpec | CallSpec | None = None  # drawn, of another weight than its lease
-        self.alone: collections.deque[StepSpec | CallSpec] = collections.deque()
+        self.sources: collections.deque[Iterator[Step]] = collections.deque()
+        self.head: Step | None = None  # drawn, of another weight than its lease
+        self.again: collections.deque[_Lease] = collections.deque()  # sent again, first
         self.waiting = 0
-        self.in_flight: dict[Any, tuple[StepSpec | CallSpec, ...]] = {}
+        self.in_flight: dict[Any, _Lease] = {}
+        self.timed_out: dict[str, int] = {}  # step id -> its attempts that outlived timeout=
         self.checked_store = False
         self.ray = _ray()
         self.owned = not self.ray.is_initialized()  # connected here: disconnected on close
         if self.owned:
-            self._connect(env or {}, None)
-            if self._other_machines():  # the project's files go with the job
+            connect(self.ray, self.address, env or {}, None)
+            if other_machines(self.ray):  # the project's files go with the job
                 self.ray.shutdown()
-                self._connect(env or {}, str(self.root))
-        self.elsewhere = self._other_machines()
+                connect(self.ray, self.address, env or {}, str(self.root))
+        self.elsewhere = other_machines(self.ray)
         self.shipped = bool(self.ray.get_runtime_context().runtime_env.get("working_dir"))
         nodes = [n for n in self.ray.nodes() if n.get("Alive")]
         self.cpus = max(1, int(sum(n["Resources"].get("CPU", 0) for n in nodes)))
         self.largest = max([int(n["Resources"].get("CPU", 0)) for n in nodes] + [1])
-        self.task = self.ray.remote(max_retries=MAX_RETRIES, retry_exceptions=False)(run_lease)
+        self.task = self.ray.remote(max_retries=0)(run_lease)  # a generator task
 
     # -- the seam -----------------------------------------------------------------------------
 
-    def submit(self, steps: Iterable[StepSpec | CallSpec], count: int) -> None:
+    def submit(self, steps: Iterable[Step], count: int) -> None:
         self.sources.append(iter(steps))
         self.waiting += count
         self._dispatch()
 
-    def events(self, timeout: float) -> list[StepOutcome | CallFinished | LogLine]:
-        out: list[StepOutcome | CallFinished | LogLine] = []
+    def events(self, timeout: float) -> list[Event]:
+        out: list[Event] = []
         deadline = time.monotonic() + timeout
         while not out:
             left = deadline - time.monotonic()
@@ -115,12 +151,13 @@ class RayExecutor:
                 time.sleep(max(0.0, min(left, WAIT_SLICE)))
             else:
                 refs = list(self.in_flight)
-                ready, _ = self.ray.wait(refs, num_returns=1,
-                                         timeout=max(0.0, min(left, WAIT_SLICE)))
+                wait = min(left, WAIT_SLICE, self._next_deadline() - time.monotonic())
+                ready, _ = self.ray.wait(refs, num_returns=1, timeout=max(0.0, wait))
                 if ready:  # and whatever else finished meanwhile
                     ready, _ = self.ray.wait(refs, num_returns=len(refs), timeout=0)
                 for ref in ready:
-                    out.extend(self._finished(ref))
+                    out.extend(self._take(ref))
+                out.extend(self._expire_timeouts())
                 self._dispatch()
             if time.monotonic() >= deadline:
                 break
@@ -139,82 +176,37 @@ class RayExecutor:
             self.ray.shutdown()
 
     def running(self) -> list[tuple[str, float]]:
-        """None said: Ray runs a lease's steps out of sight, one after the other."""
+        """None said: a step a lease said it started may have ended since, unsaid (the
+        lease tells what ended at most once a second)."""
         return []
 
     def prestart(self) -> None:
         """Nothing: connecting (or starting a local Ray) was done when this was made."""
 
-    # -- connecting ---------------------------------------------------------------------------
-
-    def _connect(self, env: dict[str, str], working_dir: str | None) -> None:
-        self._check_reachable()
-        runtime_env: dict[str, Any] = {"env_vars": env}
-        if working_dir is not None:
-            runtime_env.update(working_dir=working_dir, excludes=EXCLUDES)
-        options: dict[str, Any] = {}
-        if self.address == "local":
-            options["include_dashboard"] = False
-        # Ray sets its own SIGTERM handler in the driver: the run's handler (cancel) must stay
-        handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
-        try:
-            self.ray.init(address=self.address, runtime_env=runtime_env, log_to_driver=False,
-                          logging_level=logging.ERROR, namespace="barca", **options)
-        except (ConnectionError, TimeoutError, ValueError) as exc:
-            raise InfraError(f"cannot reach the Ray cluster at {self.address}: {exc}",
-                             "start it (`ray start --head`) and set RAY_ADDRESS to its "
-                             "address, or unset RAY_ADDRESS to start a Ray of this machine"
-                             ) from None
-        except Exception as exc:  # noqa: BLE001 - e.g. the working_dir is too large to upload
-            raise InfraError(f"Ray could not start the run: {type(exc).__name__}: {exc}",
-                             "see Ray's message above; the project's files are sent without "
-                             f"{', '.join(EXCLUDES)}") from None
-        finally:
-            for sig, handler in handlers.items():
-                if handler is not None:
-                    signal.signal(sig, handler)
-        _cluster_news_to_stderr()
-
-    def _check_reachable(self) -> None:
-        """Exit 3 at once when nothing listens at RAY_ADDRESS: Ray's own connect waits for
-        minutes on a cluster that is not there."""
-        if self.address in ("local", "auto"):
-            return
-        host, _, port = self.address.split("://")[-1].rpartition(":")
-        try:
-            socket.create_connection((host.strip("[]"), int(port)), timeout=10).close()
-        except (OSError, ValueError) as exc:
-            raise InfraError(f"cannot reach the Ray cluster at {self.address}: {exc}",
-                             "start it (`ray start --head`) and set RAY_ADDRESS to the "
-                             "address it prints, or unset RAY_ADDRESS to start a Ray of this "
-                             "machine") from None
-
-    def _other_machines(self) -> bool:
-        """Whether a node of the cluster is on another machine than this process's own."""
-        mine = self.ray.get_runtime_context().get_node_id()
-        nodes = [n for n in self.ray.nodes() if n.get("Alive")]
-        here = {n["NodeManagerAddress"] for n in nodes if n["NodeID"] == mine}
-        return any(n["NodeManagerAddress"] not in here for n in nodes)
-
     # -- handing out leases -------------------------------------------------------------------
 
     def _dispatch(self) -> None:
         while len(self.in_flight) < IN_FLIGHT_PER_CPU * self.cpus:
-            if self.alone:
-                lease: tuple[StepSpec | CallSpec, ...] = (self.alone.popleft(),)
+            if self.again:
+                lease = self.again.popleft()
             else:
-                lease = self._draw(max(1, min(LEASE_MAX, self.waiting // (4 * self.cpus))))
-                if not lease:
+                steps = self._draw(max(1, min(LEASE_MAX, self.waiting // (4 * self.cpus))))
+                if not steps:
                     return
-            self._check_store(lease[0])
-            weight = min(max(1, lease[0].weight), self.largest)  # never a task no node fits
-            ref = self.task.options(num_cpus=weight, scheduling_strategy="SPREAD").remote(
-                "" if self.shipped else str(self.root), self.token, lease)
-            self.in_flight[ref] = lease
+                lease = _Lease(steps)
+            self._send(lease)
 
-    def _draw(self, n: int) -> tuple[StepSpec | CallSpec, ...]:
+    def _send(self, lease: _Lease) -> None:
+        self._check_store(lease.steps[0])
+        weight = min(max(1, lease.steps[0].weight), self.largest)  # never a task no node fits
+        ref = self.task.options(num_cpus=weight, scheduling_strategy="SPREAD").remote(
+            "" if self.shipped else str(self.root), self.token, lease.steps)
+        lease.sent = time.time()
+        self.in_flight[ref] = lease
+
+    def _draw(self, n: int) -> tuple[Step, ...]:
         """Up to `n` steps of one weight (a lease holds the CPUs of its weight, weight=)."""
-        out: list[StepSpec | CallSpec] = []
+        out: list[Step] = []
         while len(out) < n:
             step, self.head = self.head, None
             if step is None and self.sources:
@@ -231,7 +223,7 @@ class RayExecutor:
         self.waiting -= len(out)
         return tuple(out)
 
-    def _check_store(self, step: StepSpec | CallSpec) -> None:
+    def _check_store(self, step: Step) -> None:
         """Workers on other machines cannot reach this machine's disk: refuse a local store."""
         if self.checked_store:
             return
@@ -244,149 +236,118 @@ class RayExecutor:
 
     # -- what comes back ----------------------------------------------------------------------
 
-    def _finished(self, ref: Any) -> list[StepOutcome | CallFinished | LogLine]:
-        lease = self.in_flight.pop(ref)
-        exceptions = self.ray.exceptions
+    def _take(self, ref: Any) -> list[Event]:
+        """The chunks a lease's task sent so far (engine.worker.ray_lease)."""
+        lease = self.in_flight[ref]
         try:
-            return self.ray.get(ref)
-        except exceptions.RuntimeEnvSetupError as exc:
+            out: list[Event] = []
+            while ref.next_ready():
+                chunk = next(ref, None)
+                if chunk is None:  # its end, seen between the two calls
+                    break
+                out.extend(self._read(lease, self.ray.get(chunk)))
+            if ref.is_finished():
+                del self.in_flight[ref]
+            return out
+        except self.ray.exceptions.RayError as exc:
+            self.in_flight.pop(ref, None)
+            return self._failed(lease, exc)
+
+    def _read(self, lease: _Lease, events: list) -> list[Event]:
+        out: list[Event] = []
+        for event in events:
+            if isinstance(event, StepStarted):  # its next step begins
+                lease.running = next(s for s in lease.steps if s.step_id == event.step_id)
+                lease.started = time.monotonic()
+                limit = lease.running.timeout_seconds
+                lease.deadline = lease.started + limit if limit else math.inf
+            else:
+                lease.note(event)
+                out.append(event)
+        return out
+
+    def _failed(self, lease: _Lease, exc: Exception) -> list[Event]:
+        exceptions = self.ray.exceptions
+        if isinstance(exc, exceptions.RuntimeEnvSetupError):
             raise InfraError(f"Ray could not set up the project on a node: {exc}",
                              "check that the project's files can be sent (Ray's working_dir) "
                              "and that barca is installed on every node") from None
-        except exceptions.TaskCancelledError:
+        if isinstance(exc, exceptions.TaskCancelledError):
             return []
-        except exceptions.RayTaskError as exc:  # barca's own error in the task, not a step's
+        if isinstance(exc, exceptions.RayTaskError):  # barca's own error in the task
             cause = exc.cause if exc.cause is not None else exc
-            return self._lost(lease, type(cause).__name__, str(cause))
-        except exceptions.RayError as exc:  # its worker or node was lost past Ray's retries
-            return self._lost(lease, "WorkerLost", f"the Ray worker running it was lost "
-                              f"({type(exc).__name__}) after {MAX_RETRIES + 1} attempts")
+            return self._lost(lease, type(cause).__name__, str(cause), retry=False)
+        # its worker or node was lost
+        return self._lost(lease, "WorkerLost", f"the Ray worker running it was lost "
+                          f"({type(exc).__name__}) after {lease.losses + 1} attempts")
 
-    def _lost(self, lease: tuple[StepSpec | CallSpec, ...], error_type: str, message: str
-              ) -> list[StepOutcome | CallFinished | LogLine]:
-        """A lease that came back with no outcomes: run each of its steps alone, so that only
-        the one that brings its worker down fails; a step lost alone fails."""
-        if len(lease) > 1:
-            self.alone.extend(lease)
+    def _lost(self, lease: _Lease, error_type: str, message: str, retry: bool = True
+              ) -> list[Event]:
+        """A lease that ended before reporting all its steps: sent again (MAX_RETRIES) less
+        what it reported; past that, each of its steps alone, so that only the one that
+        brings its worker down fails; a step lost alone fails."""
+        steps = lease.unreported()
+        self._trace_lost(lease, steps, (error_type, message.splitlines()[0], ""))
+        if not steps:
             return []
-        [step] = lease
-        out: list[StepOutcome | CallFinished | LogLine] = list(
-            failed_outcomes(step, MAX_RETRIES + 1, error_type, message))
+        if retry and lease.losses < MAX_RETRIES:
+            self.again.append(_Lease(tuple(steps), lease.losses + 1))
+            return []
+        if len(steps) > 1 or len(lease.steps) > 1:
+            self.again.extend(_Lease((step,)) for step in steps)
+            return []
+        [step] = steps
+        out: list[Event] = list(failed_outcomes(step, lease.losses + 1, error_type, message))
         if isinstance(step, CallSpec):
-            out.append(call_lost(step, 0, MAX_RETRIES + 1))
+            out.append(call_lost(step, 0, lease.losses + 1))
         return out
+
+    def _next_deadline(self) -> float:
+        return min([lease.deadline for lease in self.in_flight.values()], default=math.inf)
+
+    def _expire_timeouts(self) -> list[Event]:
+        """Cancel the task of a lease whose step said to start outlived its timeout. Steps
+        that end within STREAM_SECONDS of the last chunk say nothing, so the one running may
+        be a later one: with steps after it unreported, each is sent again alone, to be timed
+        exactly. The step alone (or last) fails as in a local run, or is retried."""
+        now = time.monotonic()
+        out: list[Event] = []
+        for ref, lease in list(self.in_flight.items()):
+            step = lease.running
+            if step is None or now < lease.deadline:
+                continue
+            del self.in_flight[ref]
+            self.ray.cancel(ref, force=True)
+            rest = lease.unreported()
+            if len(rest) != 1:
+                self.again.extend(_Lease((s,)) for s in rest)
+                continue
+            step = rest[0]  # a call, over the keys it had not written
+            message = f"step {step.step_id} timed out after {step.timeout_seconds:g}s"
+            self._trace_lost(lease, [step], ("TimeoutError", message, ""))
+            attempts = self.timed_out[step.step_id] = self.timed_out.get(step.step_id, 0) + 1
+            if attempts < step.retries:
+                self.again.append(_Lease((step,)))
+                continue
+            out.extend(failed_outcomes(step, attempts, "TimeoutError", message))
+            if isinstance(step, CallSpec):
+                out.append(call_lost(step, len(lease.reported.intersection(
+                    step.key_step_ids)), attempts))
+        return out
+
+    def _trace_lost(self, lease: _Lease, steps: Sequence[Step], error: tuple) -> None:
+        """A traced run's `barca.execute` span for each step the lost task did not report:
+        its own died with the worker (telemetry.execute.lost)."""
+        if not any(step.trace for step in steps):
+            return
+        from barca.telemetry.execute import lost
+
+        for step in steps:
+            if step.trace:
+                lost(step, lease.sent, error, {"barca.ray.lost_attempts": lease.losses + 1})
 
 
 def _ray() -> Any:
     import ray
 
     return ray
-
-
-def _cluster_news_to_stderr() -> None:
-    """Ray's driver prints what it hears of the cluster (a node that died, a worker killed by
-    the memory monitor) on stdout, which is barca's result (`--json`): send it to stderr with
-    barca's progress. This wraps a private function of Ray's (`ray._private.worker`), found by
-    name; a Ray without it is left as it is (tests/e2e/test_ray_executor.py reads the JSON)."""
-    from ray._private import worker
-
-    printer = getattr(worker, "print_to_stdstream", None)
-    if printer is None or getattr(printer, "to_stderr", False):
-        return
-
-    def to_stderr(data: dict, ignore_prefix: bool) -> None:
-        printer({**data, "is_err": True}, ignore_prefix)
-
-    to_stderr.to_stderr = True  # type: ignore[attr-defined]
-    worker.print_to_stdstream = to_stderr
-
-
-# -- in the Ray worker --------------------------------------------------------------------------
-
-_RUNNERS: dict[tuple[str, str], Any] = {}  # (root, executor token) -> its StepRunner
-
-
-def run_lease(root: str, token: str, steps: Sequence[StepSpec | CallSpec]
-              ) -> list[StepOutcome | CallFinished | LogLine]:
-    """Run a lease's steps in this Ray worker process; their log lines and outcomes, in the
-    order they happened, once the packs holding their results are written whole. `root`: the
-    project's directory, or "" for the copy Ray unpacked as the current directory; either is
-    the steps' current directory, as a local worker's is the project root."""
-    if root and os.getcwd() != root:
-        os.chdir(root)
-    runner = _runner(root or os.getcwd(), token)
-    out: list[StepOutcome | CallFinished | LogLine] = []
-    keep = out.append
-    with _CapturedFds() as fds:
-        for step in steps:
-            done = runner.run(step, lambda e: keep(e) if isinstance(
-                e, (LogLine, StepOutcome)) else None)
-            out.extend(fds.lines(step.step_id))
-            out.extend(done)
-    runner.packs.flush()
-    runner.last_value = None
-    return out
-
-
-def _runner(root: str, token: str) -> Any:
-    """This executor's step runner; a runner of another run is dropped with the project
-    modules it imported, so each run imports the pipeline as it is now."""
-    from barca.engine.local import compile_project_from_source
-    from barca.engine.worker import import_paths
-    from barca.engine.worker.step_runner import StepRunner
-
-    runner = _RUNNERS.get((root, token))
-    if runner is None:
-        for old_root, _ in list(_RUNNERS):
-            _forget_modules(old_root)
-            import_paths.for_root(old_root).forget()
-        _RUNNERS.clear()
-        compile_project_from_source(root)
-        runner = _RUNNERS[root, token] = StepRunner(Path(root))
-    return runner
-
-
-def _forget_modules(root: str) -> None:
-    top = os.path.join(os.path.realpath(root), "")
-    for name, module in list(sys.modules.items()):
-        origin = getattr(module, "__file__", None)
-        if origin and os.path.realpath(origin).startswith(top):
-            del sys.modules[name]
-
-
-class _CapturedFds:
-    """What the lease's steps write to file descriptors 1 and 2 themselves (a subprocess, C
-    code), kept in files for the lease and handed out as each step's log lines; Ray's own
-    streams are put back after. Read with pread, so that writes go on at the files' ends."""
-
-    def __init__(self) -> None:
-        self.files: list[tuple[str, Any, int]] = []  # (stream, file, saved fd)
-        self.read = [0, 0]
-
-    def __enter__(self) -> "_CapturedFds":
-        for stream in (sys.__stdout__, sys.__stderr__):
-            try:
-                stream.flush()
-            except (OSError, ValueError, AttributeError):
-                pass
-        for fd, name in ((1, "stdout"), (2, "stderr")):
-            file = tempfile.TemporaryFile()
-            self.files.append((name, file, os.dup(fd)))
-            os.dup2(file.fileno(), fd)
-        return self
-
-    def lines(self, step_id: str) -> list[LogLine]:
-        out = []
-        for i, (name, file, _) in enumerate(self.files):
-            size = os.fstat(file.fileno()).st_size
-            data = os.pread(file.fileno(), size - self.read[i], self.read[i])
-            self.read[i] += len(data)
-            out += [LogLine(step_id, name, line.decode("utf-8", "replace"))
-                    for line in data.splitlines()]
-        return out
-
-    def __exit__(self, *exc: Any) -> None:
-        for fd, (_, file, saved) in zip((1, 2), self.files):
-            os.dup2(saved, fd)
-            os.close(saved)
-            file.close()

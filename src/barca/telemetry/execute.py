@@ -14,9 +14,11 @@ import contextlib
 import time
 from typing import Any, Callable
 
-from barca.telemetry import Backend, Carrier, Unavailable
+from barca.telemetry import Backend, Carrier, Error, Unavailable
 
 _loaded: dict[str, Backend | None] = {}  # integration -> its backend, None if missing here
+# where this process runs, on each of its spans (a Ray worker's node: engine.worker.ray_lease)
+PLACE: dict[str, Any] = {}
 
 
 def traced(step: Any, carrier: Carrier, run: Callable[[], list]) -> list:
@@ -40,8 +42,30 @@ def traced(step: Any, carrier: Carrier, run: Callable[[], list]) -> list:
         return outcomes
     finally:
         attributes, error = _summary(step, outcomes, time.perf_counter() - began)
+        attributes.update(PLACE)
         for backend, span in spans:
             backend.end(span, attributes, error)
+
+
+def lost(step: Any, started: float, error: Error, where: dict[str, Any]) -> None:
+    """The `barca.execute` span of a step whose worker was lost (or killed at its timeout)
+    before it could end its own: from `started` (epoch seconds) to now, with `error`, made
+    where the loss was seen (the coordinator); `where`: what is known of the lost place."""
+    for name, headers in step.trace:
+        backend = _backend(name)
+        if backend is not None:
+            span = backend.start("barca.execute", backend.extract(headers), step.node_id,
+                                 started)
+            backend.end(span, {"barca.node_id": step.node_id, "barca.step_id": step.step_id,
+                               "barca.outcome": "lost", **where}, error)
+
+
+def flush(timeout: float) -> None:
+    """Send the spans this process holds now, waiting at most `timeout` seconds for each
+    integration: for a worker that lives on after its steps (a Ray worker)."""
+    for backend in _loaded.values():
+        if backend is not None:
+            backend.flush(timeout)
 
 
 def _backend(name: str) -> Backend | None:

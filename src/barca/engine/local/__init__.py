@@ -148,12 +148,3 @@ def end_pools_with_this_process() -> None:
     from barca.engine.local.pool_registry import SERVED_BY, served_by_me
 
     os.environ[SERVED_BY] = served_by_me()
-
-
-
-def compile_project_from_source(root: str) -> None:
-    """In a process that runs steps (a local worker, a Ray worker): the project's modules are
-    compiled from their source, never from `__pycache__` (`engine.local.project_code`)."""
-    from barca.engine.local import project_code
-
-    project_code.install(root)

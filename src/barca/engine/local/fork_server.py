@@ -44,7 +44,7 @@ from barca.engine.local.forked_child import RunArgv
 from barca.engine.local.pool_messages import (ForkWorker, Forked, Hello, Preload, Reaped,
                                               Refused, RunCommand, Status, Welcome,
                                               describe_exit, exceeds_own_limits, receive, send)
-from barca.engine.local.project_code import is_project_file
+from barca.engine.worker.project_code import is_project_file
 from barca.engine.worker import import_paths
 
 CHECK_SECONDS = 5.0  # how often the fork server checks that its identity still holds

@@ -24,7 +24,7 @@ from typing import Any
 
 from barca.engine.local.frames import (Imported, Lease, Outcomes, Shutdown, StoreFailed, Warm,
                                        out_of_band, read_frame, write_frame)
-from barca.engine.local.project_code import is_project_file
+from barca.engine.worker.project_code import is_project_file
 from barca.engine.protocol import CallFinished, LogLine, StepOutcome, StepStarted
 from barca.engine.worker.step_runner import StepRunner, StepStream
 from barca.errors import InfraError
@@ -234,7 +234,8 @@ class Worker:
 def run(in_fd: int, out_fd: int, root: Path) -> None:
     """Serve leases until told to stop; shared by a fresh worker and one forked warm."""
     from barca import fanout
-    from barca.engine.local import project_code, settings
+    from barca.engine.local import settings
+    from barca.engine.worker import project_code
 
     project_code.install(str(root))
     fanout.set_workers(settings.pool_size())  # parallel() in a step forks its branches
