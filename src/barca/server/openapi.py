@@ -236,7 +236,7 @@ def _capacity_paths() -> dict:
             "Keep the lease (one not heard from for lease_seconds is given back)", held,
             400, 404, params=lease)},
         "/capacity/leases/{lease}": {"delete": _get(
-            "Give the lease back, with all it holds", _json(obj({"released": BOOL})), 400,
+            "Give the lease back, with all it holds", _json(obj({"released": BOOL})), 404,
             params=lease)},
     }
 

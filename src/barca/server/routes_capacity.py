@@ -13,8 +13,9 @@ lease of steps is empty, in the same line as the server's own runs (server.capac
 `ask` numbers the client's asks (one at a time): asking the same number again waits for the
 same ask, so a `want` that timed out (`granted: false`, the ask still in line) is simply sent
 again. Any call keeps the lease alive; one not heard from for `lease_seconds` is given back
-with all it holds. A server without --capacity answers 400, a draining one 503 to a new
-lease, an unknown (given back, expired) lease is 404.
+with all it holds. A server without --capacity answers 400 to a new lease (and 404 to a
+lease's routes: it holds none), a draining one 503; an unknown (given back, expired) lease is
+404.
 """
 
 from __future__ import annotations
@@ -29,8 +30,11 @@ from barca.server.http import ApiError, Served, json, only_params
 
 
 def capacity_routes(s: Served) -> list[Route]:
-    def budget() -> SharedCapacity:
+    def budget(of_lease: bool = False) -> SharedCapacity:
+        """The shared budget; without one, a lease route is a 404 (it holds no lease)."""
         capacity = s.runs.capacity if s.runs is not None else None
+        if capacity is None and of_lease:
+            raise UnknownLease()
         if capacity is None:
             raise ApiError(400, "this server has no --capacity to share",
                            "start `barca serve --capacity N`, or set shared_capacity = false "
@@ -61,7 +65,7 @@ def capacity_routes(s: Served) -> list[Route]:
             raise ApiError(400, "wait_seconds must be a number of seconds",
                            "send wait_seconds: 0 or more")
         try:
-            granted = await budget().want(_lease(request), ask, units, float(wait))
+            granted = await budget(of_lease=True).want(_lease(request), ask, units, float(wait))
         except ValueError as exc:
             raise ApiError(409, str(exc), "ask again with the number of the waiting ask")
         return json({"granted": granted})
@@ -69,23 +73,23 @@ def capacity_routes(s: Served) -> list[Route]:
     async def give(request: Request) -> Response:
         only_params(request.query_params)
         units = _count(await _body(request), "units", 1)
-        return json({"held": budget().give(_lease(request), units)})
+        return json({"held": budget(of_lease=True).give(_lease(request), units)})
 
     async def renew(request: Request) -> Response:
         only_params(request.query_params)
         await _body(request)
-        return json({"held": budget().give(_lease(request), 0)})
+        return json({"held": budget(of_lease=True).give(_lease(request), 0)})
 
     async def close(request: Request) -> Response:
         only_params(request.query_params)
-        budget().close_lease(request.path_params["lease"])
+        budget(of_lease=True).close_lease(request.path_params["lease"])
         return json({"released": True})
 
     return [Route("/capacity/leases", _known(open_lease), methods=["POST"]),
             Route("/capacity/leases/{lease}/want", _known(want), methods=["POST"]),
             Route("/capacity/leases/{lease}/give", _known(give), methods=["POST"]),
             Route("/capacity/leases/{lease}/renew", _known(renew), methods=["POST"]),
-            Route("/capacity/leases/{lease}", close, methods=["DELETE"])]
+            Route("/capacity/leases/{lease}", _known(close), methods=["DELETE"])]
 
 
 def _known(handler):
