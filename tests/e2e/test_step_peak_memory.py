@@ -10,9 +10,14 @@ checked, not assumed.
 
 from __future__ import annotations
 
+import os
+import signal
+import sys
 from pathlib import Path
 
-from conftest import barca, write
+import pytest
+
+from conftest import barca, pool_processes, wait_until_gone, wait_until_ready, write
 
 MB = 1 << 20
 SIZE = 200 * MB
@@ -23,7 +28,7 @@ PIPELINE = f"""
 
     def _log(node):
         with open("pids.log", "a") as fh:
-            fh.write(f"{{node}} {{os.getpid()}}\\n")
+            fh.write(f"{{node}} {{os.getpid()}} {{os.getppid()}}\\n")
 
     def _fill():
         block = b"x" * {SIZE}  # every page written, so all of it is resident
@@ -62,7 +67,7 @@ def peaks(root: Path, run_id: str) -> dict[str, list[int]]:
 def logged_pids(root: Path) -> dict[str, set[int]]:
     out: dict[str, set[int]] = {}
     for line in (root / "pids.log").read_text().splitlines():
-        node, pid = line.split()
+        node, pid, _ = line.split()
         out.setdefault(node, set()).add(int(pid))
     return out
 
@@ -89,3 +94,35 @@ def test_a_parallel_branch_peak_counts_for_its_step(project: Path) -> None:
     found = peaks(project, run.expect(0).json["run_id"])
     [fanned] = found["fanned"]
     assert fanned >= SIZE, found
+
+
+@pytest.fixture
+def warm_project(project: Path):
+    yield project
+    for pid in pool_processes(project):
+        os.kill(pid, signal.SIGTERM)
+        wait_until_gone(pid)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the warm pool is Linux-only")
+def test_a_forked_worker_reports_each_step_its_own_peak(warm_project: Path) -> None:
+    """A warm pool's worker is forked, so its peaks are read with getrusage alone
+    (engine.peak_memory): still each step's own, after a heavy step on the same worker."""
+    project = warm_project
+    env = {"BARCA_POOL_SIZE": "1", "BARCA_WARM_SECONDS": "60"}
+    write(project, {"pipeline.py": PIPELINE})
+    barca(project, "get", "light", "pipeline.py", env=env).expect(0)
+    pool = wait_until_ready(project)
+    (project / "pids.log").unlink()
+    run = barca(project, "get", "light,light_batch", "pipeline.py", "--refresh",
+                "heavy,light,light_batch", env=env).expect(0).json
+    logged = [line.split() for line in (project / "pids.log").read_text().splitlines()]
+    assert {(pid, parent) for _, pid, parent in logged} == \
+        {(logged[0][1], str(pool))}, logged  # one worker, forked by the pool
+    found = peaks(project, run["run_id"])
+    [heavy] = found["heavy"]
+    assert heavy >= SIZE, found
+    [light] = found["light"]
+    assert 0 < light < heavy / 2, found
+    assert len(found["light_batch"]) == 2 and all(0 < p < heavy / 2
+                                                  for p in found["light_batch"]), found

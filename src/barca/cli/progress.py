@@ -34,6 +34,15 @@ class CliReporter(RunEvents):
         else:
             note_exact(line)
 
+    def step_finished(self, outcome: Any, done: int, total: int) -> None:
+        """Without --agent a step's line is never shown: the bar moves, and the line (an
+        event, its text made printable) is not made for each of 200,000 keys."""
+        if self.agent:
+            return super().step_finished(outcome, done, total)
+        self.finished += 1
+        if self.bar is not None:
+            self.bar.update(self.task, completed=self.finished)
+
     def _show_bar(self) -> None:
         if self.agent or not sys.stderr.isatty() or self.total < 2:
             return

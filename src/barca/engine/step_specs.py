@@ -3,7 +3,7 @@ store key of each input's result (or the key's own value, inline), and the key t
 result to, in the run's artifact store (named by its address), with the digest of the pipeline
 file the run was planned with.
 
-Pure functions of the graph and the run's plans; `artifact(node_id, key)` finds the store key
+Functions of the graph and the run's plans; `artifact(node_id, key)` finds the store key
 of a result this run wrote or the state recorded (see `engine.result.locate_key`).
 """
 
@@ -17,31 +17,79 @@ from barca.graph import Graph
 from barca.planner.keys import key_args, key_pairs, label_order
 from barca.planner.missing import reads_inline
 from barca.planner.model import NodePlan
-from barca.store.paths import artifact_stem
+from barca.store.paths import artifact_stem, key_stem, node_dir_name
 from barca.store.sinks import destination
 
 Artifact = Callable[[str, str], tuple[str, str]]  # (node id, key) -> (store key, format)
 
 
-def step_spec(graph: Graph, plans: Mapping[str, NodePlan], node_id: str, plan: NodePlan,
-              i: int, store: str, scratch: str, artifact: Artifact,
-              known_chunks: Known = ((), (), ()),
-              previous: tuple[str, str, str | None] | None = None) -> StepSpec:
-    """The step for key `i` of the node's plan, reading and writing the store at address
-    `store` (writing to `scratch` instead, when given: a dry run's); `known_chunks` for a key
-    source (barca.store.key_source_chunks); `previous`, a sensor key's last observation,
-    which a `(False, value)` return keeps."""
-    d = graph.nodes[node_id]
-    key = plan.keys[i]
-    step_id = f"{node_id}[{plan.label(key)}]" if plan.partitioned else node_id
+class NodeSteps:
+    """The steps of keys of one node's plan, reading and writing the store at address `store`
+    (writing to `scratch` instead, when given: a dry run's); `known_chunks` for a key source
+    (barca.store.key_source_chunks). What every key of the node shares (the definition, its
+    directory, how each input is read, an input read whole) is worked out once: a first run
+    makes one spec per key, 200,000 of them."""
 
-    inputs = tuple(_input_ref(graph, plans, d, spec, plan, i, artifact) for spec in d.inputs)
-    stem = artifact_stem(d.file, d.name, key_pairs(d, key), plan.run_hashes[i])
-    return StepSpec(step_id, node_id, key, i, d.kind, d.file, d.function,
-                    tuple(key_args(d, key).items()), inputs, stem, plan.run_hashes[i],
-                    d.serializer, max(1, d.retries), d.retry_backoff, d.timeout_seconds,
-                    graph.is_key_source(node_id), known_chunks, previous,
-                    sink_targets(d, key), d.weight, store, scratch, d.source_digest)
+    def __init__(self, graph: Graph, plans: Mapping[str, NodePlan], node_id: str,
+                 plan: NodePlan, store: str, scratch: str, artifact: Artifact,
+                 known_chunks: Known = ((), (), ())) -> None:
+        d = self.d = graph.nodes[node_id]
+        self.graph, self.plans, self.node_id, self.plan = graph, plans, node_id, plan
+        self.artifact, self.store, self.scratch, self.known = artifact, store, scratch, known_chunks
+        self.key_source = graph.is_key_source(node_id)
+        self.retries = max(1, d.retries)
+        # one dimension: its name, whose key is its value (key_args, key_pairs); else None
+        self.dim = d.dimensions[0].name if len(d.dimensions) == 1 and plan.partitioned \
+            else None
+        self.directory = node_dir_name(d.file, d.name)
+        self.inputs = [self._input_plan(spec) for spec in d.inputs]
+
+    def _input_plan(self, spec: Any) -> tuple[str, Any]:
+        """How a key reads one input: ("ref", the InputRef every key shares), ("inline", its
+        param) or ("artifact", (param, source, whether keyed, annotation))."""
+        d, plan = self.d, self.plan
+        if spec.mode == "order":
+            return "ref", InputRef(spec.param, "none")
+        if spec.mode == "collect":  # every key reads the same results
+            return "ref", _input_ref(self.graph, self.plans, d, spec, plan,
+                                     plan.run[0] if plan.run else 0, self.artifact)
+        if reads_inline(self.graph, plan, d.node_id, spec.source):
+            return "inline", spec.param
+        return "artifact", (spec.param, spec.source,
+                            bool(self.graph.nodes[spec.source].dimensions),
+                            d.annotation(spec.param))
+
+    def spec(self, i: int, previous: tuple[str, str, str | None] | None = None) -> StepSpec:
+        """The step for key `i` of the plan; `previous`, a sensor key's last observation,
+        which a `(False, value)` return keeps."""
+        d, plan = self.d, self.plan
+        key = plan.keys[i]
+        run_hash = plan.run_hashes[i]
+        if self.dim is not None:
+            step_id = f"{self.node_id}[{self.dim}={key}]"
+            args = pairs = ((self.dim, key),)
+        else:
+            step_id = f"{self.node_id}[{plan.label(key)}]" if plan.partitioned else self.node_id
+            args = tuple(key_args(d, key).items())
+            pairs = key_pairs(d, key)
+        inputs = []
+        for how, what in self.inputs:
+            if how == "ref":
+                inputs.append(what)
+            elif how == "inline":
+                inputs.append(InputRef(what, "inline", value=plan.key_values[i]))
+            else:
+                param, source, keyed, annotation = what
+                found = self.artifact(source, key if keyed else "")
+                inputs.append(InputRef(param, "artifact", (found[0],), (found[1],),
+                                       annotation=annotation))
+        stem = f"{self.directory}/{key_stem(pairs)}.{run_hash}" if pairs \
+            else f"{self.directory}/{run_hash}"
+        return StepSpec(step_id, self.node_id, key, i, d.kind, d.file, d.function, args,
+                        tuple(inputs), stem, run_hash, d.serializer, self.retries,
+                        d.retry_backoff, d.timeout_seconds, self.key_source, self.known,
+                        previous, sink_targets(d, key), d.weight, self.store, self.scratch,
+                        d.source_digest)
 
 
 def call_spec(graph: Graph, plans: Mapping[str, NodePlan], node_id: str, plan: NodePlan,

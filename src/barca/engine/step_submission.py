@@ -14,7 +14,7 @@ from barca.engine.executor import Executor
 from barca.engine.planning import Planning
 from barca.engine.protocol import CallSpec, StepSpec
 from barca.engine.run_recorder import RunRecorder
-from barca.engine.step_specs import call_spec, step_spec
+from barca.engine.step_specs import NodeSteps, call_spec
 from barca.graph import Graph
 from barca.telemetry import NO_TRACE
 
@@ -55,13 +55,13 @@ class StepSubmission:
         plans, artifact = self.planning.run.plans, self.planning.artifact
         for node_id, plan, keys in steps:
             if node_id not in calls:
-                known = self.recorder.sources.known(node_id)
-                sensor = self.graph.nodes[node_id].kind == "sensor"
+                node = NodeSteps(self.graph, plans, node_id, plan, self.store, self.scratch,
+                                 artifact, self.recorder.sources.known(node_id))
+                if self.graph.nodes[node_id].kind != "sensor":
+                    yield from map(node.spec, keys)
+                    continue
                 for i in keys:
-                    previous = self.planning.last_observation(node_id, plan.keys[i]) \
-                        if sensor else None
-                    yield step_spec(self.graph, plans, node_id, plan, i, self.store,
-                                    self.scratch, artifact, known, previous)
+                    yield node.spec(i, self.planning.last_observation(node_id, plan.keys[i]))
                 continue
             for indices in calls[node_id]:
                 yield call_spec(self.graph, plans, node_id, plan, indices,

@@ -101,17 +101,23 @@ def insert(conn: sqlite3.Connection, rows: list[tuple], artifacts_dir: str) -> N
 
 def _compact(conn: sqlite3.Connection, rows: list[tuple], artifacts_dir: str) -> list[tuple]:
     nodes = node_numbers(conn, (row[1] for row in rows), artifacts_dir)
+    folders = {node_id: f"{folder}/" for node_id, (_, folder) in nodes.items()}
+    refs: dict[Any, Any] = {}  # run ids and contexts: the same few on every row
     compact = []
     for (run_id, node_id, key, step_id, run_hash, context, signature, status, path,
          fmt, size, output_hash, *rest) in rows:
         label = None if step_id == node_id else step_id[len(node_id) + 1:-1]
-        number, folder = nodes[node_id]
-        if path is not None and path.startswith(folder + "/") and \
-                "/" not in path[len(folder) + 1:]:
-            path = path[len(folder) + 1:]
-        compact.append((ref(run_id), number, key, label, ref(run_hash),
-                        ref(context), signature, status, path, fmt, size, ref(output_hash),
-                        *rest))
+        folder = folders[node_id]
+        if path is not None and path.startswith(folder) and "/" not in path[len(folder):]:
+            path = path[len(folder):]
+        run_ref = refs.get(run_id)
+        if run_ref is None:
+            run_ref = refs[run_id] = ref(run_id)
+        context_ref = refs.get(context)
+        if context_ref is None:
+            context_ref = refs[context] = ref(context)
+        compact.append((run_ref, nodes[node_id][0], key, label, ref(run_hash), context_ref,
+                        signature, status, path, fmt, size, ref(output_hash), *rest))
     return compact
 
 

@@ -88,19 +88,20 @@ def _chunks(items: list[str], size: int = 500) -> Iterable[list[str]]:
 
 def _replay(conn: sqlite3.Connection, node_id: str, state: NodeState, watermark: int,
             skip_run: str | None = None) -> tuple[NodeState, int]:
-    """Apply the rows recorded after `watermark` (a killed run, or another process's run)."""
+    """Apply the rows recorded after `watermark` (a killed run, or another process's run),
+    but those of `skip_run` (whose rows the state has already: a run's own 200,000 are not
+    read back as it saves its state)."""
     delta = conn.execute(
         "SELECT id, key, run_hash, context, signature, format, output_hash, status, "
-        "error_message, run_id, artifact_path FROM materializations "
-        "WHERE node_id = ? AND id > ? ORDER BY id", (node_id, watermark)).fetchall()
+        "error_message, artifact_path FROM materializations "
+        "WHERE node_id = ? AND id > ? AND run_ref IS NOT ? ORDER BY id",
+        (node_id, watermark, None if skip_run is None else history_table.ref(skip_run))
+    ).fetchall()
     if not delta:
         return state, watermark
     successes = []
     failed = dict(state.failed)
-    for _, key, run_hash, context, signature, fmt, output_hash, status, error, run_id, \
-            path in delta:
-        if run_id == skip_run:
-            continue
+    for _, key, run_hash, context, signature, fmt, output_hash, status, error, path in delta:
         if status == "success":
             successes.append((key, run_hash, context, _signature(signature), fmt, output_hash,
                               where_in_pack(path)))

@@ -23,6 +23,7 @@ from typing import Any, Callable, NamedTuple, NoReturn
 from barca.engine.local import worker
 from barca.engine.local.pool_messages import (Exited, ForkWorker, RunCommand, apply_limits,
                                               send)
+from barca.engine.worker import peak_memory
 
 RunArgv = Callable[[str, list[str]], int]  # runs an entry (RunCommand) here; its exit code
 
@@ -43,6 +44,7 @@ def run_worker(inherited: Inherited, request: ForkWorker, fds: list[int]) -> NoR
         in_fd, out_fd, stderr = fds
         devnull = os.open(os.devnull, os.O_RDWR)
         _take_stdio((devnull, os.dup(devnull), stderr), request.env, request.root)
+        peak_memory.forked()  # its steps' peaks are read with getrusage alone
         worker.run(in_fd, out_fd, Path(request.root))
     finally:
         os._exit(0)
