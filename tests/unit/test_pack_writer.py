@@ -16,7 +16,7 @@ from barca.store.packs import PackWriter
 
 
 def _store(tmp_path: Path) -> LocalStore:
-    (tmp_path / "artifacts").mkdir()
+    (tmp_path / "artifacts").mkdir(parents=True)
     return LocalStore(tmp_path / "artifacts", "artifacts")
 
 
@@ -47,3 +47,23 @@ def test_a_full_pack_that_cannot_be_written_fails_the_flush_not_the_add(
     blocker.unlink()
     writer.flush()
     assert (store.get(full), store.get(after)) == (b"0123456789", b"next")
+
+
+def test_packs_of_a_store_written_later_are_handed_over_once_the_others_are_written(
+        tmp_path: Path) -> None:
+    """`flush(later=...)`: a remote store's packs are returned for the worker's upload thread
+    (engine.local.uploads); they stay kept while a pack written here fails."""
+    here, there = _store(tmp_path / "here"), _store(tmp_path / "there")
+    writer = PackWriter()
+    mine, theirs = writer.add(here, "node", b"mine"), writer.add(there, "node", b"theirs")
+    blocker = tmp_path / "here" / "artifacts" / "node"
+    blocker.write_text("a file where the node's directory goes")
+    with pytest.raises(InfraError):
+        writer.flush(later=lambda store: store is there)
+    blocker.unlink()
+    uploads = writer.flush(later=lambda store: store is there)
+    assert here.get(mine) == b"mine" and len(uploads) == 1
+    assert not (tmp_path / "there" / "artifacts" / "node").exists()  # not written yet
+    uploads[0]()
+    assert there.get(theirs) == b"theirs"
+    assert writer.flush() == []

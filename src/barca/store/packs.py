@@ -8,7 +8,9 @@ whole (`ArtifactStore.put`) before it reports any of their outcomes: a kill leav
 complete or absent, never half of one, and nothing refers to a pack before it is there. A
 pack is kept until it is written: when its write fails (the store is gone, the disk full), the
 flush raises and the results in it stay unreported, never reported by a later flush that
-wrote only the packs after it.
+wrote only the packs after it. A worker whose store is remote has its packs written on a
+thread of its own (engine.local.uploads) while it runs its next steps: `flush(later=...)`
+hands them over, and their outcomes are reported once they are written.
 
 A packed result's store key is its pack's key and the range of its bytes,
 `<node dir>/<name>.pack@<offset>:<length>`; stores read such a key's range (`get`, `open`),
@@ -20,7 +22,7 @@ from __future__ import annotations
 
 import secrets
 import threading
-from typing import Any
+from typing import Any, Callable
 
 from barca.errors import InfraError
 
@@ -86,22 +88,32 @@ class PackWriter:
                     self.full.append(pack)
             return key
 
-    def flush(self) -> None:
-        """Write every pack not written yet, whole. InfraError when one cannot be: it and
-        the packs after it are kept (a later flush tries them again), and the outcomes of
-        the results added since the last flush that returned must not be reported."""
+    def flush(self, later: Callable[[Any], bool] | None = None) -> list[Callable[[], None]]:
+        """Write every pack not written yet, whole, but those of the stores `later` names:
+        they are taken out, and returned in order as calls that write them (InfraError when
+        one cannot be), for the caller to make before it reports their outcomes. InfraError
+        when a pack cannot be written here: it and the packs after it are kept (a later flush
+        tries them again), and the outcomes of the results added since the last flush that
+        returned must not be reported."""
         with self.lock:
-            while self.full:
-                self.full[0].write()
-                del self.full[0]
-            for where in list(self.open):
-                self.open[where].write()
-                del self.open[where]
+            for pack in [*self.full, *self.open.values()]:
+                if later is None or not later(pack.store):
+                    pack.write()
+                    self._forget(pack)
+            taken = [*self.full, *self.open.values()]
+            self.full, self.open = [], {}
+            return [pack.write for pack in taken]
+
+    def _forget(self, pack: _Pack) -> None:
+        if pack in self.full:
+            self.full.remove(pack)
+        else:
+            del self.open[(id(pack.store), pack.node_dir)]
 
 
 class _Pack:
     def __init__(self, store: Any, node_dir: str) -> None:
-        self.store = store
+        self.store, self.node_dir = store, node_dir
         self.key = f"{node_dir}/{secrets.token_hex(8)}.pack"
         self.parts: list[bytes] = []
         self.size = 0

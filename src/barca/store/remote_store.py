@@ -3,7 +3,8 @@ several machines share as one cache, with the project's `.barca/artifacts/` as i
 
 Results are written once: a result is written locally as always, then uploaded whole, in
 the process that wrote it, before its step reports it, so that what a run records is always
-in the store. An object's name is its store key and the SHA-256 of its bytes,
+in the store (a worker's packs on a thread of their own while it runs its next steps,
+engine.local.uploads). An object's name is its store key and the SHA-256 of its bytes,
 `<uri>/<env>/artifacts/<key>,<sha256>` (run hash and digest in the name): objects are never
 overwritten, and a fetched one is checked against its name (a mismatch is fetched again, then
 a named error, exit 3). A pack of small results (store.packs) is one object, so a run of
@@ -52,6 +53,8 @@ _PERMANENT = (PermissionError, IsADirectoryError, NotADirectoryError, ValueError
 
 
 class RemoteStore:
+    uploads_in_background = True  # a worker's packs, while it goes on (engine.local.uploads)
+
     def __init__(self, root: str, local_address: str, remote: Remote, env: str) -> None:
         from fsspec.core import url_to_fs
 

@@ -25,6 +25,7 @@ from typing import Any
 from barca.engine.local.frames import (Imported, Lease, Outcomes, Shutdown, StoreFailed, Warm,
                                        out_of_band, read_frame, write_frame)
 from barca.engine.worker.project_code import is_project_file
+from barca.engine.local.uploads import Outbox, in_background
 from barca.engine.protocol import CallFinished, LogLine, StepOutcome, StepStarted
 from barca.engine.worker.step_runner import StepRunner, StepStream
 from barca.errors import InfraError
@@ -104,7 +105,8 @@ class Worker:
         self.in_fd, self.out_fd, self.root = in_fd, out_fd, root
         self.runner = StepRunner(root)
         self.finished: list[StepOutcome | CallFinished] = []
-        self.lock = threading.Lock()
+        self.lock = threading.Lock()  # the finished list; the pipe is the outbox's
+        self.outbox = Outbox(lambda message: write_frame(out_fd, message))
         self.modules_seen = 0
         self.reported: set[str] = set()
         self.stopping = False
@@ -112,8 +114,7 @@ class Worker:
         self.store_failed = False  # a pack could not be written: nothing more is reported
 
     def send(self, message: Any) -> None:
-        with self.lock:
-            write_frame(self.out_fd, message)
+        self.outbox.send(message)
 
     def finish(self, outcome: StepOutcome | CallFinished) -> None:
         if getattr(outcome, "key_columns", None) is not None:  # megabytes: sent from where they are
@@ -130,18 +131,19 @@ class Worker:
 
     def flush(self) -> None:
         """Report finished steps; many small steps share one message, sent once the packs
-        holding their results are written whole (store.packs). When a pack cannot be written,
-        the coordinator is told (`StoreFailed`, it stops the run) and this worker reports
-        nothing more: what it holds is not in the store."""
+        holding their results are written whole (store.packs): a remote store's in the
+        background (engine.local.uploads). When a pack cannot be written, the coordinator is
+        told (`StoreFailed`, it stops the run) and this worker reports nothing more: what it
+        holds is not in the store."""
         with self.lock:
-            if self.finished and not self.store_failed:
+            if self.finished and not self.store_failed and not self.outbox.failed:
                 try:
-                    self.runner.packs.flush()
+                    uploads = self.runner.packs.flush(later=in_background)
                 except InfraError as exc:
                     self.store_failed = True
-                    write_frame(self.out_fd, StoreFailed(exc.message, exc.remediation))
+                    self.send(StoreFailed(exc.message, exc.remediation))
                     return
-                write_frame(self.out_fd, Outcomes(tuple(self.finished)))
+                self.outbox.send(Outcomes(tuple(self.finished)), tuple(uploads))
                 self.finished = []
 
     def _flush_regularly(self) -> None:
@@ -167,6 +169,7 @@ class Worker:
             if isinstance(message, Shutdown):
                 self.stopping = True
                 self.flush()  # nothing the coordinator was told to wait for is held back
+                self.outbox.drain()
                 return
             if isinstance(message, Lease):
                 for step in message.steps:
