@@ -99,7 +99,7 @@ def write_result(store: ArtifactStore, key: str, value: Any, fmt: str) -> tuple[
         data = _encoded(value, fmt)
         store.put(key, data)
         return len(data), hashlib.blake2b(data, digest_size=16).hexdigest()
-    writer = _table_writer(fmt, checked=getattr(store, "reads_in_place", False))
+    writer = _table_writer(fmt, checked=store.reads_in_place)
     with staged(store, key) as tmp:
         return _write_table(writer, value, fmt, tmp)
 
@@ -193,14 +193,11 @@ def _write_checked_parquet(value: Any, path: Path) -> None:
     if kind not in ("arrow", "pandas") or (kind == "pandas" and value.attrs):
         return _write_parquet(value, path)
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
-    from barca.store.ranged_tables import MARK, MARK_VALUE
+    from barca.store.ranged_tables import write_checked
 
-    table = value if kind == "arrow" else pa.Table.from_pandas(value, preserve_index=False)
-    with pq.ParquetWriter(path, table.schema, write_page_checksum=True) as writer:
-        writer.write_table(table)
-        writer.add_key_value_metadata({MARK: MARK_VALUE})
+    write_checked(value if kind == "arrow" else pa.Table.from_pandas(value, preserve_index=False),
+                  path)
 
 
 def _write_csv(value: Any, path: Path) -> None:

@@ -18,12 +18,23 @@ caller fetches it whole and checks its digest, as before.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from barca.store.artifact_store import ArtifactStore
 
 MARK = b"barca.page_checksums"  # footer key-value entry of a result written with checksums
 MARK_VALUE = b"crc32"
+
+
+def write_checked(table: Any, path: str | Path) -> None:
+    """A pyarrow table as parquet with CRC-32 page checksums and `MARK` in its footer's
+    key-value entries (which pyarrow, pandas and polars do not show as schema metadata)."""
+    import pyarrow.parquet as pq
+
+    with pq.ParquetWriter(path, table.schema, write_page_checksum=True) as writer:
+        writer.write_table(table)
+        writer.add_key_value_metadata({MARK: MARK_VALUE})
 
 
 def in_place(store: ArtifactStore, key: str) -> Any | None:
