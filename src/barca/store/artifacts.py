@@ -228,7 +228,7 @@ def read_result(store: ArtifactStore, key: str, fmt: str, annotation: str | None
         with store.open(key) as fh:
             return pickle.load(fh)
     if fmt in ("parquet", "csv"):
-        if fmt == "parquet" and _lazy(annotation):
+        if fmt == "parquet" and reads_lazily(annotation):
             from barca.store.ranged_tables import in_place, lazy_over
 
             dataset = in_place(store, key)
@@ -238,7 +238,7 @@ def read_result(store: ArtifactStore, key: str, fmt: str, annotation: str | None
     raise SerializeError(f"unknown format {fmt!r}")
 
 
-def _lazy(annotation: str | None) -> bool:
+def reads_lazily(annotation: str | None) -> bool:
     """A DuckDB relation or a polars LazyFrame: read as queried, so by range where it can be."""
     return (annotation or "").replace(" ", "").rsplit(".", 1)[-1] in ("DuckDBPyRelation",
                                                                        "LazyFrame")

@@ -11,7 +11,9 @@ A ranged read cannot be checked against the whole object's digest, so it is only
 object whose pages carry checksums: barca writes its pyarrow and pandas results to a remote
 store with CRC-32 page checksums and a footer entry saying so (`MARK`, store.artifacts), and
 the dataset verifies each page it reads (`page_checksum_verification`): a damaged page is an
-error of the step, never a wrong value. Anything else (a result written by polars or DuckDB,
+error, never a wrong value, and the step that met it is run once more on the objects fetched
+whole (`damaged_page`; engine.worker.step_inputs), which names a damaged object by its
+digest, or reads one damaged on its way here intact. Anything else (a result written by polars or DuckDB,
 whose writers set no checksums, a footer that cannot be read, no mark) is None here: the
 caller fetches it whole and checks its digest, as before.
 """
@@ -70,6 +72,17 @@ def _ranges(fs: Any) -> Any:
             return PythonFile(self.fs.open(path, mode="rb", cache_type="none"), mode="r")
 
     return Ranges(fs)
+
+
+def damaged_page(exc: BaseException) -> bool:
+    """Whether an error (DuckDB's or polars', which wrap pyarrow's) is a page that failed its
+    checksum."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if "CRC checksum verification failed" in str(seen):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def lazy_over(dataset: Any, annotation: str) -> Any:
