@@ -9,7 +9,8 @@ when a value or an annotation needs them; a value's type is recognised through `
 never by importing.
 
 Results go to an artifact store (store.artifact_store) by key: `write_result` and
-`read_result`. `write_value` and `read_value` do the same on a local file outside any store (a
+`read_result` (a lazy table input of a remote store's parquet result read in place, by byte
+ranges: store.ranged_tables). `write_value` and `read_value` do the same on a local file outside any store (a
 sink's copy, the command line reading a local result). Either way a result appears only
 complete, so a reader never sees half of one.
 """
@@ -98,7 +99,7 @@ def write_result(store: ArtifactStore, key: str, value: Any, fmt: str) -> tuple[
         data = _encoded(value, fmt)
         store.put(key, data)
         return len(data), hashlib.blake2b(data, digest_size=16).hexdigest()
-    writer = _table_writer(fmt)
+    writer = _table_writer(fmt, checked=store.reads_in_place)
     with staged(store, key) as tmp:
         return _write_table(writer, value, fmt, tmp)
 
@@ -135,7 +136,11 @@ def _encoded(value: Any, fmt: str) -> bytes:
     return data
 
 
-def _table_writer(fmt: str) -> Callable[[Any, Path], None]:
+def _table_writer(fmt: str, checked: bool = False) -> Callable[[Any, Path], None]:
+    """The writer of a format; `checked`: parquet for a store that reads it by range, with
+    page checksums where the value's library writes them (store.ranged_tables)."""
+    if fmt == "parquet" and checked:
+        return _write_checked_parquet
     writer = {"parquet": _write_parquet, "csv": _write_csv}.get(fmt)
     if writer is None:
         raise SerializeError(f"unknown format {fmt!r}")
@@ -178,6 +183,23 @@ def _write_parquet(value: Any, path: Path) -> None:
         raise SerializeError(f"value of type {type(value).__name__} is not a table")
 
 
+def _write_checked_parquet(value: Any, path: Path) -> None:
+    """A pyarrow or pandas table as parquet with CRC-32 page checksums and the footer entry
+    saying so, which lets a reader check each page it reads by range (store.ranged_tables).
+    Only results of a remote store: a local store's bytes stay as they were, so no output
+    digest changes there. Other libraries set no checksums: written as always, and a reader
+    fetches them whole. A DataFrame with `attrs` too (pandas keeps them its own way)."""
+    kind = table_kind(value)
+    if kind not in ("arrow", "pandas") or (kind == "pandas" and value.attrs):
+        return _write_parquet(value, path)
+    import pyarrow as pa
+
+    from barca.store.ranged_tables import write_checked
+
+    write_checked(value if kind == "arrow" else pa.Table.from_pandas(value, preserve_index=False),
+                  path)
+
+
 def _write_csv(value: Any, path: Path) -> None:
     kind = table_kind(value)
     if kind == "pandas":
@@ -206,8 +228,20 @@ def read_result(store: ArtifactStore, key: str, fmt: str, annotation: str | None
         with store.open(key) as fh:
             return pickle.load(fh)
     if fmt in ("parquet", "csv"):
+        if fmt == "parquet" and reads_lazily(annotation):
+            from barca.store.ranged_tables import in_place, lazy_over
+
+            dataset = in_place(store, key)
+            if dataset is not None:
+                return lazy_over(dataset, annotation or "")
         return _read_table(store.local_path(key), annotation, fmt)
     raise SerializeError(f"unknown format {fmt!r}")
+
+
+def reads_lazily(annotation: str | None) -> bool:
+    """A DuckDB relation or a polars LazyFrame: read as queried, so by range where it can be."""
+    return (annotation or "").replace(" ", "").rsplit(".", 1)[-1] in ("DuckDBPyRelation",
+                                                                       "LazyFrame")
 
 
 def read_value(path: Path | str, fmt: str, annotation: str | None = None) -> Any:

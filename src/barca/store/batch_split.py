@@ -21,6 +21,7 @@ from barca.store.artifact_store import ArtifactStore, staged
 from barca.store.artifacts import table_kind
 from barca.store.batch_inputs import check_lengths, key_label, quote
 from barca.store.local_files import digest_file
+from barca.store.ranged_tables import write_checked
 
 _KEY = "__barca_key"  # the index of a row's key among the call's keys
 _DIM = "__barca_dim"  # a key's dimension value in the keys file (_DIM0, _DIM1, ...)
@@ -112,13 +113,15 @@ def _split_pandas(df: Any, dims: Sequence[str], key_values: Sequence[tuple[str, 
             raise _unknown_key(dims, key)
         codes[positions] = index[key]
     table = pa.Table.from_pandas(df, preserve_index=False)
+    # a store read by range gets page checksums (store.ranged_tables), a local one as before
+    write = write_checked if store.reads_in_place else pq.write_table
     order = _sort_indices(table, codes)
     table, codes = table.take(order), codes[order.to_numpy()]
     bounds = np.searchsorted(codes, np.arange(len(key_values) + 1))
     out = []
     for i, key in enumerate(keys):
         part = table.slice(bounds[i], bounds[i + 1] - bounds[i])
-        out.append(_write_staged(store, key, lambda tmp, t=part: pq.write_table(t, tmp)))
+        out.append(_write_staged(store, key, lambda tmp, t=part: write(t, tmp)))
     return out
 
 

@@ -27,6 +27,8 @@ class LocalStore:
     relative to the project root as its address, which a worker resolves against its own copy
     of the project (so a project can move); a scratch store's address is its directory."""
 
+    reads_in_place = False  # its files are here
+
     def __init__(self, directory: Path | str, address: str) -> None:
         self.dir = os.fspath(directory).rstrip("/")
         self.address = address
@@ -97,6 +99,9 @@ class LocalStore:
         copy = f"{self._copies}/{secrets.token_hex(8)}{os.path.splitext(file_of(key))[1]}"
         write_bytes(self.get(key), copy)
         return copy
+
+    def remote_file(self, key: str) -> None:
+        return None  # read from its file, whole
 
     def location(self, key: str) -> str:
         return f"{self.dir}/{key}"

@@ -24,6 +24,7 @@ from barca.store.packs import is_packed, split_range
 
 class MemoryStore:
     _opened: dict[str, "MemoryStore"] = {}  # address -> store, in the process that made it
+    reads_in_place = False
 
     def __init__(self) -> None:
         import fsspec
@@ -91,6 +92,9 @@ class MemoryStore:
             fh.write(data)
         os.replace(tmp, path)
         return path
+
+    def remote_file(self, key: str) -> None:
+        return None  # read from its file, whole
 
     def location(self, key: str) -> str:
         return f"{self.address}/{key}"

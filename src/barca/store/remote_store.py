@@ -7,7 +7,8 @@ in the store (a worker's packs on a thread of their own while it runs its next s
 engine.local.uploads). An object's name is its store key and the SHA-256 of its bytes,
 `<uri>/<env>/artifacts/<key>,<sha256>` (run hash and digest in the name): objects are never
 overwritten, and a fetched one is checked against its name (a mismatch is fetched again, then
-a named error, exit 3). A pack of small results (store.packs) is one object, so a run of
+a named error, exit 3); a lazy table input reads a parquet result in place by byte ranges
+instead, each page checked against its checksum (store.ranged_tables). A pack of small results (store.packs) is one object, so a run of
 10,000 small keys is a few PUTs, not 10,000. Results are fetched lazily, when something
 first reads them, into the local copy, and read there after.
 
@@ -54,6 +55,7 @@ _PERMANENT = (PermissionError, IsADirectoryError, NotADirectoryError, ValueError
 
 class RemoteStore:
     uploads_in_background = True  # a worker's packs, while it goes on (engine.local.uploads)
+    reads_in_place = True  # parquet written with page checksums, read by range (ranged_tables)
 
     def __init__(self, root: str, local_address: str, remote: Remote, env: str) -> None:
         from fsspec.core import url_to_fs
@@ -185,6 +187,14 @@ class RemoteStore:
     def local_path(self, key: str) -> str:
         self._fetch(file_of(key))
         return self.local.local_path(key)
+
+    def remote_file(self, key: str) -> tuple[Any, str] | None:
+        """The key's object, to read in place, unless it is packed or copied here already
+        (None: `local_path` then, which fetches it whole and checks its digest)."""
+        if file_of(key) != key or os.path.exists(f"{self.local.dir}/{key}"):
+            return None
+        found = self.stored(key)
+        return None if found is None else (self.fs, found[0])
 
     def location(self, key: str) -> str:
         return f"{self.remote.uri}/{self.env}/artifacts/{key}"

@@ -27,10 +27,11 @@ from barca.engine.protocol import (CallFinished, CallSpec, LogLine, RunInterrupt
 from barca.engine.worker import import_paths, peak_memory, source_check
 from barca.engine.worker.key_source import KeySourceError, write_key_source
 from barca.engine.worker.retries import attempt_failed
-from barca.engine.worker.step_inputs import load_input
+from barca.engine.worker.step_inputs import fetch_whole, load_input, read_in_place
 from barca.store.artifact_store import ArtifactStore, open_store
 from barca.store.artifacts import SerializeError, choose_format, read_result, write_packable
 from barca.store.paths import EXTENSIONS
+from barca.store.ranged_tables import damaged_page
 from barca.store.sinks import write_sinks
 from barca.store.packs import PackWriter
 
@@ -150,9 +151,20 @@ class StepRunner:
         fn = getattr(self.module(step.file, step.source_digest), step.function)
         store = self.store(step.store)
         kwargs: dict[str, Any] = dict(step.key_args)
+        in_place = read_in_place(store, step.inputs)
         for ref in step.inputs:
             kwargs[ref.param] = load_input(store, ref)
-        value = fn(**kwargs)
+        try:
+            value = fn(**kwargs)
+        except Exception as exc:
+            if not (in_place and damaged_page(exc)):
+                raise
+            # a page read by range failed its checksum: once more on the whole objects, which
+            # their digests check (a damaged object is named; one damaged in transit is read)
+            fetch_whole(store, in_place)
+            for ref in step.inputs:
+                kwargs[ref.param] = load_input(store, ref)
+            value = fn(**kwargs)
         if isinstance(value, types.CoroutineType):
             value.close()  # never run, so that Python does not warn where barca drops it
         update = None
