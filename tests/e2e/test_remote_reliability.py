@@ -187,6 +187,11 @@ def test_a_store_that_goes_away_mid_run_fails_cleanly_and_the_next_run_recovers(
         assert _check_records_are_stored(a, moto, "team/x/default") == recorded
         again = barca(a, "get", "scored", "pipeline.py", env=env, timeout=300).expect(0).json
         assert again["final_output"] == _truth(tmp_path)
-        assert _check_records_are_stored(a, moto, "team/x/default") >= 2 * KEYS
+        # what the first run indexed but did not record (killed between the two, as
+        # run_recorder says) is a hit from the store, not a row here: so every result is
+        # either recorded and stored, or found in the store, and the next run computes none
+        assert _check_records_are_stored(a, moto, "team/x/default") > recorded
+        settled = barca(a, "get", "scored", "pipeline.py", env=env, timeout=300).expect(0).json
+        assert settled["steps_executed"] == 1  # the sensor, which observes on every run
     finally:
         moto.stop()
