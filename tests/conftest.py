@@ -716,6 +716,14 @@ def page(chromium, request):
 MOTO_SERVER = Path(sys.executable).with_name("moto_server")
 
 
+def require_moto() -> None:
+    """Skip the calling test module unless s3fs and moto's server (the dev extra) are here."""
+    pytest.importorskip("s3fs")
+    if not MOTO_SERVER.exists():
+        pytest.skip("moto[server] is not installed (pip install -e '.[dev]')",
+                    allow_module_level=True)
+
+
 class Moto:
     """A moto S3 server on a free loopback port, and the requests it served since `taken`."""
 

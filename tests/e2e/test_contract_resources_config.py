@@ -106,7 +106,8 @@ def test_invalid_toml_is_exit_2(tmp_path: Path) -> None:
     assert bad.envelope["remediation"] == ("fix the syntax; the settings it may hold: "
                                            "[run] capacity, [cache] max_size, [serve] token, "
                                            "[remote] uri, [remote] storage_options, "
-                                           "[server] url, [server] shared_capacity, [executor] kind")
+                                           "[server] url, [server] shared_capacity, "
+                                           "[executor] kind")
 
 
 def test_known_settings_and_an_empty_file_are_accepted(tmp_path: Path) -> None:

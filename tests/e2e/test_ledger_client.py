@@ -15,14 +15,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
+from conftest import Moto, barca, barca_env, poll, require_moto, start_barca, write
 
-from conftest import MOTO_SERVER, Moto, barca, barca_env, poll, start_barca, write
-
-pytest.importorskip("s3fs")
-if not MOTO_SERVER.exists():
-    pytest.skip("moto[server] is not installed (pip install -e '.[dev]')",
-                allow_module_level=True)
+require_moto()
 
 DOWN = "http://127.0.0.1:9"  # nothing listens there
 

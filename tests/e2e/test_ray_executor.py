@@ -24,14 +24,11 @@ from typing import Any
 
 import pytest
 
-from conftest import MOTO_SERVER, Moto, barca, db_rows, drive, poll, start_barca
+from conftest import Moto, barca, db_rows, drive, poll, require_moto, start_barca
 
 pytestmark = pytest.mark.ray
 pytest.importorskip("ray")
-pytest.importorskip("s3fs")
-if not MOTO_SERVER.exists():
-    pytest.skip("moto[server] is not installed (pip install -e '.[dev]')",
-                allow_module_level=True)
+require_moto()
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "keyed_partitions"
 KEYS = 12

@@ -8,7 +8,6 @@ error (its Ray worker killed); `barca serve` runs on Ray when barca.toml says so
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest

@@ -11,12 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import MOTO_SERVER, Moto, barca, write
+from conftest import Moto, barca, require_moto, write
 
-pytest.importorskip("s3fs")
-if not MOTO_SERVER.exists():
-    pytest.skip("moto[server] is not installed (pip install -e '.[dev]')",
-                allow_module_level=True)
+require_moto()
 
 PLAIN = """
 from barca import asset

@@ -21,13 +21,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-import pytest
-from conftest import MOTO_SERVER, Moto, barca, poll, start_barca, write
+from conftest import Moto, barca, poll, require_moto, start_barca, write
 
-pytest.importorskip("s3fs")
-if not MOTO_SERVER.exists():
-    pytest.skip("moto[server] is not installed (pip install -e '.[dev]')",
-                allow_module_level=True)
+require_moto()
 
 from test_remote_store import _machine, _warehouse
 

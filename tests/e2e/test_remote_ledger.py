@@ -15,12 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import MOTO_SERVER, Moto, barca, start_barca, wait_for, write
+from conftest import Moto, barca, require_moto, start_barca, wait_for, write
 
-pytest.importorskip("s3fs")
-if not MOTO_SERVER.exists():
-    pytest.skip("moto[server] is not installed (pip install -e '.[dev]')",
-                allow_module_level=True)
+require_moto()
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "keyed_partitions"
 KEYS = 1000

@@ -12,12 +12,9 @@ from urllib.parse import unquote, urlparse
 
 import pytest
 
-from conftest import MOTO_SERVER, Moto, barca, write
+from conftest import Moto, barca, require_moto, write
 
-pytest.importorskip("s3fs")
-if not MOTO_SERVER.exists():
-    pytest.skip("moto[server] is not installed (pip install -e '.[dev]')",
-                allow_module_level=True)
+require_moto()
 
 ROWS = 100_000
 PIPELINE = f"""

@@ -12,14 +12,9 @@ import urllib.request
 from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
-import pytest
+from conftest import Moto, barca, barca_env, require_moto, write
 
-from conftest import MOTO_SERVER, Moto, barca, barca_env, write
-
-pytest.importorskip("s3fs")
-if not MOTO_SERVER.exists():
-    pytest.skip("moto[server] is not installed (pip install -e '.[dev]')",
-                allow_module_level=True)
+require_moto()
 
 PIPELINE = """
 from barca import asset
