@@ -84,7 +84,7 @@ def test_a_restart_catches_up_a_missed_fire_once_and_anchors_a_new_job_at_now(
     conn.close()
     jobs = [job("seen", HOURLY), job("recron", HOURLY), job("new", HOURLY)]
     s = scheduler(jobs, clock, db)
-    missed = s._load_state()
+    missed = s.load_state()
     assert [j.id for j in missed] == ["p.py:seen"]  # one catch-up, however many it missed
     assert s.anchor == {"p.py:seen": NOON - 3 * 3600, "p.py:recron": clock.now,
                         "p.py:new": clock.now}
@@ -101,6 +101,6 @@ def test_a_restart_catches_up_a_missed_fire_once_and_anchors_a_new_job_at_now(
 def test_a_job_never_seen_does_not_fire_until_its_next_instant(tmp_path: Path) -> None:
     clock = Clock(NOON + 10)
     s = scheduler([job("new", EVERY_SECOND)], clock, tmp_path / "metadata.db")
-    assert s._load_state() == []
+    assert s.load_state() == []
     assert s.due(clock.now + 0.5) == []
     assert fired(s.due(NOON + 11)) == [(11.0, ["p.py:new"])]

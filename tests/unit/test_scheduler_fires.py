@@ -157,7 +157,7 @@ def test_two_scheduled_readers_of_one_upstream_due_together_share_one_run(
     """)
     runs, clock = Asked(), Clock(NOON)
     s = scheduler(jobs, runs, clock, tmp_path)
-    assert s._load_state() == []  # jobs never seen: anchored at now, nothing fires
+    assert s.load_state() == []  # jobs never seen: anchored at now, nothing fires
     tick(s)
     tick(s)
     assert runs.asked() == [("get", ("p.py:alpha", "p.py:beta"), "p.py:alpha,p.py:beta")] * 2
@@ -187,7 +187,7 @@ def test_an_asset_and_a_task_due_together_share_one_run_of_command_serve(
     """)
     runs, clock = Asked(), Clock(NOON)
     s = scheduler(jobs, runs, clock, tmp_path)
-    s._load_state()
+    s.load_state()
     tick(s)
     assert runs.asked() == [("serve", ("p.py:alpha", "p.py:notify"), "p.py:alpha,p.py:notify")]
     assert said(capsys) == ["[barca] scheduled run p.py:alpha, p.py:notify → run1"]
@@ -220,7 +220,7 @@ def test_jobs_due_together_run_apart_when_sharing_would_delay_one_said_once(
     """)
     runs, clock = Asked(), Clock(NOON)
     s = scheduler(jobs, runs, clock, tmp_path)
-    s._load_state()
+    s.load_state()
     tick(s)
     tick(s)
     assert sorted(target for _, targets, _ in runs.asked() for target in targets) == sorted(
@@ -247,7 +247,7 @@ def test_a_job_never_overlaps_itself_a_fire_in_flight_is_skipped(tmp_path: Path,
     """)
     runs, clock = Asked(), Clock(NOON)
     s = scheduler(jobs, runs, clock, tmp_path)
-    s._load_state()
+    s.load_state()
     tick(s)
     assert runs.asked() == [("run", ("p.py:nap",), "p.py:nap")]
     tick(s, runs_end=False)  # run1 still in flight: this fire is skipped, and said
@@ -287,7 +287,7 @@ def test_a_scheduled_sensor_ticks_itself_and_the_always_assets_that_read_it(
     """)
     runs, clock = Asked(), Clock(NOON)
     s = scheduler(jobs, runs, clock, tmp_path)
-    s._load_state()
+    s.load_state()
     tick(s)
     assert runs.asked() == [("get", ("p.py:versions", "p.py:cleaned", "p.py:scored"),
                              "p.py:versions")]
@@ -318,7 +318,7 @@ def test_the_loop_starts_one_catch_up_run_for_fires_missed_while_stopped(
     async def until_the_first_run() -> None:
         runs.loop = asyncio.get_running_loop()
         runs.on_start = lambda run: s.stop()  # the loop goes on to wait; stop wakes it
-        await asyncio.wait_for(s.run(), 10)
+        await asyncio.wait_for(s.run(s.load_state()), 10)
 
     run_alone(until_the_first_run())
     assert runs.asked() == [("get", ("p.py:hourly",), "p.py:hourly")]

@@ -89,7 +89,8 @@ def serve(options: ServeOptions) -> int:
         if options.scheduler_on:
             served.scheduler = Scheduler(jobs, served.runs, pipeline.project.db_path, tz,
                                          options.timezone)
-            tasks.append(asyncio.create_task(served.scheduler.run()))
+            missed = await asyncio.to_thread(served.scheduler.load_state)
+            tasks.append(asyncio.create_task(served.scheduler.run(missed)))
             tasks[-1].add_done_callback(_scheduler_ended)
         if options.watch:
             from barca.server.watch import watch

@@ -187,8 +187,8 @@ class Scheduler:
         if fresh:
             await asyncio.to_thread(self._record, fresh)
 
-    async def run(self) -> None:
-        missed = await asyncio.to_thread(self._load_state)
+    async def run(self, missed: list[Job]) -> None:
+        """Fire what `load_state` found missed, then each job at its time until stopped."""
         if missed:
             now = self.clock()
             for job in missed:
@@ -221,9 +221,11 @@ class Scheduler:
                     > now else now
         return sorted(due.items())
 
-    def _load_state(self) -> list[Job]:
+    def load_state(self) -> list[Job]:
         """Anchor every job at its last fire (or now, if never seen, or if its cron or zone
-        changed); the jobs whose next fire after their last one has passed."""
+        changed) and load the pauses; the jobs whose next fire after their last one has
+        passed. Called before the server answers, so `/schedule` never shows a state without
+        the pauses kept across restarts."""
         seen = load_fires(self.db_path)
         pauses = load_pauses(self.db_path)
         self.paused, self.reasons = dict(pauses.schedules), dict(pauses.reasons)
