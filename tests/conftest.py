@@ -826,8 +826,8 @@ class RayCluster:
         shutil.rmtree(session, ignore_errors=True)
 
 
-def _ray_processes() -> list[int]:
-    """The Ray processes (raylets, GCS, workers) descended from this process."""
+def descendants(pid: int) -> set[int]:
+    """`pid` and every process descended from it, from /proc."""
     parents: dict[int, int] = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
@@ -836,11 +836,17 @@ def _ray_processes() -> list[int]:
             except OSError:
                 continue
             parents[int(entry)] = int(stat.rpartition(")")[2].split()[1])
-    mine, changed = {os.getpid()}, True
-    while changed:
-        found = {pid for pid, parent in parents.items() if parent in mine} - mine
-        changed = bool(found)
-        mine |= found
+    found, grew = {pid}, True
+    while grew:
+        more = {p for p, parent in parents.items() if parent in found} - found
+        grew = bool(more)
+        found |= more
+    return found
+
+
+def _ray_processes() -> list[int]:
+    """The Ray processes (raylets, GCS, workers) descended from this process."""
+    mine = descendants(os.getpid())
     out = []
     for pid in mine - {os.getpid()}:
         try:

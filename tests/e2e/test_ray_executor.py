@@ -13,7 +13,6 @@ cluster that does not answer is exit 3 at once.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import socket
 import subprocess
@@ -24,7 +23,8 @@ from typing import Any
 
 import pytest
 
-from conftest import Moto, barca, db_rows, drive, poll, require_moto, start_barca
+from conftest import (Moto, barca, db_rows, descendants, drive, poll, require_moto,
+                      start_barca)
 
 pytestmark = pytest.mark.ray
 pytest.importorskip("ray")
@@ -183,7 +183,7 @@ def test_a_node_killed_mid_run_loses_no_recorded_result(tmp_path: Path, ray_clus
     env = {**moto.env, **ray_cluster.env}
     run = start_barca(root, "get", "slow", "pipeline.py", "--executor", "ray", env=env)
     try:
-        poll(lambda: any(int(m.name.split("-")[0]) in _descendants(raylet)
+        poll(lambda: any(int(m.name.split("-")[0]) in descendants(raylet)
                          for m in marks.iterdir()), "a step on the node to be killed", 90)
         ray_cluster.remove_node(doomed)
         out, err = run.communicate(timeout=120)
@@ -207,23 +207,6 @@ def _shipped(ray_cluster) -> list[str]:
     session = Path(ray_cluster.cluster.head_node.get_session_dir_path())
     return [p.read_text() for p in
             session.glob("runtime_resources/working_dir_files/*/pipeline.py")]
-
-
-def _descendants(pid: int) -> set[int]:
-    parents = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            parents[int(entry)] = int(stat.rpartition(")")[2].split()[1])
-    found, grew = {pid}, True
-    while grew:
-        more = {p for p, parent in parents.items() if parent in found} - found
-        grew = bool(more)
-        found |= more
-    return found
 
 
 def test_a_cluster_that_does_not_answer_is_exit_3_at_once(tmp_path: Path) -> None:
