@@ -27,6 +27,7 @@ from barca.store.artifact_store import ArtifactStore
 
 MARK = b"barca.page_checksums"  # footer key-value entry of a result written with checksums
 MARK_VALUE = b"crc32"
+FOOTER_READ = 64 << 10  # what pyarrow reads of a file's end to find its footer, in one request
 
 
 def write_checked(table: Any, path: str | Path) -> None:
@@ -42,21 +43,45 @@ def write_checked(table: Any, path: str | Path) -> None:
 def in_place(store: ArtifactStore, key: str) -> Any | None:
     """A pyarrow dataset over the key's parquet object read by range with every page checked,
     or None when it is to be fetched whole (see the module docstring)."""
+    found = fragment(store, key)
+    if found is None:
+        return None
+    import pyarrow.dataset as ds
+
+    return ds.FileSystemDataset([found], found.physical_schema, checked_format(),
+                                found.filesystem)
+
+
+def fragment(store: ArtifactStore, key: str, partition: Any = None) -> Any | None:
+    """The key's parquet object as a pyarrow fragment read by range, its footer read (once: a
+    scan reuses it) and its pages checked as they are read, with `partition` (an expression
+    giving columns the file lacks) or None: fetched whole, for the reasons of the module
+    docstring, or as an object no bigger than `FOOTER_READ`, which a ranged read would move
+    whole with its footer, then again page by page."""
     found = store.remote_file(key)
     if found is None:
         return None
-    fs, path = found
-    import pyarrow.dataset as ds
+    fs, path, size = found
+    if size is not None and size <= FOOTER_READ:
+        return None
     import pyarrow.fs as pafs
 
-    checked = ds.ParquetFileFormat(default_fragment_scan_options=ds.ParquetFragmentScanOptions(
-        page_checksum_verification=True))
     try:
-        dataset = ds.dataset(path, format=checked, filesystem=pafs.PyFileSystem(_ranges(fs)))
-        footer = next(iter(dataset.get_fragments())).metadata.metadata  # the file's entries
+        part = checked_format().make_fragment(path, filesystem=pafs.PyFileSystem(_ranges(fs)),
+                                              partition_expression=partition, file_size=size)
+        footer = part.metadata.metadata  # the file's key-value entries
     except Exception:  # noqa: BLE001 (an unreadable footer: the whole fetch names the damage)
         return None
-    return dataset if (footer or {}).get(MARK) == MARK_VALUE else None
+    return part if (footer or {}).get(MARK) == MARK_VALUE else None
+
+
+def checked_format() -> Any:
+    """Parquet read with each page checked against its checksum (a page without one, as a
+    local copy written by polars, is read as it is)."""
+    import pyarrow.dataset as ds
+
+    return ds.ParquetFileFormat(default_fragment_scan_options=ds.ParquetFragmentScanOptions(
+        page_checksum_verification=True))
 
 
 def _ranges(fs: Any) -> Any:
