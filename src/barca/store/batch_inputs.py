@@ -54,7 +54,7 @@ def in_place(store: ArtifactStore, annotation: str, dims: Sequence[str],
     remote = [store.remote_file(key) is not None for key in keys]
     if not any(remote) or any(fmt != "parquet" for fmt in formats):
         return None
-    from barca.store.ranged_tables import fragment
+    from barca.store.ranged_tables import fragment, fragments
 
     # the first file's schema says which dimensions the files lack, as `lazy_table` has it;
     # guessed as all of them, so that its footer is read once when it is so
@@ -65,16 +65,15 @@ def in_place(store: ArtifactStore, annotation: str, dims: Sequence[str],
         first = _local_fragment(store, keys[0], _partition(guess, key_values[0]))
     schema = first.physical_schema
     added = [(j, d) for j, d in guess if d not in schema.names]
-    parts, ranged = [], False
-    for i, key in enumerate(keys):
-        expr = _partition(added, key_values[i])
-        if i == 0 and added == guess:
-            part, read_here = first, first_ranged
-        else:
-            part = fragment(store, key, expr) if remote[i] else None
-            read_here = part is not None
-        ranged = ranged or read_here
-        parts.append(part if part is not None else _local_fragment(store, key, expr))
+    exprs = [_partition(added, key) for key in key_values]
+    start = 1 if added == guess else 0  # the first fragment is the one wanted already
+    todo = [i for i in range(start, len(keys)) if remote[i]]
+    read = dict(zip(todo, fragments(store, [keys[i] for i in todo], [exprs[i] for i in todo])))
+    ranged = bool(start and first_ranged) or any(p is not None for p in read.values())
+    parts = [first] if start else []
+    for i in range(start, len(keys)):
+        part = read.get(i)
+        parts.append(part if part is not None else _local_fragment(store, keys[i], exprs[i]))
     if not ranged:
         return None  # every file is here after all: `lazy_table` reads them
     if kind != "arrow" and any(not p.physical_schema.equals(schema) for p in parts):

@@ -21,13 +21,14 @@ caller fetches it whole and checks its digest, as before.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from barca.store.artifact_store import ArtifactStore
 
 MARK = b"barca.page_checksums"  # footer key-value entry of a result written with checksums
 MARK_VALUE = b"crc32"
 FOOTER_READ = 64 << 10  # what pyarrow reads of a file's end to find its footer, in one request
+FOOTER_THREADS = 16  # footers of a batch call's keys read at once
 
 
 def write_checked(table: Any, path: str | Path) -> None:
@@ -73,6 +74,18 @@ def fragment(store: ArtifactStore, key: str, partition: Any = None) -> Any | Non
     except Exception:  # noqa: BLE001 (an unreadable footer: the whole fetch names the damage)
         return None
     return part if (footer or {}).get(MARK) == MARK_VALUE else None
+
+
+def fragments(store: ArtifactStore, keys: Sequence[str], partitions: Sequence[Any]
+              ) -> list[Any | None]:
+    """`fragment` of each key with its partition, their footers read on a few threads at once:
+    a batch call's keys each have one, and each is a request that mostly waits."""
+    if len(keys) < 2:
+        return [fragment(store, key, part) for key, part in zip(keys, partitions)]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(min(FOOTER_THREADS, len(keys))) as pool:
+        return list(pool.map(lambda kp: fragment(store, *kp), zip(keys, partitions)))
 
 
 def checked_format() -> Any:
