@@ -47,8 +47,8 @@ def in_place(store: ArtifactStore, annotation: str, dims: Sequence[str],
     dimensions filled by partition expressions, as a DuckDB relation or a polars LazyFrame
     over it where the annotation asks. None when no key is read so, or when the call is not
     one that reads so exactly as `lazy_table` would: a key that is not parquet, or, for DuckDB
-    and polars, files of different schemas (DuckDB unifies them by name, polars refuses
-    them); the caller then fetches them whole."""
+    and polars, files of different schemas (DuckDB unifies them by name, polars matches
+    their columns by name or refuses them); the caller then fetches them whole."""
     kind = _lazy_kind(annotation)
     check_lengths(dims, key_values, {"keys": keys, "formats": formats})
     remote = [store.remote_file(key) is not None for key in keys]

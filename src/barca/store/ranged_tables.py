@@ -5,17 +5,21 @@ columns needs only those columns' pages: fetching the whole object first (to che
 the SHA-256 in its name) moves every byte. So such an input is a pyarrow dataset over the
 object itself, read through the store's own fsspec file system (its endpoint, credentials and
 options); DuckDB (`from_arrow`) and polars (`scan_pyarrow_dataset`) push their projections and
-filters into it, so only the footer and the chosen columns' pages are requested.
+filters into it, so only the footer and the chosen columns' pages are requested. A batch
+call's lazy input (store.batch_inputs) is one dataset of such fragments, one per key, whose
+footers are read a few at a time (`fragments`).
 
 A ranged read cannot be checked against the whole object's digest, so it is only done on an
 object whose pages carry checksums: barca writes its pyarrow and pandas results to a remote
 store with CRC-32 page checksums and a footer entry saying so (`MARK`, store.artifacts), and
 the dataset verifies each page it reads (`page_checksum_verification`): a damaged page is an
-error, never a wrong value, and the step that met it is run once more on the objects fetched
-whole (`damaged_page`; engine.worker.step_inputs), which names a damaged object by its
-digest, or reads one damaged on its way here intact. Anything else (a result written by polars or DuckDB,
-whose writers set no checksums, a footer that cannot be read, no mark) is None here: the
-caller fetches it whole and checks its digest, as before.
+error, never a wrong value, and the step or batch call that met it is run once more on the
+objects fetched whole (`damaged_page`; engine.worker.step_runner and call_runner), which names
+a damaged object by its digest, or reads one damaged on its way here intact. Anything else (a
+result written by polars or DuckDB, whose writers set no checksums, a footer that cannot be
+read, no mark) is None here: the caller fetches it whole and checks its digest, as before. So
+is an object no bigger than pyarrow's footer read (`FOOTER_READ`): that one request would move
+it whole, and the pages would then be requested again.
 """
 
 from __future__ import annotations

@@ -1,10 +1,11 @@
-"""A batch call's lazy table input read in place (store.batch_inputs `lazy_input`): over a real
-remote store on a shared directory (`file://`, the same RemoteStore as S3's), one project
-writes the results and another reads them as a second machine would. Read in place, a call's
+"""Lazy table inputs read in place (store.ranged_tables; a batch call's, store.batch_inputs
+`lazy_input`): over a real remote store on a shared directory (`file://`, the same RemoteStore
+as S3's), one project writes the results and another reads them as a second machine would.
+Read in place, a batch call's
 table holds the same rows as `lazy_table` over local copies, in all three libraries, with every
 dimension as a column, and nothing is copied here; what cannot be read so exactly as
-`lazy_table` would (files of different schemas for DuckDB or polars, results no bigger than a
-footer read) is fetched whole. tests/e2e/test_remote_batch_ranges.py proves the byte ranges
+`lazy_table` would (files of different schemas for DuckDB or polars) is fetched whole, and so
+is a result no bigger than a footer read, for a step or a call. tests/e2e/test_remote_batch_ranges.py proves the byte ranges
 over S3."""
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import pyarrow as pa
 import pytest
 
 from barca.store.artifacts import write_result
+from barca.store import ranged_tables
 from barca.store.batch_inputs import in_place, lazy_input, lazy_table
 from barca.store.remote_config import Remote
 from barca.store.remote_store import RemoteStore
@@ -114,3 +116,12 @@ def test_results_no_bigger_than_a_footer_read_are_fetched_whole(tmp_path):
     assert in_place(b, annotation, ["k"], keys, store_keys, ["parquet"] * 2) is None
     table = lazy_input(b, annotation, ["k"], keys, store_keys, ["parquet"] * 2)
     assert len(rows_of(table)) == 20 and len(copies(b)) == 2
+
+
+def test_a_steps_input_no_bigger_than_a_footer_read_is_fetched_whole(tmp_path):
+    a, b = machine(tmp_path, "a"), machine(tmp_path, "b")
+    write_result(a, "node/small.parquet", wide(0, rows=10), "parquet")
+    write_result(a, "node/big.parquet", wide(1), "parquet")
+    assert ranged_tables.in_place(b, "node/small.parquet") is None  # the caller fetches it
+    assert ranged_tables.in_place(b, "node/big.parquet").count_rows() == ROWS
+    assert not copies(b)
