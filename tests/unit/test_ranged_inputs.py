@@ -1,12 +1,11 @@
 """Lazy table inputs read in place (store.ranged_tables; a batch call's, store.batch_inputs
 `lazy_input`): over a real remote store on a shared directory (`file://`, the same RemoteStore
 as S3's), one project writes the results and another reads them as a second machine would.
-Read in place, a batch call's
-table holds the same rows as `lazy_table` over local copies, in all three libraries, with every
-dimension as a column, and nothing is copied here; what cannot be read so exactly as
-`lazy_table` would (files of different schemas for DuckDB or polars) is fetched whole, and so
-is a result no bigger than a footer read, for a step or a call. tests/e2e/test_remote_batch_ranges.py proves the byte ranges
-over S3."""
+Read in place, a batch call's table holds the same rows as `lazy_table` over local copies, in
+all three libraries, with every dimension as a column, and nothing is copied here; what cannot
+be read so exactly as `lazy_table` would (files of different schemas for DuckDB or polars) is
+fetched whole, and so is a result no bigger than a footer read, for a step or a call.
+tests/e2e/test_remote_batch_ranges.py proves the byte ranges over S3."""
 
 from __future__ import annotations
 
@@ -17,8 +16,8 @@ import duckdb
 import pyarrow as pa
 import pytest
 
-from barca.store.artifacts import write_result
 from barca.store import ranged_tables
+from barca.store.artifacts import write_result
 from barca.store.batch_inputs import in_place, lazy_input, lazy_table
 from barca.store.remote_config import Remote
 from barca.store.remote_store import RemoteStore
@@ -102,7 +101,7 @@ def test_files_of_different_schemas_are_fetched_whole_for_duckdb_and_polars(tmp_
     if annotation.startswith("duckdb"):  # DuckDB unifies them by name, as locally
         table = lazy_input(b, annotation, ["k"], keys, store_keys, formats)
         assert len(copies(b)) == 2
-        assert sorted(set((r["n"], r["extra"], r["k"]) for r in rows_of(table)),
+        assert sorted({(r["n"], r["extra"], r["k"]) for r in rows_of(table)},
                       key=str) == [(0, None, "k0"), (1, 1.5, "k1")]
 
 
