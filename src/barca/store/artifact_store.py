@@ -13,8 +13,9 @@ A small result a worker packed with others (store.packs) is addressed by its pac
 its byte range, `<node dir>/<name>.pack@<offset>:<length>`: `get` and `open` read the range,
 `local_path` gives a copy of it.
 
-A lazy table input (a DuckDB relation, a polars LazyFrame) of a parquet result in a remote store
-is read in place by byte ranges (`remote_file`, store.ranged_tables) rather than copied whole.
+A lazy table input (a DuckDB relation, a polars LazyFrame; a batch call's over many keys, a
+pyarrow dataset too) of a parquet result in a remote store is read in place by byte ranges
+(`remote_file`, store.ranged_tables) rather than copied whole.
 
 A result becomes visible only whole: small results are `put` as bytes; a library that writes a
 file itself (parquet, a keyed-json written in threads, a batch split) writes a `staging` path on
@@ -60,10 +61,10 @@ class ArtifactStore(Protocol):
         polars, pyarrow): the file itself for a local store, a copy kept for the store's life
         otherwise (FileNotFoundError when it has none)."""
 
-    def remote_file(self, key: str) -> tuple[Any, str] | None:
-        """(fsspec file system, object path) to read the key's bytes in place, by byte ranges,
-        or None when they are read from a local file: a store of this machine, a result
-        already copied here, a packed one (store.ranged_tables reads lazy tables so)."""
+    def remote_file(self, key: str) -> tuple[Any, str, int | None] | None:
+        """(fsspec file system, object path, size if known) to read the key's bytes in place,
+        by byte ranges, or None when they are read from a local file: a store of this machine,
+        a result already copied here, a packed one (store.ranged_tables reads lazy tables so)."""
 
     def location(self, key: str) -> str:
         """Where the key is, as messages name it (a path, or a URL)."""

@@ -3,8 +3,11 @@
 A batch call covers many keys, often thousands, each with an artifact of its own. Opening them
 one by one would cost a Python object per key, so `lazy_table` hands the step one lazy table
 over all the files (DuckDB, polars or pyarrow scans them), with the key's dimension values added
-as columns; nothing is read until the step queries it. The files are local ones: a store gives
-each key's (store.artifact_store `local_path`). Heavy libraries are imported only when used.
+as columns; nothing is read until the step queries it. `lazy_table` reads local files (a store
+gives each key's, store.artifact_store `local_path`); `lazy_input` reads the parquet results of
+a remote store in place instead, by byte ranges, each page checked against its checksum
+(store.ranged_tables), and fetches whole only what cannot be read so. Heavy libraries are
+imported only when used.
 """
 
 from __future__ import annotations
@@ -14,11 +17,106 @@ import secrets
 from pathlib import Path
 from typing import Any, Sequence
 
+from barca.store.artifact_store import ArtifactStore
+
 _FILE = "__barca_file"  # the column naming the artifact a row came from
 
 
 class BatchInputError(Exception):
     """A batch input's artifacts cannot be read as one lazy table (they are not tables)."""
+
+
+def lazy_input(store: ArtifactStore, annotation: str, dims: Sequence[str],
+               key_values: Sequence[tuple[str, ...]], keys: Sequence[str],
+               formats: Sequence[str]) -> Any:
+    """`lazy_table` over the results of `keys` in `store`: read in place where they can be
+    (`in_place`), else from local files, each fetched whole and checked against its digest."""
+    table = in_place(store, annotation, dims, key_values, keys, formats)
+    if table is not None:
+        return table
+    paths = [Path(store.local_path(key)) for key in keys]
+    return lazy_table(annotation, dims, key_values, paths, formats)
+
+
+def in_place(store: ArtifactStore, annotation: str, dims: Sequence[str],
+             key_values: Sequence[tuple[str, ...]], keys: Sequence[str],
+             formats: Sequence[str]) -> Any | None:
+    """`lazy_table` over parquet results of which some are read in place (ranged_tables
+    `fragment`: a remote store's, bigger than a footer read, written with page checksums) and
+    the rest from local files (fetched whole): one pyarrow dataset of every key's file, its
+    dimensions filled by partition expressions, as a DuckDB relation or a polars LazyFrame
+    over it where the annotation asks. None when no key is read so, or when the call is not
+    one that reads so exactly as `lazy_table` would: a key that is not parquet, or, for DuckDB
+    and polars, files of different schemas (DuckDB unifies them by name, polars matches
+    their columns by name or refuses them); the caller then fetches them whole."""
+    kind = _lazy_kind(annotation)
+    check_lengths(dims, key_values, {"keys": keys, "formats": formats})
+    remote = [store.remote_file(key) is not None for key in keys]
+    if not any(remote) or any(fmt != "parquet" for fmt in formats):
+        return None
+    from barca.store.ranged_tables import fragment, fragments
+
+    # the first file's schema says which dimensions the files lack, as `lazy_table` has it;
+    # guessed as all of them, so that its footer is read once when it is so
+    guess = list(enumerate(dims))
+    first = fragment(store, keys[0], _partition(guess, key_values[0])) if remote[0] else None
+    first_ranged = first is not None
+    if first is None:
+        first = _local_fragment(store, keys[0], _partition(guess, key_values[0]))
+    schema = first.physical_schema
+    added = [(j, d) for j, d in guess if d not in schema.names]
+    exprs = [_partition(added, key) for key in key_values]
+    start = 1 if added == guess else 0  # the first fragment is the one wanted already
+    todo = [i for i in range(start, len(keys)) if remote[i]]
+    read = dict(zip(todo, fragments(store, [keys[i] for i in todo], [exprs[i] for i in todo])))
+    ranged = bool(start and first_ranged) or any(p is not None for p in read.values())
+    parts = [first] if start else []
+    for i in range(start, len(keys)):
+        part = read.get(i)
+        parts.append(part if part is not None else _local_fragment(store, keys[i], exprs[i]))
+    if not ranged:
+        return None  # every file is here after all: `lazy_table` reads them
+    if kind != "arrow" and any(not p.physical_schema.equals(schema) for p in parts):
+        return None
+    return _over(kind, annotation, parts, schema, [d for _, d in added])
+
+
+def _partition(added: Sequence[tuple[int, str]], key: Sequence[str]) -> Any:
+    """`dim == value` for each dimension the files lack (None: no such dimension)."""
+    import pyarrow.dataset as ds
+
+    expr = None
+    for j, d in added:
+        term = ds.field(d) == key[j]
+        expr = term if expr is None else expr & term
+    return expr
+
+
+def _local_fragment(store: ArtifactStore, key: str, partition: Any) -> Any:
+    """The key's result as a fragment of its local file (fetched whole first when it is not
+    here, and checked against its digest)."""
+    import pyarrow.fs as pafs
+
+    from barca.store.ranged_tables import checked_format
+
+    return checked_format().make_fragment(os.path.abspath(store.local_path(key)),
+                                          filesystem=pafs.LocalFileSystem(),
+                                          partition_expression=partition)
+
+
+def _over(kind: str, annotation: str, parts: Sequence[Any], schema: Any,
+          added: Sequence[str]) -> Any:
+    """One dataset of the fragments, with the dimension columns the files lack (strings), as
+    the library the annotation names reads it."""
+    import pyarrow as pa
+    import pyarrow.dataset as ds
+
+    from barca.store.ranged_tables import checked_format, lazy_over
+
+    for d in added:
+        schema = schema.append(pa.field(d, pa.string()))
+    dataset = ds.FileSystemDataset(list(parts), schema, checked_format(), parts[0].filesystem)
+    return dataset if kind == "arrow" else lazy_over(dataset, annotation)
 
 
 _READS = {"duckdb": ("parquet", "csv", "json"), "polars": ("parquet", "csv", "json"),

@@ -188,13 +188,14 @@ class RemoteStore:
         self._fetch(file_of(key))
         return self.local.local_path(key)
 
-    def remote_file(self, key: str) -> tuple[Any, str] | None:
-        """The key's object, to read in place, unless it is packed or copied here already
-        (None: `local_path` then, which fetches it whole and checks its digest)."""
+    def remote_file(self, key: str) -> tuple[Any, str, int | None] | None:
+        """The key's object and its size as listed, to read in place, unless it is packed or
+        copied here already (None: `local_path` then, which fetches it whole and checks its
+        digest)."""
         if file_of(key) != key or os.path.exists(f"{self.local.dir}/{key}"):
             return None
         found = self.stored(key)
-        return None if found is None else (self.fs, found[0])
+        return None if found is None else (self.fs, *found)
 
     def location(self, key: str) -> str:
         return f"{self.remote.uri}/{self.env}/artifacts/{key}"

@@ -27,13 +27,14 @@ import orjson
 from barca.engine.protocol import (NOT_RETRIED, CallFinished, CallSpec, InputRef, RunInterrupted,
                                    StepOutcome, StepStarted)
 from barca.engine.worker.retries import attempt_failed
-from barca.engine.worker.step_inputs import load_input
+from barca.engine.worker.step_inputs import fetch_whole, load_input, read_in_place
 from barca.planner.keys import label_of
 from barca.store.artifact_store import ArtifactStore
-from barca.store.artifacts import (SerializeError, choose_format, read_result, table_kind,
-                                   write_packable)
+from barca.store.artifacts import (SerializeError, choose_format, read_result, reads_lazily,
+                                   table_kind, write_packable)
 from barca.store.packs import PackWriter
 from barca.store.paths import EXTENSIONS
+from barca.store.ranged_tables import damaged_page
 from barca.store.sinks import write_sinks
 
 _LAZY = ("DuckDBPyRelation", "LazyFrame", "Dataset")  # annotations that ask for one table
@@ -119,23 +120,43 @@ def _attempt(runner: Runner, call: CallSpec, positions: list[int], attempt: int,
         mark = _lap(times, "import_", began)
         keys = [call.keys[p] for p in positions]
         call_keys = [_key_value(call.dims, k) for k in keys]
-        kwargs: dict[str, Any] = _dimension_args(call.dims, call_keys)
-        for ref in call.inputs:
-            kwargs[ref.param] = _call_input(store, ref, call.dims, positions, call_keys)
-        mark = _lap(times, "load", mark)
-        value = fn(**kwargs)
-        if isinstance(value, types.CoroutineType):
-            value.close()
-        runner.last_value = value
-        mark = _lap(times, "compute", mark)
-        failed = _split_and_write(runner, store, call, positions, call_keys, value, times,
-                                  mark, attempt, report)
+        in_place = _read_in_place(store, call, positions)
+        try:
+            failed = _run(runner, fn, store, call, positions, call_keys, times, mark, attempt,
+                          report)
+        except Exception as exc:
+            if written or not (in_place and damaged_page(exc)):
+                raise
+            # a page read by range failed its checksum (in the call, or as the relation it
+            # returned was split): once more on the whole objects, which their digests check
+            # (a damaged object is named; one damaged on its way here is read intact)
+            mark = time.perf_counter()
+            fetch_whole(store, in_place)
+            failed = _run(runner, fn, store, call, positions, call_keys, times, mark, attempt,
+                          report)
     except BaseException as exc:  # the call failed (its own KeyboardInterrupt or sys.exit()
         if isinstance(exc, RunInterrupted):  # too): every key given and not written fails
             raise
         rest = [p for p in positions if p not in written]
         failed = _all_failed(call, rest, attempt, began, exc, runner.error_parts)
     return {**written, **failed}
+
+
+def _run(runner: Runner, fn: Callable[..., Any], store: ArtifactStore, call: CallSpec,
+         positions: list[int], call_keys: list[Any], times: _Times, mark: float, attempt: int,
+         report: Callable[[int, StepOutcome], None]) -> dict[int, StepOutcome]:
+    """Load the inputs, call the function, write each key's result: the keys that failed."""
+    kwargs: dict[str, Any] = _dimension_args(call.dims, call_keys)
+    for ref in call.inputs:
+        kwargs[ref.param] = _call_input(store, ref, call.dims, positions, call_keys)
+    mark = _lap(times, "load", mark)
+    value = fn(**kwargs)
+    if isinstance(value, types.CoroutineType):
+        value.close()
+    runner.last_value = value
+    mark = _lap(times, "compute", mark)
+    return _split_and_write(runner, store, call, positions, call_keys, value, times, mark,
+                            attempt, report)
 
 
 def _lap(times: _Times, part: str, since: float) -> float:
@@ -190,17 +211,31 @@ def _call_input(store: ArtifactStore, ref: InputRef, dims: Sequence[str],
     formats = [ref.formats[p] for p in positions]
     text = (ref.annotation or "").replace(" ", "")
     if text.rsplit(".", 1)[-1] in _LAZY:
-        from barca.store.batch_inputs import lazy_table
+        from barca.store.batch_inputs import lazy_input
 
         key_values = [k if isinstance(k, tuple) else (k,) for k in call_keys]
-        paths = [store.local_path(ref.paths[p]) for p in positions]
-        return lazy_table(text, dims, key_values, paths, formats)
+        return lazy_input(store, text, dims, key_values, [ref.paths[p] for p in positions],
+                          formats)
 
     # one thread: the results were mostly just written, so reading them is Python's work
     # (50,000 local files took 0.64 s so; 1.9 s on two threads)
     element = _dict_value_annotation(text)
     return {k: read_result(store, ref.paths[p], fmt, element)
             for k, p, fmt in zip(call_keys, positions, formats)}
+
+
+def _read_in_place(store: ArtifactStore, call: CallSpec, positions: list[int]) -> list[str]:
+    """The keys of the call's parquet inputs that are read in place, by range (a remote
+    store's, not copied here: store.ranged_tables), which `fetch_whole` can fetch instead: a
+    lazy table over the keys, a dict of lazy tables, or an input of the whole call."""
+    keys = read_in_place(store, [ref for ref in call.inputs if ref.kind != "keyed"])
+    for ref in call.inputs:
+        text = (ref.annotation or "").replace(" ", "")
+        if ref.kind == "keyed" and (text.rsplit(".", 1)[-1] in _LAZY
+                                    or reads_lazily(_dict_value_annotation(text))):
+            keys += [ref.paths[p] for p in positions if ref.formats[p] == "parquet"
+                     and store.remote_file(ref.paths[p]) is not None]
+    return keys
 
 
 def _dict_value_annotation(text: str) -> str | None:
