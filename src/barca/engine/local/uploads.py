@@ -19,9 +19,10 @@ of its uploads). It tells the pool where the worker is, never what to record.
 
 An upload that fails is the run's error: `StoreFailed` goes out in place of its outcomes,
 and nothing queued after it is sent (the outcomes of later uploads are not reported either,
-as when the worker uploaded them itself). At most IN_FLIGHT uploads wait: a worker that
-computes faster than the store takes its results waits for it, so the results it has not
-reported stay few.
+as when the worker uploaded them itself). At most IN_FLIGHT uploads wait (or one flush's,
+when it holds more): a worker that computes faster than the store takes its results waits
+for it, so the results it has not reported stay few. A waiting upload holds a local file's
+name, not its bytes.
 
 Lock order: the worker's own lock (its finished list) may be held while `send` waits for
 room, and this module's lock is never held while waiting for the worker's; the pipe has a
