@@ -17,6 +17,7 @@ step runs no step past k00).
 from __future__ import annotations
 
 import http.client
+import json
 import os
 import signal
 import subprocess
@@ -26,7 +27,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Moto, barca, poll, result_bytes, run_statuses, start_barca, write
+from conftest import (Moto, barca, descendants, poll, result_bytes, run_statuses,
+                      start_barca, write)
 from test_remote_reliability import _check_records_are_stored, _group, _recorded
 
 KEYS = 20
@@ -44,7 +46,8 @@ PIPELINE = """
     HERE = Path(__file__).parent
 
 
-    @asset(partitions={{"key": partitions([f"k{{i:02d}}" for i in range({keys})])}})
+    # two attempts: a step whose worker is killed in it runs again
+    @asset(partitions={{"key": partitions([f"k{{i:02d}}" for i in range({keys})])}}, retries=2)
     def values(key: str) -> dict:
         if key == "k01":  # until the pack holding k00's result is being uploaded
             until = time.monotonic() + 60
@@ -224,17 +227,30 @@ def test_a_kill_while_a_result_uploads_records_nothing_that_is_not_stored(
     assert _check_records_are_stored(root, moto, prefix) == KEYS + 1
 
 
+def _worker(run: int) -> int:
+    """The pid of the run's one worker process."""
+    for pid in descendants(run) - {run}:
+        try:
+            if b"barca.engine.local.worker" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                return pid
+        except OSError:
+            continue
+    raise AssertionError("the run has no worker process")
+
+
 def test_a_worker_takes_its_next_lease_while_its_last_one_uploads(
         tmp_path: Path, moto: Moto) -> None:
     """Keys past the worker's first lease run while the first lease's first pack is held:
     the pool leased more on hearing the lease was computed, not once its outcomes (which wait
-    for the pack) arrived. Nothing is recorded meanwhile; once the store takes the PUTs the
-    run records every key, each computed once, all of it stored."""
+    for the pack) arrived. Nothing is recorded meanwhile. The worker is then killed, its
+    outcomes never sent: the pool runs those steps again in a new worker, and once the store
+    takes the PUTs the run records every key, all of it stored."""
     root, proxy, env, prefix = _setup(tmp_path, moto)
     try:
         proc = start_barca(root, "get", "total", "p.py", env=env)
         try:
             _later_keys_ran_while_held(root, keys=FIRST_LEASE + 1)
+            os.kill(_worker(proc.pid), signal.SIGKILL)
             proxy.release()
             out, err = proc.communicate(timeout=120)
         finally:
@@ -243,5 +259,7 @@ def test_a_worker_takes_its_next_lease_while_its_last_one_uploads(
         assert proc.returncode == 0, (out, err)
     finally:
         proxy.close()
+    assert json.loads(out)["final_output"] == EXPECTED
     assert _check_records_are_stored(root, moto, prefix) == KEYS + 1
-    assert sorted(_executed(root)) == [f"k{i:02d}" for i in range(KEYS)]
+    assert sorted(set(_executed(root))) == [f"k{i:02d}" for i in range(KEYS)]
+    assert _executed(root).count("k00") == 2  # done, its outcome held with its pack: again
