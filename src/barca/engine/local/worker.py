@@ -95,8 +95,8 @@ class OutputCapture:
 
 def _near_timeout(step: Any, outcomes: list) -> bool:
     """Whether a held outcome could reach the pool after the step's timeout: the pool times a
-    step from the outcomes before it to its own, so an outcome held FLUSH_SECONDS must leave
-    at once when the step took nearly all of its time."""
+    step from the outcomes before it (or the `Computed` naming them) to its own, so an
+    outcome held FLUSH_SECONDS must leave at once when the step took nearly all of its time."""
     took = max((getattr(o, "elapsed_seconds", 0.0) for o in outcomes), default=0.0)
     return bool(step.timeout_seconds) and took >= step.timeout_seconds - 2 * FLUSH_SECONDS
 
