@@ -1,7 +1,8 @@
 """A pack of small results (store.packs.PackWriter) is kept until it is written: a write that
 fails raises InfraError naming the store at the flush, loses no pack, and the next flush
 writes it. On the real local store, made unwritable the way root cannot bypass either: a file
-where a node's results directory goes."""
+where a node's results directory goes. A remote store (a real `file://` one) holding its
+uploads for a pool worker's upload thread writes packs and files of their own here first."""
 
 from __future__ import annotations
 
