@@ -1,18 +1,23 @@
-"""A worker uploads its packs to a remote store in the background (engine.local.uploads): it
-runs its next steps while a pack's PUT is pending, and reports the pack's outcomes only once
-the PUT has succeeded; a PUT that fails is the run's exit 3 with nothing unreadable recorded;
-a kill -9 while a PUT is pending records nothing that is not in the store.
+"""A worker uploads its results to a remote store in the background (engine.local.uploads),
+its packs of small results and its results stored as files of their own (`big`) alike: it
+runs its next steps while a result's PUT is pending, and reports the result's outcome only
+once the PUT has succeeded; a PUT that fails is the run's exit 3 with nothing unreadable
+recorded; a kill -9 while a PUT is pending records nothing that is not in the store. The
+pool leases the worker more steps meanwhile (`Computed`): the worker goes past the end of
+its lease while the lease's first result is still held.
 
 Over moto's S3 server on loopback, reached through a small loopback proxy that holds every
 PUT of a result object until the test releases it (or answers it 403). Key k01 waits until
-a PUT is held, so that the pack holding k00's result is the held one; k02 then runs while it
-is pending (a worker that uploads before it goes on runs no step past k01: its upload holds
-the lock that k01's outcome waits for).
+a PUT is held, so that the object holding k00's result is the held one; k02 then runs while
+it is pending (a worker that uploads before it goes on runs no step past k01: its upload
+holds the lock that k01's outcome waits for; one that uploads a file of its own inside its
+step runs no step past k00).
 """
 
 from __future__ import annotations
 
 import http.client
+import json
 import os
 import signal
 import subprocess
@@ -20,12 +25,17 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from conftest import Moto, barca, poll, result_bytes, run_statuses, start_barca, write
+import pytest
+
+from conftest import (Moto, barca, descendants, poll, result_bytes, run_statuses,
+                      start_barca, write)
 from test_remote_reliability import _check_records_are_stored, _group, _recorded
 
 KEYS = 20
 EXPECTED = sum(i * 3 for i in range(KEYS))
 ONE_WORKER = {"BARCA_POOL_SIZE": "1"}
+FIRST_LEASE = KEYS // 4  # one worker's first lease: a quarter of the queue (engine.local.pool)
+BIG = 70_000  # characters of padding that make a result a file of its own (store.packs)
 
 PIPELINE = """
     import time
@@ -36,7 +46,8 @@ PIPELINE = """
     HERE = Path(__file__).parent
 
 
-    @asset(partitions={{"key": partitions([f"k{{i:02d}}" for i in range({keys})])}})
+    # two attempts: a step whose worker is killed in it runs again
+    @asset(partitions={{"key": partitions([f"k{{i:02d}}" for i in range({keys})])}}, retries=2)
     def values(key: str) -> dict:
         if key == "k01":  # until the pack holding k00's result is being uploaded
             until = time.monotonic() + 60
@@ -44,7 +55,7 @@ PIPELINE = """
                 time.sleep(0.02)
         with open(HERE / "executed.log", "a") as log:
             log.write(key + "\\n")
-        return {{"v": int(key[1:]) * 3}}
+        return {{"v": int(key[1:]) * 3, "pad": "x" * {pad}}}
 
 
     @asset(inputs={{"all": collect(values)}})
@@ -120,8 +131,8 @@ class HoldingProxy:
         self.server.server_close()
 
 
-def _setup(tmp_path: Path, moto: Moto) -> tuple[Path, HoldingProxy, dict, str]:
-    root = write(tmp_path / "p", {"p.py": PIPELINE.format(keys=KEYS)})
+def _setup(tmp_path: Path, moto: Moto, pad: int = 0) -> tuple[Path, HoldingProxy, dict, str]:
+    root = write(tmp_path / "p", {"p.py": PIPELINE.format(keys=KEYS, pad=pad)})
     bucket = moto.bucket()
     proxy = HoldingProxy(moto.port, root / "held")
     env = {**moto.env, **ONE_WORKER, "AWS_ENDPOINT_URL": proxy.url,
@@ -134,17 +145,21 @@ def _executed(root: Path) -> list[str]:
     return log.read_text().split() if log.exists() else []
 
 
-def _later_keys_ran_while_held(root: Path) -> None:
-    """Keys after k01 ran while the PUT of k00's pack was pending (k01 waited for it to be),
-    and no outcome was recorded: the held pack's, and those queued behind it."""
-    poll(lambda: len(_executed(root)) >= 3, "later keys to run while k00's pack is held",
+def _later_keys_ran_while_held(root: Path, keys: int = 3) -> None:
+    """`keys` keys ran while the PUT of k00's result was pending (k01 waited for it to be),
+    and no outcome was recorded: the held result's, and those queued behind it."""
+    poll(lambda: len(_executed(root)) >= keys, "later keys to run while k00's result is held",
          timeout=60, every=0.05)
     assert _recorded(root) == []
 
 
-def test_a_worker_runs_its_next_steps_while_a_pack_uploads_and_reports_it_once_stored(
-        tmp_path: Path, moto: Moto) -> None:
-    root, proxy, env, prefix = _setup(tmp_path, moto)
+SMALL_AND_BIG = pytest.mark.parametrize("pad", [0, BIG], ids=["packed", "own-file"])
+
+
+@SMALL_AND_BIG
+def test_a_worker_runs_its_next_steps_while_a_result_uploads_and_reports_it_once_stored(
+        tmp_path: Path, moto: Moto, pad: int) -> None:
+    root, proxy, env, prefix = _setup(tmp_path, moto, pad)
     try:
         proc = start_barca(root, "get", "total", "p.py", env=env)
         try:
@@ -161,9 +176,10 @@ def test_a_worker_runs_its_next_steps_while_a_pack_uploads_and_reports_it_once_s
     assert sorted(_executed(root)) == [f"k{i:02d}" for i in range(KEYS)]  # each key once
 
 
+@SMALL_AND_BIG
 def test_a_background_upload_that_fails_is_exit_3_with_nothing_unreadable_recorded(
-        tmp_path: Path, moto: Moto) -> None:
-    root, proxy, env, prefix = _setup(tmp_path, moto)
+        tmp_path: Path, moto: Moto, pad: int) -> None:
+    root, proxy, env, prefix = _setup(tmp_path, moto, pad)
     try:
         proc = start_barca(root, "get", "total", "p.py", env=env)
         try:
@@ -190,9 +206,10 @@ def test_a_background_upload_that_fails_is_exit_3_with_nothing_unreadable_record
         result_bytes(root, path)
 
 
-def test_a_kill_while_a_pack_uploads_records_nothing_that_is_not_stored(
-        tmp_path: Path, moto: Moto) -> None:
-    root, proxy, env, prefix = _setup(tmp_path, moto)
+@SMALL_AND_BIG
+def test_a_kill_while_a_result_uploads_records_nothing_that_is_not_stored(
+        tmp_path: Path, moto: Moto, pad: int) -> None:
+    root, proxy, env, prefix = _setup(tmp_path, moto, pad)
     try:
         proc = start_barca(root, "get", "total", "p.py", env=env, start_new_session=True,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -208,3 +225,41 @@ def test_a_kill_while_a_pack_uploads_records_nothing_that_is_not_stored(
                   timeout=120).expect(0).json
     assert again["final_output"] == EXPECTED
     assert _check_records_are_stored(root, moto, prefix) == KEYS + 1
+
+
+def _worker(run: int) -> int:
+    """The pid of the run's one worker process."""
+    for pid in descendants(run) - {run}:
+        try:
+            if b"barca.engine.local.worker" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                return pid
+        except OSError:
+            continue
+    raise AssertionError("the run has no worker process")
+
+
+def test_a_worker_takes_its_next_lease_while_its_last_one_uploads(
+        tmp_path: Path, moto: Moto) -> None:
+    """Keys past the worker's first lease run while the first lease's first pack is held:
+    the pool leased more on hearing the lease was computed, not once its outcomes (which wait
+    for the pack) arrived. Nothing is recorded meanwhile. The worker is then killed, its
+    outcomes never sent: the pool runs those steps again in a new worker, and once the store
+    takes the PUTs the run records every key, all of it stored."""
+    root, proxy, env, prefix = _setup(tmp_path, moto)
+    try:
+        proc = start_barca(root, "get", "total", "p.py", env=env)
+        try:
+            _later_keys_ran_while_held(root, keys=FIRST_LEASE + 1)
+            os.kill(_worker(proc.pid), signal.SIGKILL)
+            proxy.release()
+            out, err = proc.communicate(timeout=120)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        assert proc.returncode == 0, (out, err)
+    finally:
+        proxy.close()
+    assert json.loads(out)["final_output"] == EXPECTED
+    assert _check_records_are_stored(root, moto, prefix) == KEYS + 1
+    assert sorted(set(_executed(root))) == [f"k{i:02d}" for i in range(KEYS)]
+    assert _executed(root).count("k00") == 2  # done, its outcome held with its pack: again

@@ -1,5 +1,6 @@
 """Framing between coordinator and workers, over a real pipe: messages come back whole and in
-order however the bytes are split, including out-of-band bytes (a key source's columns)."""
+order however the bytes are split, including out-of-band bytes (a key source's columns); and
+what the pool runs again of a lost worker's steps."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import os
 import threading
 
 from barca.engine.local.frames import FrameBuffer, out_of_band, read_frame, write_frame
-from barca.engine.protocol import LogLine, StepOutcome
+from barca.engine.protocol import (CallSpec, LogLine, StepOutcome, StepSpec, call_lost,
+                                   unreported_part, unreported_steps)
 
 
 CHUNKS = tuple(os.urandom(n) for n in (70_000, 1, 0, 300_000))
@@ -87,3 +89,27 @@ def test_a_worker_reports_at_once_a_step_that_took_nearly_all_its_timeout():
     assert not _near_timeout(step, took(1.0 - 2 * FLUSH_SECONDS - 0.01))
     assert not _near_timeout(SimpleNamespace(timeout_seconds=0), took(100.0))  # none: 0
     assert not _near_timeout(SimpleNamespace(timeout_seconds=300.0), took(0.001))
+
+
+def _step(key: str) -> StepSpec:
+    return StepSpec(f"p.py:n[k={key}]", "p.py:n", f"k={key}", 0, "asset", "p.py", "n",
+                    (("k", key),), (), f"n/{key}", "h", None, 0, 0.0, 0.0, False)
+
+
+def _call(batch: str, keys: tuple[str, ...]) -> CallSpec:
+    return CallSpec(f"p.py:n[batch={batch}]", "p.py:n", batch, "asset", "p.py", "n", ("k",),
+                    keys, tuple(f"p.py:n[k={k}]" for k in keys), tuple(range(len(keys))),
+                    ("h",) * len(keys), tuple(f"n/{k}" for k in keys), (), None, 0, 0.0, 0.0)
+
+
+def test_steps_a_lost_worker_had_done_but_not_reported_run_again_but_for_reported_keys():
+    """A worker lost while its done steps' outcomes waited for their uploads (the pool had
+    them as `Computed`): a step runs again, a call over the keys not reported, and a call
+    whose every key was reported only ends (its end had not arrived)."""
+    step, partly, wholly = _step("a"), _call("b1", ("x", "y")), _call("b2", ("z",))
+    reported = {"b1": {"p.py:n[k=x]"}, "b2": {"p.py:n[k=z]"}}
+    again, ended = unreported_steps([step, partly, wholly], reported)
+    assert again == [step, unreported_part(partly, {"p.py:n[k=x]"})]
+    assert again[1].keys == ("y",) and again[1].batch == "b1"
+    assert ended == [call_lost(wholly, 1, 1)]
+    assert unreported_steps([partly], {}) == ([partly], [])  # no key reported: all again

@@ -8,7 +8,7 @@ How they travel is the executor's business (`engine.local.frames` for worker pip
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any, Iterable, Mapping, NamedTuple
 
 
 class InputRef(NamedTuple):
@@ -194,6 +194,26 @@ def unreported_part(call: CallSpec, reported: set[str]) -> CallSpec:
                          indices=part(call.indices), run_hashes=part(call.run_hashes),
                          artifact_stems=part(call.artifact_stems),
                          sinks=part(call.sinks) if call.sinks else (), inputs=inputs)
+
+
+def unreported_steps(done: Iterable[StepSpec | CallSpec], reported: Mapping[str, set[str]]
+                     ) -> tuple[list[StepSpec | CallSpec], list[CallFinished]]:
+    """Steps a lost worker had done whose outcomes never arrived (their results may not be in
+    the store), `reported`: a call's batch id -> its key step ids reported. The steps to run
+    again (of a call, the keys not reported), and the end of each call whose every key was."""
+    again: list[StepSpec | CallSpec] = []
+    ended: list[CallFinished] = []
+    for step in done:
+        written = reported.get(step.batch) if isinstance(step, CallSpec) else None
+        if not written:
+            again.append(step)
+            continue
+        part = unreported_part(step, written)
+        if part.keys:
+            again.append(part)
+        else:
+            ended.append(call_lost(step, len(written), 1))
+    return again, ended
 
 
 class StepStarted(NamedTuple):

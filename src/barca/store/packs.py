@@ -8,9 +8,10 @@ whole (`ArtifactStore.put`) before it reports any of their outcomes: a kill leav
 complete or absent, never half of one, and nothing refers to a pack before it is there. A
 pack is kept until it is written: when its write fails (the store is gone, the disk full), the
 flush raises and the results in it stay unreported, never reported by a later flush that
-wrote only the packs after it. A worker whose store is remote has its packs written on a
-thread of its own (engine.local.uploads) while it runs its next steps: `flush(later=...)`
-hands them over, and their outcomes are reported once they are written.
+wrote only the packs after it. A worker whose store is remote writes its packs' local
+copies at the flush and has them uploaded on a thread of its own (RemoteStore.hold_uploads,
+engine.local.uploads) while it runs its next steps; their outcomes are reported once they
+are uploaded.
 
 A packed result's store key is its pack's key and the range of its bytes,
 `<node dir>/<name>.pack@<offset>:<length>`; stores read such a key's range (`get`, `open`),
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 import secrets
 import threading
-from typing import Any, Callable
+from typing import Any
 
 from barca.errors import InfraError
 
@@ -88,21 +89,14 @@ class PackWriter:
                     self.full.append(pack)
             return key
 
-    def flush(self, later: Callable[[Any], bool] | None = None) -> list[Callable[[], None]]:
-        """Write every pack not written yet, whole, but those of the stores `later` names:
-        they are taken out, and returned in order as calls that write them (InfraError when
-        one cannot be), for the caller to make before it reports their outcomes. InfraError
-        when a pack cannot be written here: it and the packs after it are kept (a later flush
-        tries them again), and the outcomes of the results added since the last flush that
-        returned must not be reported."""
+    def flush(self) -> None:
+        """Write every pack not written yet, whole. InfraError when a pack cannot be written:
+        it and the packs after it are kept (a later flush tries them again), and the outcomes
+        of the results added since the last flush that returned must not be reported."""
         with self.lock:
             for pack in [*self.full, *self.open.values()]:
-                if later is None or not later(pack.store):
-                    pack.write()
-                    self._forget(pack)
-            taken = [*self.full, *self.open.values()]
-            self.full, self.open = [], {}
-            return [pack.write for pack in taken]
+                pack.write()
+                self._forget(pack)
 
     def _forget(self, pack: _Pack) -> None:
         if pack in self.full:

@@ -3,8 +3,8 @@ several machines share as one cache, with the project's `.barca/artifacts/` as i
 
 Results are written once: a result is written locally as always, then uploaded whole, in
 the process that wrote it, before its step reports it, so that what a run records is always
-in the store (a worker's packs on a thread of their own while it runs its next steps,
-engine.local.uploads). An object's name is its store key and the SHA-256 of its bytes,
+in the store (a pool worker's on a thread of its own while it runs its next steps: it has
+its stores hold their uploads, `hold_uploads`, engine.local.uploads). An object's name is its store key and the SHA-256 of its bytes,
 `<uri>/<env>/artifacts/<key>,<sha256>` (run hash and digest in the name): objects are never
 overwritten, and a fetched one is checked against its name (a mismatch is fetched again, then
 a named error, exit 3); a lazy table input reads a parquet result in place by byte ranges
@@ -35,6 +35,7 @@ from __future__ import annotations
 import hashlib
 import os
 import secrets
+import threading
 import time
 from pathlib import Path
 from typing import Any, BinaryIO, Callable, Iterable, Iterator, Mapping, Sequence, TypeVar
@@ -54,7 +55,6 @@ _PERMANENT = (PermissionError, IsADirectoryError, NotADirectoryError, ValueError
 
 
 class RemoteStore:
-    uploads_in_background = True  # a worker's packs, while it goes on (engine.local.uploads)
     reads_in_place = True  # parquet written with page checksums, read by range (ranged_tables)
 
     def __init__(self, root: str, local_address: str, remote: Remote, env: str) -> None:
@@ -68,6 +68,8 @@ class RemoteStore:
             "set it to how many seconds a failing request to the store is tried again, "
             "such as 10, or unset it")
         self.down = False  # a request failed after its retries: the next are tried once
+        self.held: list[Callable[[], None]] | None = None  # uploads for the caller to make
+        self.holding = threading.Lock()
         try:
             self.fs, path = url_to_fs(remote.uri, **_tried_once(remote))
         except (ImportError, ValueError, TypeError) as exc:
@@ -142,8 +144,26 @@ class RemoteStore:
 
     # -- writes: local, then uploaded whole ---------------------------------------------------
 
+    def hold_uploads(self) -> None:
+        """From now on `put` and `commit` write the local copy only and hold its upload for
+        `held_uploads`: a pool worker uploads on a thread of its own, while its next steps
+        run, before it reports the results (engine.local.uploads)."""
+        self.held = []
+
+    def held_uploads(self) -> list[Callable[[], None]]:
+        """The uploads held since the last call, in the order the results were written: each
+        uploads one local copy (its digest taken from it then), retried as every request."""
+        with self.holding:
+            out = self.held or []
+            if self.held is not None:
+                self.held = []
+        return out
+
     def put(self, key: str, data: bytes) -> None:
         self.local.put(key, data)
+        if self.held is not None:
+            self._hold(key)
+            return
         self._upload(key, lambda path: self.fs.pipe_file(path, data),
                      hashlib.sha256(data).hexdigest())
 
@@ -152,6 +172,16 @@ class RemoteStore:
 
     def commit(self, staged: str, key: str) -> None:
         self.local.commit(staged, key)
+        if self.held is not None:
+            self._hold(key)
+            return
+        self._upload_copy(key)
+
+    def _hold(self, key: str) -> None:
+        with self.holding:
+            self.held.append(lambda: self._upload_copy(key))  # type: ignore[union-attr]
+
+    def _upload_copy(self, key: str) -> None:
         local = f"{self.local.dir}/{key}"
         self._upload(key, lambda path: self.fs.put_file(local, path), _file_digest(local))
 

@@ -46,6 +46,21 @@ class Outcomes(NamedTuple):
     items: tuple[StepOutcome | CallFinished, ...]
 
 
+class Computed(NamedTuple):
+    """Worker -> coordinator: these leased steps are done, but their `Outcomes` wait for
+    their results' uploads (engine.local.uploads). The worker goes on meanwhile, so the pool
+    times its next step from here and may lease it more; a worker lost before the outcomes
+    arrive has these steps run again, as it has the steps it had not begun."""
+
+    step_ids: tuple[str, ...]
+
+
+def ends_step(outcome: StepOutcome | CallFinished) -> bool:
+    """Whether an outcome ends a leased step: a step's own, or a call's end (not a key the
+    call wrote, reported as it is written)."""
+    return isinstance(outcome, CallFinished) or outcome.batch is None
+
+
 class StoreFailed(NamedTuple):
     """Worker -> coordinator: the results of steps it finished could not be written to the
     artifact store (an InfraError's message and remediation): those steps are never reported,

@@ -17,6 +17,11 @@ integer comparison per step. Under `barca serve --capacity` the units are also h
 server's budget shared by all its runs (`shared_capacity`), and by the runs of its ledger's
 clients that ask to share it (`leased_capacity`): a step waits at the head for both.
 
+A worker whose outcomes wait for their uploads to a remote store says at once which steps are
+done (`Computed`): they leave its lease (it is refilled, and its next step is timed, as if
+they had been reported) but are kept aside until their outcomes arrive, and run again if the
+worker is lost before (engine.local.uploads).
+
 Workers are forked from the project's warm pool where one can run, else fresh interpreters
 (`worker_processes`: starting, ending and telling how one ended).
 """
@@ -34,14 +39,14 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
 from barca.errors import InfraError
-from barca.engine.local.frames import (FrameBuffer, Imported, Lease, Outcomes, Shutdown,
-                                       StoreFailed, Warm, write_frame)
+from barca.engine.local.frames import (Computed, FrameBuffer, Imported, Lease, Outcomes,
+                                       Shutdown, StoreFailed, Warm, ends_step, write_frame)
 from barca.engine.local.leased_capacity import LeasedBudget
 from barca.engine.local.shared_capacity import SharedBudget
 from barca.engine.local.worker_processes import Starter, WorkerProcess, end, exit_status
 from barca.engine.protocol import (CallFinished, CallSpec, LogLine, StepOutcome, StepSpec,
                                   StepStarted, call_lost, failed_outcomes,
-                                  unreported_part)
+                                  unreported_part, unreported_steps)
 
 
 STARTUP_SECONDS = 60.0  # a new worker process's start-up, past which its first step's clock runs
@@ -53,13 +58,15 @@ class _Worker:
     to_worker: int
     from_worker: int
     buffer: FrameBuffer = field(default_factory=FrameBuffer)
-    leased: collections.deque = field(default_factory=collections.deque)
+    leased: collections.deque = field(default_factory=collections.deque)  # not done yet
+    computed: dict = field(default_factory=dict)  # step id -> done step, its outcome to come
     running: StepSpec | CallSpec | None = None
     started: float = 0.0  # monotonic time the running step started (its first attempt)
     deadline: float = 0.0
     attempt: int = 0
     held: int = 0  # capacity units held: the weight of the heaviest leased step
-    reported: set = field(default_factory=set)  # key step ids the running call has written
+    # a call's batch id -> the key step ids it wrote that were reported, until its end is
+    reported: dict = field(default_factory=dict)
     begun: bool = False  # the process has begun a step: its start-up is over
 
 
@@ -227,29 +234,37 @@ class LocalExecutor:
 
     def _handle(self, worker: _Worker, message: Any) -> list[StepOutcome | LogLine]:
         if isinstance(message, StepStarted):
-            step = next(s for s in worker.leased if s.step_id == message.step_id)
+            step = next((s for s in worker.leased if s.step_id == message.step_id), None)
+            if step is None:  # queued behind uploads, overtaken by the step's `Computed`
+                return []
             if not worker.begun:  # its first step: timed from now, not from the lease
                 worker.begun, worker.running = True, None
             self._mark_running(worker, step, message.attempt)
+            return []
+        if isinstance(message, Computed):  # their outcomes follow, once uploaded
+            self.crashes = 0
+            moved_on = False
+            for step_id in message.step_ids:
+                step = self._retire(worker, step_id)
+                if step is not None:
+                    worker.computed[step_id] = step
+                    moved_on = True
+            if moved_on:
+                self._moved_on(worker)
             return []
         if isinstance(message, Outcomes):
             self.crashes = 0
             moved_on = False
             for outcome in message.items:
-                if getattr(outcome, "batch", None) is None or isinstance(outcome, CallFinished):
-                    self._retire(worker, outcome.step_id)  # a call's keys: at its end
-                    worker.reported.clear()
-                    moved_on = True
-                else:  # a key a running call has written: it is reported as it is written
-                    worker.reported.add(outcome.step_id)
-            if not moved_on:
-                return list(message.items)
-            # the worker moved on to its next leased step, at the latest now
-            if worker.leased:
-                self._mark_running(worker, worker.leased[0], 1)
-            else:
-                worker.running = None
-                self._release(worker)
+                if not ends_step(outcome):  # a key a call has written, reported as written
+                    worker.reported.setdefault(outcome.batch, set()).add(outcome.step_id)
+                    continue
+                if isinstance(outcome, CallFinished):  # a call's keys: at its end
+                    worker.reported.pop(outcome.batch, None)
+                if worker.computed.pop(outcome.step_id, None) is None:
+                    moved_on = self._retire(worker, outcome.step_id) is not None or moved_on
+            if moved_on:
+                self._moved_on(worker)
             return list(message.items)
         if isinstance(message, Imported):
             self.imported.update(message.modules)
@@ -257,6 +272,14 @@ class LocalExecutor:
         if isinstance(message, StoreFailed):  # the run's error: no worker restarted for it
             raise InfraError(message.error, message.remediation)
         return [message]
+
+    def _moved_on(self, worker: _Worker) -> None:
+        """The worker is done with the steps before its next leased one, at the latest now."""
+        if worker.leased:
+            self._mark_running(worker, worker.leased[0], 1)
+        else:
+            worker.running = None
+            self._release(worker)
 
     def _mark_running(self, worker: _Worker, step: StepSpec | CallSpec, attempt: int) -> None:
         if worker.running is not step:  # a retry in the same worker keeps its start
@@ -268,11 +291,13 @@ class LocalExecutor:
             step.timeout_seconds + STARTUP_SECONDS * (not worker.begun)
         worker.deadline = time.monotonic() + (limit or math.inf)
 
-    def _retire(self, worker: _Worker, step_id: str) -> None:
+    def _retire(self, worker: _Worker, step_id: str) -> StepSpec | CallSpec | None:
+        """Take a done step out of the worker's lease (None: it is not there)."""
         for i, step in enumerate(worker.leased):
             if step.step_id == step_id:
                 del worker.leased[i]
-                return
+                return step
+        return None
 
     def _next_deadline(self) -> float:
         deadlines = [w.deadline for w in self.workers if w.running is not None]
@@ -289,39 +314,45 @@ class LocalExecutor:
                     error_type="TimeoutError"))
         return out
 
-    def _lost(self, worker: _Worker, why: str, error_type: str = "WorkerLost") -> list[StepOutcome]:
-        """A worker died or was killed: fail (or retry) its running step, requeue the rest."""
+    def _lost(self, worker: _Worker, why: str,
+              error_type: str = "WorkerLost") -> list[StepOutcome | CallFinished]:
+        """A worker died or was killed: fail (or retry) its running step, requeue the rest,
+        and the steps it had done whose outcomes had not arrived (their results may not be
+        in the store: they run again, their attempts not counted)."""
         running = call = worker.running
-        if isinstance(call, CallSpec) and worker.reported:  # only what it had not written
-            running = unreported_part(call, worker.reported)
+        written = worker.reported.get(call.batch, set()) if isinstance(call, CallSpec) else ()
+        if written:  # only what it had not written
+            running = unreported_part(call, written)
         self._stop(worker, kill=True)
         self.workers.remove(worker)
         self._release(worker)
+        again, ended_calls = unreported_steps(worker.computed.values(), worker.reported)
         rest = [s for s in worker.leased if running is None or s.step_id != running.step_id]
-        self.queue.extendleft(reversed(rest))
-        self.waiting += len(rest)
+        self.queue.extendleft(reversed([*again, *rest]))
+        self.waiting += len(again) + len(rest)
         if running is None:
-            self.crashes += 1
+            if not worker.computed:
+                self.crashes += 1
             if self.crashes > 3:
                 raise InfraError(f"worker processes keep exiting before running a step: {why}",
                                  "run `python -m barca.engine.local.worker` by hand to see the "
                                  "error")
-            return []
+            return ended_calls
         attempts = self.timeout_attempts.get(running.step_id, 0) + max(worker.attempt, 1)
         self.timeout_attempts[running.step_id] = attempts
         if isinstance(call, CallSpec) and not running.keys:  # it had written every key
-            return [call_lost(call, len(worker.reported), attempts)]
+            return [*ended_calls, call_lost(call, len(written), attempts)]
         if attempts < running.retries:
             self.queue.appendleft(running)
             self.waiting += 1
-            return []
+            return ended_calls
         ended = exit_status(worker.process) if error_type == "WorkerLost" else None
         if ended:
             why += f" ({ended})"
         failed = failed_outcomes(running, attempts, error_type, why, ended)
         if isinstance(call, CallSpec):  # the call is over: the coordinator waits for its end
-            failed.append(call_lost(call, len(worker.reported), attempts))
-        return failed
+            failed.append(call_lost(call, len(written), attempts))
+        return [*ended_calls, *failed]
 
     def _read_until_exit(self, worker: _Worker, timeout: float = 5.0) -> None:
         """Wait for a stopping worker to close its pipe, collecting what it still has to say

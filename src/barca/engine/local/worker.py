@@ -22,10 +22,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from barca.engine.local.frames import (Imported, Lease, Outcomes, Shutdown, StoreFailed, Warm,
-                                       out_of_band, read_frame, write_frame)
+from barca.engine.local.frames import (Computed, Imported, Lease, Outcomes, Shutdown,
+                                       StoreFailed, Warm, ends_step, out_of_band, read_frame,
+                                       write_frame)
 from barca.engine.worker.project_code import is_project_file
-from barca.engine.local.uploads import Outbox, in_background
+from barca.engine.local.uploads import Outbox
 from barca.engine.protocol import CallFinished, LogLine, StepOutcome, StepStarted
 from barca.engine.worker.step_runner import StepRunner, StepStream
 from barca.errors import InfraError
@@ -94,8 +95,8 @@ class OutputCapture:
 
 def _near_timeout(step: Any, outcomes: list) -> bool:
     """Whether a held outcome could reach the pool after the step's timeout: the pool times a
-    step from the outcomes before it to its own, so an outcome held FLUSH_SECONDS must leave
-    at once when the step took nearly all of its time."""
+    step from the outcomes before it (or the `Computed` naming them) to its own, so an
+    outcome held FLUSH_SECONDS must leave at once when the step took nearly all of its time."""
     took = max((getattr(o, "elapsed_seconds", 0.0) for o in outcomes), default=0.0)
     return bool(step.timeout_seconds) and took >= step.timeout_seconds - 2 * FLUSH_SECONDS
 
@@ -103,7 +104,7 @@ def _near_timeout(step: Any, outcomes: list) -> bool:
 class Worker:
     def __init__(self, in_fd: int, out_fd: int, root: Path) -> None:
         self.in_fd, self.out_fd, self.root = in_fd, out_fd, root
-        self.runner = StepRunner(root)
+        self.runner = StepRunner(root, hold_uploads=True)  # made by the outbox's thread
         self.finished: list[StepOutcome | CallFinished] = []
         self.lock = threading.Lock()  # the finished list; the pipe is the outbox's
         self.outbox = Outbox(lambda message: write_frame(out_fd, message))
@@ -131,19 +132,23 @@ class Worker:
 
     def flush(self) -> None:
         """Report finished steps; many small steps share one message, sent once the packs
-        holding their results are written whole (store.packs): a remote store's in the
-        background (engine.local.uploads). When a pack cannot be written, the coordinator is
-        told (`StoreFailed`, it stops the run) and this worker reports nothing more: what it
-        holds is not in the store."""
+        holding their results are written whole (store.packs) and a remote store has every
+        result they name, uploaded in the background (engine.local.uploads: the pool hears
+        at once that the steps are done, `Computed`, and leases more). When a pack cannot be
+        written, the coordinator is told (`StoreFailed`, it stops the run) and this worker
+        reports nothing more: what it holds is not in the store."""
         with self.lock:
             if self.finished and not self.store_failed and not self.outbox.failed:
                 try:
-                    uploads = self.runner.packs.flush(later=in_background)
+                    self.runner.packs.flush()
                 except InfraError as exc:
                     self.store_failed = True
                     self.send(StoreFailed(exc.message, exc.remediation))
                     return
-                self.outbox.send(Outcomes(tuple(self.finished)), tuple(uploads))
+                done = tuple(o.step_id for o in self.finished if ends_step(o))
+                self.outbox.send(Outcomes(tuple(self.finished)),
+                                 tuple(self.runner.held_uploads()),
+                                 Computed(done) if done else None)
                 self.finished = []
 
     def _flush_regularly(self) -> None:

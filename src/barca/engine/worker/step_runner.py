@@ -66,8 +66,11 @@ class StepStream:
 class StepRunner:
     """Runs steps in this process; imports each pipeline file once."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, hold_uploads: bool = False) -> None:
         self.root = root
+        # a remote store's uploads are held for the caller to make (`held_uploads`): a pool
+        # worker makes them on a thread of its own while it runs its next steps
+        self.hold_uploads = hold_uploads
         self.modules: dict[str, Any] = {}
         self.digests: dict[str, str] = {}  # pipeline file -> digest of the bytes imported
         self.stores: dict[str, ArtifactStore] = {}
@@ -216,7 +219,15 @@ class StepRunner:
         store = self.stores.get(address)
         if store is None:
             store = self.stores[address] = open_store(address, self.root)
+            if self.hold_uploads and hasattr(store, "hold_uploads"):
+                store.hold_uploads()
         return store
+
+    def held_uploads(self) -> list[Callable[[], None]]:
+        """The uploads the stores hold since the last call (of every result written so far,
+        the packs' once they are flushed), taken: each writes one result's object."""
+        return [upload for store in list(self.stores.values())
+                if hasattr(store, "held_uploads") for upload in store.held_uploads()]
 
     def error_parts(self, exc: BaseException) -> tuple[str, str, str | None]:
         return error_parts(exc)
