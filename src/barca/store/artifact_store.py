@@ -95,10 +95,12 @@ class ArtifactStore(Protocol):
         store ({} for a store of one machine)."""
 
 
-def project_store(project: Any) -> ArtifactStore:
+def project_store(project: Any, checked: bool = True) -> ArtifactStore:
     """The store a project's runs keep results in: its local `.barca/artifacts/` (or its
     environment's), or with a `[remote]` the shared store over that local copy, checked to
-    answer (exit 3 before any step when it does not)."""
+    answer (exit 3 before any step when it does not). `checked=False` leaves the check to
+    the caller (`check_store`), which can start a worker first: the check imports the
+    store's client, a few tenths of a second the worker's own start-up then overlaps."""
     from barca.store.local_store import LocalStore
     from barca.store.remote_config import remote_of
 
@@ -109,8 +111,16 @@ def project_store(project: Any) -> ArtifactStore:
     from barca.store.remote_store import RemoteStore
 
     store = RemoteStore(os.fspath(project.root), local.address, remote, project.env)
-    store.check()
+    if checked:
+        store.check()
     return store
+
+
+def check_store(store: ArtifactStore) -> None:
+    """Exit 3 unless a shared store answers (a store of this machine always does)."""
+    check = getattr(store, "check", None)
+    if check is not None:
+        check()
 
 
 def open_store(address: str, root: Path | str) -> ArtifactStore:

@@ -43,8 +43,9 @@ from barca import env_settings
 from barca.errors import InfraError
 from barca.store.local_store import LocalStore
 from barca.store.packs import file_of
-from barca.store.remote_config import Remote
+from barca.store.remote_config import Remote, not_installed
 from barca.store.remote_index import CACHE_FILE, IndexCache, SharedIndex
+from barca.store.remote_observations import Observations
 
 T = TypeVar("T")
 RETRY_SECONDS = 10.0  # how long a request is tried again before its error is the run's
@@ -58,8 +59,6 @@ class RemoteStore:
     reads_in_place = True  # parquet written with page checksums, read by range (ranged_tables)
 
     def __init__(self, root: str, local_address: str, remote: Remote, env: str) -> None:
-        from fsspec.core import url_to_fs
-
         self.local = LocalStore(os.path.join(root, local_address), local_address)
         self.remote, self.env = remote, env
         self.address = f"remote:{env}:{local_address}"
@@ -68,18 +67,13 @@ class RemoteStore:
             "set it to how many seconds a failing request to the store is tried again, "
             "such as 10, or unset it")
         self.down = False  # a request failed after its retries: the next are tried once
-        try:
-            self.fs, path = url_to_fs(remote.uri, **_tried_once(remote))
-        except (ImportError, ValueError, TypeError) as exc:
-            raise InfraError(f"cannot open the artifact store {remote.uri}: {exc}",
-                             f"check {remote.source} and the storage options") from None
-        self.top = path.rstrip("/")
-        self.base = f"{self.top}/{env}/artifacts"
-        self.index_base = f"{self.top}/{env}/index"
+        self._opened: tuple[Any, str] | None = None  # (file system, path of the uri)
         self._listed: dict[str, dict[str, str]] = {}  # node dir -> leaf -> object path
         self._sizes: dict[str, dict[str, int]] = {}  # node dir -> object path -> size
-        self.index = SharedIndex(self, IndexCache(
-            os.path.join(os.path.dirname(self.local.dir), CACHE_FILE), f"{remote.uri}/{env}"))
+        cache_file = os.path.join(os.path.dirname(self.local.dir), CACHE_FILE)
+        self.index = SharedIndex(self, IndexCache(cache_file, f"{remote.uri}/{env}"))
+        self._observed: set[str] = set()  # keys of sensors' observations (`observation`)
+        self._observations = Observations(cache_file, f"{remote.uri}/{env}")
 
     @classmethod
     def reopen(cls, address: str, root: str) -> "RemoteStore":
@@ -96,6 +90,40 @@ class RemoteStore:
         return cls(root, local_address, remote, env)
 
     # -- reaching the store -----------------------------------------------------------------
+
+    @property
+    def fs(self) -> Any:
+        """The store's file system, opened on first use: importing s3fs (aiobotocore,
+        aiohttp) and making its client is paid only by a process that makes a request (a
+        worker whose steps upload nothing, a tick's sensor that observed nothing new, makes
+        none). One object per process: fsspec keeps the instance of the same options."""
+        if self._opened is None:
+            from fsspec.core import url_to_fs
+
+            try:
+                fs, path = url_to_fs(self.remote.uri, **_tried_once(self.remote))
+            except ImportError as exc:
+                raise not_installed(self.remote.protocol, self.remote.source, exc) from None
+            except (ValueError, TypeError) as exc:
+                raise InfraError(f"cannot open the artifact store {self.remote.uri}: {exc}",
+                                 f"check {self.remote.source} and the storage options") from None
+            self._opened = (fs, path.rstrip("/"))
+        return self._opened[0]
+
+    @property
+    def top(self) -> str:
+        """The store's root as its file system names it (the uri without its scheme)."""
+        if self._opened is None:
+            self.fs  # noqa: B018 (opens it)
+        return self._opened[1]  # type: ignore[index]
+
+    @property
+    def base(self) -> str:
+        return f"{self.top}/{self.env}/artifacts"
+
+    @property
+    def index_base(self) -> str:
+        return f"{self.top}/{self.env}/index"
 
     def check(self) -> None:
         """Exit 3 unless the store answers: before a run starts any step."""
@@ -155,7 +183,16 @@ class RemoteStore:
         local = f"{self.local.dir}/{key}"
         self._upload(key, lambda path: self.fs.put_file(local, path), _file_digest(local))
 
+    def observation(self, key: str) -> None:
+        """`key` holds a sensor's observation: uploaded only when it is not what this machine
+        uploaded for it last (store.remote_observations), so that a tick whose sensor saw
+        nothing new sends nothing (and, making no request, opens no file system)."""
+        self._observed.add(key)
+
     def _upload(self, key: str, send: Callable[[str], Any], digest: str) -> None:
+        observed = key in self._observed
+        if observed and self._observations.last(key) == f"{key}{_DIGEST}{digest}":
+            return
         final = f"{self.base}/{key}{_DIGEST}{digest}"
         if self.remote.protocol != "file":
             self._call(f"upload {key}", lambda: send(final))
@@ -167,6 +204,8 @@ class RemoteStore:
         node_dir, _, leaf = key.rpartition("/")
         if node_dir in self._listed:
             self._listed[node_dir][leaf] = final
+        if observed:
+            self._observations.uploaded(key, f"{key}{_DIGEST}{digest}")
 
     def discard(self, staged: str) -> None:
         self.local.discard(staged)

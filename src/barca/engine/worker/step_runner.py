@@ -180,6 +180,8 @@ class StepRunner:
         self.last_value = value
         fmt = "json" if step.key_source else choose_format(value, step.serializer)
         key = f"{step.artifact_stem}.{EXTENSIONS[fmt]}"
+        if step.kind == "sensor":
+            _observation(out, key)
         columns = None
         if step.key_source:
             fmt, size, digest, columns = write_key_source(value, out, key, step.known_chunks)
@@ -204,6 +206,7 @@ class StepRunner:
         key = f"{step.artifact_stem}.{EXTENSIONS[fmt]}"
         data = store.get(old_key)
         if out is not store or key != old_key:
+            _observation(out, key)
             out.put(key, data)
         # the digest readers were computed from (an update's, if the last one was forced)
         digest = digest or hashlib.blake2b(data, digest_size=16).hexdigest()
@@ -245,6 +248,14 @@ class StepRunner:
                 duckdb_reuse.install(sys.modules["duckdb"])
         source_check.check(file, planned, self.digests[file])
         return module
+
+
+def _observation(store: ArtifactStore, key: str) -> None:
+    """Tell a shared store that `key` is a sensor's observation, which it uploads only when
+    this machine's last upload of the key had other bytes (store.remote_observations)."""
+    mark = getattr(store, "observation", None)
+    if mark is not None:
+        mark(key)
 
 
 def import_pipeline(root: Path, file: str) -> Any:
