@@ -59,11 +59,9 @@ def execute(project: Project, graph: Graph, request: CheckedRequest, reporter: R
     `warnings`: said already (the caller's), kept in the result with the run's own;
     `schedule`: (schedule id, tick time) of a run a schedule started, recorded with it;
     `store`: where results live (default: the project's, store.artifact_store.project_store)."""
-    unchecked = store is None  # checked once the sensors' worker is starting (`go`)
-    store = store or project_store(project, checked=False)
+    store = store or project_store(project, checked=False)  # checked by `go`
     run = _Run(project, graph, request, reporter, new_executor, run_id or os.urandom(6).hex(),
                store)
-    run.unchecked = unchecked
     run.warnings.extend(warnings)
     return run.go(triggered_by, schedule)
 
@@ -85,7 +83,6 @@ class _Run:
         # BARCA_PROGRESS_SECS is checked before the run's row, and only where steps can run
         # (not `barca status`, which observes no sensor)
         self.still_running = StillRunning(reporter) if request.observe_sensors else None
-        self.unchecked = False  # the store is to be checked before any step (`go`)
 
     def go(self, triggered_by: str, schedule: tuple[str, float] | None) -> RunResult:
         started = time.perf_counter()
@@ -99,12 +96,10 @@ class _Run:
         if req.observe_sensors:  # a get or run, not an inspection predicting one
             check_manual_computed(graph, req, order, recorder.has_success)
         sensors = [n for n in order if graph.nodes[n].kind == "sensor"]
-        if req.observe_sensors and sensors:
-            # a sensor always runs: start its worker now, so its imports overlap our planning
-            self.executor = self.new_executor()
-            self.executor.prestart()
-        if self.unchecked:  # a shared store that does not answer is exit 3 before any step
-            self._check_store()
+        if req.observe_sensors and sensors:  # a sensor always runs: start its worker now,
+            self.executor = self.new_executor()  # so its imports overlap our planning and
+            self.executor.prestart()  # the store's check (exit 3 before any step)
+        check_store(self.store, lambda: self._carry_out([Stop(cancel=True)]))
         if req.dry_run:
             self.scratch = run.written = self.store.scratch()
         # sensors first: the rest of the state loads while they run
@@ -151,18 +146,6 @@ class _Run:
             finally:
                 recorder.close()
         return self._result(status, time.perf_counter() - started)
-
-    def _check_store(self) -> None:
-        """The store checked after the sensors' worker started (its start-up and imports
-        overlap the check's: a shared store's client takes a few tenths of a second to
-        import); a store that does not answer stops that worker, and no run is recorded."""
-        try:
-            check_store(self.store)
-        except BaseException:
-            if self.executor is not None:
-                self.executor.close(cancel=True)
-                self.executor = None
-            raise
 
     def _observe_sensors(self, sensors: list[str], later: list[str]) -> None:
         """Run the sensors; meanwhile load the state of the nodes they do not need (`later`),

@@ -26,7 +26,7 @@ from __future__ import annotations
 import contextlib
 import os
 from pathlib import Path
-from typing import Any, BinaryIO, Iterable, Iterator, Mapping, Protocol, Sequence
+from typing import Any, BinaryIO, Callable, Iterable, Iterator, Mapping, Protocol, Sequence
 
 
 class ArtifactStore(Protocol):
@@ -116,11 +116,16 @@ def project_store(project: Any, checked: bool = True) -> ArtifactStore:
     return store
 
 
-def check_store(store: ArtifactStore) -> None:
-    """Exit 3 unless a shared store answers (a store of this machine always does)."""
-    check = getattr(store, "check", None)
-    if check is not None:
-        check()
+def check_store(store: ArtifactStore, failed: Callable[[], object]) -> None:
+    """Exit 3 unless a shared store answers, once (`project_store(checked=False)`; a store
+    of this machine always answers), after `failed()` (what was started for the run stops)."""
+    if getattr(store, "checked", True):
+        return
+    try:
+        store.check()  # type: ignore[attr-defined]
+    except BaseException:
+        failed()
+        raise
 
 
 def open_store(address: str, root: Path | str) -> ArtifactStore:

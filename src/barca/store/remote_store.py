@@ -67,6 +67,7 @@ class RemoteStore:
             "set it to how many seconds a failing request to the store is tried again, "
             "such as 10, or unset it")
         self.down = False  # a request failed after its retries: the next are tried once
+        self.checked = False  # `check` found it answering
         self._opened: tuple[Any, str] | None = None  # (file system, path of the uri)
         self._listed: dict[str, dict[str, str]] = {}  # node dir -> leaf -> object path
         self._sizes: dict[str, dict[str, int]] = {}  # node dir -> object path -> size
@@ -138,6 +139,7 @@ class RemoteStore:
             raise InfraError(f"the artifact store {self.remote.uri} does not exist",
                              "create the bucket (or directory), or fix "
                              f"{self.remote.source}") from None
+        self.checked = True
 
     def retried(self, what: str, fn: Callable[[], T]) -> T:
         """`fn()` on the store's file system (`self.fs`), retried as the store's own requests."""
