@@ -1,8 +1,8 @@
 """A tick against a shared store sends what changed and nothing else, over moto's S3 server on
-loopback: a sensor that observed what this machine uploaded last time uploads nothing (the
-tick's only request is the store's check), an observation that changed is uploaded, and one
-that comes back to an earlier value is uploaded again (so that it is the key's newest object
-in the store, as readers take it). A process that opens the store imports its file system
+loopback: a sensor that observed what this machine uploaded last time uploads nothing, even
+with its keys in another order (the tick's only request is the store's check), an observation
+that changed is uploaded, and one that comes back to an earlier value is uploaded again (so
+that it is the key's newest object in the store, as readers take it). A process that opens the store imports its file system
 package only for its first request. Requests are counted from moto's own log.
 """
 
@@ -20,6 +20,7 @@ require_moto()
 
 PIPELINE = """
 import json
+import random
 from pathlib import Path
 
 from barca import asset, partitions_from, sensor
@@ -28,8 +29,10 @@ HERE = Path(__file__).parent
 
 
 @sensor
-def versions() -> dict:
-    return json.loads((HERE / "versions.json").read_text())
+def versions() -> dict:  # in another order on each tick, as a query's GROUP BY gives them
+    shops = list(json.loads((HERE / "versions.json").read_text()).items())
+    random.shuffle(shops)
+    return dict(shops)
 
 
 @asset(partitions={"shop": partitions_from(versions)})
@@ -87,6 +90,7 @@ store = open_store("remote:default:.barca/artifacts", ".")
 assert "s3fs" not in sys.modules, "opened the file system before any request"
 store.observation("pipeline.py--versions/obs.json")
 store.put("pipeline.py--versions/obs.json", b'{"s1": "v1"}')
+store.observed("pipeline.py--versions/obs.json", "0f" * 16, 12)
 print("s3fs" in sys.modules)
 """
 

@@ -73,7 +73,8 @@ class RemoteStore:
         self._sizes: dict[str, dict[str, int]] = {}  # node dir -> object path -> size
         cache_file = os.path.join(os.path.dirname(self.local.dir), CACHE_FILE)
         self.index = SharedIndex(self, IndexCache(cache_file, f"{remote.uri}/{env}"))
-        self._observed: set[str] = set()  # keys of sensors' observations (`observation`)
+        # a sensor's observation written, not uploaded yet: key -> its upload (`observed`)
+        self._pending: dict[str, Callable[[], None] | None] = {}
         self._observations = Observations(cache_file, f"{remote.uri}/{env}")
 
     @classmethod
@@ -186,15 +187,28 @@ class RemoteStore:
         self._upload(key, lambda path: self.fs.put_file(local, path), _file_digest(local))
 
     def observation(self, key: str) -> None:
-        """`key` holds a sensor's observation: uploaded only when it is not what this machine
-        uploaded for it last (store.remote_observations), so that a tick whose sensor saw
-        nothing new sends nothing (and, making no request, opens no file system)."""
-        self._observed.add(key)
+        """`key` is about to hold a sensor's observation: its upload waits for `observed`."""
+        self._pending[key] = None
+
+    def observed(self, key: str, digest: str, size: int) -> None:
+        """The observation just written as `key` has barca's output `digest` (over its keys
+        and values, not their order: a query's rows may come in another order every tick)
+        and `size`: it is uploaded now, unless this machine's last upload of the key had
+        both (store.remote_observations). So a tick whose sensor saw nothing new sends
+        nothing, and, making no request, opens no file system."""
+        upload = self._pending.pop(key, None)
+        if upload is None or self._observations.last(key) == (digest, size):
+            return
+        upload()
+        self._observations.uploaded(key, digest, size)
 
     def _upload(self, key: str, send: Callable[[str], Any], digest: str) -> None:
-        observed = key in self._observed
-        if observed and self._observations.last(key) == f"{key}{_DIGEST}{digest}":
-            return
+        if key in self._pending:  # a sensor's observation: sent by `observed`, or not
+            self._pending[key] = lambda: self._upload_now(key, send, digest)
+        else:
+            self._upload_now(key, send, digest)
+
+    def _upload_now(self, key: str, send: Callable[[str], Any], digest: str) -> None:
         final = f"{self.base}/{key}{_DIGEST}{digest}"
         if self.remote.protocol != "file":
             self._call(f"upload {key}", lambda: send(final))
@@ -206,8 +220,6 @@ class RemoteStore:
         node_dir, _, leaf = key.rpartition("/")
         if node_dir in self._listed:
             self._listed[node_dir][leaf] = final
-        if observed:
-            self._observations.uploaded(key, f"{key}{_DIGEST}{digest}")
 
     def discard(self, staged: str) -> None:
         self.local.discard(staged)
