@@ -7,6 +7,7 @@ unchanged, a warehouse of N retailers) and times, as whole `barca get scored pip
 
     first run        cold: every key of both assets (2N + 1 results)
     one-key tick     one retailer's orders changed: the sensor and that key of each asset
+    no-change tick   nothing changed: the sensor alone, observing what it observed last
     second machine   a fresh copy of the project on the same store (remote only): the
                      sensor runs, every asset key is found in the store's index
 
@@ -201,7 +202,9 @@ def main() -> None:
         first = get(local, CHILD_ENV)
         warehouse(local, "touch", "r000010")
         tick = get(local, CHILD_ENV)
-        rows += [("local", "first run", first, None), ("local", "one-key tick", tick, None)]
+        same = get(local, CHILD_ENV)
+        rows += [("local", "first run", first, None), ("local", "one-key tick", tick, None),
+                 ("local", "no-change tick", same, None)]
 
         a = project(work / "a", keys)
         tally.take()
@@ -212,6 +215,8 @@ def main() -> None:
         warehouse(a, "touch", "r000010")
         tick = get(a, remote)
         rows.append(("remote", "one-key tick", tick, tally.take()))
+        same = get(a, remote)
+        rows.append(("remote", "no-change tick", same, tally.take()))
         b = project(work / "b", keys)
         warehouse(b, "touch", "r000010")  # the same inputs as machine a
         tally.take()

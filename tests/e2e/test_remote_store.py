@@ -134,6 +134,27 @@ def test_an_unreachable_or_missing_store_is_exit_3_before_any_step(tmp_path: Pat
     bad = barca(root, "get", "total", "pipeline.py", env=missing).expect(3)
     assert bad.envelope["error"] == "the artifact store s3://no-such-bucket/x does not exist"
     assert not (root / "total.ran").exists()
+    # with a sensor, whose worker starts while the store is checked: it observes nothing
+    sensing = write(tmp_path / "s", {"pipeline.py": SENSING, "barca.toml": ""})
+    bad = barca(sensing, "get", "total", "pipeline.py", env=down, timeout=120).expect(3)
+    assert bad.envelope["error"].startswith("the artifact store s3://nobody-listens failed")
+    assert not (sensing / "observed").exists() and not (sensing / "total.ran").exists()
+    assert barca(sensing, "history", env=down).expect(0).json["runs"] == []
+
+
+SENSING = """
+from barca import asset, sensor
+
+@sensor
+def clock() -> int:
+    open("observed", "a").write("x")
+    return 1
+
+@asset(inputs={"clock": clock})
+def total(clock: int) -> int:
+    open("total.ran", "a").write("x")
+    return clock
+"""
 
 
 def test_storage_options_come_from_barca_toml_and_the_environment(tmp_path: Path,

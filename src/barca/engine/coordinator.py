@@ -45,7 +45,7 @@ from barca.errors import Cancelled, InfraError
 from barca.graph import Graph
 from barca.planner.planner import refreshed_nodes
 from barca.project import Project
-from barca.store.artifact_store import ArtifactStore, project_store
+from barca.store.artifact_store import ArtifactStore, check_store, project_store
 
 FLUSH_SECONDS = 0.5
 
@@ -59,7 +59,7 @@ def execute(project: Project, graph: Graph, request: CheckedRequest, reporter: R
     `warnings`: said already (the caller's), kept in the result with the run's own;
     `schedule`: (schedule id, tick time) of a run a schedule started, recorded with it;
     `store`: where results live (default: the project's, store.artifact_store.project_store)."""
-    store = store or project_store(project)
+    store = store or project_store(project, checked=False)  # checked by `go`
     run = _Run(project, graph, request, reporter, new_executor, run_id or os.urandom(6).hex(),
                store)
     run.warnings.extend(warnings)
@@ -96,10 +96,10 @@ class _Run:
         if req.observe_sensors:  # a get or run, not an inspection predicting one
             check_manual_computed(graph, req, order, recorder.has_success)
         sensors = [n for n in order if graph.nodes[n].kind == "sensor"]
-        if req.observe_sensors and sensors:
-            # a sensor always runs: start its worker now, so its imports overlap our planning
-            self.executor = self.new_executor()
-            self.executor.prestart()
+        if req.observe_sensors and sensors:  # a sensor always runs: start its worker now,
+            self.executor = self.new_executor()  # so its imports overlap our planning and
+            self.executor.prestart()  # the store's check (exit 3 before any step)
+        check_store(self.store, lambda: self._carry_out([Stop(cancel=True)]))
         if req.dry_run:
             self.scratch = run.written = self.store.scratch()
         # sensors first: the rest of the state loads while they run

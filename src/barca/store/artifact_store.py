@@ -27,7 +27,7 @@ from __future__ import annotations
 import contextlib
 import os
 from pathlib import Path
-from typing import Any, BinaryIO, Iterable, Iterator, Mapping, Protocol, Sequence
+from typing import Any, BinaryIO, Callable, Iterable, Iterator, Mapping, Protocol, Sequence
 
 
 class ArtifactStore(Protocol):
@@ -96,10 +96,12 @@ class ArtifactStore(Protocol):
         store ({} for a store of one machine)."""
 
 
-def project_store(project: Any) -> ArtifactStore:
+def project_store(project: Any, checked: bool = True) -> ArtifactStore:
     """The store a project's runs keep results in: its local `.barca/artifacts/` (or its
     environment's), or with a `[remote]` the shared store over that local copy, checked to
-    answer (exit 3 before any step when it does not)."""
+    answer (exit 3 before any step when it does not). `checked=False` leaves the check to
+    the caller (`check_store`), which can start a worker first: the check imports the
+    store's client, a few tenths of a second the worker's own start-up then overlaps."""
     from barca.store.local_store import LocalStore
     from barca.store.remote_config import remote_of
 
@@ -110,8 +112,21 @@ def project_store(project: Any) -> ArtifactStore:
     from barca.store.remote_store import RemoteStore
 
     store = RemoteStore(os.fspath(project.root), local.address, remote, project.env)
-    store.check()
+    if checked:
+        store.check()
     return store
+
+
+def check_store(store: ArtifactStore, failed: Callable[[], object]) -> None:
+    """Exit 3 unless a shared store answers, once (`project_store(checked=False)`; a store
+    of this machine always answers), after `failed()` (what was started for the run stops)."""
+    if getattr(store, "checked", True):
+        return
+    try:
+        store.check()  # type: ignore[attr-defined]
+    except BaseException:
+        failed()
+        raise
 
 
 def open_store(address: str, root: Path | str) -> ArtifactStore:

@@ -6,7 +6,10 @@ Credentials and endpoints come from each library's own variables (AWS_ACCESS_KEY
 AWS_ENDPOINT_URL, GOOGLE_APPLICATION_CREDENTIALS, FSSPEC_S3_*...), which barca never reads.
 
 A URI whose file system package is not installed is exit 2 naming the extra that installs it,
-before anything runs; so is a scheme barca does not share results through.
+before anything runs; so is a scheme barca does not share results through. That check finds
+the package without importing it: s3fs and its async HTTP stack take a few tenths of a second
+to import, paid only by a process that makes a request (store.remote_store opens the file
+system on its first one).
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ from barca.errors import UsageError
 # scheme -> the extra of barca that installs its fsspec file system ("" : fsspec's own)
 _SCHEMES = {"s3": "s3", "s3a": "s3", "gs": "gcs", "gcs": "gcs", "abfs": "azure",
             "abfss": "azure", "az": "azure", "file": ""}
+# extra -> the package that implements its file system (fsspec's registry names the same)
+_PACKAGES = {"s3": "s3fs", "gcs": "gcsfs", "azure": "adlfs", "": "fsspec"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,15 +62,20 @@ def remote_of(settings: Settings) -> Remote | None:
 
 
 def _check_installed(protocol: str, extra: str, source: str) -> None:
-    try:
-        import fsspec
+    """Exit 2 unless fsspec and the scheme's package are installed (found, not imported)."""
+    from importlib.util import find_spec
 
-        fsspec.get_filesystem_class(protocol)
-    except (ImportError, ValueError) as exc:
-        raise UsageError(f"{source}: {protocol}:// needs a package that is not installed "
-                         f"({exc})", f"pip install 'barca[{extra}]'" if extra else
-                         "pip install fsspec (or an extra that brings it: "
-                         "pip install 'barca[s3]')") from None
+    for package in dict.fromkeys(("fsspec", _PACKAGES[extra])):
+        if find_spec(package) is None:
+            raise not_installed(protocol, source, package)
+
+
+def not_installed(protocol: str, source: str, why: object) -> UsageError:
+    """The exit 2 of a scheme whose file system package is missing (or fails to import)."""
+    extra = _SCHEMES.get(protocol, "")
+    return UsageError(f"{source}: {protocol}:// needs a package that is not installed ({why})",
+                      f"pip install 'barca[{extra}]'" if extra else
+                      "pip install fsspec (or an extra that brings it: pip install 'barca[s3]')")
 
 
 def _env_options() -> dict[str, Any]:

@@ -30,8 +30,9 @@ def probe_project(project: Any, remote: Any) -> Probe:
     from barca.store.remote_store import RemoteStore
 
     local = LocalStore.of_project(project.root, project.artifacts_dir)
+    store = RemoteStore(str(project.root), local.address, remote, project.env)
     try:
-        store = RemoteStore(str(project.root), local.address, remote, project.env)
+        store.fs  # noqa: B018 (opened here, so that options it refuses are the probe's answer)
     except InfraError as exc:
         return Probe(False, exc.message, exc.remediation, {"uri": remote.uri,
                                                            "source": remote.source})

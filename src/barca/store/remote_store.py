@@ -44,8 +44,9 @@ from barca import env_settings
 from barca.errors import InfraError
 from barca.store.local_store import LocalStore
 from barca.store.packs import file_of
-from barca.store.remote_config import Remote
+from barca.store.remote_config import Remote, not_installed
 from barca.store.remote_index import CACHE_FILE, IndexCache, SharedIndex
+from barca.store.remote_observations import Observations
 
 T = TypeVar("T")
 RETRY_SECONDS = 10.0  # how long a request is tried again before its error is the run's
@@ -58,8 +59,6 @@ class RemoteStore:
     reads_in_place = True  # parquet written with page checksums, read by range (ranged_tables)
 
     def __init__(self, root: str, local_address: str, remote: Remote, env: str) -> None:
-        from fsspec.core import url_to_fs
-
         self.local = LocalStore(os.path.join(root, local_address), local_address)
         self.remote, self.env = remote, env
         self.address = f"remote:{env}:{local_address}"
@@ -70,18 +69,15 @@ class RemoteStore:
         self.down = False  # a request failed after its retries: the next are tried once
         self.held: list[Callable[[], None]] | None = None  # uploads for the caller to make
         self.holding = threading.Lock()
-        try:
-            self.fs, path = url_to_fs(remote.uri, **_tried_once(remote))
-        except (ImportError, ValueError, TypeError) as exc:
-            raise InfraError(f"cannot open the artifact store {remote.uri}: {exc}",
-                             f"check {remote.source} and the storage options") from None
-        self.top = path.rstrip("/")
-        self.base = f"{self.top}/{env}/artifacts"
-        self.index_base = f"{self.top}/{env}/index"
+        self.checked = False  # `check` found it answering
+        self._opened: tuple[Any, str] | None = None  # (file system, path of the uri)
         self._listed: dict[str, dict[str, str]] = {}  # node dir -> leaf -> object path
         self._sizes: dict[str, dict[str, int]] = {}  # node dir -> object path -> size
-        self.index = SharedIndex(self, IndexCache(
-            os.path.join(os.path.dirname(self.local.dir), CACHE_FILE), f"{remote.uri}/{env}"))
+        cache_file = os.path.join(os.path.dirname(self.local.dir), CACHE_FILE)
+        self.index = SharedIndex(self, IndexCache(cache_file, f"{remote.uri}/{env}"))
+        # a sensor's observation written, not uploaded yet: key -> its upload (`observed`)
+        self._pending: dict[str, Callable[[], None] | None] = {}
+        self._observations = Observations(cache_file, f"{remote.uri}/{env}")
 
     @classmethod
     def reopen(cls, address: str, root: str) -> "RemoteStore":
@@ -99,6 +95,40 @@ class RemoteStore:
 
     # -- reaching the store -----------------------------------------------------------------
 
+    @property
+    def fs(self) -> Any:
+        """The store's file system, opened on first use: importing s3fs (aiobotocore,
+        aiohttp) and making its client is paid only by a process that makes a request (a
+        worker whose steps upload nothing, a tick's sensor that observed nothing new, makes
+        none). One object per process: fsspec keeps the instance of the same options."""
+        if self._opened is None:
+            from fsspec.core import url_to_fs
+
+            try:
+                fs, path = url_to_fs(self.remote.uri, **_tried_once(self.remote))
+            except ImportError as exc:
+                raise not_installed(self.remote.protocol, self.remote.source, exc) from None
+            except (ValueError, TypeError) as exc:
+                raise InfraError(f"cannot open the artifact store {self.remote.uri}: {exc}",
+                                 f"check {self.remote.source} and the storage options") from None
+            self._opened = (fs, path.rstrip("/"))
+        return self._opened[0]
+
+    @property
+    def top(self) -> str:
+        """The store's root as its file system names it (the uri without its scheme)."""
+        if self._opened is None:
+            self.fs  # noqa: B018 (opens it)
+        return self._opened[1]  # type: ignore[index]
+
+    @property
+    def base(self) -> str:
+        return f"{self.top}/{self.env}/artifacts"
+
+    @property
+    def index_base(self) -> str:
+        return f"{self.top}/{self.env}/index"
+
     def check(self) -> None:
         """Exit 3 unless the store answers: before a run starts any step."""
         where = self.top
@@ -112,6 +142,7 @@ class RemoteStore:
             raise InfraError(f"the artifact store {self.remote.uri} does not exist",
                              "create the bucket (or directory), or fix "
                              f"{self.remote.source}") from None
+        self.checked = True
 
     def retried(self, what: str, fn: Callable[[], T]) -> T:
         """`fn()` on the store's file system (`self.fs`), retried as the store's own requests."""
@@ -161,7 +192,7 @@ class RemoteStore:
 
     def put(self, key: str, data: bytes) -> None:
         self.local.put(key, data)
-        if self.held is not None:
+        if self.held is not None and key not in self._pending:
             self._hold(key)
             return
         self._upload(key, lambda path: self.fs.pipe_file(path, data),
@@ -172,7 +203,7 @@ class RemoteStore:
 
     def commit(self, staged: str, key: str) -> None:
         self.local.commit(staged, key)
-        if self.held is not None:
+        if self.held is not None and key not in self._pending:
             self._hold(key)
             return
         self._upload_copy(key)
@@ -185,7 +216,37 @@ class RemoteStore:
         local = f"{self.local.dir}/{key}"
         self._upload(key, lambda path: self.fs.put_file(local, path), _file_digest(local))
 
+    def observation(self, key: str) -> None:
+        """`key` is about to hold a sensor's observation: its upload waits for `observed`."""
+        self._pending[key] = None
+
+    def observed(self, key: str, digest: str, size: int) -> None:
+        """The observation just written as `key` has barca's output `digest` (over its keys
+        and values, not their order: a query's rows may come in another order every tick)
+        and `size`: it is uploaded (now, or with a worker's held uploads), unless this machine's last upload of the key had
+        both (store.remote_observations). So a tick whose sensor saw nothing new sends
+        nothing, and, making no request, opens no file system."""
+        upload = self._pending.pop(key, None)
+        if upload is None or self._observations.last(key) == (digest, size):
+            return
+
+        def send() -> None:
+            upload()
+            self._observations.uploaded(key, digest, size)
+
+        if self.held is None:
+            send()
+        else:  # with the step's other uploads (`hold_uploads`)
+            with self.holding:
+                self.held.append(send)
+
     def _upload(self, key: str, send: Callable[[str], Any], digest: str) -> None:
+        if key in self._pending:  # a sensor's observation: sent by `observed`, or not
+            self._pending[key] = lambda: self._upload_now(key, send, digest)
+        else:
+            self._upload_now(key, send, digest)
+
+    def _upload_now(self, key: str, send: Callable[[str], Any], digest: str) -> None:
         final = f"{self.base}/{key}{_DIGEST}{digest}"
         if self.remote.protocol != "file":
             self._call(f"upload {key}", lambda: send(final))

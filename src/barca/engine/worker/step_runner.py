@@ -183,6 +183,8 @@ class StepRunner:
         self.last_value = value
         fmt = "json" if step.key_source else choose_format(value, step.serializer)
         key = f"{step.artifact_stem}.{EXTENSIONS[fmt]}"
+        if step.kind == "sensor":
+            _observation(out, key)
         columns = None
         if step.key_source:
             fmt, size, digest, columns = write_key_source(value, out, key, step.known_chunks)
@@ -192,6 +194,8 @@ class StepRunner:
                                                self.packs if packable else None)
         if update is True:  # an update however alike the bytes: every reader reruns
             digest = forced_digest(digest)
+        if step.kind == "sensor":
+            _observed(out, key, digest, size)
         sink_errors = write_sinks(str(self.root), step.sinks, out.local_path(key), fmt,
                                   lambda: value) if step.sinks else ()
         return StepOutcome(step.step_id, step.node_id, step.key, step.index, step.run_hash,
@@ -206,10 +210,12 @@ class StepRunner:
         old_key, fmt, digest = step.previous  # type: ignore[misc]
         key = f"{step.artifact_stem}.{EXTENSIONS[fmt]}"
         data = store.get(old_key)
-        if out is not store or key != old_key:
-            out.put(key, data)
         # the digest readers were computed from (an update's, if the last one was forced)
         digest = digest or hashlib.blake2b(data, digest_size=16).hexdigest()
+        if out is not store or key != old_key:
+            _observation(out, key)
+            out.put(key, data)
+            _observed(out, key, digest, len(data))
         return StepOutcome(step.step_id, step.node_id, step.key, step.index, step.run_hash,
                            "success", attempt, time.perf_counter() - started, key, fmt,
                            len(data), digest, peak_memory.peak())
@@ -256,6 +262,21 @@ class StepRunner:
                 duckdb_reuse.install(sys.modules["duckdb"])
         source_check.check(file, planned, self.digests[file])
         return module
+
+
+def _observation(store: ArtifactStore, key: str) -> None:
+    """Tell a shared store that `key` is about to hold a sensor's observation, which it
+    uploads once `_observed` tells its digest, unless this machine uploaded that one last
+    (store.remote_observations)."""
+    mark = getattr(store, "observation", None)
+    if mark is not None:
+        mark(key)
+
+
+def _observed(store: ArtifactStore, key: str, digest: str, size: int) -> None:
+    done = getattr(store, "observed", None)
+    if done is not None:
+        done(key, digest, size)
 
 
 def import_pipeline(root: Path, file: str) -> Any:
