@@ -92,3 +92,14 @@ def _env_options() -> dict[str, Any]:
                          f'"http://127.0.0.1:9000"}}\', or use [remote.storage_options] in '
                          f"{CONFIG_FILE}")
     return value
+
+
+def client_options(remote: Remote) -> dict[str, Any]:
+    """The storage options, with S3's client trying each request once unless they say how
+    it retries: barca retries (store.remote_store `_call`), within its budget."""
+    options = dict(remote.options)
+    if remote.protocol in ("s3", "s3a"):
+        config = options.get("config_kwargs") or {}
+        if "retries" not in config:
+            options["config_kwargs"] = {**config, "retries": {"total_max_attempts": 1}}
+    return options

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+from typing import Callable
 
 _SCHEMA = """CREATE TABLE IF NOT EXISTS observations (
     store TEXT NOT NULL, key TEXT NOT NULL, digest TEXT NOT NULL, size INTEGER NOT NULL,
@@ -29,8 +30,35 @@ _SCHEMA = """CREATE TABLE IF NOT EXISTS observations (
 
 
 class Observations:
+    """The memory, and the observations written but not uploaded yet: each waits for its
+    digest (`due`)."""
+
     def __init__(self, path: str, store: str) -> None:
         self.path, self.store = path, store
+        self.pending: dict[str, Callable[[], None] | None] = {}  # key -> its upload
+
+    def expect(self, key: str) -> None:
+        """`key` is about to be written with an observation: its upload waits."""
+        self.pending[key] = None
+
+    def waits(self, key: str) -> bool:
+        return key in self.pending
+
+    def defer(self, key: str, upload: Callable[[], None]) -> None:
+        self.pending[key] = upload
+
+    def due(self, key: str, digest: str, size: int) -> Callable[[], None] | None:
+        """What uploads the observation written as `key` (and remembers it), or None when
+        this machine last uploaded one of the same digest and size."""
+        upload = self.pending.pop(key, None)
+        if upload is None or self.last(key) == (digest, size):
+            return None
+
+        def send() -> None:
+            upload()
+            self.uploaded(key, digest, size)
+
+        return send
 
     def last(self, key: str) -> tuple[str, int] | None:
         """(output digest, size) of the observation this machine last uploaded as `key`."""

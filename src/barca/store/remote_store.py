@@ -38,14 +38,15 @@ import secrets
 import threading
 import time
 from pathlib import Path
-from typing import Any, BinaryIO, Callable, Iterable, Iterator, Mapping, Sequence, TypeVar
+from typing import Any, BinaryIO, Callable, Iterable, Mapping, Sequence, TypeVar
 
 from barca import env_settings
 from barca.errors import InfraError
 from barca.store.local_store import LocalStore
 from barca.store.packs import file_of
-from barca.store.remote_config import Remote, not_installed
+from barca.store.remote_config import Remote, client_options, not_installed
 from barca.store.remote_index import CACHE_FILE, IndexCache, SharedIndex
+from barca.store.remote_listing import ListedNames
 from barca.store.remote_observations import Observations
 
 T = TypeVar("T")
@@ -76,8 +77,7 @@ class RemoteStore:
         cache_file = os.path.join(os.path.dirname(self.local.dir), CACHE_FILE)
         self.index = SharedIndex(self, IndexCache(cache_file, f"{remote.uri}/{env}"))
         # a sensor's observation written, not uploaded yet: key -> its upload (`observed`)
-        self._pending: dict[str, Callable[[], None] | None] = {}
-        self._observations = Observations(cache_file, f"{remote.uri}/{env}")
+        self.observations = Observations(cache_file, f"{remote.uri}/{env}")
 
     @classmethod
     def reopen(cls, address: str, root: str) -> "RemoteStore":
@@ -105,7 +105,7 @@ class RemoteStore:
             from fsspec.core import url_to_fs
 
             try:
-                fs, path = url_to_fs(self.remote.uri, **_tried_once(self.remote))
+                fs, path = url_to_fs(self.remote.uri, **client_options(self.remote))
             except ImportError as exc:
                 raise not_installed(self.remote.protocol, self.remote.source, exc) from None
             except (ValueError, TypeError) as exc:
@@ -192,7 +192,7 @@ class RemoteStore:
 
     def put(self, key: str, data: bytes) -> None:
         self.local.put(key, data)
-        if self.held is not None and key not in self._pending:
+        if self.held is not None and not self.observations.waits(key):
             self._hold(key)
             return
         self._upload(key, lambda path: self.fs.pipe_file(path, data),
@@ -203,7 +203,7 @@ class RemoteStore:
 
     def commit(self, staged: str, key: str) -> None:
         self.local.commit(staged, key)
-        if self.held is not None and key not in self._pending:
+        if self.held is not None and not self.observations.waits(key):
             self._hold(key)
             return
         self._upload_copy(key)
@@ -218,31 +218,25 @@ class RemoteStore:
 
     def observation(self, key: str) -> None:
         """`key` is about to hold a sensor's observation: its upload waits for `observed`."""
-        self._pending[key] = None
+        self.observations.expect(key)
 
     def observed(self, key: str, digest: str, size: int) -> None:
-        """The observation just written as `key` has barca's output `digest` (over its keys
-        and values, not their order: a query's rows may come in another order every tick)
-        and `size`: it is uploaded (now, or with a worker's held uploads), unless this machine's last upload of the key had
-        both (store.remote_observations). So a tick whose sensor saw nothing new sends
-        nothing, and, making no request, opens no file system."""
-        upload = self._pending.pop(key, None)
-        if upload is None or self._observations.last(key) == (digest, size):
+        """The observation just written as `key` has barca's output `digest` and `size`: it
+        is uploaded (now, or with a worker's held uploads) unless this machine last uploaded
+        both (store.remote_observations): a tick whose sensor saw nothing new sends nothing,
+        and, making no request, opens no file system."""
+        send = self.observations.due(key, digest, size)
+        if send is None:
             return
-
-        def send() -> None:
-            upload()
-            self._observations.uploaded(key, digest, size)
-
         if self.held is None:
             send()
-        else:  # with the step's other uploads (`hold_uploads`)
+        else:
             with self.holding:
                 self.held.append(send)
 
     def _upload(self, key: str, send: Callable[[str], Any], digest: str) -> None:
-        if key in self._pending:  # a sensor's observation: sent by `observed`, or not
-            self._pending[key] = lambda: self._upload_now(key, send, digest)
+        if self.observations.waits(key):  # a sensor's observation: sent by `observed`, or not
+            self.observations.defer(key, lambda: self._upload_now(key, send, digest))
         else:
             self._upload_now(key, send, digest)
 
@@ -361,8 +355,8 @@ class RemoteStore:
         return {leaf: (path.rpartition(_DIGEST)[2], sizes.get(path))
                 for leaf, path in objects.items()}
 
-    def names(self, node_dir: str) -> "_Names":
-        return _Names(self.local.names(node_dir), lambda: self._objects(node_dir, again=True))
+    def names(self, node_dir: str) -> ListedNames:
+        return ListedNames(self.local.names(node_dir), lambda: self._objects(node_dir, again=True))
 
     def delete(self, keys: Iterable[str]) -> None:
         """Local copies only: a shared store loses objects only to `barca gc --remote`."""
@@ -394,41 +388,6 @@ class RemoteStore:
                 for node_id, (node_dir, pairs) in wanted.items()}
 
 
-def _tried_once(remote: Remote) -> dict[str, Any]:
-    """The storage options, with S3's client trying each request once unless they say how
-    it retries: `_call` retries, within its budget."""
-    options = dict(remote.options)
-    if remote.protocol in ("s3", "s3a"):
-        config = options.get("config_kwargs") or {}
-        if "retries" not in config:
-            options["config_kwargs"] = {**config, "retries": {"total_max_attempts": 1}}
-    return options
-
-
-class _Names:
-    """A node's result names: the local copies, and the store's listed only when a name is
-    not among them (a run whose results are all here asks the store nothing)."""
-
-    def __init__(self, local: frozenset[str], listed: Callable[[], dict[str, str]]) -> None:
-        self.local, self.listed = local, listed
-        self.remote: dict[str, str] | None = None
-
-    def __contains__(self, name: object) -> bool:
-        if name in self.local:
-            return True
-        if self.remote is None:
-            self.remote = self.listed()
-        return name in self.remote
-
-    def __iter__(self) -> Iterator[str]:
-        if self.remote is None:
-            self.remote = self.listed()
-        return iter(self.local | frozenset(self.remote))
-
-
 def _file_digest(path: str) -> str:
-    digest = hashlib.sha256()
     with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
+        return hashlib.file_digest(fh, "sha256").hexdigest()
