@@ -266,12 +266,42 @@ LAUNCHER = loaded_since_start(
     "print(run_in_warm_pool(sys.argv[1:], main._warm_seconds()), file=sys.stderr)")
 
 
+def launcher(project: Path, *args: str, env: dict | None = None) -> list[str]:
+    """LAUNCHER's last two lines: what run_in_warm_pool returned, and what it imported."""
+    out = subprocess.run([sys.executable, "-c", LAUNCHER, *args], cwd=project,
+                         env=barca_env({**WARM, **(env or {})}), capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    return [line for line in out.stderr.splitlines() if line][-2:]
+
+
 def test_the_launcher_finds_no_pool_without_importing_what_it_does_not_need(project):
     write(project, {"p.py": PIPELINE})
-    out = subprocess.run([sys.executable, "-c", LAUNCHER, "get", "p.py"], cwd=project,
-                         env=barca_env(WARM), capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
-    assert [line for line in out.stderr.splitlines() if line][-2:] == ["None", "[]"]
+    assert launcher(project, "get", "p.py", "--dry-run") == ["None", "[]"]
+    assert pool_processes(project) == []  # a dry run runs no step: it starts no pool
+
+
+def test_a_command_that_finds_no_pool_starts_one_before_it_reads_the_project(project):
+    """The run waits for its pool before its first worker: started by the command as soon as
+    it finds none, the pool imports the pipeline's libraries while the command imports barca
+    and plans, instead of after."""
+    write(project, {"p.py": PIPELINE})
+    assert launcher(project, "get", "p.py")[0] == "None"  # not taken: the run is this process's
+    pool = wait_until_ready(project)
+    assert pool_processes(project) == [pool]
+    # asked to preload what the pipeline imports at its top
+    assert b"wave" in (Path("/proc") / str(pool) / "cmdline").read_bytes().split(b"\0")
+
+
+@pytest.mark.parametrize("args, env, toml", [
+    (("--executor", "ray"), {}, None),
+    ((), {"BARCA_EXECUTOR": "ray"}, None),
+    ((), {}, '[executor]\nkind = "ray"\n'),
+], ids=["--executor", "BARCA_EXECUTOR", "barca.toml"])
+def test_no_pool_is_started_for_a_run_on_ray(project, args, env, toml):
+    write(project, {"p.py": PIPELINE, **({"barca.toml": toml} if toml else {})})
+    assert launcher(project, "get", "p.py", *args, env=env)[0] == "None"
+    assert pool_processes(project) == []  # started before it returned, it would be there
 
 
 def run_pid(root: Path) -> int:

@@ -5,7 +5,9 @@ process forked from it, with barca and the pipeline's libraries already imported
 command on this terminal's stdin, stdout and stderr; this process forwards signals and exits
 with its exit code. That skips most of Python's start-up cost on every tick, so this side
 imports only what reaching the pool takes (os, the C halves of socket, json and signal: no
-pathlib, typing, enum or re; `tests/e2e/test_warm_pool.py` holds it to that).
+pathlib, typing, enum or re; `tests/e2e/test_warm_pool.py` holds it to that). When none is
+up, it starts one before the command runs here (`_start_pool_for`), so that the pool's imports
+overlap the command's own.
 
 Server: the pool's own process runs this module (`python -m barca.cli.warm_launcher ROOT KEY
 IDLE_SECONDS [MODULE ...]`, started by `engine.local.warm_pool`), which serves the engine's
@@ -28,11 +30,56 @@ def run_in_warm_pool(argv: list[str], idle: float, identity: str | None = None) 
     root = root_of(os.getcwd())
     pool = warm_pool.WarmPool.connect(root, identity)
     if pool is None:
+        _start_pool_for(argv, root, idle, identity)
         return None
     try:
         return _run_command(pool, argv, idle, root)
     finally:
         pool.close()
+
+
+def _start_pool_for(argv: list[str], root: str, idle: float, identity: str | None) -> None:
+    """Start the project's warm pool now, for a command that runs here and will want workers:
+    it imports the pipeline's libraries while this process imports barca and reads the
+    project, instead of after (the run waits for it before its first worker). Not for a dry
+    run, nor a run on Ray; only when the command names its pipeline files."""
+    files = [a for a in argv[1:] if a.endswith(".py") and not a.startswith("-")]
+    if not files or "--dry-run" in argv:
+        return
+    executor = _option(argv, "--executor") or os.environ.get("BARCA_EXECUTOR") or \
+        _configured_executor(root)
+    if (executor or "local") != "local":
+        return
+    from pathlib import Path
+
+    from barca.engine.local import warm_pool
+
+    if not warm_pool.unresponsive():
+        warm_pool.start_pool_process(Path(root), warm_pool.top_level_imports(Path(root), files),
+                                     idle, identity)
+
+
+def _option(argv: list[str], name: str) -> str | None:
+    """The value of `--name V` or `--name=V` in argv, if given."""
+    for i, arg in enumerate(argv):
+        if arg == name and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith(name + "="):
+            return arg[len(name) + 1:]
+    return None
+
+
+def _configured_executor(root: str) -> str | None:
+    """barca.toml's `[executor] kind`, if set (a bad file is the command's to report)."""
+    try:
+        with open(os.path.join(root, "barca.toml"), "rb") as fh:
+            import tomllib
+
+            section = tomllib.load(fh).get("executor")
+    except (OSError, ValueError):
+        return None
+    kind = section.get("kind") if isinstance(section, dict) else None
+    return kind if isinstance(kind, str) else None
 
 
 def _run_command(pool, argv: list[str], idle: float, root: str) -> int | None:

@@ -40,7 +40,6 @@ from pathlib import Path
 from typing import Any, Callable, NamedTuple
 
 from barca.engine.local import forked_child, pool_address, pool_registry, warm_pool
-from barca.engine.local.forked_child import RunArgv
 from barca.engine.local.pool_messages import (ForkWorker, Forked, Hello, Preload, Reaped,
                                               Refused, RunCommand, Status, Welcome,
                                               describe_exit, exceeds_own_limits, receive, send)
@@ -49,11 +48,12 @@ from barca.engine.worker import import_paths
 
 CHECK_SECONDS = 5.0  # how often the fork server checks that its identity still holds
 EXITS_KEPT = 256  # how many children's exit statuses the fork server remembers
+QUIET_SECONDS = 0.5  # without a request for this long, the pool imports the rest of barca
 
 
 class ForkServer:
     def __init__(self, root: Path, key: str, idle: float, directory: Path, lock: Any,
-                 environ: dict[str, str], run_argv: RunArgv | None = None,
+                 environ: dict[str, str], run_argv: forked_child.RunArgv | None = None,
                  rehearse: Callable[[], None] | None = None) -> None:
         self.root, self.key, self.idle, self.directory = root, key, idle, directory
         self.lock = lock  # held while this fork server lives; a child must not keep it
@@ -64,6 +64,7 @@ class ForkServer:
         self.exits: collections.OrderedDict[int, str] = collections.OrderedDict()
         self.selector = selectors.DefaultSelector()
         self.servers: set[int] = set()  # pids of the `barca serve`s whose runs it serves
+        self.all_of_barca = False  # the commands' half too (`import_rest_when_quiet`)
 
     def serve_for(self, served_by: str | None) -> bool:
         """Wait for runs only as long as the server `served_by` names lives (a SERVED_BY
@@ -99,15 +100,30 @@ class ForkServer:
             origin = getattr(module, "__file__", None)
             if origin and is_project_file(str(self.root), origin):
                 del sys.modules[module_name]
-        if self.rehearse is not None:
-            try:  # after every import: an ABC registered since voids what ABCs had cached
+        self._settle()
+
+    def import_rest_when_quiet(self, quiet_since: float) -> float | None:
+        """Import the rest of barca (the CLI, the server: what forked commands run) after
+        QUIET_SECONDS without a request: a first run's workers fork sooner, and a command
+        forked before imports what it lacks. Seconds left to wait; None once done."""
+        left = QUIET_SECONDS - (time.monotonic() - quiet_since)
+        if self.all_of_barca or left > 0:
+            return None if self.all_of_barca else left
+        _import_barca()
+        self.all_of_barca = True
+        self._settle()
+        return None
+
+    def _settle(self) -> None:
+        """After imports: what a forked child must find worked out, and what the pool checks."""
+        try:  # after every import: an ABC registered since voids what ABCs had cached
+            if self.rehearse is not None and self.all_of_barca:
                 self.rehearse()
-            except Exception:  # noqa: BLE001 - a command then works it out itself
-                pass
+        except Exception:  # noqa: BLE001 - a command then works it out itself
+            pass
         self.stamps = {path: warm_pool.stamp(path) for path in _files_outside_installs()}
         import_paths.remember_entries(str(self.root))
-        # What is loaded now lives as long as the fork server: keep it out of the cyclic
-        # collector, so that children do not traverse (and so copy) it at each full collection.
+        # loaded for good: out of the cyclic collector, so children never traverse (copy) it
         gc.freeze()
 
     def changed_file(self) -> str | None:
@@ -128,7 +144,8 @@ class ForkServer:
                         warm_pool.identity(self.root, self.environ) != self.key:
                     return
             timeout = min(CHECK_SECONDS, self.idle - (now - last_request))
-            for key, _ in self.selector.select(max(0.0, timeout)):
+            rest = self.import_rest_when_quiet(last_request)
+            for key, _ in self.selector.select(max(0.0, min(timeout, rest or timeout))):
                 if isinstance(key.data, _Server):  # a server it serves for is gone
                     self.selector.unregister(key.fd)
                     os.close(key.fd)
@@ -226,7 +243,7 @@ class ForkServer:
         try:
             done, status = os.waitpid(pid, os.WNOHANG)
         except ChildProcessError:
-            return False
+            done = 0
         if not done:
             return False
         self.exits[pid] = describe_exit(os.waitstatus_to_exitcode(status))
@@ -235,8 +252,7 @@ class ForkServer:
         return True
 
     def _exit_of(self, pid: int, wait: float = 1.0) -> str:
-        """How child `pid` ended; a client asks as soon as it sees the child's pipes close,
-        which can be a moment before the child can be reaped."""
+        """How child `pid` ended (asked when its pipes close: it may not be reapable yet)."""
         deadline = time.monotonic() + wait
         while pid not in self.exits and time.monotonic() < deadline:
             if not self._remember(pid):
@@ -302,7 +318,7 @@ def _rewrite(lock: Any, text: str) -> None:
     lock.flush()
 
 
-def main(argv: list[str], run_argv: RunArgv | None = None,
+def main(argv: list[str], run_argv: forked_child.RunArgv | None = None,
          rehearse: Callable[[], None] | None = None) -> None:
     """Serve as the fork server described by `argv` (ROOT KEY IDLE_SECONDS [MODULE ...]); with
     `run_argv`, also run whole commands. `rehearse`, called once the pool has imported what
@@ -334,7 +350,6 @@ def main(argv: list[str], run_argv: RunArgv | None = None,
     if not server.serve_for(environ.get(pool_registry.SERVED_BY)):
         lock_path.unlink(missing_ok=True)  # the server that started it is gone already
         return
-    _import_barca()
     try:
         saved = modules_path.read_text().split()
     except OSError:

@@ -6,8 +6,9 @@ again (most of a second on a small machine) for a step that takes milliseconds. 
 forked from one background process per project (the fork server, `fork_server`) that has
 imported the third-party modules the pipeline uses and then waits: each child is a clean copy
 of it that imports the project's own code from source, as a freshly started worker would. A
-run that finds no fork server starts one, preloading what the pipeline files import at their
-top level (and what earlier runs' workers imported), and waits until it answers; every run
+`get` or `run` that finds no fork server starts one at once, before it imports the rest of
+barca and reads the project, preloading what the named pipeline files import at their top
+level (and what earlier runs' workers imported); its run waits until it answers. Every run
 then teaches it the modules its workers imported on top (pandas through DuckDB's `.df()`,
 say). Forked workers share the fork server's pages of those libraries, so each one also costs
 less memory than a fresh interpreter that imports them itself. The fork server exits after
@@ -211,13 +212,20 @@ def start_pool_process(root: Path, modules: set[str], idle_seconds: float,
     directory = state_dir() if supported() else None
     if directory is None or unresponsive():
         return None
+    key = key or identity(root)
     try:
-        return subprocess.Popen([sys.executable, "-P", "-m", POOL_PROCESS, str(root),
-                                 key or identity(root), repr(idle_seconds), *sorted(modules)],
-                                cwd=root, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
+        process = subprocess.Popen([sys.executable, "-P", "-m", POOL_PROCESS, str(root), key,
+                                    repr(idle_seconds), *sorted(modules)],
+                                   cwd=root, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.DEVNULL, start_new_session=True,
+                                   close_fds=True)
     except OSError:
         return None  # workers start fresh
+    _started[key] = process
+    return process
+
+
+_started: dict[str, Popen] = {}  # identity -> the fork server this process started last
 
 
 def start_and_connect(root: Path, modules: set[str], idle_seconds: float,
@@ -230,10 +238,15 @@ def start_and_connect(root: Path, modules: set[str], idle_seconds: float,
     from barca.engine.local.pool_registry import read
 
     key = identity(root)
-    process = start_pool_process(root, modules, idle_seconds, key)
-    if process is None:
-        return None
     _, lock_path = paths(state_dir() or "", key)
+    # one may be starting already, by this command before it read the project or by another
+    # command: wait for it rather than start a second, which would find its lock taken and exit
+    process = _started.get(key)
+    if process is None or process.poll() is not None:
+        process = None if read(lock_path) else start_pool_process(root, modules, idle_seconds,
+                                                                  key)
+        if process is None and read(lock_path) is None:
+            return None
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         pool = WarmPool.connect(root, key)
@@ -241,7 +254,8 @@ def start_and_connect(root: Path, modules: set[str], idle_seconds: float,
             return pool
         # ours exits at once if a fork server of this identity is already starting: wait for
         # it, unless it is one that does not answer
-        if unresponsive() or process.poll() is not None and read(lock_path) is None:
+        if unresponsive() or (process is None or process.poll() is not None) and \
+                read(lock_path) is None:
             return None
         time.sleep(0.02)
     return None
