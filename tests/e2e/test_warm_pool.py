@@ -210,6 +210,35 @@ class TestWarmPool:
         assert probe(project, env=env)["parent"] != old  # fresh, not from the retired pool
         assert wait_until_ready(project, env) != old
 
+    def test_a_library_edited_while_a_run_runs_is_not_served_stale(self, project,
+                                                                    tmp_path_factory):
+        """The pool learns modules (and imports the rest of barca) after it started; a file it
+        loaded before, edited in between, must still count as changed: its copy in the pool
+        is the old one. Here the step itself edits the library, after its run reached the
+        pool and before the run teaches the pool what its worker imported."""
+        lib = tmp_path_factory.mktemp("lib")
+        helper = lib / "pool_helper.py"
+        helper.write_text("VERSION = 1\n")
+        env = {**WARM, "PYTHONDONTWRITEBYTECODE": "1",  # no __pycache__ changing lib/
+               "PYTHONPATH": os.pathsep.join(filter(None, [str(lib),
+                                                           os.environ.get("PYTHONPATH")]))}
+        write(project, {"p.py": f"""
+            import pool_helper  # outside the installed packages: stamped by the pool
+            from barca import asset
+
+            @asset()
+            def probe() -> dict:
+                import colorsys  # new to the pool: the run teaches it at its end
+                seen = pool_helper.VERSION
+                with open({str(helper)!r}, "w") as fh:
+                    fh.write("VERSION = 22\\n")  # edited while the pool holds version 1
+                return {{"version": seen}}
+        """})
+        assert barca(project, "get", "probe", "p.py", env=env).expect(0).json[
+            "final_output"]["version"] == 1
+        again = barca(project, "get", "probe", "p.py", "--refresh", "probe", env=env).expect(0)
+        assert again.json["final_output"]["version"] == 22
+
     def test_a_changed_environment_gets_a_new_pool_and_the_old_one_exits(self, project,
                                                                           monkeypatch):
         write(project, {"p.py": PIPELINE})

@@ -1,11 +1,10 @@
 """The warm pool, server side: a background process that imports a project's libraries once and
 forks workers from that state (see `barca.engine.local.warm_pool` for why and when).
 
-Its process is started as `python -m barca.cli.warm_launcher ROOT KEY IDLE_SECONDS [MODULE ...]`
-with the project root as its working directory, so its `sys.path` is the one a fresh worker
-would get; the launcher calls `main` here with a function that runs a whole command, which a
-`RunCommand` request forks a child to run. It never imports the project's own modules: a
-forked child imports those from source, so code edits need no restart.
+Its process is `python -m barca.cli.warm_launcher ROOT KEY IDLE_SECONDS [MODULE ...]` in the
+project root, so its `sys.path` is a fresh worker's; the launcher calls `main` here with a
+function that runs a whole command, which a `RunCommand` forks a child to run. It never
+imports the project's own modules: a child imports those from source (edits need no restart).
 
 What a forked child gets must be what a fresh process would:
 - the caller's environment, directory, umask and resource limits (refused, so the caller runs
@@ -16,9 +15,8 @@ What a forked child gets must be what a fresh process would:
 - nothing of the pool's: its sockets, lock and signal handlers are let go in the child
   (`forked_child`: how a child becomes a worker or a command), and the pool keeps no copy of
   a client's connection, so a client sees the end of its command the moment it dies.
-The pool reaps its children itself (pidfds) and tells a client how one ended (`Status`).
-One pool per identity (a second finds the lock taken and exits), and at most a few per user
-(`pool_registry.evict_beyond`).
+The pool reaps its children itself (pidfds) and tells a client how one ended (`Status`). One
+pool per identity (a second finds the lock taken and exits), a few per user at most.
 """
 
 from __future__ import annotations
@@ -121,7 +119,9 @@ class ForkServer:
                 self.rehearse()
         except Exception:  # noqa: BLE001 - a command then works it out itself
             pass
-        self.stamps = {path: warm_pool.stamp(path) for path in _files_outside_installs()}
+        seen = self.stamps  # a file is stamped when first loaded: a later edit stays seen
+        self.stamps = {path: seen[path] if path in seen else warm_pool.stamp(path)
+                       for path in _files_outside_installs()}
         import_paths.remember_entries(str(self.root))
         # loaded for good: out of the cyclic collector, so children never traverse (copy) it
         gc.freeze()
