@@ -367,6 +367,13 @@ def pool_processes(root: Path) -> list[int]:
     return out
 
 
+def _parent(pid: int) -> int | None:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def wait_until_ready(root: Path, env: dict | None = None, timeout: float = 60) -> int:
     """The pid of the project's warm pool, once it accepts requests; `env`: what the runs
     added to this process's environment (the pool's identity covers it)."""
@@ -386,9 +393,10 @@ def wait_until_ready(root: Path, env: dict | None = None, timeout: float = 60) -
             pool = WarmPool.connect(root)
             if pool is not None:
                 pool.close()
-                pids = pool_processes(root)
-                assert len(pids) == 1, pids
-                return pids[0]
+                pids = pool_processes(root)  # a child it forked has its command line too
+                pools = [pid for pid in pids if _parent(pid) not in pids]
+                assert len(pools) == 1, pids
+                return pools[0]
             time.sleep(0.1)
     finally:
         os.environ.clear()
@@ -618,12 +626,13 @@ class ServeProcess:
         self.proc.wait()
 
 
-def stop_pools(root: Path) -> None:
+def stop_pools(root: Path, sig: int = signal.SIGTERM) -> None:
+    """Stop the project's warm pools and what they forked, by pid (a child may end first)."""
     from barca.engine.local import pool_registry
 
     for pid in pool_processes(root):
         try:
-            os.kill(pid, signal.SIGTERM)
+            os.kill(pid, sig)
         except ProcessLookupError:
             continue
         wait_until_gone(pid)
@@ -728,17 +737,24 @@ class Moto:
     """A moto S3 server on a free loopback port, and the requests it served since `taken`."""
 
     def __init__(self, directory: Path) -> None:
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            self.port = sock.getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}"
         self.recording = directory / "requests.jsonl"
         env = dict(os.environ, MOTO_ENABLE_RECORDING="1",
                    MOTO_RECORDER_FILEPATH=str(self.recording))
-        self.proc = subprocess.Popen([str(MOTO_SERVER), "-H", "127.0.0.1", "-p", str(self.port)],
-                                     env=env, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL)
-        poll(self._answers, "moto server to answer", timeout=30)
+        for _ in range(3):  # the free port found may be taken before moto binds it: it exits
+            with socket.socket() as sock:
+                sock.bind(("127.0.0.1", 0))
+                self.port = sock.getsockname()[1]
+            self.url = f"http://127.0.0.1:{self.port}"
+            self.proc = subprocess.Popen([str(MOTO_SERVER), "-H", "127.0.0.1", "-p",
+                                          str(self.port)], env=env, stdout=subprocess.DEVNULL,
+                                         stderr=subprocess.DEVNULL)
+            # its imports take seconds, more on a busy machine
+            poll(lambda: self.proc.poll() is not None or self._answers(),
+                 "moto server to answer", timeout=120)
+            if self.proc.poll() is None:
+                break
+        else:
+            raise AssertionError(f"moto's server exited with {self.proc.returncode} thrice")
         self.env = {"AWS_ENDPOINT_URL": self.url, "AWS_ACCESS_KEY_ID": "testing",
                     "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "eu-west-1"}
         import s3fs

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import pty
-import signal
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -17,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import (CLI, barca, barca_env, lines, pool_processes, read_runs, wait_until_gone,
-                      wait_until_ready, write)
+from conftest import (CLI, barca, barca_env, lines, read_runs, stop_pools, wait_until_ready,
+                      write)
 
 PIPELINE = """
     from barca import asset, task
@@ -153,15 +152,8 @@ def test_stdout_that_cannot_be_written_is_exit_3_and_a_closed_pipe_exit_0(projec
 @pytest.fixture
 def warm_project(project: Path):
     """A project whose warm pool, started by the test, is stopped at the end."""
-    from barca.engine.local import pool_registry
-
     yield project
-    for pid in pool_processes(project):
-        os.kill(pid, signal.SIGTERM)
-        wait_until_gone(pid)
-    directory = pool_registry.state_dir()
-    if directory is not None:
-        pool_registry.project_paths(directory, project)[1].unlink(missing_ok=True)
+    stop_pools(project)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the warm pool is Linux-only")

@@ -10,14 +10,12 @@ checked, not assumed.
 
 from __future__ import annotations
 
-import os
-import signal
 import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import barca, pool_processes, wait_until_gone, wait_until_ready, write
+from conftest import barca, stop_pools, wait_until_ready, write
 
 MB = 1 << 20
 SIZE = 200 * MB
@@ -99,9 +97,7 @@ def test_a_parallel_branch_peak_counts_for_its_step(project: Path) -> None:
 @pytest.fixture
 def warm_project(project: Path):
     yield project
-    for pid in pool_processes(project):
-        os.kill(pid, signal.SIGTERM)
-        wait_until_gone(pid)
+    stop_pools(project)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the warm pool is Linux-only")

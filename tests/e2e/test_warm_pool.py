@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 
 from conftest import (barca, barca_env, edit, in_terminal, lines, poll, pool_processes,
-                      read_runs, start_barca, wait_until_gone, wait_until_ready, write)
+                      read_runs, start_barca, stop_pools, wait_until_gone, wait_until_ready,
+                      write)
 
 WARM = {"BARCA_WARM_SECONDS": "60"}
 
@@ -46,15 +47,8 @@ PIPELINE = """
 
 @pytest.fixture
 def project(tmp_path: Path):
-    from barca.engine.local import pool_registry
-
     yield tmp_path
-    for pid in pool_processes(tmp_path):
-        os.kill(pid, signal.SIGTERM)
-        wait_until_gone(pid)
-    directory = pool_registry.state_dir()
-    if directory is not None:
-        pool_registry.project_paths(directory, tmp_path)[1].unlink(missing_ok=True)
+    stop_pools(tmp_path)
 
 
 def probe(root: Path, *args: str, env: dict | None = None) -> dict:

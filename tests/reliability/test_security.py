@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import barca, pool_processes, wait_for, write
+from conftest import barca, pool_processes, stop_pools, wait_for, write
 
 ESCAPING = """
     from barca import asset
@@ -103,11 +103,6 @@ def pool_env():
     temp = tempfile.mkdtemp(prefix="bs", dir="/tmp")
     yield {"BARCA_WARM_SECONDS": "60", "TMPDIR": temp, "XDG_RUNTIME_DIR": None}
     shutil.rmtree(temp, ignore_errors=True)
-
-
-def stop_pools(root: Path) -> None:
-    for pid in pool_processes(root):
-        os.kill(pid, signal.SIGTERM)
 
 
 def test_a_symlinked_state_directory_is_not_used(project: Path, tmp_path, pool_env):

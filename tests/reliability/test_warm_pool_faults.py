@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import (barca, poll, pool_processes, read_runs, start_barca, wait_for,
-                      wait_until_gone, wait_until_ready, write)
+from conftest import (barca, poll, pool_processes, read_runs, start_barca, stop_pools,
+                      wait_for, wait_until_gone, wait_until_ready, write)
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
                                 reason="the warm pool is Linux-only")
@@ -89,9 +89,7 @@ def warm(project: Path):
     write(project, {"p.py": STEPS})
     yield project, env
     (project / "go").touch()  # a `slow` step still running ends
-    for pid in pool_processes(project):
-        os.kill(pid, signal.SIGKILL)
-        wait_until_gone(pid)
+    stop_pools(project, signal.SIGKILL)
     shutil.rmtree(temp, ignore_errors=True)
 
 
