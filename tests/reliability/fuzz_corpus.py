@@ -1125,10 +1125,14 @@ def _header_http_cases() -> Iterator[HttpCase]:
     json_only = ("takes a JSON body",)
     for kind in ("text/plain", "application/x-www-form-urlencoded",
                  "multipart/form-data; boundary=application/json", "application/jsonp",
-                 "application/json-patch+json", "text/json", "application/json, text/plain",
-                 "application/json" + "x" * 100_000):
+                 "application/json-patch+json", "text/json", "application/json, text/plain"):
         yield _post(f"content-type/{kind[:40]}", RUN, 415, *json_only,
                     headers=(("Content-Type", kind),))
+    # past h11's 16 KB bound on a header block still arriving: refused by the HTTP layer (400)
+    # when it comes in pieces, by the route (415) when it comes whole, by timing alone
+    yield HttpCase("size/content-type-of-100-KB", "POST", "/runs",
+                   (("Content-Type", "application/json" + "x" * 100_000),), RUN,
+                   expect=(400, 415), protocol=True)
     yield _post("content-type/none", RUN, 415, *json_only, headers=())
     yield _post("content-type/text-plain-then-json", RUN, 415, *json_only,
                 headers=(("Content-Type", "text/plain"), *JSON_TYPE))
