@@ -59,8 +59,8 @@ _RUNTIME: list[Path] = []
 def pytest_configure(config: pytest.Config) -> None:
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
     if worker == "main":
-        # barca installed editable, under PYTHONDONTWRITEBYTECODE=1 (as in some sandboxes and
-        # CI images): no process would write its bytecode, so each of the thousands of
+        # barca installed editable, under PYTHONDONTWRITEBYTECODE=1 (as this sandbox sets
+        # it): no process would write its bytecode, so each of the thousands of
         # `barca` and worker processes the tests start would compile barca's sources again
         # (about 0.2 s each). Compiled once here, as a regular install does.
         import compileall
