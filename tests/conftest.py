@@ -743,6 +743,19 @@ def require_moto() -> None:
                     allow_module_level=True)
 
 
+def range_bytes(ranges: list[str | None], size: int) -> int:
+    """How many bytes GETs with these Range headers (None: the whole object) read of an
+    object of `size` bytes."""
+    total = 0
+    for r in ranges:
+        if r is None:
+            total += size
+            continue
+        first, _, last = r.removeprefix("bytes=").partition("-")
+        total += min(int(last), size - 1) - int(first) + 1 if first else int(last)
+    return total
+
+
 class Moto:
     """A moto S3 server on a free loopback port, and the requests it served since `taken`."""
 

@@ -24,6 +24,7 @@ import subprocess
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -156,22 +157,33 @@ def _later_keys_ran_while_held(root: Path, keys: int = 3) -> None:
 SMALL_AND_BIG = pytest.mark.parametrize("pad", [0, BIG], ids=["packed", "own-file"])
 
 
-@SMALL_AND_BIG
-def test_a_worker_runs_its_next_steps_while_a_result_uploads_and_reports_it_once_stored(
-        tmp_path: Path, moto: Moto, pad: int) -> None:
-    root, proxy, env, prefix = _setup(tmp_path, moto, pad)
+def _run_while_held(root: Path, proxy: HoldingProxy, env: dict, keys: int = 3,
+                    deny: bool = False, meanwhile: Callable[[int], object] = lambda run: None
+                    ) -> tuple[int, str, str]:
+    """`get total` while the proxy holds the first result PUT: once `keys` keys ran,
+    `meanwhile(the run's pid)`, then the PUTs released (refused with `deny`); the run's exit
+    code, stdout and stderr once it ended. The proxy is closed after."""
     try:
         proc = start_barca(root, "get", "total", "p.py", env=env)
         try:
-            _later_keys_ran_while_held(root)
-            proxy.release()
+            _later_keys_ran_while_held(root, keys=keys)
+            meanwhile(proc.pid)
+            proxy.release(deny=deny)
             out, err = proc.communicate(timeout=120)
         finally:
             if proc.poll() is None:
                 proc.kill()
-        assert proc.returncode == 0, (out, err)
     finally:
         proxy.close()
+    return proc.returncode, out, err
+
+
+@SMALL_AND_BIG
+def test_a_worker_runs_its_next_steps_while_a_result_uploads_and_reports_it_once_stored(
+        tmp_path: Path, moto: Moto, pad: int) -> None:
+    root, proxy, env, prefix = _setup(tmp_path, moto, pad)
+    code, out, err = _run_while_held(root, proxy, env)
+    assert code == 0, (out, err)
     assert _check_records_are_stored(root, moto, prefix) == KEYS + 1
     assert sorted(_executed(root)) == [f"k{i:02d}" for i in range(KEYS)]  # each key once
 
@@ -180,18 +192,8 @@ def test_a_worker_runs_its_next_steps_while_a_result_uploads_and_reports_it_once
 def test_a_background_upload_that_fails_is_exit_3_with_nothing_unreadable_recorded(
         tmp_path: Path, moto: Moto, pad: int) -> None:
     root, proxy, env, prefix = _setup(tmp_path, moto, pad)
-    try:
-        proc = start_barca(root, "get", "total", "p.py", env=env)
-        try:
-            _later_keys_ran_while_held(root)
-            proxy.release(deny=True)
-            out, err = proc.communicate(timeout=120)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-    finally:
-        proxy.close()
-    assert proc.returncode == 3, (out, err)
+    code, out, err = _run_while_held(root, proxy, env, deny=True)
+    assert code == 3, (out, err)
     error = err.strip().splitlines()[-1]
     assert "failed to upload p.py--values/" in error and "PermissionError" in error, error
     assert _recorded(root) == []  # nothing of the failed pack, nor of those after it
@@ -246,19 +248,9 @@ def test_a_worker_takes_its_next_lease_while_its_last_one_uploads(
     outcomes never sent: the pool runs those steps again in a new worker, and once the store
     takes the PUTs the run records every key, all of it stored."""
     root, proxy, env, prefix = _setup(tmp_path, moto)
-    try:
-        proc = start_barca(root, "get", "total", "p.py", env=env)
-        try:
-            _later_keys_ran_while_held(root, keys=FIRST_LEASE + 1)
-            os.kill(_worker(proc.pid), signal.SIGKILL)
-            proxy.release()
-            out, err = proc.communicate(timeout=120)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-        assert proc.returncode == 0, (out, err)
-    finally:
-        proxy.close()
+    code, out, err = _run_while_held(root, proxy, env, keys=FIRST_LEASE + 1,
+                                     meanwhile=lambda run: os.kill(_worker(run), signal.SIGKILL))
+    assert code == 0, (out, err)
     assert json.loads(out)["final_output"] == EXPECTED
     assert _check_records_are_stored(root, moto, prefix) == KEYS + 1
     assert sorted(set(_executed(root))) == [f"k{i:02d}" for i in range(KEYS)]

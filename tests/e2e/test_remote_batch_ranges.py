@@ -15,7 +15,7 @@ from urllib.parse import unquote, urlparse
 
 import pytest
 
-from conftest import Moto, barca, require_moto, write
+from conftest import Moto, barca, range_bytes, require_moto, write
 
 require_moto()
 
@@ -83,17 +83,6 @@ def _gets(moto: Moto, prefix: str) -> dict[str, list[str | None]]:
     return out
 
 
-def _bytes(ranges: list[str | None], size: int) -> int:
-    total = 0
-    for r in ranges:
-        if r is None:
-            total += size
-            continue
-        first, _, last = r.removeprefix("bytes=").partition("-")
-        total += min(int(last), size - 1) - int(first) + 1 if first else int(last)
-    return total
-
-
 def _machines(tmp_path: Path, moto: Moto, reader: str) -> tuple[Path, dict, str]:
     """Machine a computes every key of `wide` and `small` into a new bucket; machine b (the
     same pipeline, its own directory and database) is returned with its environment and the
@@ -130,7 +119,7 @@ def test_a_batch_calls_lazy_input_reads_one_column_of_each_remote_result_by_byte
     gets = _gets(moto, prefix)
     assert sorted(gets) == sorted(sizes), gets  # every key's object was read
     for obj, ranges in gets.items():
-        read = _bytes(ranges, sizes[obj])
+        read = range_bytes(ranges, sizes[obj])
         print(f"\n{obj.rpartition('/')[2][:24]}: {len(ranges)} GETs of {sizes[obj]:,} bytes, "
               f"{read:,} read")
         assert None not in ranges, (obj, ranges)  # every GET a range

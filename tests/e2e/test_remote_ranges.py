@@ -12,7 +12,7 @@ from urllib.parse import unquote, urlparse
 
 import pytest
 
-from conftest import Moto, barca, require_moto, write
+from conftest import Moto, barca, range_bytes, require_moto, write
 
 require_moto()
 
@@ -56,17 +56,6 @@ def _reads(moto: Moto, obj: str) -> list[str | None]:
     return out
 
 
-def _bytes(ranges: list[str | None], size: int) -> int:
-    total = 0
-    for r in ranges:
-        if r is None:
-            total += size
-            continue
-        first, _, last = r.removeprefix("bytes=").partition("-")
-        total += min(int(last), size - 1) - int(first) + 1 if first else int(last)
-    return total
-
-
 def _machines(tmp_path: Path, moto: Moto) -> tuple[Path, Path, dict, str]:
     bucket = moto.bucket()
     env = {**moto.env, "BARCA_REMOTE_URI": f"s3://{bucket}"}
@@ -90,7 +79,7 @@ def test_a_lazy_input_reads_one_column_of_a_remote_result_by_byte_ranges(
                   "get", reader, "pipeline.py").expect(0).json
     assert got["final_output"] == local["final_output"] == EXPECTED
     ranges = _reads(moto, obj)
-    read = _bytes(ranges, size)
+    read = range_bytes(ranges, size)
     print(f"\n{reader}: {len(ranges)} GETs of the {size:,}-byte object, {read:,} bytes read")
     assert ranges and None not in ranges, ranges  # every GET a range
     assert read < size / 2, (read, size)  # column a's pages and the footer, not b's nor c's
