@@ -108,10 +108,10 @@ def test_steps_name_results_by_store_keys_and_the_store_by_a_relative_address(pr
     seen = []
 
     class Recording(InProcessExecutor):
-        def submit(self, steps, count):
+        def submit(self, steps, count, first=False):
             steps = list(steps)
             seen.extend(steps)
-            super().submit(steps, count)
+            super().submit(steps, count, first)
 
     result = driver.run("get", "total", ["p.py"], cwd=project,
                         new_executor=lambda: Recording(project))

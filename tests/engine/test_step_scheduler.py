@@ -93,6 +93,34 @@ CASES = [
      lambda s: sch.dispatch(s, "b", {"k1": 0, "k2": 1}, (), {"a": ["k1", "k2", "k3"]}),
      state(a=NodeSteps("done", failed=3), b=NodeSteps("done", blocked=2)),
      [Skip("b", ("k1", "k2")), Finish("b")]),
+    # -- streaming: keys dispatched as the keys they read succeed (engine.key_streams) ------
+    ("a key whose input key succeeded is dispatched while its input runs",
+     state(a=NodeSteps("running", outstanding=2), b=PLANNED),
+     lambda s: sch.streamed(s, "b", (0,)),
+     state(a=NodeSteps("running", outstanding=2), b=NodeSteps("streaming", outstanding=1)),
+     [Claim("b", (0,))]),
+    ("a streaming node whose streamed keys all ended is not done: its input still runs",
+     state(a=NodeSteps("running", outstanding=2), b=NodeSteps("streaming", outstanding=1)),
+     lambda s: sch.step_finished(s, "b", True),
+     state(a=NodeSteps("running", outstanding=2), b=NodeSteps("streaming")), []),
+    ("a streaming node is not reopened: its dispatch runs what it has left",
+     state(a=NodeSteps("running", outstanding=1), b=NodeSteps("streaming", outstanding=1)),
+     lambda s: sch.reopened(s, "b"),
+     state(a=NodeSteps("running", outstanding=1), b=NodeSteps("streaming", outstanding=1)),
+     []),
+    ("its input done, the rest of a streaming node is dispatched beside what still runs",
+     state(a=NodeSteps("done", failed=1), b=NodeSteps("streaming", outstanding=1)),
+     lambda s: sch.dispatch(s, "b", {"k2": 1, "k3": 2}, (), {"a": ["k2"]}),
+     state(a=NodeSteps("done", failed=1), b=NodeSteps("running", outstanding=2, blocked=1)),
+     [Skip("b", ("k2",)), Claim("b", (2,))]),
+    ("nothing left to dispatch: the node ends with its last streamed key",
+     state(a=DONE, b=NodeSteps("streaming", outstanding=1)),
+     lambda s: sch.dispatch(s, "b", {}, (), {}),
+     state(a=DONE, b=NodeSteps("running", outstanding=1)), []),
+    ("every streamed key ended before the input did: done at its dispatch",
+     state(a=DONE, b=NodeSteps("streaming")),
+     lambda s: sch.dispatch(s, "b", {}, (), {}),
+     state(a=DONE, b=DONE), [Finish("b")]),
     # -- leased: another run computes the key ----------------------------------------------
     ("claimed: two keys are held by another run, looked at in POLL_SECONDS",
      state(a=NodeSteps("running", outstanding=3)),
@@ -163,6 +191,10 @@ def test_ready_needs_every_input_done():
     s = state(a=DONE, b=PLANNED, c=PLANNED, d=PLANNED)
     assert sch.ready(s) == ["b", "c"]  # d waits for b
     assert sch.ready(state(a=NodeSteps("running", outstanding=1), b=PLANNED)) == []
+    # a streaming node is ready for the rest of its keys once its inputs are done
+    assert sch.ready(state(a=DONE, b=NodeSteps("streaming", outstanding=1))) == ["b"]
+    assert sch.ready(state(a=NodeSteps("running", outstanding=1),
+                           b=NodeSteps("streaming", outstanding=1))) == []
 
 
 def test_only_leased_when_nothing_of_the_runs_own_is_in_flight():

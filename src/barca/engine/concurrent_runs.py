@@ -170,10 +170,10 @@ class StepLeases:
         after = self.checked.get(node_id)
         if after is None:  # since this run loaded the node's state, which has the rest
             after = self.run.stored.get(node_id, NOT_STORED).watermark
-        rows = store.recorded_since(self.conn, node_id, after, self.run_id)
+        rows, self.checked[node_id] = store.recorded_since(self.conn, node_id, after,
+                                                           self.run_id)
         if not rows:
             return []
-        self.checked[node_id] = rows[-1].id
         hashes = plan.run_hashes
         owners = self.waiting.get(node_id, {})
         served = []

@@ -3,7 +3,9 @@ and the executor.
 
 Scheduling policy: sensors in the cone run first (they only observe). Then every node is
 planned (engine.planning); a node is dispatched once each node it reads is complete (all its
-keys cached or finished), all its stale keys at once, in key order. A node whose plan depends
+keys cached or finished), all its stale keys at once, in key order, except that a partitioned
+node reading running partitioned nodes key for key runs a key as soon as the keys it reads
+have succeeded (engine.key_streams), its steps ahead of those queued. A node whose plan depends
 on an output (a cutoff asset's bytes, a key source's list or dict) is planned again when that
 output exists. Ties break by node id, so the same inputs give the same order. Which node is
 ready, which keys run, are blocked, wait for another run or end the node is decided by
@@ -30,6 +32,7 @@ from barca.engine.batch_calls import BatchCalls
 from barca.engine.concurrent_runs import Claim, Steps
 from barca.engine.events import MetadataNote, Reporter
 from barca.engine.executor import Executor, NewExecutor
+from barca.engine.key_streams import KeyStreams
 from barca.engine.planning import Planning
 from barca.engine.protocol import CallFinished, LogLine, RunInterrupted, StepOutcome
 from barca.engine.request import CheckedRequest
@@ -77,6 +80,7 @@ class _Run:
         self.closing: list[Action] = [Stop(cancel=False)]  # what ends the run's work
         self.scratch: ArtifactStore | None = None  # a dry run's sensors write here
         self.batches = BatchCalls(graph, project.root, request.options.batch)
+        self.streams = KeyStreams(graph, self.batches.settings)
         self.handling_seconds = 0.0  # handling finished keys (the recorder counts its writes)
         self.warnings: list[dict] = []  # {kind, node, param, evidence...}, each said on stderr
         self.bytes_changed: dict[str, list[str]] = {}  # node id -> keys with new bytes
@@ -202,8 +206,50 @@ class _Run:
                     ready.append(node_id)
                 else:
                     reopened = True
-            if not self._dispatch(ready) and not reopened:
+            if not self._dispatch(ready) and not reopened and not self._start_streams():
                 return
+
+    def _start_streams(self) -> bool:
+        """Planned nodes that can run keys while the inputs they read key for key still run
+        start doing so; True if that completed a node (see `_stream`) or planned a source
+        again (a cached file it reads is gone)."""
+        reopened = self._open_streams()
+        return self._stream() or reopened
+
+    def _open_streams(self) -> bool:
+        """Start streaming the planned nodes that can, once the cached files they read are
+        known to be there; True if one was not (its source is planned again)."""
+        run, reopened = self.run, False
+        for node_id in run.order:
+            if run.schedule.phase(node_id) == "planned":
+                sources = self.streams.sources(run, node_id)
+                if not sources:
+                    continue
+                if self.planning.inputs_present(node_id):
+                    self.streams.start(run, node_id, sources)
+                else:
+                    reopened = True
+        return reopened
+
+    def _stream(self) -> bool:
+        """Dispatch the keys of streaming nodes whose input keys all succeeded, ahead of the
+        steps queued, so that readers keep pace with their inputs (and their readers with
+        them, once they stream); True if serving keys another run computed completed a
+        node, or a source was planned again: the loop advances."""
+        finished = False
+        while due := self.streams.take_due():
+            steps: Steps = []
+            began = False
+            for node_id, positions in due.items():
+                began |= self.run.schedule.phase(node_id) == "planned"
+                self.run.schedule, actions = step_scheduler.streamed(self.run.schedule,
+                                                                     node_id, positions)
+                steps += [(node_id, self.run.plans[node_id], list(a.positions))
+                          for a in actions if isinstance(a, step_scheduler.Claim)]
+            finished |= self._take(self.recorder.leases.claim(steps), first=True)
+            if began:  # their readers may stream now
+                finished |= self._open_streams()
+        return finished
 
     def _dispatch(self, node_ids: Sequence[str]) -> bool:
         """Hand the nodes' runnable keys to the executor; True if a node had none (done now)."""
@@ -212,8 +258,10 @@ class _Run:
         finished = False
         for node_id in node_ids:
             plan = run.plans[node_id]
+            streamed = self.streams.stop(node_id)
             run.schedule, actions = step_scheduler.dispatch(
-                run.schedule, node_id, {plan.keys[i]: i for i in plan.run},
+                run.schedule, node_id,
+                {k: i for i in plan.run if (k := plan.keys[i]) not in streamed},
                 run.results.get(node_id, {}), run.failed_keys)
             steps += [(node_id, plan, list(a.positions)) for a in actions
                       if isinstance(a, step_scheduler.Claim)]
@@ -237,9 +285,10 @@ class _Run:
                 self.executor = None
         return finished
 
-    def _take(self, claim: Claim, polled: bool = False) -> bool:
-        """Submit what this run computes, serve what other runs computed meanwhile (cached
-        now), wait for what they compute; True if that completed a node."""
+    def _take(self, claim: Claim, polled: bool = False, first: bool = False) -> bool:
+        """Submit what this run computes (`first`: ahead of what is queued), serve what
+        other runs computed meanwhile (cached now), wait for what they compute; True if that
+        completed a node."""
         run = self.run
         for node_id, keys, owner in claim.waiting:
             self.reporter.steps_waiting(node_id, keys if run.plans[node_id].partitioned
@@ -260,15 +309,15 @@ class _Run:
             run.schedule, served, {n: leases.waiting_in(n) for n in touched}, time.monotonic(),
             polled)
         finished = self._carry_out(actions)
-        self._submit(claim.submit)
+        self._submit(claim.submit, first)
         return finished
 
-    def _submit(self, steps: Steps) -> None:
+    def _submit(self, steps: Steps, first: bool = False) -> None:
         if not any(keys for _, _, keys in steps):
             return
         if self.executor is None:
             self.executor = self.new_executor()
-        self.submission.submit(self.executor, steps)
+        self.submission.submit(self.executor, steps, first)
 
     def _drain(self, finished: Callable[[], bool], advance: bool) -> None:
         """Take events until `finished()`; with `advance`, dispatch what they made ready."""
@@ -297,6 +346,8 @@ class _Run:
                 self.still_running.check(self.executor)
             if step_scheduler.poll_in(run.schedule, time.monotonic()) == 0:
                 completed |= self._take(recorder.leases.poll(), polled=True)
+            if advance:
+                completed |= self._stream()
             if completed and advance:
                 self._advance()
             if time.monotonic() - last_flush >= FLUSH_SECONDS:
@@ -335,6 +386,7 @@ class _Run:
         ok = outcome.status == "success"
         if ok:
             run.succeeded(outcome)
+            self.streams.succeeded(node_id, outcome.key)
             if self.graph.output_read(node_id):
                 run.digests.setdefault(node_id, {})[outcome.key] = outcome.output_hash
             if outcome.key_columns is not None:

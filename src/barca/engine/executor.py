@@ -15,9 +15,12 @@ from barca.engine.protocol import CallFinished, CallSpec, LogLine, StepOutcome, 
 
 
 class Executor(Protocol):
-    def submit(self, steps: Iterable[StepSpec | CallSpec], count: int) -> None:
+    def submit(self, steps: Iterable[StepSpec | CallSpec], count: int,
+               first: bool = False) -> None:
         """Queue `count` steps (or batch calls) to run; returns at once. Steps are drawn from
-        the iterable only as they are needed, so 200,000 steps are never all in memory."""
+        the iterable only as they are needed, so 200,000 steps are never all in memory.
+        `first`: ahead of the steps queued before (a reader's keys whose inputs ended, so
+        that it keeps pace with them); else after them."""
 
     def events(self, timeout: float) -> list[StepOutcome | CallFinished | LogLine]:
         """Outcomes and log lines that arrived, waiting at most `timeout` seconds for one.

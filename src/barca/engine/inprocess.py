@@ -32,8 +32,11 @@ class InProcessExecutor:
         self.path_before = list(sys.path)
         self.modules_before = set(sys.modules)
 
-    def submit(self, steps: Iterable[StepSpec], count: int) -> None:
-        self.sources.append(iter(steps))
+    def submit(self, steps: Iterable[StepSpec], count: int, first: bool = False) -> None:
+        if first:
+            self.sources.appendleft(iter(steps))
+        else:
+            self.sources.append(iter(steps))
 
     def events(self, timeout: float) -> list[StepOutcome | LogLine]:
         """Runs the next step; returns what it printed and its outcome."""

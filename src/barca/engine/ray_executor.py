@@ -137,8 +137,11 @@ class RayExecutor:
 
     # -- the seam -----------------------------------------------------------------------------
 
-    def submit(self, steps: Iterable[Step], count: int) -> None:
-        self.sources.append(iter(steps))
+    def submit(self, steps: Iterable[Step], count: int, first: bool = False) -> None:
+        if first:
+            self.sources.appendleft(iter(steps))
+        else:
+            self.sources.append(iter(steps))
         self.waiting += count
         self._dispatch()
 

@@ -2,9 +2,11 @@
 `barca serve`, which is server/scheduler.py).
 
 A node is `unplanned` (no plan yet, or its keys wait on an output), `planned` (stale keys
-known, its inputs not all done), ready (planned, every input done: `ready`), `running` (its
-keys dispatched: each is with the executor, or `leased`, held by another run that computes
-it, until it is done, failed or served), `done`, or `cancelled`. A dispatched key whose input
+known, its inputs not all done), `streaming` (planned, and some keys dispatched already
+because the keys they read succeeded: engine.key_streams), ready (planned or streaming, every
+input done: `ready`), `running` (its keys dispatched: each is with the executor, or `leased`,
+held by another run that computes it, until it is done, failed or served), `done`, or
+`cancelled`. A dispatched key whose input
 key failed is `blocked` and never runs; a failed attempt is `retry`d after a backoff while
 attempts remain (`engine.worker.retries`, applied where the step runs).
 
@@ -35,7 +37,7 @@ class Edge:
 
 
 class NodeSteps(NamedTuple):
-    """phase        unplanned | planned | running | done | cancelled
+    """phase        unplanned | planned | streaming | running | done | cancelled
     outstanding  keys dispatched and not yet finished or served
     leased       of those, keys another run holds (waited for, then served or claimed back)
     failed       keys that failed here
@@ -131,29 +133,40 @@ def planned(s: Schedule, stale: Mapping[str, int | None]) -> tuple[Schedule, lis
 
 
 def reopened(s: Schedule, node_id: str) -> tuple[Schedule, list[Action]]:
-    """A cached result the node holds is gone: it runs again, as a planned node."""
-    if s.nodes[node_id].phase == "running":
+    """A cached result the node holds is gone: it runs again, as a planned node (a streaming
+    one runs it with the keys it has left)."""
+    if s.nodes[node_id].phase in ("running", "streaming"):
         return s, []
     return _with(s, {node_id: s.nodes[node_id]._replace(phase="planned")}), []
 
 
 def ready(s: Schedule) -> list[str]:
-    """Planned nodes whose inputs are all done, in topological order."""
+    """Planned or streaming nodes whose inputs are all done, in topological order."""
     return [n for n in s.order if is_ready(s, n)]
 
 
 def is_ready(s: Schedule, node_id: str) -> bool:
-    return s.nodes[node_id].phase == "planned" and \
+    return s.nodes[node_id].phase in ("planned", "streaming") and \
         all(s.nodes[e.source].phase == "done" for e in s.inputs.get(node_id, ()))
 
 
 # -- dispatch -------------------------------------------------------------------------------
 
+def streamed(s: Schedule, node_id: str, positions: Sequence[int]
+             ) -> tuple[Schedule, list[Action]]:
+    """Keys of a node whose inputs still run are dispatched early: the keys they read
+    succeeded. The node streams until its inputs are done and the rest is dispatched."""
+    old = s.nodes[node_id]
+    node = old._replace(phase="streaming", outstanding=old.outstanding + len(positions))
+    return _with(s, {node_id: node}), [Claim(node_id, tuple(positions))]
+
+
 def dispatch(s: Schedule, node_id: str, stale: Mapping[str, int], ran: Collection[str],
              bad: Mapping[str, Collection[str]]) -> tuple[Schedule, list[Action]]:
-    """Dispatch a node's stale keys (key -> position in its plan), less those it `ran` already
-    in this run; `bad`: node id -> keys that failed or were blocked in this run. A key whose
-    input key is bad is blocked (every key, unless the input blocks key for key)."""
+    """Dispatch a node's stale keys (key -> position in its plan), less those it `ran` (or
+    streamed) already in this run; `bad`: node id -> keys that failed or were blocked in this
+    run. A key whose input key is bad is blocked (every key, unless the input blocks key for
+    key). A streaming node is done once the keys it streamed are too."""
     blocked: set[str] | None = set()
     for edge in s.inputs.get(node_id, ()):
         up = s.nodes[edge.source]
@@ -168,12 +181,12 @@ def dispatch(s: Schedule, node_id: str, stale: Mapping[str, int], ran: Collectio
         tuple(i for k, i in stale.items() if k not in blocked and k not in ran)
     actions: list[Action] = [Skip(node_id, skipped)] if skipped else []
     old = s.nodes[node_id]
-    if not run:
+    if not run and not old.outstanding:
         node = old._replace(phase="done", blocked=old.blocked + len(skipped))
         return _with(s, {node_id: node}), actions + [Finish(node_id)]
-    node = old._replace(phase="running", outstanding=len(run), leased=0,
-                   blocked=old.blocked + len(skipped))
-    return _with(s, {node_id: node}), actions + [Claim(node_id, run)]
+    node = old._replace(phase="running", outstanding=old.outstanding + len(run),
+                        blocked=old.blocked + len(skipped))
+    return _with(s, {node_id: node}), actions + ([Claim(node_id, run)] if run else [])
 
 
 # -- what comes back ------------------------------------------------------------------------

@@ -29,7 +29,8 @@ class StepSubmission:
         self.graph, self.planning, self.batches = graph, planning, batches
         self.recorder, self.reporter, self.store, self.scratch = recorder, reporter, store, scratch
 
-    def submit(self, executor: Executor, steps: Steps) -> None:
+    def submit(self, executor: Executor, steps: Steps, first: bool = False) -> None:
+        """`first`: the steps go ahead of those queued (keys a streaming reader may run)."""
         sources = [n for n, _, keys in steps if keys and self.graph.is_key_source(n)]
         self.recorder.read_sources(sources)
         calls = {node_id: self.batches.group(node_id, plan, keys)
@@ -42,7 +43,7 @@ class StepSubmission:
         specs = self._specs(steps, calls)
         if self.recorder.trace is not NO_TRACE:
             specs = self._traced(specs, self.recorder.trace)
-        executor.submit(specs, count)
+        executor.submit(specs, count, first)
         self.recorder.load_sources(sources)  # while their steps run
 
     def _traced(self, specs: Iterator[StepSpec | CallSpec], trace: Any

@@ -111,9 +111,15 @@ def release_run(conn: sqlite3.Connection, run_id: str, node_ids: Iterable[str]) 
 
 
 def recorded_since(conn: sqlite3.Connection, node_id: str, after: int,
-                   run_id: str) -> list[Recorded]:
+                   run_id: str) -> tuple[list[Recorded], int]:
     """What other runs recorded for the node after materialization id `after`, oldest first
-    (one range of the node's index: rows recorded since, not the node's history)."""
+    (one range of the node's index: rows recorded since, not the node's history), and the
+    last id of that range, this run's own rows included: the next look starts past them, so
+    a run that records while it claims (a streaming reader) reads each of its rows once."""
+    last = conn.execute("SELECT max(id) FROM materializations WHERE node_id = ? AND id > ?",
+                        (node_id, after)).fetchone()[0]
+    if last is None:
+        return [], after
     return [Recorded(id_, key, run_hash, other, status == "success",
                      (key, run_hash, context, orjson.loads(signature) if signature else None,
                       fmt, output_hash, where_in_pack(path)) if status == "success" else None)
@@ -121,4 +127,4 @@ def recorded_since(conn: sqlite3.Connection, node_id: str, after: int,
             in conn.execute(
                 "SELECT id, key, run_hash, run_id, status, context, signature, format, "
                 "output_hash, artifact_path FROM materializations WHERE node_id = ? AND id > ? "
-                "AND run_id != ? ORDER BY id", (node_id, after, run_id))]
+                "AND id <= ? AND run_id != ? ORDER BY id", (node_id, after, last, run_id))], last

@@ -96,8 +96,12 @@ class LocalExecutor:
 
     # -- the seam -----------------------------------------------------------------------------
 
-    def submit(self, steps: Iterable[StepSpec | CallSpec], count: int) -> None:
-        self.sources.append(iter(steps))
+    def submit(self, steps: Iterable[StepSpec | CallSpec], count: int,
+               first: bool = False) -> None:
+        if first:
+            self.sources.appendleft(iter(steps))
+        else:
+            self.sources.append(iter(steps))
         self.waiting += count
         self._start_workers()
         self._refill()

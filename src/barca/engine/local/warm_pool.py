@@ -264,12 +264,14 @@ def start_and_connect(root: Path, modules: set[str], idle_seconds: float,
 def top_level_imports(root: Path, files: Iterable[str]) -> set[str]:
     """What a fork server started for a run preloads before it has learned anything: the modules the
     pipeline files import at their top level, and pyarrow, which barca writes tables with, when
-    they import a table library (else a worker that writes one teaches the pool). The fork
-    server skips the project's own modules among them. A pool without pyarrow holds ~30 MB
-    less, which a server that keeps its pool for hours pays all along."""
+    they import a table library (else a worker that writes one teaches the pool), with the
+    libraries their calls convert results to (`LAZY_IMPORTS`). The fork server skips the
+    project's own modules among them. A pool without pyarrow holds ~30 MB less, which a server
+    that keeps its pool for hours pays all along."""
     import ast
 
     names: set[str] = set()
+    called: set[str] = set()
     for file in files:
         try:
             tree = ast.parse((root / file).read_bytes())
@@ -280,7 +282,15 @@ def top_level_imports(root: Path, files: Iterable[str]) -> set[str]:
                 names.update(alias.name.partition(".")[0] for alias in stmt.names)
             elif isinstance(stmt, ast.ImportFrom) and stmt.module and not stmt.level:
                 names.add(stmt.module.partition(".")[0])
-    return names | ({"pyarrow"} if names & TABLE_LIBRARIES else set())
+        called.update(node.func.attr for node in ast.walk(tree) if isinstance(node, ast.Call)
+                      and isinstance(node.func, ast.Attribute) and node.func.attr in LAZY_IMPORTS)
+    if not names & TABLE_LIBRARIES:
+        return names
+    return names | {"pyarrow"} | {LAZY_IMPORTS[attr] for attr in called}
 
 
 TABLE_LIBRARIES = {"pandas", "polars", "duckdb", "pyarrow"}
+# a table library's conversions import their target on first call: a pipeline calling DuckDB's
+# `.df()` would import pandas in every worker's first step (0.4 s each), the pool does it once
+LAZY_IMPORTS = {"df": "pandas", "fetchdf": "pandas", "fetch_df": "pandas",
+                "to_pandas": "pandas", "pl": "polars", "to_polars": "polars"}

@@ -5,8 +5,10 @@ A worker runs many steps, and the kernel's usual figure (`getrusage`'s `ru_maxrs
 grows, so after one heavy step every later step would report that step's peak. On Linux the
 step runner therefore resets the process's high-water mark before each step or batch call
 (writing "5" to /proc/self/clear_refs sets `VmHWM` to the present RSS) and reads the mark after
-it. The mark is read with `getrusage` (0.4 us), whose `ru_maxrss` is the larger of the same
-mark and a floor the kernel sets when a process is exec'd: the peak of the memory the process
+it. The mark is read with `getrusage` for the calling thread only (its `ru_maxrss` is the
+process's all the same, and it does not sum the times of every thread, a dozen once DuckDB has
+run: 1-3 us), whose `ru_maxrss` is the larger of the same mark and a floor the kernel sets when
+a process is exec'd: the peak of the memory the process
 replaced, which for a worker started by `subprocess` is its coordinator's. A forked process
 (the warm pool's workers) has no floor. Where a floor may hide the step's own peak (a figure
 not above the floor's bound, `_floor`), the mark is read from /proc/self/status instead
@@ -31,6 +33,8 @@ import resource
 import sys
 
 _clearable = True  # until a reset fails: then every figure is the process's peak
+# (pid, fd) of /proc/self/clear_refs, kept open (a write is a reset) by the process it names
+_clear_refs: tuple[int, int] | None = None
 _cleared = False  # the last reset worked: VmHWM is this step's
 _branches = 0  # the largest parallel() branch since the last reset, in bytes
 # a bound on the floor exec left in ru_maxrss, in bytes: a figure above it is the mark itself;
@@ -49,17 +53,16 @@ def forked() -> None:
 
 def reset() -> None:
     """Start a step's measure: the high-water mark is set to the memory held now."""
-    global _clearable, _cleared, _branches, _floor
+    global _clearable, _cleared, _branches, _floor, _clear_refs
     _branches = 0
     _cleared = False
     if not _clearable:
         return
     try:
-        fd = os.open("/proc/self/clear_refs", os.O_WRONLY)
-        try:
-            os.write(fd, b"5")
-        finally:
-            os.close(fd)
+        if _clear_refs is None or _clear_refs[0] != os.getpid():  # a forked child's own
+            _clear_refs = (os.getpid(), os.open("/proc/self/clear_refs",
+                                                os.O_WRONLY | os.O_CLOEXEC))
+        os.write(_clear_refs[1], b"5")
     except OSError:
         _clearable = False  # not Linux, or not allowed: the same next time
         return
@@ -77,8 +80,11 @@ def peak() -> int:
     return max(own, _branches)
 
 
+_WHO = getattr(resource, "RUSAGE_THREAD", resource.RUSAGE_SELF)  # Linux has it, macOS not
+
+
 def _rusage_peak() -> int:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * _RUSAGE_UNIT
+    return resource.getrusage(_WHO).ru_maxrss * _RUSAGE_UNIT
 
 
 def note_branch(usage: resource.struct_rusage) -> None:
