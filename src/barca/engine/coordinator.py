@@ -171,12 +171,7 @@ class _Run:
             self._drain(lambda: all(run.schedule.phase(n) == "done" for n in sensors),
                         advance=False)
             return
-        for node_id in sensors:  # predict from each sensor's last recorded output
-            state = run.states.get(node_id)
-            if state is not None and all(state.find(k) is not None
-                                         for k in run.plans[node_id].keys):
-                run.known[node_id] = self.planning.known_output(node_id, {})
-        run.schedule, _ = step_scheduler.planned(run.schedule, dict.fromkeys(sensors, 0))
+        self.planning.predict_sensors(sensors)
 
     # -- the loop ---------------------------------------------------------------------------
 
@@ -195,8 +190,8 @@ class _Run:
         self._drain(lambda: not run.schedule.outstanding, advance=True)
 
     def _advance(self) -> None:
-        """Dispatch every ready node, until nothing changes: a dispatch can complete a node
-        at once (every key blocked), and a missing cached input plans its source again."""
+        """Dispatch every ready node and open the streams that can open, until nothing changes:
+        a dispatch can end a node at once, a missing cached input plans its source again."""
         while True:
             ready, reopened = [], False
             for node_id in step_scheduler.ready(self.run.schedule):
@@ -206,50 +201,16 @@ class _Run:
                     ready.append(node_id)
                 else:
                     reopened = True
-            if not self._dispatch(ready) and not reopened and not self._start_streams():
+            dispatched = self._dispatch(ready)
+            reopened |= self.streams.open(self.run, self.planning.inputs_present)
+            if not (self._stream() or dispatched or reopened):
                 return
 
-    def _start_streams(self) -> bool:
-        """Planned nodes that can run keys while the inputs they read key for key still run
-        start doing so; True if that completed a node (see `_stream`) or planned a source
-        again (a cached file it reads is gone)."""
-        reopened = self._open_streams()
-        return self._stream() or reopened
-
-    def _open_streams(self) -> bool:
-        """Start streaming the planned nodes that can, once the cached files they read are
-        known to be there; True if one was not (its source is planned again)."""
-        run, reopened = self.run, False
-        for node_id in run.order:
-            if run.schedule.phase(node_id) == "planned":
-                sources = self.streams.sources(run, node_id)
-                if not sources:
-                    continue
-                if self.planning.inputs_present(node_id):
-                    self.streams.start(run, node_id, sources)
-                else:
-                    reopened = True
-        return reopened
-
     def _stream(self) -> bool:
-        """Dispatch the keys of streaming nodes whose input keys all succeeded, ahead of the
-        steps queued, so that readers keep pace with their inputs (and their readers with
-        them, once they stream); True if serving keys another run computed completed a
-        node, or a source was planned again: the loop advances."""
-        finished = False
-        while due := self.streams.take_due():
-            steps: Steps = []
-            began = False
-            for node_id, positions in due.items():
-                began |= self.run.schedule.phase(node_id) == "planned"
-                self.run.schedule, actions = step_scheduler.streamed(self.run.schedule,
-                                                                     node_id, positions)
-                steps += [(node_id, self.run.plans[node_id], list(a.positions))
-                          for a in actions if isinstance(a, step_scheduler.Claim)]
-            finished |= self._take(self.recorder.leases.claim(steps), first=True)
-            if began:  # their readers may stream now
-                finished |= self._open_streams()
-        return finished
+        """Claim the keys streaming nodes can run now, queued first; True: advance the loop."""
+        return self.streams.dispatch_due(
+            self.run, lambda steps: self._take(self.recorder.leases.claim(steps), first=True),
+            self.planning.inputs_present)
 
     def _dispatch(self, node_ids: Sequence[str]) -> bool:
         """Hand the nodes' runnable keys to the executor; True if a node had none (done now)."""
@@ -286,22 +247,14 @@ class _Run:
         return finished
 
     def _take(self, claim: Claim, polled: bool = False, first: bool = False) -> bool:
-        """Submit what this run computes (`first`: ahead of what is queued), serve what
-        other runs computed meanwhile (cached now), wait for what they compute; True if that
-        completed a node."""
+        """Submit what this run computes (`first`: ahead of what is queued), serve what other
+        runs computed meanwhile, wait for what they compute; True if that completed a node."""
         run = self.run
         for node_id, keys, owner in claim.waiting:
             self.reporter.steps_waiting(node_id, keys if run.plans[node_id].partitioned
                                         else 0, owner.run_id, owner.pid)
-        served = {}
-        for node_id, hits in claim.served.items():
-            self.planning.apply_served(node_id, [hit.record for hit in hits])
-            by_run = run.served.setdefault(node_id, {})
-            for hit in hits:
-                by_run[hit.run_id] = by_run.get(hit.run_id, 0) + 1
-            self.reporter.step_cached(node_id, len(hits) if run.plans[node_id].partitioned
-                                      else 0)
-            served[node_id] = len(hits)
+        served = {node_id: self.planning.apply_served(node_id, hits)
+                  for node_id, hits in claim.served.items()}
         touched = {*served, *(n for n, _, _ in claim.waiting),
                    *(n for n, node in run.schedule.nodes.items() if node.leased)}
         leases = self.recorder.leases
@@ -337,7 +290,9 @@ class _Run:
                     self.reporter.step_output(event.step_id, event.stream, event.text)
                     continue
                 done += 1
-                completed |= self._on_outcome(event)
+                began = time.perf_counter()
+                completed |= self._take_outcome(event)
+                self.handling_seconds += time.perf_counter() - began
                 self.reporter.step_finished(event, done, max(total, done))
                 for message in event.sink_errors:
                     self.reporter.sink_failed(event.step_id, message)
@@ -367,15 +322,8 @@ class _Run:
                 return []
         return self.executor.events(timeout)
 
-    def _on_outcome(self, outcome: StepOutcome) -> bool:
-        """Record one outcome; True when it was its node's last pending key."""
-        began = time.perf_counter()
-        try:
-            return self._take_outcome(outcome)
-        finally:
-            self.handling_seconds += time.perf_counter() - began
-
     def _take_outcome(self, outcome: StepOutcome) -> bool:
+        """Record one outcome; True when it was its node's last pending key."""
         run = self.run
         run.executed += 1
         self.recorder.outcome(outcome)

@@ -8,14 +8,17 @@ Only the plain case streams, and only keys whose input keys succeeded here: a ke
 input key failed, was blocked, was served by another run or was cached waits for its inputs
 to end, and is then dispatched (or blocked) by the step scheduler as before. Batched nodes
 (`batch=`), key sources and readers of a whole node, of every key (`collect`) or of an order
-only never stream. Which node may stream is decided here on the run's plain data; the
-coordinator carries it out.
+only never stream. Which node may stream, and when each key is due, is decided here on the
+run's data; the step scheduler says how each dispatch changes the schedule, and the
+coordinator's claim and submission hand the keys out.
 """
 
 from __future__ import annotations
 
-from typing import Collection, Container
+from typing import Callable, Collection, Container
 
+from barca.engine import step_scheduler
+from barca.engine.concurrent_runs import Steps
 from barca.engine.run_state import RunState
 from barca.graph import Graph
 from barca.planner.missing import reads_inline
@@ -33,7 +36,7 @@ class KeyStreams:
         self.readers: dict[str, list[str]] = {}  # input -> readers streaming from it
         self.positions: dict[str, dict[str, int]] = {}  # reader -> key -> position in plan
         self.released: dict[str, set[str]] = {}  # reader -> keys dispatched early
-        self.due: dict[str, list[int]] = {}  # reader -> positions to dispatch now
+        self.due: dict[str, list[tuple[str, int]]] = {}  # reader -> (key, position) due now
 
     # -- which readers stream -------------------------------------------------------------
 
@@ -83,7 +86,7 @@ class KeyStreams:
                     break
                 running += 1
             if running == 0:
-                due.append(i)
+                due.append((key, i))
                 released.add(key)
             elif running > 0:
                 waiting[key] = running
@@ -93,6 +96,43 @@ class KeyStreams:
             self.due.setdefault(node_id, []).extend(due)
         for up in sources:
             self.readers.setdefault(up, []).append(node_id)
+
+    def open(self, run: RunState, inputs_present: Callable[[str], bool]) -> bool:
+        """Start streaming the planned nodes that can, once the cached files they read are
+        known to be there (`inputs_present`, which plans the source of a missing one again);
+        True if one was not."""
+        reopened = False
+        for node_id in run.order:
+            if run.schedule.phase(node_id) == "planned":
+                sources = self.sources(run, node_id)
+                if not sources:
+                    continue
+                if inputs_present(node_id):
+                    self.start(run, node_id, sources)
+                else:
+                    reopened = True
+        return reopened
+
+    def dispatch_due(self, run: RunState, take: Callable[[Steps], bool],
+                     inputs_present: Callable[[str], bool]) -> bool:
+        """Hand the keys due to `take` (the loop's claim and submission, which says whether
+        it completed a node), as the step scheduler's `streamed` says; the readers of a node
+        that began streaming may stream in turn. True if the loop must advance."""
+        advance = False
+        while self.due:
+            due, self.due = self.due, {}
+            steps: Steps = []
+            began = False
+            for node_id, keys in due.items():
+                began |= run.schedule.phase(node_id) == "planned"
+                run.schedule, actions = step_scheduler.streamed(run.schedule, node_id,
+                                                                [i for _, i in keys])
+                steps += [(node_id, run.plans[node_id], list(a.positions))
+                          for a in actions if isinstance(a, step_scheduler.Claim)]
+            advance |= take(steps)
+            if began:
+                advance |= self.open(run, inputs_present)
+        return advance
 
     # -- as keys end ------------------------------------------------------------------------
 
@@ -108,12 +148,7 @@ class KeyStreams:
                 continue
             del waiting[key]
             self.released[reader].add(key)
-            self.due.setdefault(reader, []).append(self.positions[reader].pop(key))
-
-    def take_due(self) -> dict[str, list[int]]:
-        """The positions each reader dispatches now (counted as dispatched early already)."""
-        due, self.due = self.due, {}
-        return due
+            self.due.setdefault(reader, []).append((key, self.positions[reader].pop(key)))
 
     def stop(self, node_id: str) -> Collection[str]:
         """Every input of `node_id` ended: it streams no more. The keys it dispatched early,
@@ -123,4 +158,7 @@ class KeyStreams:
         for readers in self.readers.values():
             if node_id in readers:
                 readers.remove(node_id)
-        return self.released.get(node_id, ())
+        released = self.released.get(node_id, set())
+        # due but not handed out yet: its dispatch runs them
+        released.difference_update(key for key, _ in self.due.pop(node_id, ()))
+        return released

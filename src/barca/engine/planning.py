@@ -31,6 +31,7 @@ from barca.planner.outputs import UNKNOWN_DIGEST, output_digests, with_found
 from barca.planner.planner import plan_nodes
 from barca.planner.upgrade import upgraded
 from barca.state import EMPTY_STATE
+from barca.store.step_leases import Recorded
 from barca.store.packs import file_of, where_in_pack
 from barca.store.paths import node_dir_name
 
@@ -74,6 +75,17 @@ class Planning:
                 break
         run.schedule, _ = step_scheduler.planned(run.schedule, {
             n: None if run.plans[n].unknown else len(run.plans[n].run) for n in todo})
+
+    def predict_sensors(self, sensors: Sequence[str]) -> None:
+        """Sensors not observed (`barca status`, a dry run's prediction): each one's output is
+        its last recorded one, where every key has one."""
+        run = self.run
+        for node_id in sensors:
+            state = run.states.get(node_id)
+            if state is not None and all(state.find(k) is not None
+                                         for k in run.plans[node_id].keys):
+                run.known[node_id] = self.known_output(node_id, {})
+        run.schedule, _ = step_scheduler.planned(run.schedule, dict.fromkeys(sensors, 0))
 
     def upgrade_notes(self) -> list[UpgradeNote]:
         """The note that keys recorded under hash scheme 1 were kept, told to the reporter;
@@ -126,13 +138,19 @@ class Planning:
                  where_in_pack(store_key))
                 for (key, run_hash), (fmt, digest, store_key) in shared.items()]
 
-    def apply_served(self, node_id: str, records: Sequence[tuple]) -> None:
-        """Keys another run computed at the run hashes this run wanted: cached from now on,
-        like older results found again (records as NodeState.put takes them)."""
+    def apply_served(self, node_id: str, hits: Sequence[Recorded]) -> int:
+        """Keys other runs computed at the run hashes this run wanted: cached from now on,
+        like older results found again, counted per run and reported; how many."""
         run = self.run
         run.plans[node_id], run.states[node_id] = apply_history(
-            run.plans[node_id], run.states.get(node_id, EMPTY_STATE), records)
+            run.plans[node_id], run.states.get(node_id, EMPTY_STATE),
+            [hit.record for hit in hits])
         run.rewrite.add(node_id)
+        by_run = run.served.setdefault(node_id, {})
+        for hit in hits:
+            by_run[hit.run_id] = by_run.get(hit.run_id, 0) + 1
+        self.reporter.step_cached(node_id, len(hits) if run.plans[node_id].partitioned else 0)
+        return len(hits)
 
     # -- outputs readers depend on ----------------------------------------------------------
 

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any, Callable, NamedTuple
 
 from barca.engine.local import forked_child, pool_address, pool_registry, warm_pool
+from barca.engine.local.rest_of_barca import RestOfBarca
 from barca.engine.local.pool_messages import (ForkWorker, Forked, Hello, Preload, Reaped,
                                               Refused, RunCommand, Status, Welcome,
                                               describe_exit, exceeds_own_limits, receive, send)
@@ -46,7 +47,6 @@ from barca.engine.worker import import_paths
 
 CHECK_SECONDS = 5.0  # how often the fork server checks that its identity still holds
 EXITS_KEPT = 256  # how many children's exit statuses the fork server remembers
-QUIET_SECONDS = 0.5  # without a request for this long, the pool imports the rest of barca
 
 
 class ForkServer:
@@ -63,6 +63,7 @@ class ForkServer:
         self.selector = selectors.DefaultSelector()
         self.servers: set[int] = set()  # pids of the `barca serve`s whose runs it serves
         self.all_of_barca = False  # the commands' half too (`import_rest_when_quiet`)
+        self.rest = RestOfBarca()
 
     def serve_for(self, served_by: str | None) -> bool:
         """Wait for runs only as long as the server `served_by` names lives (a SERVED_BY
@@ -101,13 +102,13 @@ class ForkServer:
         self._settle()
 
     def import_rest_when_quiet(self, quiet_since: float) -> float | None:
-        """Import the rest of barca (the CLI, the server: what forked commands run) after
-        QUIET_SECONDS without a request: a first run's workers fork sooner, and a command
-        forked before imports what it lacks. Seconds left to wait; None once done."""
-        left = QUIET_SECONDS - (time.monotonic() - quiet_since)
-        if self.all_of_barca or left > 0:
-            return None if self.all_of_barca else left
-        _import_barca()
+        """Import the rest of barca when it costs the runs nothing (engine.local.rest_of_barca).
+        Seconds until the next slice; None once done."""
+        if self.all_of_barca:
+            return None
+        wait = self.rest.import_some(quiet_since)
+        if wait is not None:
+            return wait
         self.all_of_barca = True
         self._settle()
         return None
@@ -145,7 +146,8 @@ class ForkServer:
                     return
             timeout = min(CHECK_SECONDS, self.idle - (now - last_request))
             rest = self.import_rest_when_quiet(last_request)
-            for key, _ in self.selector.select(max(0.0, min(timeout, rest or timeout))):
+            wait = timeout if rest is None else min(timeout, rest)
+            for key, _ in self.selector.select(max(0.0, wait)):
                 if isinstance(key.data, _Server):  # a server it serves for is gone
                     self.selector.unregister(key.fd)
                     os.close(key.fd)
@@ -370,23 +372,6 @@ def main(argv: list[str], run_argv: forked_child.RunArgv | None = None,
         if server.is_owner():
             owner_path.unlink(missing_ok=True)
         lock_path.unlink(missing_ok=True)  # still locked by us: no other fork server holds it
-
-
-def _import_barca() -> None:
-    """All of barca, so that a forked `get` starts with its imports done; not the telemetry
-    backends, which import their tracing library (ddtrace hooks every later import and every
-    fork: 20 ms more CPU a tick for every run, traced or not). A traced run imports its own."""
-    import pkgutil
-
-    import barca
-    from barca.telemetry import INTEGRATIONS
-
-    for info in pkgutil.walk_packages(barca.__path__, "barca."):
-        if not info.name.endswith("__main__") and info.name not in INTEGRATIONS.values():
-            try:
-                importlib.import_module(info.name)
-            except Exception:  # noqa: BLE001 - an optional part missing its library
-                continue
 
 
 def _forget_old_projects(directory: Path, days: float = 30) -> None:
