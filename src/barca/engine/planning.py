@@ -31,9 +31,9 @@ from barca.planner.outputs import UNKNOWN_DIGEST, output_digests, with_found
 from barca.planner.planner import plan_nodes
 from barca.planner.upgrade import upgraded
 from barca.state import EMPTY_STATE
-from barca.store.step_leases import Recorded
 from barca.store.packs import file_of, where_in_pack
 from barca.store.paths import node_dir_name
+from barca.store.step_leases import Recorded
 
 class Planning:
     def __init__(self, graph: Graph, options: PlanOptions,

@@ -6,9 +6,9 @@ known, its inputs not all done), `streaming` (planned, and some keys dispatched 
 because the keys they read succeeded: engine.key_streams), ready (planned or streaming, every
 input done: `ready`), `running` (its keys dispatched: each is with the executor, or `leased`,
 held by another run that computes it, until it is done, failed or served), `done`, or
-`cancelled`. A dispatched key whose input
-key failed is `blocked` and never runs; a failed attempt is `retry`d after a backoff while
-attempts remain (`engine.worker.retries`, applied where the step runs).
+`cancelled`. A dispatched key whose input key failed is `blocked` and never runs; a failed
+attempt is `retry`d after a backoff while attempts remain (`engine.worker.retries`, applied
+where the step runs).
 
 Each transition takes the immutable `Schedule` (named tuples, the cheapest frozen values: one
 is built per finished key) and an event's data and returns the new schedule
@@ -163,10 +163,10 @@ def streamed(s: Schedule, node_id: str, positions: Sequence[int]
 
 def dispatch(s: Schedule, node_id: str, stale: Mapping[str, int], ran: Collection[str],
              bad: Mapping[str, Collection[str]]) -> tuple[Schedule, list[Action]]:
-    """Dispatch a node's stale keys (key -> position in its plan), less those it `ran` (or
-    streamed) already in this run; `bad`: node id -> keys that failed or were blocked in this
-    run. A key whose input key is bad is blocked (every key, unless the input blocks key for
-    key). A streaming node is done once the keys it streamed are too."""
+    """Dispatch a node's stale keys not dispatched yet (key -> position in its plan), less
+    those it `ran` already in this run; `bad`: node id -> keys that failed or were blocked in
+    this run. A key whose input key is bad is blocked (every key, unless the input blocks key
+    for key). A streaming node is done once the keys it streamed are too."""
     blocked: set[str] | None = set()
     for edge in s.inputs.get(node_id, ()):
         up = s.nodes[edge.source]
