@@ -314,8 +314,9 @@ def timed_run(cmd: list[str], directory: Path, env: dict[str, str], pool: int | 
 
 def warm_pool_pid(directory: Path, timeout: float = 300, env: dict[str, str] | None = None
                   ) -> int:
-    """Wait until the project's warm pool answers; its pid. `env`: that of the barca that
-    started it."""
+    """Wait until the project's warm pool answers and has settled (it imports the rest of
+    barca once the run that started it is over), as a tick minutes later finds it; its pid.
+    `env`: that of the barca that started it."""
     probe = ("import sys, time; from pathlib import Path; "
              "from barca.engine.local.warm_pool import WarmPool; "
              "root = Path(sys.argv[1]); deadline = time.monotonic() + float(sys.argv[2])\n"
@@ -330,8 +331,24 @@ def warm_pool_pid(directory: Path, timeout: float = 300, env: dict[str, str] | N
         except OSError:
             continue
         if b"barca.cli.warm_launcher" in argv and str(directory).encode() in argv:
-            return int(entry.name)
+            return _settled(int(entry.name), timeout)
     raise SystemExit("the warm pool answered but its process was not found")
+
+
+def _settled(pid: int, timeout: float, still: float = 1.0) -> int:
+    """`pid`, once its CPU time has not moved for `still` seconds (or after `timeout`)."""
+    def cpu() -> str:
+        try:
+            return " ".join(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[11:13])
+        except OSError:
+            return ""
+    deadline, last, since = time.monotonic() + timeout, cpu(), time.monotonic()
+    while time.monotonic() - since < still and time.monotonic() < deadline:
+        time.sleep(0.1)
+        now = cpu()
+        if now != last:
+            last, since = now, time.monotonic()
+    return pid
 
 
 
