@@ -83,6 +83,7 @@ class Starter:
         """A new worker: its process, the pipe to it and the pipe from it."""
         to_r, to_w = os.pipe()
         from_r, from_w = os.pipe()
+        _widen(to_w)
         _widen(from_w)
         env = dict(os.environ, BARCA_WORKER="1")
         env.pop(SHARED_CAPACITY_ENV, None)  # a step's own run never waits on its caller's units
@@ -149,7 +150,9 @@ def end(process: WorkerProcess, kill: bool) -> None:
 
 def _widen(fd: int) -> None:
     """A 1 MiB pipe: a key source's columns (megabytes at 200,000 keys) then cross in a few
-    reads instead of one per 64 KiB."""
+    reads instead of one per 64 KiB, and a lease (tens of KB for 256 steps) is written at
+    once, not when the worker, busy with its last lease, reads it: meanwhile the coordinator
+    could neither record outcomes nor refill the other workers."""
     try:
         fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, 1 << 20)
     except OSError:  # above the system's pipe-max-size: the default size works, slower
