@@ -6,7 +6,9 @@ that started the pool.
 It waits for QUIET_SECONDS without a request (a first run's workers fork sooner), then imports
 a slice of SLICE_SECONDS at a time (the pool answers requests in between; a command forked
 before the end imports what it lacks) while the machine had at least half a core idle over the
-last LOOK_SECONDS (/proc/stat; where that cannot be read, a core is always spare).
+last LOOK_SECONDS (/proc/stat; where that cannot be read, a core is always spare), or anyway
+once BUSY_SECONDS passed that way: a machine kept busy for good (a server's long runs) must
+not leave every command it forks to import the rest itself.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ QUIET_SECONDS = 0.5
 SLICE_SECONDS = 0.02
 LOOK_SECONDS = 0.1
 SPARE_SHARE = 0.5  # idle cores over the last look that make a core to spare
+BUSY_SECONDS = 30.0
 
 
 class RestOfBarca:
@@ -35,7 +38,7 @@ class RestOfBarca:
         if left > 0:
             return left
         wait = self._until_spare()
-        if wait:
+        if wait and -left < BUSY_SECONDS:
             return wait
         if self.left is None:
             self.left = _barca_modules()
