@@ -323,8 +323,9 @@ def warm_pool_pid(directory: Path, timeout: float = 300, env: dict[str, str] | N
              "while WarmPool.connect(root) is None:\n"
              "    if time.monotonic() > deadline: sys.exit('no warm pool')\n"
              "    time.sleep(0.2)")
-    subprocess.run([sys.executable, "-c", probe, str(directory), str(timeout)], check=True,
-                   env=env or CHILD_ENV)
+    if subprocess.run([sys.executable, "-c", probe, str(directory), str(timeout)],
+                      env=env or CHILD_ENV).returncode:
+        raise SystemExit(f"no warm pool answered in {directory} within {timeout:.0f} s")
     for entry in Path("/proc").iterdir():
         try:
             argv = (entry / "cmdline").read_bytes().split(b"\0")
