@@ -47,10 +47,14 @@ class JsonColumn:
     chunk by chunk, and a change at one key unpacks (and rewrites, see barca.state) one chunk.
     """
 
-    __slots__ = ("_chunks", "_items", "_decoded", "_index", "_n")
+    __slots__ = ("_chunks", "_items", "_decoded", "_index", "_n", "ascending")
 
     def __init__(self, items: Sequence[Any] | None = None,
-                 chunks: Sequence[bytes] | None = None, n: int | None = None) -> None:
+                 chunks: Sequence[bytes] | None = None, n: int | None = None,
+                 ascending: bool = False) -> None:
+        # known to be in ascending order (a dict source's keys, see planner.keys.sorted_keys):
+        # its smallest items are its first ones, read without unpacking the rest
+        self.ascending = ascending
         if items is None and chunks is None:
             items = []
         self._items = list(items) if items is not None and not isinstance(items, list) else items

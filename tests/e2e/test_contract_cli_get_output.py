@@ -128,6 +128,41 @@ def test_past_1000_keys_the_default_json_summarises_the_keys_without_reading_the
     assert again["final_output"]["_barca_partitions"]["computed"] == 0
 
 
+DICT_SOURCE = """
+from pathlib import Path
+from barca import asset, partitions_from, sensor
+
+@sensor()
+def versions() -> dict:  # a dict in descending order: its keys are kept sorted
+    changed = Path("changed.txt").read_text()
+    return {f"k{i:04d}": changed if i == 3 else "v1" for i in reversed(range(1500))}
+
+@asset(partitions={"k": partitions_from(versions)})
+def scored(k: str, versions: str) -> dict:
+    if k == "k0001":
+        raise ValueError("bad key")
+    return {"k": k, "v": versions}
+"""
+
+
+def test_a_dict_sources_summary_lists_its_smallest_keys_on_a_first_run_and_a_tick(
+        project: Path) -> None:
+    """The first keys of a dict source's summary are read off the front of its sorted keys
+    (run_values.label_order): the smallest labels, whatever the dict's own order, both when
+    the sensor's step sent the keys and when a tick rebuilt them from the stored chunks."""
+    write(project, {"pipeline.py": DICT_SOURCE, "changed.txt": "v1"})
+    expected = [f"k=k{i:04d}" for i in range(22) if i != 1][:20]
+    first = barca(project, "get", "scored", "pipeline.py").expect(1).json["final_output"]
+    assert first["_barca_partitions"]["first_keys"] == expected
+    assert first["_barca_partitions"]["computed"] == 1499
+    (project / "changed.txt").write_text("v2")
+    tick = barca(project, "get", "scored", "pipeline.py").expect(1).json["final_output"]
+    summary = tick["_barca_partitions"]
+    assert summary["first_keys"] == expected
+    assert (summary["computed"], summary["failed"]) == (1, 1)  # k0003 again, k0001 still bad
+    assert summary["computed_keys"] == ["k=k0003"]
+
+
 def test_json_with_o_value_or_path_gives_every_key_and_a_partition_every_selected_key(
         project: Path) -> None:
     write(project, {"pipeline.py": MANY_KEYS.replace('k == "k0007"', "False")})

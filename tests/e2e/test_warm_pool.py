@@ -359,6 +359,18 @@ class TestCommandsInTheWarmPool:
         assert off.wait(timeout=60) == 0
         assert run_pid(project) == off.pid  # the pool turned off: the command runs itself
 
+    def test_a_forked_command_answers_before_checkpointing_and_loses_no_record(self, warm):
+        """A command the pool forked ends with os._exit and leaves its run's last writes in
+        SQLite's log for the next run to copy (store.db.leave_open_at_exit): every run is
+        recorded all the same, for the next command and for any reader."""
+        project, _ = warm()
+        ids = [barca(project, "get", "quick", "p.py", "--refresh", "quick", env=WARM)
+               .expect(0).json["run_id"] for _ in range(3)]
+        assert (project / ".barca" / "metadata.db-wal").exists()  # not checkpointed at exit
+        assert read_runs(project, "run_id, status")[-3:] == [(i, "success") for i in ids]
+        history = barca(project, "history", "--json", env={"BARCA_WARM_SECONDS": "0"})
+        assert [r["run_id"] for r in history.expect(0).json["runs"]][:3] == ids[::-1]
+
     def test_exit_codes_and_error_envelopes_come_through(self, warm):
         project, _ = warm()
         failed = barca(project, "get", "broken", "p.py", env=WARM).expect(1)

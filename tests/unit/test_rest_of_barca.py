@@ -58,3 +58,29 @@ def test_a_spare_core_starts_the_import_and_so_does_a_long_busy_spell(monkeypatc
     _looked_a_span_ago(busy)
     assert busy.import_some(time.monotonic() - QUIET_SECONDS - BUSY_SECONDS - 1) in (0.0, None)
     assert busy.left is not None
+
+
+def test_warming_duckdb_up_leaves_no_thread_and_a_forked_child_opens_a_database(tmp_path):
+    """The pool forks after the warm-up: a thread left running would be missing in every child
+    (DuckDB's scheduler would wait on it forever). Run in a fresh interpreter, so that no
+    database of this test process is open."""
+    import subprocess
+    import sys
+
+    script = """
+import os, sys, duckdb
+from barca.engine.local.rest_of_barca import warm_up_libraries
+def threads(): return len(os.listdir("/proc/self/task"))
+before = threads()
+warm_up_libraries()
+assert threads() == before, (before, threads())
+pid = os.fork()
+if pid == 0:
+    value = duckdb.connect(sys.argv[1]).execute("select 42").fetchone()[0]
+    os._exit(0 if value == 42 else 1)
+_, status = os.waitpid(pid, 0)
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path / "w.duckdb")],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr

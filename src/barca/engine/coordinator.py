@@ -39,7 +39,7 @@ from barca.engine.request import CheckedRequest
 from barca.engine.result import RunResult, run_phases
 from barca.engine.run_recorder import RunRecorder
 from barca.engine.run_checks import (bytes_changed_warnings, check_manual_computed,
-                                     table_format_fallback)
+                                     declared_env, table_format_fallback)
 from barca.engine.run_state import new_run_state
 from barca.engine.step_scheduler import Action, Finish, Skip, Stop
 from barca.engine.step_submission import StepSubmission
@@ -92,18 +92,22 @@ class _Run:
         started = time.perf_counter()
         req, graph = self.request, self.graph
         order = tuple(n for n in graph.order if n in req.cone)
-        if not req.dry_run:
-            self.project.ensure_state_dir()
-        self.run = run = new_run_state(graph, order, self.store)
-        self.recorder = recorder = RunRecorder(self.project, self.run_id, graph, run,
-                                                req.dry_run, self._warn)
-        if req.observe_sensors:  # a get or run, not an inspection predicting one
-            check_manual_computed(graph, req, order, recorder.has_success)
         sensors = [n for n in order if graph.nodes[n].kind == "sensor"]
-        if req.observe_sensors and sensors:  # a sensor always runs: start its worker now,
-            self.executor = self.new_executor()  # so its imports overlap our planning and
-            self.executor.prestart()  # the store's check (exit 3 before any step)
-        check_store(self.store, lambda: self._carry_out([Stop(cancel=True)]))
+        if req.observe_sensors and sensors:  # a sensor always runs: start its worker first,
+            self.executor = self.new_executor()  # so that its start and imports overlap all
+            self.executor.prestart()  # that comes before its step (and stop it if that fails)
+        try:
+            if not req.dry_run:
+                self.project.ensure_state_dir()
+            self.run = run = new_run_state(graph, order, self.store)
+            self.recorder = recorder = RunRecorder(self.project, self.run_id, graph, run,
+                                                    req.dry_run, self._warn)
+            if req.observe_sensors:  # a get or run, not an inspection predicting one
+                check_manual_computed(graph, req, order, recorder.has_success)
+            check_store(self.store)  # exit 3 before any step
+        except BaseException:
+            self._carry_out([Stop(cancel=True)])
+            raise
         if req.dry_run:
             self.scratch = run.written = self.store.scratch()
         # sensors first: the rest of the state loads while they run
@@ -116,11 +120,9 @@ class _Run:
         self.submission = StepSubmission(graph, self.planning, self.batches, recorder,
                                          self.reporter, self.store.address,
                                          self.scratch.address if self.scratch else "")
-        declared = {n: {name: req.options.env.get(name) for name in graph.nodes[n].env}
-                    for n in order if graph.nodes[n].env}
-        if declared:
+        if declared := declared_env(graph, order, req.options.env):
             self.reporter.declared_env(declared)
-        previous = {sig: signal.signal(sig, _raise_interrupt)
+        previous = {sig: signal.signal(sig, RunInterrupted.on_signal)
                     for sig in (signal.SIGINT, signal.SIGTERM)}
         status = "failed"
         try:  # from its first row on, a run ends recorded, interrupted or not
@@ -394,7 +396,3 @@ class _Run:
                          self.batches.planned, self.warnings,
                          bytes_changed=self.bytes_changed, step_times=run.step_times,
                          packed=run.packed, stored=run.stored)
-
-
-def _raise_interrupt(signum: int, frame: Any) -> None:
-    raise RunInterrupted

@@ -62,11 +62,12 @@ class SourceColumns:
         packed = self.current.get(node_id)
         if packed is not None:
             n = packed.count
-            return JsonColumn(chunks=packed.keys, n=n), \
+            return JsonColumn(chunks=packed.keys, n=n, ascending=packed.values is not None), \
                 None if packed.values is None else JsonColumn(chunks=packed.values, n=n), \
                 None if packed.order is None else JsonColumn(chunks=packed.order, n=n)
         keys, values, order = (None if c is None else JsonColumn(c) for c in read_file())
         assert keys is not None  # a source always has keys, perhaps none
+        keys.ascending = values is not None  # a dict's keys are sorted
         self.current[node_id] = PackedColumns(
             len(keys), keys.chunks, _chunks(values), _digests(keys), _digests(values),
             _chunks(order), _digests(order))

@@ -236,6 +236,10 @@ class RunInterrupted(KeyboardInterrupt):
     executor) lets it through to cancel the run. A plain KeyboardInterrupt raised by a step's
     own code is that step's error, reported like any other."""
 
+    @staticmethod
+    def on_signal(signum: int, frame: object) -> None:
+        raise RunInterrupted
+
 
 # error types of a step that chose to stop (sys.exit(), KeyboardInterrupt): never retried
 NOT_RETRIED = ("SystemExit", "KeyboardInterrupt")

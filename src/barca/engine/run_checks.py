@@ -1,6 +1,7 @@
 """What a run checks besides running steps, said as codes with evidence (the words are
 barca.views.warning_text's): a Manual asset asked for before it was ever computed (refused), a
-forced table format that fell back to pickle, a recompute that wrote different bytes.
+forced table format that fell back to pickle, a recompute that wrote different bytes; and the
+environment variables its nodes declare, said before it starts.
 
 A warning is a dict: `kind` (its code), `node`, `param` (None when it names none) and the
 evidence its words are made of.
@@ -34,6 +35,13 @@ def check_manual_computed(graph: Graph, request: CheckedRequest, order: Sequence
                 f"'{node_id}' has freshness=Manual and has never been computed; barca "
                 "computes it only when --refresh names it",
                 "compute it once: " + " ".join(w for w in words if w))
+
+
+def declared_env(graph: Graph, order: Sequence[str], env: Mapping[str, str | None]
+                 ) -> dict[str, dict[str, str | None]]:
+    """The environment variables each node of the run declares (`env=`), with their values."""
+    return {n: {name: env.get(name) for name in graph.nodes[n].env}
+            for n in order if graph.nodes[n].env}
 
 
 def table_format_fallback(graph: Graph, run: RunState, node_id: str) -> dict[str, Any] | None:

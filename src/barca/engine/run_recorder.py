@@ -27,7 +27,7 @@ from barca.graph import Graph
 from barca.project import Project
 from barca.state import EMPTY_STATE, NodeState, state_after_run
 from barca.store import metadata
-from barca.store.db import checkpoint, connect, defer_checkpoint
+from barca.store.db import checkpoint, connect, defer_checkpoint, release
 from barca.telemetry import NO_TRACE, run_trace
 # the words of what the run keeps in its logs about itself (the engine writes no English)
 from barca.views.warning_text import log_mark_text, note_text, sink_failed_text
@@ -172,9 +172,9 @@ class RunRecorder:
     def close(self) -> None:
         """Let go of the database once the run is recorded: an in-process caller (the Python
         API, a test) leaves no connection, and no WAL file, behind (a dry run before any
-        run has none)."""
+        run has none). A command the warm pool forked leaves it to its exit (db.release)."""
         if self.conn is not None:
-            self.conn.close()
+            release(self.conn)
 
     def notes(self, notes: Sequence[RunNote]) -> None:
         """Notes about the run as a whole, kept with its output (`barca logs`) in the words

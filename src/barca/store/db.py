@@ -240,6 +240,23 @@ def write_transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
         raise
 
 
+_LEFT_OPEN_AT_EXIT = [False]
+
+
+def leave_open_at_exit() -> None:
+    """Say that this process ends with os._exit once its command has answered (a command the
+    warm pool forked): `release` then leaves its connections open. Closing the last one
+    would copy the run's writes from the log into the database file, with their fsyncs,
+    before the answer; the next run does that while its sensors run (`checkpoint`)."""
+    _LEFT_OPEN_AT_EXIT[0] = True
+
+
+def release(conn: sqlite3.Connection) -> None:
+    """Let go of a connection: closed, unless the process is about to end anyway."""
+    if not _LEFT_OPEN_AT_EXIT[0]:
+        conn.close()
+
+
 def defer_checkpoint(conn: sqlite3.Connection) -> None:
     """Leave what this connection writes from now on in the write-ahead log.
 

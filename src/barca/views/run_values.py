@@ -131,7 +131,10 @@ def label_order(plan, limit: int | None) -> list[str]:
         return sorted(plan.keys, key=plan.label)
     if limit is None:
         return sorted(plan.keys)
-    return heapq.nsmallest(limit + len(plan.run), plan.keys)
+    wanted = limit + len(plan.run)
+    if plan.keys.ascending:  # a dict source's: the first keys, without unpacking the others
+        return [plan.keys[i] for i in range(min(wanted, len(plan.keys)))]
+    return heapq.nsmallest(wanted, plan.keys)
 
 
 def value_at(key: str, fmt: str, result: RunResult) -> Any:

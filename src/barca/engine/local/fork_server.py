@@ -261,17 +261,20 @@ class ForkServer:
                 time.sleep(0.01)
         return self.exits.get(pid, "")
 
+    def _inherited(self) -> forked_child.Inherited:
+        return forked_child.Inherited(self.selector, self.lock, (str(self.root), self.key))
+
     def _fork_worker(self, request: ForkWorker, fds: list[int]) -> int:
         pid = os.fork()
         if pid:
             return self._watch(pid)
-        forked_child.run_worker(forked_child.Inherited(self.selector, self.lock), request, fds)
+        forked_child.run_worker(self._inherited(), request, fds)
 
     def _fork_command(self, conn: socket.socket, request: RunCommand, fds: list[int]) -> int:
         pid = os.fork()
         if pid:
             return self._watch(pid)
-        forked_child.run_command(forked_child.Inherited(self.selector, self.lock), conn,
+        forked_child.run_command(self._inherited(), conn,
                                  request, fds, self.run_argv)
 
     def save_modules(self) -> None:

@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, NamedTuple, NoReturn
 
-from barca.engine.local import worker
+from barca.engine.local import warm_pool, worker
 from barca.engine.local.pool_messages import (Exited, ForkWorker, RunCommand, apply_limits,
                                               send)
 from barca.engine.worker import peak_memory
@@ -29,10 +29,11 @@ RunArgv = Callable[[str, list[str]], int]  # runs an entry (RunCommand) here; it
 
 
 class Inherited(NamedTuple):
-    """What a child inherits of the fork server and must let go of."""
+    """What a child inherits of the fork server: what it must let go of, and its identity."""
 
     selector: selectors.BaseSelector  # its listener, clients' connections and pidfds
     lock: Any  # the identity's lock file: held while the fork server lives
+    identity: tuple[str, str]  # (project root, warm_pool.identity of it)
 
 
 def run_worker(inherited: Inherited, request: ForkWorker, fds: list[int]) -> NoReturn:
@@ -61,6 +62,10 @@ def run_command(inherited: Inherited, conn: socket.socket, request: RunCommand,
         os.umask(request.umask)
         _take_stdio(fds, request.env, request.cwd)
         _die_with_client(conn)
+        warm_pool.inherit_identity(*inherited.identity)
+        from barca.store.db import leave_open_at_exit  # the pool has it once it has the CLI
+
+        leave_open_at_exit()  # this process ends with os._exit: nothing to close before
         sys.argv = ["barca", *request.argv]
         assert run_argv is not None
         code = run_argv(request.entry, request.argv)

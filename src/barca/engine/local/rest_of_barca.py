@@ -1,7 +1,8 @@
 """The rest of barca (the CLI, the server: what the commands a warm pool forks run), imported by
 the pool once it has a moment and a core to spare, so that a forked `get` starts with its
 imports done without this import, 0.2-0.5 s of CPU, taking a core from the workers of the run
-that started the pool.
+that started the pool. Then what a library the pool preloaded does once per process on its
+first use (`warm_up_libraries`), so that every worker forked later starts past it.
 
 It waits for QUIET_SECONDS without a request (a first run's workers fork sooner), then imports
 a slice of SLICE_SECONDS at a time (the pool answers requests in between; a command forked
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import sys
 import time
 from typing import Iterator
 
@@ -50,6 +52,7 @@ class RestOfBarca:
                 pass
             if time.monotonic() > deadline:
                 return 0.0
+        warm_up_libraries()
         return None
 
     def _until_spare(self) -> float:
@@ -66,6 +69,19 @@ class RestOfBarca:
         idle, total = ticks[0] - self.looked[1], ticks[1] - self.looked[2]
         self.looked = (now, *ticks)
         return 0.0 if total > 0 and idle * self.cores >= SPARE_SHARE * total else LOOK_SECONDS
+
+
+def warm_up_libraries() -> None:
+    """DuckDB's first database in a process sets up what all later ones share: about 10 ms that
+    a tick's sensor step would pay in the new worker that opens the warehouse. An in-memory
+    database opened and closed here does it and leaves nothing running (its scheduler's
+    threads end with it): a fork copies no thread, so none may be left when the pool forks."""
+    duckdb = sys.modules.get("duckdb")
+    if duckdb is not None:
+        try:
+            duckdb.connect(":memory:").close()
+        except Exception:  # noqa: BLE001 - a broken install: its workers will say so
+            pass
 
 
 def _cpu_ticks() -> tuple[int, int] | None:

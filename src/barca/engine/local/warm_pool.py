@@ -54,11 +54,25 @@ _VOLATILE = frozenset({"_", "OLDPWD", "PWD", "SHLVL", "COLUMNS", "LINES", "TERM"
                        "SSH_CONNECTION", "SSH_TTY", "TMUX_PANE", "WINDOWID"})
 
 
+_INHERITED: dict[str, tuple[dict[str, str], str]] = {}  # root -> (environment, identity)
+
+
+def inherit_identity(root: str, key: str) -> None:
+    """In a command the pool forked: its identity is the pool's while its environment stays
+    the one it was given (the client found the pool by computing it a moment ago), which
+    spares the run's worker start and its kept answer a stat of every file of barca."""
+    _INHERITED[os.path.realpath(root)] = (dict(os.environ), key)
+
+
 def identity(root: str | Path, environ: dict[str, str] | None = None) -> str:
     """What a forked process inherits from the fork server, hashed: if any of it changes, the
     fork server no longer stands in for a freshly started `barca` or worker. `environ` is the
     environment the process was started with (the fork server's own changes as libraries
     import: polars sets _RJEM_MALLOC_CONF, say); the current one by default."""
+    if environ is None and _INHERITED:
+        known = _INHERITED.get(os.path.realpath(root))
+        if known is not None and known[0] == os.environ:
+            return known[1]
     import site
 
     import barca
