@@ -112,8 +112,7 @@ class _Run:
             self.scratch = run.written = self.store.scratch()
         # sensors first: the rest of the state loads while they run
         early = graph.cone(sensors) if sensors else frozenset()
-        run.states, run.stored = recorder.load_states(n for n in order if n in early)
-        run.loaded = dict(run.states)
+        run.took_states(recorder.load_states(n for n in order if n in early))
         run.refreshed = refreshed_nodes(graph, req.cone, req.options)
         self.planning = Planning(graph, req.options, req.expr_keys, run, recorder,
                                  self.reporter)
@@ -162,10 +161,7 @@ class _Run:
             if self.request.observe_sensors:
                 self.reporter.run_started(sum(len(run.plans[n].run) for n in sensors))
                 self._dispatch(sensors)
-        states, stored = self.recorder.load_states(later)
-        run.states.update(states)
-        run.loaded.update(states)
-        run.stored.update(stored)
+        run.took_states(self.recorder.load_states(later))
         if not sensors:
             return
         if self.request.observe_sensors:
@@ -179,13 +175,7 @@ class _Run:
 
     def _execute(self) -> None:
         run = self.run
-        total = sum(len(p.run) for n, p in run.plans.items()
-                    if run.schedule.phase(n) != "done" and not p.unknown)
-        self.reporter.run_started(total)
-        for node_id in run.order:
-            plan = run.plans[node_id]
-            if not plan.unknown and plan.cached_count:
-                self.reporter.step_cached(node_id, plan.cached_count if plan.partitioned else 0)
+        self.planning.announce()
         self.planning.check_targets(self.request.targets)
         self.batches.check_groups(run.plans)
         self._advance()
@@ -359,9 +349,20 @@ class _Run:
     # -- end of run -------------------------------------------------------------------------
 
     def _finish(self, status: str, elapsed: float) -> None:
-        self._carry_out(self.closing)  # the executor stopped, killing what runs if cancelled
-        if self.scratch is not None:
-            self.scratch.destroy()
+        """Record the run's end while its workers exit (what runs is killed first if the run
+        was cancelled or failed); then close the executor."""
+        if self.executor is not None and self.closing == [Stop(cancel=False)]:
+            self.executor.wind_down()
+        else:
+            self._carry_out(self.closing)
+        try:
+            self._record_end(status, elapsed)
+        finally:
+            self._carry_out(self.closing)
+            if self.scratch is not None:
+                self.scratch.destroy()
+
+    def _record_end(self, status: str, elapsed: float) -> None:
         recorder = self.recorder
         if not recorder.started:
             return

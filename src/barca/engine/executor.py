@@ -38,5 +38,9 @@ class Executor(Protocol):
         """A hint that steps are coming: get ready (import the pipeline) while the caller
         plans. May do nothing."""
 
+    def wind_down(self) -> None:
+        """A hint that no step is coming: begin to stop (workers exit) while the caller records
+        the run's end; `close` then waits. May do nothing."""
+
 
 NewExecutor = Callable[[], Executor]  # called by the coordinator when a step first must run

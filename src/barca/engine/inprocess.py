@@ -68,6 +68,9 @@ class InProcessExecutor:
     def prestart(self) -> None:
         """Nothing to start."""
 
+    def wind_down(self) -> None:
+        """Nothing: `close` has nothing to wait for."""
+
 
 def _under(root: Path, module: Any) -> bool:
     origin = getattr(module, "__file__", None)

@@ -76,6 +76,16 @@ class Planning:
         run.schedule, _ = step_scheduler.planned(run.schedule, {
             n: None if run.plans[n].unknown else len(run.plans[n].run) for n in todo})
 
+    def announce(self) -> None:
+        """Say how many steps the run has left to run, and what each node has cached."""
+        run = self.run
+        self.reporter.run_started(sum(len(p.run) for n, p in run.plans.items()
+                                      if run.schedule.phase(n) != "done" and not p.unknown))
+        for node_id in run.order:
+            plan = run.plans[node_id]
+            if not plan.unknown and plan.cached_count:
+                self.reporter.step_cached(node_id, plan.cached_count if plan.partitioned else 0)
+
     def predict_sensors(self, sensors: Sequence[str]) -> None:
         """Sensors not observed (`barca status`, a dry run's prediction): each one's output is
         its last recorded one, where every key has one."""

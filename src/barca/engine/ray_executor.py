@@ -186,6 +186,9 @@ class RayExecutor:
     def prestart(self) -> None:
         """Nothing: connecting (or starting a local Ray) was done when this was made."""
 
+    def wind_down(self) -> None:
+        """Nothing: `close` lets go of the cluster at once."""
+
     # -- handing out leases -------------------------------------------------------------------
 
     def _dispatch(self) -> None:

@@ -69,6 +69,13 @@ class RunState:
     rewrite: set[str] = field(default_factory=set)
     upgraded: dict[str, int] = field(default_factory=dict)
 
+    def took_states(self, loaded: tuple[dict[str, NodeState], dict[str, Stored]]) -> None:
+        """Nodes' states as the recorder loaded them (RunRecorder.load_states)."""
+        states, stored = loaded
+        self.states.update(states)
+        self.loaded.update(states)
+        self.stored.update(stored)
+
     def succeeded(self, outcome: StepOutcome) -> None:
         """A key's result is there: where (its position and format, and its pack's range)."""
         self.results.setdefault(outcome.node_id, {})[outcome.key] = ran_entry(outcome.index,

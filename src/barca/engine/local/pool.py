@@ -68,6 +68,7 @@ class _Worker:
     # a call's batch id -> the key step ids it wrote that were reported, until its end is
     reported: dict = field(default_factory=dict)
     begun: bool = False  # the process has begun a step: its start-up is over
+    told_to_stop: bool = False  # sent its `Shutdown`
 
 
 class LocalExecutor:
@@ -133,11 +134,17 @@ class LocalExecutor:
         return [(w.running.step_id, now - w.started) for w in self.workers
                 if w.running is not None]
 
+    def wind_down(self) -> None:
+        """Tell every worker to stop now, all at once: they exit (the kernel freeing their
+        memory) while the caller records the run's end, and `close` then waits for them."""
+        for worker in self.workers:
+            if not worker.told_to_stop and worker.process.poll() is None:
+                worker.told_to_stop = True
+                self._send(worker, Shutdown())
+
     def close(self, cancel: bool = False) -> None:
-        if not cancel:  # all at once: each finishes its step while the others do
-            for worker in self.workers:
-                if worker.process.poll() is None:
-                    self._send(worker, Shutdown())
+        if not cancel:
+            self.wind_down()
         for worker in list(self.workers):
             self._stop(worker, kill=cancel)
         self.workers.clear()
