@@ -83,17 +83,30 @@ def _gets(moto: Moto, prefix: str) -> dict[str, list[str | None]]:
     return out
 
 
-def _machines(tmp_path: Path, moto: Moto, reader: str) -> tuple[Path, dict, str]:
-    """Machine a computes every key of `wide` and `small` into a new bucket; machine b (the
-    same pipeline, its own directory and database) is returned with its environment and the
-    prefix of wide's objects."""
+@pytest.fixture(scope="module")
+def upstream(moto: Moto, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A bucket where machine a computed every key of `wide` and `small`, once for the module:
+    each test works on a copy of it."""
     bucket = moto.bucket()
-    env = {**moto.env, "BARCA_REMOTE_URI": f"s3://{bucket}"}
-    files = {"pipeline.py": UPSTREAM + READERS[reader] + SMALL_READER, "barca.toml": ""}
-    a, b = write(tmp_path / "a", files), write(tmp_path / "b", files)
+    a = write(tmp_path_factory.mktemp("a"), {"pipeline.py": UPSTREAM, "barca.toml": ""})
     for node in ("wide", "small"):
-        assert barca(a, "get", node, "pipeline.py", env=env).expect(0).json[
+        assert barca(a, "get", node, "pipeline.py", env={
+            **moto.env, "BARCA_REMOTE_URI": f"s3://{bucket}"}).expect(0).json[
             "steps_executed"] == len(KEYS)
+    return bucket
+
+
+def _machines(tmp_path: Path, moto: Moto, reader: str, upstream: str
+              ) -> tuple[Path, dict, str]:
+    """A new bucket holding what machine a computed (a copy of `upstream`'s objects), and
+    machine b on it (the pipeline with its readers, its own directory and database), returned
+    with its environment and the prefix of wide's objects."""
+    bucket = moto.bucket()
+    for obj in moto.fs.find(upstream):
+        moto.fs.copy(obj, bucket + obj[len(upstream):])
+    env = {**moto.env, "BARCA_REMOTE_URI": f"s3://{bucket}"}
+    b = write(tmp_path / "b", {"pipeline.py": UPSTREAM + READERS[reader] + SMALL_READER,
+                               "barca.toml": ""})
     moto.taken()
     return b, env, f"{bucket}/default/artifacts/pipeline.py--wide/"
 
@@ -108,8 +121,8 @@ def _values(root: Path, got: dict) -> dict:
 
 @pytest.mark.parametrize("reader", sorted(READERS))
 def test_a_batch_calls_lazy_input_reads_one_column_of_each_remote_result_by_byte_ranges(
-        tmp_path: Path, moto: Moto, reader: str) -> None:
-    b, env, prefix = _machines(tmp_path, moto, reader)
+        tmp_path: Path, moto: Moto, upstream: str, reader: str) -> None:
+    b, env, prefix = _machines(tmp_path, moto, reader, upstream)
     sizes = {obj: moto.fs.size(obj) for obj in moto.fs.find(prefix)}
     moto.taken()
     got = barca(b, "get", "total", "pipeline.py", env=env).expect(0).json
@@ -138,10 +151,10 @@ def test_a_batch_calls_lazy_input_reads_one_column_of_each_remote_result_by_byte
 
 @pytest.mark.parametrize("reader", ["duckdb", "returned"])
 def test_a_damaged_page_of_a_batch_input_is_named_by_digest_never_a_wrong_value(
-        tmp_path: Path, moto: Moto, reader: str) -> None:
+        tmp_path: Path, moto: Moto, upstream: str, reader: str) -> None:
     import pyarrow.parquet as pq
 
-    b, env, prefix = _machines(tmp_path, moto, reader)
+    b, env, prefix = _machines(tmp_path, moto, reader, upstream)
     damaged = sorted(moto.fs.find(prefix))[1]
     data = bytearray(moto.fs.cat_file(damaged))
     with moto.fs.open(damaged, "rb") as fh:
