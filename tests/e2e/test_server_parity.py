@@ -232,7 +232,7 @@ def test_logs_follow_follows_a_run_of_the_server(pair):
     follower = Lines(start_barca(local, "logs", "-f", "--server", server.url))
     follower.wait_for("[p.py:gated] started", "the follower to print the first line")
     (served / "go").touch()
-    assert follower.proc.wait(timeout=60) == 0, follower.text()
+    assert follower.wait() == 0, follower.text()
     assert getter.wait(timeout=60) == 0
     here = barca(local, "logs", "-f")
     assert here.code == 0 and follower.stdout() == here.stdout.splitlines() == [
@@ -256,7 +256,7 @@ def test_a_dropped_stream_is_followed_again(pair):
         client.wait_for("[p.py:gated] started", "the run's first line")
         proxy.cut()  # the stream drops mid-run; the client follows the same run again
         (served / "go").touch()
-        assert client.proc.wait(timeout=60) == 0, client.text()
+        assert client.wait() == 0, client.text()
         assert json.loads("\n".join(client.out))["final_output"] == 2
         assert proxy.connections >= 2  # a new connection after the cut
 
@@ -268,7 +268,7 @@ def test_a_stream_lost_past_the_reconnect_window_is_exit_3_naming_the_run(pair):
     client.wait_for("[p.py:gated] started", "the run's first line")
     run_id = barca(served, "history").json["runs"][0]["run_id"]
     server.kill()  # the server and its run, at once
-    assert client.proc.wait(timeout=60) == 3, client.text()
+    assert client.wait() == 3, client.text()
     error = json.loads(client.err[-1])
     assert run_id in error["error"] and "BARCA_SERVER_RECONNECT" in error["remediation"]
     bad = barca(local, "get", "raw", "p.py", "--server", server.url,
@@ -314,8 +314,10 @@ class Lines:
         import threading
 
         self.proc, self.out, self.err = proc, [], []
-        for stream, into in ((proc.stdout, self.out), (proc.stderr, self.err)):
-            threading.Thread(target=self._read, args=(stream, into), daemon=True).start()
+        self.readers = [threading.Thread(target=self._read, args=(stream, into), daemon=True)
+                        for stream, into in ((proc.stdout, self.out), (proc.stderr, self.err))]
+        for reader in self.readers:
+            reader.start()
 
     @staticmethod
     def _read(stream, into: list) -> None:
@@ -326,8 +328,16 @@ class Lines:
         poll(lambda: line in self.out + self.err or self.proc.poll() is not None, what)
         assert line in self.out + self.err, self.text()
 
+    def wait(self, timeout: float = 60) -> int:
+        """The exit code, once the command has ended and all it printed has been read (the
+        readers may still hold its last lines when the process is gone)."""
+        code = self.proc.wait(timeout=timeout)
+        for reader in self.readers:
+            reader.join(timeout)
+        return code
+
     def stdout(self) -> list[str]:
-        poll(lambda: self.proc.poll() is not None, "the command to end")
+        self.wait()
         return self.out
 
     def text(self) -> str:
