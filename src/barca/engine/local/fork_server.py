@@ -274,8 +274,7 @@ class ForkServer:
         pid = os.fork()
         if pid:
             return self._watch(pid)
-        forked_child.run_command(self._inherited(), conn,
-                                 request, fds, self.run_argv)
+        forked_child.run_command(self._inherited(), conn, request, fds, self.run_argv)
 
     def save_modules(self) -> None:
         _, modules_path = pool_registry.project_paths(self.directory, self.root)
