@@ -121,10 +121,13 @@ def follow(client, run_id: str, on_event: Callable[[dict], None]) -> dict:
     window, last, deadline = reconnect_seconds(), 0, None
     while True:
         try:
-            ended, seen = _stream(client, run_id, last, on_event)
+            ended, seen, dropped = _stream(client, run_id, last, on_event)
             if ended is not None:
                 return ended
-            ended = _ended_run(client, run_id)  # the stream ended early: has the run?
+            # the server ended the stream without the run's end (it no longer follows the
+            # run: restarted, say): has the run ended? A stream that dropped is followed
+            # again instead, for the end the server still holds (with the command's stdout)
+            ended = None if dropped else _ended_run(client, run_id)
             if ended is not None:
                 return ended
         except (httpx.TransportError, _Gone):
@@ -145,14 +148,15 @@ class _Gone(Exception):
     """The server answered, but cannot stream the run now (restarting, or not yet resumed)."""
 
 
-def _stream(client, run_id: str, after: int, on_event) -> tuple[dict | None, int]:
-    """Follow the events after `after`: (the final event or None, the last id seen)."""
+def _stream(client, run_id: str, after: int, on_event) -> tuple[dict | None, int, bool]:
+    """Follow the events after `after`: (the final event or None, the last id seen, whether
+    the stream dropped rather than ended)."""
     import httpx
 
     with client.stream("GET", f"/runs/{run_id}/events", headers={"Last-Event-ID": str(after)},
                        timeout=httpx.Timeout(TIMEOUT_SECONDS, read=None)) as response:
         if response.status_code == 204:
-            return None, after
+            return None, after, False
         if response.status_code >= 400:
             response.read()
             if response.status_code in (404, 409) or response.status_code >= 500:
@@ -166,12 +170,12 @@ def _stream(client, run_id: str, after: int, on_event) -> tuple[dict | None, int
                 elif line.startswith("data: "):
                     event = orjson.loads(line[6:])
                     if event["type"] == "run_finished" and "exit_code" in event:
-                        return event, event_id
+                        return event, event_id, False
                     if event["type"] != "run_finished":
                         on_event(event)
         except httpx.TransportError:
-            pass
-        return None, event_id
+            return None, event_id, True
+        return None, event_id, False
 
 
 def _ended_run(client, run_id: str) -> dict | None:

@@ -261,6 +261,24 @@ def test_a_dropped_stream_is_followed_again(pair):
         assert proxy.connections >= 2  # a new connection after the cut
 
 
+def test_a_run_that_ends_while_its_stream_is_down_is_still_printed_whole(pair):
+    """The run ends (its record says so) before the client reaches the server again: the
+    client follows the run's events again for its end, which holds the command's stdout,
+    rather than rebuilding an end without it from the record."""
+    local, served, server = pair
+    with Proxy(server.port) as proxy:
+        client = Lines(start_barca(local, "get", "gated", "p.py", "--server", proxy.url))
+        client.wait_for("[p.py:gated] started", "the run's first line")
+        proxy.pause()
+        proxy.cut()
+        (served / "go").touch()
+        poll(lambda: barca(served, "history").json["runs"][0]["status"] == "success",
+             "the run to end on the server")
+        proxy.resume()
+        assert client.wait() == 0, client.text()
+        assert json.loads("\n".join(client.out))["final_output"] == 2, client.text()
+
+
 def test_a_stream_lost_past_the_reconnect_window_is_exit_3_naming_the_run(pair):
     local, served, server = pair
     client = Lines(start_barca(local, "get", "gated", "p.py", "--server", server.url,
@@ -353,6 +371,8 @@ class Proxy:
         import threading
 
         self.target, self.pairs, self.connections = port, [], 0
+        self.open = threading.Event()  # cleared: new connections wait (`pause`)
+        self.open.set()
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
         threading.Thread(target=self._accept, daemon=True).start()
@@ -366,6 +386,7 @@ class Proxy:
                 near, _ = self.listener.accept()
             except OSError:
                 return
+            self.open.wait()
             far = socket.create_connection(("127.0.0.1", self.target))
             self.pairs.append((near, far))
             self.connections += 1
@@ -384,6 +405,13 @@ class Proxy:
                 s.shutdown(2)
             except OSError:
                 pass
+
+    def pause(self) -> None:
+        """Hold new connections until `resume` (the server is out of reach for a while)."""
+        self.open.clear()
+
+    def resume(self) -> None:
+        self.open.set()
 
     def cut(self) -> None:
         for near, far in self.pairs:
