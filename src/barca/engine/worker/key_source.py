@@ -92,8 +92,8 @@ def _str_keys_sorted(value: dict) -> tuple[list[str], list[int] | None] | None:
     return keys, order
 
 
-def _runs(keys: list[str]) -> Iterator[list[str]]:
-    return (keys[start:start + CHUNK] for start in range(0, len(keys), CHUNK))
+def _runs(items: list[Any]) -> Iterator[list[Any]]:
+    return (items[start:start + CHUNK] for start in range(0, len(items), CHUNK))
 
 
 def _value_runs(value: dict, order: list[int] | None) -> Iterator[Sequence[Any]]:
@@ -103,12 +103,10 @@ def _value_runs(value: dict, order: list[int] | None) -> Iterator[Sequence[Any]]
     the values just taken are still in the CPU's cache when they are packed, and the writer
     thread can take the GIL between chunks."""
     values = list(value.values())
-    for start in range(0, len(values), CHUNK):
-        if order is None:
-            yield values[start:start + CHUNK]
-            continue
-        run = order[start:start + CHUNK]
-        yield operator.itemgetter(*run)(values) if len(run) > 1 else [values[run[0]]]
+    if order is None:
+        return _runs(values)
+    return (operator.itemgetter(*run)(values) if len(run) > 1 else [values[run[0]]]
+            for run in _runs(order))
 
 
 def _strict_chunk(items: Sequence[Any]) -> bytes:
