@@ -10,6 +10,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+import conftest
 from conftest import CLI, barca, barca_env, read_runs, write
 
 PIPELINE = """
@@ -29,6 +32,13 @@ def b(a: dict) -> dict:
 """
 
 PER_RUN = ("run_id", "elapsed_seconds", "metadata_seconds")
+
+
+@pytest.fixture(autouse=True)
+def fresh_processes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every command runs in its own process, not in a warm pool's child: what a command
+    imported to answer is seen (`printed`), and each kept answer is for that environment."""
+    monkeypatch.setattr(conftest, "WARM_SECONDS", "0")
 
 
 def kept_project(project: Path) -> Path:

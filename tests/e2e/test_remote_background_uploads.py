@@ -248,6 +248,7 @@ def test_a_worker_takes_its_next_lease_while_its_last_one_uploads(
     outcomes never sent: the pool runs those steps again in a new worker, and once the store
     takes the PUTs the run records every key, all of it stored."""
     root, proxy, env, prefix = _setup(tmp_path, moto)
+    env["BARCA_WARM_SECONDS"] = "0"  # the worker is the run's own child, found among them
     code, out, err = _run_while_held(root, proxy, env, keys=FIRST_LEASE + 1,
                                      meanwhile=lambda run: os.kill(_worker(run), signal.SIGKILL))
     assert code == 0, (out, err)

@@ -257,7 +257,9 @@ def test_telemetry_off_imports_no_tracing_library_anywhere(tmp_path):
 
     def loaded(*argv: str) -> tuple[list, subprocess.CompletedProcess]:
         out = subprocess.run([sys.executable, "-c", COORDINATOR, *argv], cwd=tmp_path,
-                             env=barca_env({"BARCA_TELEMETRY": None}), capture_output=True,
+                             env=barca_env({"BARCA_TELEMETRY": None,  # runs here, not in a
+                                           "BARCA_WARM_SECONDS": "0"}),  # pool's child
+                             capture_output=True,
                              text=True, timeout=60, check=False)
         return ast.literal_eval(out.stderr.rpartition("loaded: ")[2]), out
 

@@ -252,8 +252,11 @@ def leave_open_at_exit() -> None:
 
 
 def release(conn: sqlite3.Connection) -> None:
-    """Let go of a connection: closed, unless the process is about to end anyway."""
-    if not _LEFT_OPEN_AT_EXIT[0]:
+    """Let go of a connection: closed, unless the process is about to end anyway and the
+    connection wrote something. One that wrote nothing (a dry run, `status`) is closed even
+    then: it has nothing to copy, and closing the last connection removes the log and
+    shared-memory files, so a command that changed nothing leaves `.barca/` as it was."""
+    if not _LEFT_OPEN_AT_EXIT[0] or not conn.total_changes:
         conn.close()
 
 
