@@ -313,7 +313,10 @@ export class RunPage {
 
   paintNodes() {
     const nodes = new Map((this.detail.nodes || []).map((n) => [n.node_id, { ...n }]));
-    const live = this.live && !this.live.closed ? this.live : null;
+    // a stream that has ended before the run's record is read again: its counts still stand
+    // (the record loaded while the run ran has none yet)
+    const recorded = !["pending", "running"].includes(this.detail.run.status);
+    const live = this.live && (!this.live.closed || !recorded) ? this.live : null;
     if (live) {
       const blank = (id) => ({ node_id: id, keys: 0, failed: 0, elapsed_seconds: 0, calls: null });
       for (const [id, n] of live.perNode) {
@@ -353,7 +356,7 @@ export class RunPage {
       h("div", { class: "section-head" }, h("h2", null, "Nodes"), h("span", { class: "subtle small" }, "keys executed and time spent (summed over calls)")),
       h("div", { class: "table-card" }, h("table", { class: "table" },
         h("thead", null, h("tr", null, h("th", null, "Node"), h("th", { class: "num" }, "Keys"), h("th", { class: "num" }, "Failed"), h("th", { class: "num" }, "Calls"), h("th", null, "Time"))),
-        h("tbody", null, rows.length || cachedRows.length ? [rows, cachedRows] : h("tr", null, h("td", { colspan: 5, class: "empty" }, this.live && !this.live.closed ? "Waiting for the first step…" : "No step ran: everything came from cache."))))));
+        h("tbody", null, rows.length || cachedRows.length ? [rows, cachedRows] : h("tr", null, h("td", { colspan: 5, class: "empty" }, live ? "Waiting for the first step…" : "No step ran: everything came from cache."))))));
   }
 
   /** The failures as the server grouped them: each failed step's event names its group
