@@ -44,8 +44,9 @@ _ISOLATED = ("BARCA_OUTPUT", "BARCA_ENV", "BARCA_READ_ONLY", "BARCA_POOL_SIZE", 
              "RAY_ADDRESS")
 # Commands run as a user's do, with the warm pool (its default), but one that idles out soon:
 # each pytest process keeps its tests' pools apart (`pytest_configure`), as many at once as
-# BARCA_WARM_POOLS' default lets a user keep, and stops those left at its end. A test about a fresh process
-# (what the command itself imports, its own worker children) sets BARCA_WARM_SECONDS=0.
+# BARCA_WARM_POOLS' default lets a user keep, and stops those left at its end. A test about a
+# fresh process (what the command itself imports, its own worker children) sets
+# BARCA_WARM_SECONDS=0.
 WARM_SECONDS = "20"
 os.environ["BARCA_WARM_SECONDS"] = WARM_SECONDS
 

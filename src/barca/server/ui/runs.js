@@ -180,12 +180,18 @@ export class RunPage {
     replace(this.root, this.page);
   }
 
+  /** Whether the run's record, as this page last read it, says the run has ended. */
+  get recordEnded() {
+    const d = this.detail && this.detail.run.status;
+    return !!d && d !== "pending" && d !== "running";
+  }
+
   get status() {
     const d = this.detail && this.detail.run.status;
     const live = this.live;
     if (live && !live.external) {
       if (!live.closed) return live.status;
-      if (d && d !== "pending" && d !== "running") return d;
+      if (this.recordEnded) return d;
       return live.status;
     }
     return d || "pending";
@@ -315,8 +321,7 @@ export class RunPage {
     const nodes = new Map((this.detail.nodes || []).map((n) => [n.node_id, { ...n }]));
     // a stream that has ended before the run's record is read again: its counts still stand
     // (the record loaded while the run ran has none yet)
-    const recorded = !["pending", "running"].includes(this.detail.run.status);
-    const live = this.live && (!this.live.closed || !recorded) ? this.live : null;
+    const live = this.live && (!this.live.closed || !this.recordEnded) ? this.live : null;
     if (live) {
       const blank = (id) => ({ node_id: id, keys: 0, failed: 0, elapsed_seconds: 0, calls: null });
       for (const [id, n] of live.perNode) {
