@@ -265,3 +265,24 @@ def test_a_step_planned_from_other_source_bytes_fails_and_writes_nothing(setup):
     pack = split_range(outcomes[1].artifact_key)[0]  # nothing of the stale step in it
     assert setup.store.names("p.py--double") == {pack.rpartition("/")[2]}
     assert len(setup.store.get(pack)) == outcomes[1].size_bytes
+
+
+@pytest.mark.ray
+def test_a_ray_lease_that_cannot_start_fails_its_step_with_the_workers_traceback(
+        tmp_path: Path, ray_cluster, monkeypatch) -> None:
+    """barca's own error in a lease (here: the project is not where the worker looks) is no
+    step's error: the step fails with the traceback from the worker, for the user to report."""
+    monkeypatch.setenv("RAY_ADDRESS", ray_cluster.address)
+    missing = tmp_path / "not-on-this-node"
+    executor = RayExecutor(missing)
+    try:
+        setup = Setup(missing, executor, MemoryStore())
+        executor.submit([setup.spec("double", key_args=[("n", 1)], key="")], 1)
+        [outcome] = only_outcomes(drain(executor, 1))
+    finally:
+        executor.close()
+        setup.store.destroy()
+    assert (outcome.status, outcome.error_type) == ("failed", "FileNotFoundError")
+    assert str(missing) in outcome.error_message
+    assert outcome.traceback.startswith("ray::run_lease()")
+    assert "os.chdir(root)" in outcome.traceback

@@ -157,16 +157,18 @@ class CallFinished(NamedTuple):
 
 
 def failed_outcomes(spec: StepSpec | CallSpec, attempts: int, error_type: str, message: str,
-                    worker_exit: str | None = None) -> list[StepOutcome]:
+                    worker_exit: str | None = None, traceback: str | None = None
+                    ) -> list[StepOutcome]:
     """The outcome of each key of a step that never reported one (its worker was lost or it
     timed out): one for a step, one per key for a call."""
     if isinstance(spec, StepSpec):
         return [StepOutcome(spec.step_id, spec.node_id, spec.key, spec.index, spec.run_hash,
                             "failed", attempts, 0.0, error_type=error_type,
-                            error_message=message, worker_exit=worker_exit)]
+                            error_message=message, traceback=traceback,
+                            worker_exit=worker_exit)]
     return [StepOutcome(step_id, spec.node_id, key, index, run_hash, "failed", attempts, 0.0,
-                        error_type=error_type, error_message=message, worker_exit=worker_exit,
-                        batch=spec.batch)
+                        error_type=error_type, error_message=message, traceback=traceback,
+                        worker_exit=worker_exit, batch=spec.batch)
             for step_id, key, index, run_hash in zip(spec.key_step_ids, spec.keys,
                                                      spec.indices, spec.run_hashes)]
 

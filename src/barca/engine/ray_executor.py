@@ -41,6 +41,7 @@ from __future__ import annotations
 import collections
 import math
 import os
+import re
 import time
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
@@ -282,13 +283,14 @@ class RayExecutor:
             return []
         if isinstance(exc, exceptions.RayTaskError):  # barca's own error in the task
             cause = exc.cause if exc.cause is not None else exc
-            return self._lost(lease, type(cause).__name__, str(cause), retry=False)
+            return self._lost(lease, type(cause).__name__, str(cause), retry=False,
+                              traceback=_plain(str(exc)))
         # its worker or node was lost
         return self._lost(lease, "WorkerLost", f"the Ray worker running it was lost "
                           f"({type(exc).__name__}) after {lease.losses + 1} attempts")
 
-    def _lost(self, lease: _Lease, error_type: str, message: str, retry: bool = True
-              ) -> list[Event]:
+    def _lost(self, lease: _Lease, error_type: str, message: str, retry: bool = True,
+              traceback: str | None = None) -> list[Event]:
         """A lease that ended before reporting all its steps: sent again (MAX_RETRIES) less
         what it reported; past that, each of its steps alone, so that only the one that
         brings its worker down fails; a step lost alone fails."""
@@ -303,7 +305,8 @@ class RayExecutor:
             self.again.extend(_Lease((step,)) for step in steps)
             return []
         [step] = steps
-        out: list[Event] = list(failed_outcomes(step, lease.losses + 1, error_type, message))
+        out: list[Event] = list(failed_outcomes(step, lease.losses + 1, error_type, message,
+                                                traceback=traceback))
         if isinstance(step, CallSpec):
             out.append(call_lost(step, 0, lease.losses + 1))
         return out
@@ -351,6 +354,12 @@ class RayExecutor:
         for step in steps:
             if step.trace:
                 lost(step, lease.sent, error, {"barca.ray.lost_attempts": lease.losses + 1})
+
+
+def _plain(text: str) -> str:
+    """Ray's text of a task's error without its terminal colours: where the worker failed, as
+    much of the traceback as Ray keeps."""
+    return re.sub(r"\x1b\[[0-9;]*m", "", text)
 
 
 def _ray() -> Any:
