@@ -101,3 +101,37 @@ def test_a_tick_writes_only_its_key_and_gc_keeps_each_pack_with_a_current_key(pr
     assert {str(p.relative_to(project)) for p in files_of(project, "item")} == current
     again = barca(project, "get", "item", "pipeline.py", "-o", "value").expect(0).json
     assert again["k=k123"] == {"k": "k123", "v": 124}
+
+
+MIXED = """
+    import json
+    from pathlib import Path
+    from barca import asset, partitions_from, sensor
+
+    @sensor()
+    def versions() -> dict:
+        return json.loads(Path("versions.json").read_text())
+
+    @asset(partitions={"k": partitions_from(versions)})
+    def item(k: str, versions: int) -> str:
+        return (k + str(versions)) * (20_000 if int(k[1:]) % 10 == 0 else 1)
+"""
+
+
+def test_paths_of_packed_and_own_file_results_name_each_keys_current_bytes(project: Path
+                                                                            ) -> None:
+    """`-o path` of a node whose large results have files of their own among packed small
+    ones, cached and after a tick that reran two keys (one of each kind)."""
+    write(project, {"pipeline.py": MIXED, "versions.json": versions()})
+    for bump in ({}, {"k010": 1, "k011": 1}):
+        (project / "versions.json").write_text(versions(bump))
+        barca(project, "get", "item", "pipeline.py").expect(0)
+        paths = barca(project, "get", "item", "pipeline.py", "-o", "path").expect(0).stdout
+        lines = paths.splitlines()
+        assert len(lines) == KEYS
+        for i in (0, 7, 10, 11, 299):
+            k = f"k{i:03d}"
+            packed = split_range(lines[i])[1] is not None
+            assert packed == (i % 10 != 0), lines[i]
+            value = (k + str(bump.get(k, 0))) * (20_000 if i % 10 == 0 else 1)
+            assert json.loads(result_bytes(project, lines[i])) == value

@@ -114,10 +114,18 @@ def current_results(result: RunResult, node_id: str, limit: int | None = None
     if plan.unknown:
         return
     bad = not_current(result, node_id) if result.failed else ()
+    order = label_order(plan, limit)
+    if limit is None and len(order) > 16:  # every key: the state read whole
+        located = result.keys_located(node_id)
+        for key in order:
+            found = None if key in bad else located.get(key)
+            if found is not None:
+                yield plan.label(key), found
+        return
     state = result.states.get(node_id)
     if state is not None and len(plan.keys) > 16:
         state.keys.indexed()  # one dict, not a scan per key
-    for key in label_order(plan, limit):
+    for key in order:
         found = None if key in bad else result.key_of(node_id, key)
         if found is not None:
             yield plan.label(key), found
