@@ -396,6 +396,9 @@ def test_live_progress_of_a_run(big, page):
     assert page.locator(".run-progress").is_hidden()
     nodes = page.locator(".run-main table").first.text_content()
     assert "slow" in nodes and "12" in nodes, nodes
+    # so do its lines (the record read earlier has fewer), and no steps table of that record
+    assert page.locator(".log-line:has-text('slow step p11')").count() == 1
+    assert page.locator(".run-main h2:has-text('Steps')").is_hidden()
     page.unroute(detail)
     page.reload()  # the record, now read as it ended
     page.wait_for_selector("[data-run-status=success]")

@@ -410,7 +410,8 @@ export class RunPage {
 
   paintSteps() {
     const steps = this.detail.steps || [];
-    this.stepsBox.hidden = !steps.length || (this.live && !this.live.closed);
+    // while the stream runs, and after it until the record is read again (its steps then)
+    this.stepsBox.hidden = !steps.length || (this.live && (!this.live.closed || !this.recordEnded));
     if (this.stepsBox.hidden) return;
     const rows = steps.slice(0, 400).map((st) => h("tr", null,
       h("td", { class: "mono small step-cell" }, h("a", { href: keyHref(st.node_id, st.key || ""), class: "node-link step-link", title: "This key's value, attempts and tracebacks" }, splitId(st.node_id).name, st.key ? h("span", { class: "subtle" }, `[${st.key}]`) : null)),
@@ -426,10 +427,12 @@ export class RunPage {
 
   paintLog() {
     const live = this.live && !this.live.closed ? this.live : null;
+    // a stream that has ended before the run's record is read again: its lines still stand
+    const streamed = this.live && (live || !this.recordEnded) ? this.live : null;
     let lines, note = "";
-    if (live) {
-      lines = live.lines.slice(-LIVE_LINES).map((l) => ({ step: l.step, stream: l.stream, kind: l.kind, text: l.text }));
-      if (live.lines.length > LIVE_LINES || live.dropped) note = `last ${fmtInt(LIVE_LINES)} lines`;
+    if (streamed) {
+      lines = streamed.lines.slice(-LIVE_LINES).map((l) => ({ step: l.step, stream: l.stream, kind: l.kind, text: l.text }));
+      if (streamed.lines.length > LIVE_LINES || streamed.dropped) note = `last ${fmtInt(LIVE_LINES)} lines`;
     } else if (this.fullLog) {
       const pages = Math.max(1, Math.ceil(this.fullLog.length / LOG_PAGE));
       this.logPage = Math.min(this.logPage, pages - 1);
@@ -440,7 +443,7 @@ export class RunPage {
       if (lines.length >= 200) note = "last 200 lines";
     }
     const tools = h("div", { class: "log-tools" });
-    if (!live && !this.fullLog && (this.detail.logs || []).length >= 200) {
+    if (!streamed && !this.fullLog && (this.detail.logs || []).length >= 200) {
       tools.append(h("button", { type: "button", class: "btn sm", onclick: (e) => this.loadFullLog(e.currentTarget) }, "Load the full log"));
     }
     if (this.fullLog && this.fullLog.length > LOG_PAGE) {
