@@ -24,7 +24,7 @@ from barca.engine.executor import Executor
 from barca.engine.inprocess import InProcessExecutor
 from barca.engine.local.pool import LocalExecutor
 from barca.engine.protocol import InputRef, LogLine, StepOutcome, StepSpec
-from barca.engine.ray_executor import RayExecutor
+from barca.engine.ray_executor import MAX_RETRIES, RayExecutor
 from barca.store.artifact_store import ArtifactStore
 from barca.store.artifacts import read_result
 from barca.store.local_store import LocalStore
@@ -271,7 +271,8 @@ def test_a_step_planned_from_other_source_bytes_fails_and_writes_nothing(setup):
 def test_a_ray_lease_that_cannot_start_fails_its_step_with_the_workers_traceback(
         tmp_path: Path, ray_cluster, monkeypatch) -> None:
     """barca's own error in a lease (here: the project is not where the worker looks) is no
-    step's error: the step fails with the traceback from the worker, for the user to report."""
+    step's error: as an OSError (which is also how a worker of a dying node fails) it is sent
+    again as a lost lease is, then the step fails with the worker's traceback."""
     monkeypatch.setenv("RAY_ADDRESS", ray_cluster.address)
     missing = tmp_path / "not-on-this-node"
     executor = RayExecutor(missing)
@@ -283,6 +284,7 @@ def test_a_ray_lease_that_cannot_start_fails_its_step_with_the_workers_traceback
         executor.close()
         setup.store.destroy()
     assert (outcome.status, outcome.error_type) == ("failed", "FileNotFoundError")
+    assert outcome.attempts == MAX_RETRIES + 1
     assert str(missing) in outcome.error_message
     assert outcome.traceback.startswith("ray::run_lease()")
     assert "os.chdir(root)" in outcome.traceback

@@ -26,7 +26,9 @@ Failures. A step's own error is its outcome, retried up to its `retries=` by the
 A task whose worker process or node is lost is sent again (MAX_RETRIES), less what it had
 reported: what the lost attempt wrote is named by no outcome, so nothing half-written is
 recorded. A lease lost that often runs again one step per task, so that only the step that
-takes its worker down fails (WorkerLost). barca counts these losses, not Ray (its tasks have
+takes its worker down fails (WorkerLost). A task that fails with an OSError of barca's own
+(a worker left behind by its dying node finds its sockets gone; a store fails for a moment)
+is sent again the same way, and past that its steps fail with that error. barca counts these losses, not Ray (its tasks have
 no retries of their own), so that a traced run's lost steps get `barca.execute` spans ending
 with the loss (their own died with their node). `timeout=`: each lease says when
 its steps start (engine.worker.ray_lease); one whose step outlives its timeout has its task
@@ -283,17 +285,21 @@ class RayExecutor:
             return []
         if isinstance(exc, exceptions.RayTaskError):  # barca's own error in the task
             cause = exc.cause if exc.cause is not None else exc
-            return self._lost(lease, type(cause).__name__, str(cause), retry=False,
-                              traceback=_plain(str(exc)))
+            # an OSError is how a worker whose node is going away fails (its sockets are
+            # gone), and how a store fails for a moment: sent again as a lost lease is, but
+            # never step by step (no step of it is to blame)
+            transient = isinstance(cause, OSError)
+            return self._lost(lease, type(cause).__name__, str(cause), retry=transient,
+                              alone=not transient, traceback=_plain(str(exc)))
         # its worker or node was lost
         return self._lost(lease, "WorkerLost", f"the Ray worker running it was lost "
                           f"({type(exc).__name__}) after {lease.losses + 1} attempts")
 
     def _lost(self, lease: _Lease, error_type: str, message: str, retry: bool = True,
-              traceback: str | None = None) -> list[Event]:
-        """A lease that ended before reporting all its steps: sent again (MAX_RETRIES) less
-        what it reported; past that, each of its steps alone, so that only the one that
-        brings its worker down fails; a step lost alone fails."""
+              alone: bool = True, traceback: str | None = None) -> list[Event]:
+        """A lease that ended before reporting all its steps: sent again (`retry`, up to
+        MAX_RETRIES) less what it reported; past that (`alone`) each of its steps alone, so
+        that only the one that brings its worker down fails; then its steps fail."""
         steps = lease.unreported()
         self._trace_lost(lease, steps, (error_type, message.splitlines()[0], ""))
         if not steps:
@@ -301,14 +307,15 @@ class RayExecutor:
         if retry and lease.losses < MAX_RETRIES:
             self.again.append(_Lease(tuple(steps), lease.losses + 1))
             return []
-        if len(steps) > 1 or len(lease.steps) > 1:
+        if alone and (len(steps) > 1 or len(lease.steps) > 1):
             self.again.extend(_Lease((step,)) for step in steps)
             return []
-        [step] = steps
-        out: list[Event] = list(failed_outcomes(step, lease.losses + 1, error_type, message,
-                                                traceback=traceback))
-        if isinstance(step, CallSpec):
-            out.append(call_lost(step, 0, lease.losses + 1))
+        out: list[Event] = []
+        for step in steps:
+            out += failed_outcomes(step, lease.losses + 1, error_type, message,
+                                   traceback=traceback)
+            if isinstance(step, CallSpec):
+                out.append(call_lost(step, 0, lease.losses + 1))
         return out
 
     def _next_deadline(self) -> float:
