@@ -85,7 +85,8 @@ def key_paths(result: RunResult, node_id: str | None, base: str | None = None) -
     if not result.plans[node_id].partitioned:
         found = result.key_of(node_id, "")
         return None if found is None else f"{base}/{found[0]}"
-    return {label: f"{base}/{found[0]}" for label, found in current_results(result, node_id)}
+    head = f"{base}/"
+    return {label: head + found[0] for label, found in current_results(result, node_id)}
 
 
 def final_output(result: RunResult, node_id: str | None, limit: int | None = None) -> Any:
@@ -117,10 +118,11 @@ def current_results(result: RunResult, node_id: str, limit: int | None = None
     order = label_order(plan, limit)
     if limit is None and len(order) > 16:  # every key: the state read whole
         located = result.keys_located(node_id)
+        dim = plan.dims[0] if len(plan.dims) == 1 else None  # its labels made here
         for key in order:
-            found = None if key in bad else located.get(key)
-            if found is not None:
-                yield plan.label(key), found
+            found = located.get(key)
+            if found is not None and key not in bad:
+                yield f"{dim}={key}" if dim else plan.label(key), found
         return
     state = result.states.get(node_id)
     if state is not None and len(plan.keys) > 16:
