@@ -108,8 +108,11 @@ class Worker:
         self.finished: list[StepOutcome | CallFinished] = []
         self.lock = threading.Lock()  # the finished list; the pipe is the outbox's
         self.outbox = Outbox(lambda message: write_frame(out_fd, message))
-        self.modules_seen = 0
-        self.reported: set[str] = set()
+        # what the process had before any step (barca's, or the pool's preloads) is never
+        # news: a forked worker would otherwise look up the files of some 300 modules
+        # after its first step, on the tick's path
+        self.modules_seen = len(sys.modules)
+        self.reported = {name.partition(".")[0] for name in list(sys.modules)}
         self.stopping = False
         self.announced = False  # the first step this process runs was said to have started
         self.store_failed = False  # a pack could not be written: nothing more is reported
