@@ -28,14 +28,15 @@ reported: what the lost attempt wrote is named by no outcome, so nothing half-wr
 recorded. A lease lost that often runs again one step per task, so that only the step that
 takes its worker down fails (WorkerLost). A task that fails with an OSError of barca's own
 (a worker left behind by its dying node finds its sockets gone; a store fails for a moment)
-is sent again the same way, and past that its steps fail with that error. barca counts these losses, not Ray (its tasks have
-no retries of their own), so that a traced run's lost steps get `barca.execute` spans ending
-with the loss (their own died with their node). `timeout=`: each lease says when
-its steps start (engine.worker.ray_lease); one whose step outlives its timeout has its task
-cancelled (its worker killed), and the step fails with the local pool's TimeoutError (or is
-retried, as its `retries=` allow); its other unreported steps are sent again. Ctrl-C cancels
-the tasks in flight (`ray.cancel(force=True)`). A step's lines reach the coordinator with
-its lease's next chunk, about a second after the step ends at most, not while it runs.
+is sent again the same way, and past that its steps fail with that error. barca counts these
+losses, not Ray (its tasks have no retries of their own), so that a traced run's lost steps
+get `barca.execute` spans ending with the loss (their own died with their node).
+`timeout=`: each lease says when its steps start (engine.worker.ray_lease); one whose step
+outlives its timeout has its task cancelled (its worker killed), and the step fails with the
+local pool's TimeoutError (or is retried, as its `retries=` allow); its other unreported
+steps are sent again. Ctrl-C cancels the tasks in flight (`ray.cancel(force=True)`). A step's
+lines reach the coordinator with its lease's next chunk, about a second after the step ends
+at most, not while it runs.
 """
 
 from __future__ import annotations
