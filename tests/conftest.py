@@ -367,7 +367,15 @@ def project(tmp_path: Path) -> Path:
 
 
 def pool_processes(root: Path) -> list[int]:
-    """Pids of warm pools serving this project."""
+    """Pids of warm pools serving this project (not what they forked: a child, a spare among
+    them, has their command line too)."""
+    pids = launcher_processes(root)
+    return [pid for pid in pids if _parent(pid) not in pids]
+
+
+def launcher_processes(root: Path) -> list[int]:
+    """Pids of every process with the command line of this project's warm pool: the pools and
+    the children they forked."""
     out = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -408,9 +416,8 @@ def wait_until_ready(root: Path, env: dict | None = None, timeout: float = 60) -
             pool = WarmPool.connect(root)
             if pool is not None:
                 pool.close()
-                pids = pool_processes(root)  # a child it forked has its command line too
                 # one the project had before, replaced by this one, may still be on its way out
-                pools = [pid for pid in pids if _parent(pid) not in pids]
+                pools = pool_processes(root)
                 if len(pools) == 1:
                     return pools[0]
             time.sleep(0.1)
@@ -646,7 +653,7 @@ def stop_pools(root: Path, sig: int = signal.SIGTERM) -> None:
     """Stop the project's warm pools and what they forked, by pid (a child may end first)."""
     from barca.engine.local import pool_registry
 
-    for pid in pool_processes(root):
+    for pid in launcher_processes(root):
         try:
             os.kill(pid, sig)
         except ProcessLookupError:

@@ -19,9 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import (barca, barca_env, edit, in_terminal, lines, poll, pool_processes,
-                      read_runs, start_barca, stop_pools, wait_until_gone, wait_until_ready,
-                      write)
+from barca.engine.local.forked_child import SPARE_NAME
+from conftest import (barca, barca_env, descendants, edit, in_terminal, lines, poll,
+                      pool_processes, read_runs, start_barca, stop_pools, wait_until_gone,
+                      wait_until_ready, write)
 
 WARM = {"BARCA_WARM_SECONDS": "60"}
 
@@ -38,6 +39,7 @@ PIPELINE = """
     def probe() -> dict:
         CALLS.append(1)
         seen = {"colorsys_loaded": "colorsys" in sys.modules, "parent": os.getppid(),
+                "pid": os.getpid(), "name": open("/proc/self/comm").read().strip(),
                 "calls": len(CALLS), "version": 1}
         import colorsys  # stands for a library a step imports (pandas through .df(), ...)
         print("probe ran")
@@ -244,6 +246,40 @@ class TestWarmPool:
         wait_until_gone(old)
         new = wait_until_ready(project)
         assert probe(project)["parent"] == new
+
+    def test_a_quiet_pool_forks_spares_that_the_next_command_and_its_worker_become(
+            self, project):
+        """Forking a process of the pool's size costs 3-4 ms, twice on a tick's path: once it
+        is quiet, the pool forks two children ahead, which the next command and its first
+        worker become (a step there sees what it would see in a child forked for it); spares
+        end with the pool."""
+        write(project, {"p.py": PIPELINE})
+        probe(project)
+        pool = wait_until_ready(project)
+        spares = poll(lambda: _spares(pool), "two spares forked by the quiet pool", 90)
+        seen = probe(project)  # the refreshing command in one spare, its worker in the other
+        assert seen["pid"] in spares and seen["parent"] == pool
+        assert seen["name"] != SPARE_NAME  # named as before once it took the request
+        assert seen["colorsys_loaded"] is True  # forked after the pool learned it
+        assert spares - {seen["pid"]} <= {pid for (pid,) in read_runs(project, "pid")}
+        new = poll(lambda: _spares(pool), "the spares forked again", 90)
+        assert not new & spares
+        os.kill(pool, signal.SIGTERM)
+        for pid in new:
+            wait_until_gone(pid)
+
+
+def _spares(pool: int) -> set[int] | None:
+    """The pool's two spares (named so while they wait), when it has them."""
+    spares = {pid for pid in descendants(pool) - {pool} if _name(pid) == SPARE_NAME}
+    return spares if len(spares) == 2 else None
+
+
+def _name(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
 
 
 SLOW_AND_FAILING = """

@@ -37,7 +37,7 @@ import warnings
 from pathlib import Path
 from typing import Any, Callable, NamedTuple
 
-from barca.engine.local import forked_child, pool_address, pool_registry, warm_pool
+from barca.engine.local import forked_child, pool_address, pool_registry, spares, warm_pool
 from barca.engine.local.rest_of_barca import RestOfBarca
 from barca.engine.local.pool_messages import (ForkWorker, Forked, Hello, Preload, Reaped,
                                               Refused, RunCommand, Status, Welcome,
@@ -64,6 +64,7 @@ class ForkServer:
         self.servers: set[int] = set()  # pids of the `barca serve`s whose runs it serves
         self.all_of_barca = False  # the commands' half too (`import_rest_when_quiet`)
         self.rest = RestOfBarca()
+        self.spares = spares.Spares(self.selector, self._watch)
 
     def serve_for(self, served_by: str | None) -> bool:
         """Wait for runs only as long as the server `served_by` names lives (a SERVED_BY
@@ -126,6 +127,7 @@ class ForkServer:
         import_paths.remember_entries(str(self.root))
         # loaded for good: out of the cyclic collector, so children never traverse (copy) it
         gc.freeze()
+        self.spares.drop()  # forked before these imports
 
     def changed_file(self) -> str | None:
         """A file this pool loaded from outside the installed packages that changed since."""
@@ -146,6 +148,9 @@ class ForkServer:
                     return
             timeout = min(CHECK_SECONDS, self.idle - (now - last_request))
             rest = self.import_rest_when_quiet(last_request)
+            if rest is None:  # every import done: children forked ahead (`spares`)
+                rest = self.spares.fork_when_quiet(now - last_request, self._inherited,
+                                                   self.run_argv)
             wait = timeout if rest is None else min(timeout, rest)
             for key, _ in self.selector.select(max(0.0, wait)):
                 if isinstance(key.data, _Server):  # a server it serves for is gone
@@ -157,6 +162,9 @@ class ForkServer:
                     continue
                 if isinstance(key.data, int):  # a child's pidfd: it exited
                     self._reap(key.data, key.fd)
+                    continue
+                if isinstance(key.data, spares.Spare):  # its channel closed: it died
+                    self.spares.died(key)
                     continue
                 last_request = time.monotonic()
                 os.utime(self.lock.fileno())  # when it last served: `barca pool`, eviction
@@ -265,12 +273,16 @@ class ForkServer:
         return forked_child.Inherited(self.selector, self.lock, (str(self.root), self.key))
 
     def _fork_worker(self, request: ForkWorker, fds: list[int]) -> int:
+        if (spare := self.spares.hand(request, fds)) is not None:
+            return spare
         pid = os.fork()
         if pid:
             return self._watch(pid)
         forked_child.run_worker(self._inherited(), request, fds)
 
     def _fork_command(self, conn: socket.socket, request: RunCommand, fds: list[int]) -> int:
+        if (spare := self.spares.hand(request, [*fds, conn.fileno()])) is not None:
+            return spare
         pid = os.fork()
         if pid:
             return self._watch(pid)

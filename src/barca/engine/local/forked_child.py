@@ -22,10 +22,11 @@ from typing import Any, Callable, NamedTuple, NoReturn
 
 from barca.engine.local import warm_pool, worker
 from barca.engine.local.pool_messages import (Exited, ForkWorker, RunCommand, apply_limits,
-                                              send)
+                                              receive, send)
 from barca.engine.worker import peak_memory
 
 RunArgv = Callable[[str, list[str]], int]  # runs an entry (RunCommand) here; its exit code
+SPARE_NAME = "barca-spare"  # a spare's process name while it waits (`wait_as_spare`)
 
 
 class Inherited(NamedTuple):
@@ -36,10 +37,45 @@ class Inherited(NamedTuple):
     identity: tuple[str, str]  # (project root, warm_pool.identity of it)
 
 
-def run_worker(inherited: Inherited, request: ForkWorker, fds: list[int]) -> NoReturn:
-    """Become a fresh worker of the requesting run (`fds`: its pipes and stderr)."""
+def wait_as_spare(inherited: Inherited, channel: socket.socket, run_argv: RunArgv | None
+                  ) -> NoReturn:
+    """A child forked before any request asked for it (the fork off the request's path): it
+    lets go of the fork server's things now, then waits on `channel` for the one request it
+    serves, a worker's (its three fds) or a command's (those and the client's connection),
+    as a child forked for it would. The server closing `channel` unused ends it."""
     try:
         _let_go(inherited, keep=None)
+        name = _name_process(SPARE_NAME)  # `ps` shows what waits
+        request, fds = receive(channel, max_fds=4)
+        channel.close()
+        if name:
+            _name_process(name)
+    except (OSError, EOFError, ValueError):
+        os._exit(0)
+    if isinstance(request, ForkWorker):
+        run_worker(inherited, request, fds, let_go=False)
+    run_command(inherited, socket.socket(fileno=fds[3]), request, fds[:3], run_argv,
+                let_go=False)
+
+
+def _name_process(name: str) -> str:
+    """Set this process's name (`ps`, /proc/PID/comm); the one it had ("" if unknown)."""
+    try:
+        with open("/proc/self/comm", "r+") as comm:
+            before = comm.read().strip()
+            comm.seek(0)
+            comm.write(name)
+        return before
+    except OSError:
+        return ""
+
+
+def run_worker(inherited: Inherited, request: ForkWorker, fds: list[int],
+               let_go: bool = True) -> NoReturn:
+    """Become a fresh worker of the requesting run (`fds`: its pipes and stderr)."""
+    try:
+        if let_go:
+            _let_go(inherited, keep=None)
         apply_limits(request.limits)
         os.setsid()  # the run stops a worker and whatever it started with one killpg
         in_fd, out_fd, stderr = fds
@@ -52,12 +88,13 @@ def run_worker(inherited: Inherited, request: ForkWorker, fds: list[int]) -> NoR
 
 
 def run_command(inherited: Inherited, conn: socket.socket, request: RunCommand,
-                fds: list[int], run_argv: RunArgv | None) -> NoReturn:
+                fds: list[int], run_argv: RunArgv | None, let_go: bool = True) -> NoReturn:
     """Run `barca ARGV` as the client process would have (`fds`: its stdin, stdout, stderr),
     and tell the client its exit code over `conn`."""
     code = 1
     try:
-        _let_go(inherited, keep=conn)
+        if let_go:
+            _let_go(inherited, keep=conn)
         apply_limits(request.limits)
         os.umask(request.umask)
         _take_stdio(fds, request.env, request.cwd)
