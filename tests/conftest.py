@@ -820,7 +820,7 @@ class Moto:
         text = self.recording.read_text()
         self.recording.write_text("")
         return [(r["method"], unquote(urlparse(r["url"]).path) + "?" +
-                 unquote(urlparse(r["url"]).query)) for r in _json_objects(text)]
+                 unquote(urlparse(r["url"]).query)) for r in json_objects(text)]
 
     def stop(self) -> None:
         self.proc.terminate()
@@ -919,7 +919,7 @@ def ray_cluster() -> Iterator[RayCluster]:
         cluster.shutdown()
 
 
-def _json_objects(text: str) -> list[dict]:
+def json_objects(text: str) -> list[dict]:
     """The JSON objects moto's recording holds: one a line, except that two requests its
     threads record at once may share a line (seen in a full run: `Extra data`)."""
     decoder, out, at = json.JSONDecoder(), [], 0

@@ -21,7 +21,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-from conftest import Moto, barca, poll, require_moto, start_barca, write
+from conftest import Moto, barca, json_objects, poll, require_moto, start_barca, write
 
 require_moto()
 
@@ -47,10 +47,10 @@ COMPACTED = re.compile(r"~[0-9a-f]{8}\.c\d+\.json$")
 def _reads(moto: Moto, node: str = "") -> dict[str, bool]:
     """Index objects (of `node`'s directory) GET since the last call -> whether by a range
     request; moto's log, as Moto.taken reads it, with each request's headers."""
-    lines = moto.recording.read_text().splitlines() if moto.recording.exists() else []
+    text = moto.recording.read_text() if moto.recording.exists() else ""
     moto.recording.write_text("")
     out = {}
-    for request in map(json.loads, lines):
+    for request in json_objects(text):  # two requests recorded at once may share a line
         path = unquote(urlparse(request["url"]).path)
         if request["method"] == "GET" and f"/index/{node}" in path:
             headers = {k.lower() for k in request["headers"]}
