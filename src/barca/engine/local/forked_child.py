@@ -50,7 +50,7 @@ def wait_as_spare(inherited: Inherited, channel: socket.socket, run_argv: RunArg
         channel.close()
         if name:
             _name_process(name)
-    except (OSError, EOFError, ValueError):
+    except BaseException:  # noqa: BLE001 - its channel closed (the pool let it go), or a signal
         os._exit(0)
     if isinstance(request, ForkWorker):
         run_worker(inherited, request, fds, let_go=False)
