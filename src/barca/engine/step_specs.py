@@ -14,7 +14,7 @@ from typing import Any, Callable, Mapping
 from barca.discover.model import Definition
 from barca.engine.protocol import CallSpec, InputRef, Known, StepSpec
 from barca.graph import Graph
-from barca.planner.keys import key_args, key_pairs, label_order
+from barca.planner.keys import key_args, key_pairs, label_order, labels_of
 from barca.planner.missing import reads_inline
 from barca.planner.model import NodePlan
 from barca.store.paths import artifact_stem, key_stem, node_dir_name
@@ -112,7 +112,8 @@ def call_spec(graph: Graph, plans: Mapping[str, NodePlan], node_id: str, plan: N
         else:  # read whole, once per call
             inputs.append(_input_ref(graph, plans, d, spec, plan, indices[0], artifact))
     return CallSpec(f"{node_id}[batch={batch}]", node_id, batch, d.kind, d.file, d.function,
-                    plan.dims, keys, tuple(f"{node_id}[{plan.label(k)}]" for k in keys),
+                    plan.dims, keys,
+                    tuple(f"{node_id}[{label}]" for label in labels_of(plan.dims, keys)),
                     indices, tuple(plan.run_hashes[i] for i in indices),
                     tuple(artifact_stem(d.file, d.name, key_pairs(d, plan.keys[i]),
                                         plan.run_hashes[i]) for i in indices),

@@ -101,8 +101,6 @@ class NodePlan:
 
     def label(self, key: str) -> str:
         """`retailer=r1`: the key as users see it (see barca.planner.keys)."""
-        if len(self.dims) == 1:
-            return f"{self.dims[0]}={key}"
         return label_of(self.dims, key)
 
     def reasons_pinned_first(self) -> Reason:

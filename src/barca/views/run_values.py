@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from barca.engine.result import RunResult
+from barca.planner.keys import labels_of
 from barca.store.artifacts import read_result
 from barca.store.packs import split_range
 
@@ -118,11 +119,10 @@ def current_results(result: RunResult, node_id: str, limit: int | None = None
     order = label_order(plan, limit)
     if limit is None and len(order) > 16:  # every key: the state read whole
         located = result.keys_located(node_id)
-        dim = plan.dims[0] if len(plan.dims) == 1 else None  # its labels made here
-        for key in order:
+        for key, label in zip(order, labels_of(plan.dims, order)):
             found = located.get(key)
             if found is not None and key not in bad:
-                yield f"{dim}={key}" if dim else plan.label(key), found
+                yield label, found
         return
     state = result.states.get(node_id)
     if state is not None and len(plan.keys) > 16:

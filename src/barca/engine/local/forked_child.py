@@ -113,6 +113,10 @@ def run_command(inherited: Inherited, conn: socket.socket, request: RunCommand,
             except Exception:  # noqa: BLE001 - whatever a stream raises (cli.output's
                 pass  # InfraError for stdout), this child must still report and exit
         try:
+            # the client's stdout and stderr, the project's database: closed before the client
+            # exits, not after this process's memory is freed (a caller reading its output
+            # to the end would wait for that)
+            worker.close_all_but(conn.fileno())
             send(conn, Exited(int(code)))
         finally:
             os._exit(int(code))

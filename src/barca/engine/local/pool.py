@@ -365,16 +365,18 @@ class LocalExecutor:
             failed.append(call_lost(call, len(written), attempts))
         return [*ended_calls, *failed]
 
-    def _read_until_exit(self, worker: _Worker, timeout: float = 5.0) -> None:
+    def _read_until_exit(self, worker: _Worker, timeout: float = 5.0) -> bool:
         """Wait for a stopping worker to close its pipe, collecting what it still has to say
-        (its last `Imported`)."""
+        (its last `Imported`); False if it has not within `timeout`."""
         deadline = time.monotonic() + timeout
         while True:
             ready, _, _ = select.select([worker.from_worker], [], [],
                                         max(0.0, deadline - time.monotonic()))
-            data = os.read(worker.from_worker, 1 << 20) if ready else b""
+            if not ready:
+                return False
+            data = os.read(worker.from_worker, 1 << 20)
             if not data:
-                return
+                return True
             for message in worker.buffer.feed(data):
                 if isinstance(message, Imported):
                     self.imported.update(message.modules)
@@ -384,12 +386,12 @@ class LocalExecutor:
             self.selector.unregister(worker.from_worker)
         except (KeyError, ValueError):
             pass
-        if not kill:  # a worker that sees its pipe close unasked takes the run for dead
-            self._read_until_exit(worker)
+        # a worker that sees its pipe close unasked takes the run for dead
+        closed = not kill and self._read_until_exit(worker)
         for fd in (worker.to_worker, worker.from_worker):
             try:
                 os.close(fd)
             except OSError:
                 pass
-        end(worker.process, kill)
+        end(worker.process, kill, closed)
 

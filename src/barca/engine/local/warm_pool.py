@@ -94,7 +94,9 @@ def identity(root: str | Path, environ: dict[str, str] | None = None) -> str:
     for directory in dirs:
         add(directory, stamp(directory))
 
-    def add_sources(folder: str) -> None:  # barca's own files, each one's stamp
+    sources: list[object] = []  # barca's own files, each one's stamp, hashed at once
+
+    def add_sources(folder: str) -> None:
         try:
             with os.scandir(folder) as listing:
                 entries = sorted(listing, key=lambda entry: entry.name)
@@ -102,11 +104,17 @@ def identity(root: str | Path, environ: dict[str, str] | None = None) -> str:
             return
         for entry in entries:
             if entry.name.endswith(".py"):
-                add(entry.name, stamp(entry.path))
+                try:
+                    st = entry.stat()
+                    sources.extend((entry.name, st.st_mtime_ns, st.st_size))
+                except OSError:
+                    sources.extend((entry.name, None))
             elif entry.name != "__pycache__" and entry.is_dir(follow_symlinks=False):
+                sources.append(entry.name)
                 add_sources(entry.path)
 
     add_sources(os.path.dirname(barca.__file__))
+    add(sources)
     return h.hexdigest()
 
 

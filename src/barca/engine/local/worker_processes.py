@@ -49,6 +49,11 @@ class ForkedProcess:
         if not self._exited(timeout if timeout is not None else 1e9):
             raise subprocess.TimeoutExpired("warm worker", timeout or 0)
 
+    def forget(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
     def kill(self) -> None:
         if self._fd is not None:
             signal.pidfd_send_signal(self._fd, signal.SIGKILL)
@@ -133,9 +138,13 @@ class Starter:
             warm_pool.start_pool_process(self.root, imported, self.warm_seconds)
 
 
-def end(process: WorkerProcess, kill: bool) -> None:
+def end(process: WorkerProcess, kill: bool, closed: bool = False) -> None:
     """Wait for a worker whose pipes are closed to exit; with `kill`, kill its process group
-    first (the worker and whatever its step started)."""
+    first (the worker and whatever its step started). A forked worker that `closed` its pipe
+    itself has run its exit handlers and is only being freed: the fork server reaps it."""
+    if closed and isinstance(process, ForkedProcess):
+        process.forget()
+        return
     if kill:
         try:
             os.killpg(process.pid, signal.SIGKILL)
