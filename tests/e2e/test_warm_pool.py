@@ -9,6 +9,7 @@ the steps themselves.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import signal
@@ -20,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from barca.engine.local.forked_child import SPARE_NAME
-from conftest import (barca, barca_env, descendants, edit, in_terminal, lines, poll,
+from conftest import (CLI, barca, barca_env, descendants, edit, in_terminal, lines, poll,
                       pool_processes, read_runs, start_barca, stop_pools, wait_until_gone,
                       wait_until_ready, write)
 
@@ -123,6 +124,45 @@ class TestWarmPool:
         barca(project, "get", "probe", "p.py", "--refresh", "probe", env=WARM).expect(0)
         logs = barca(project, "logs", "--json", env=WARM).expect(0)
         assert [entry["line"] for entry in logs.json] == ["probe ran"]
+
+    def test_what_a_forked_worker_held_is_free_when_the_run_returns(self, project):
+        """A step that leaves a file locked (a database connection it never closes): the run
+        does not wait for its worker's memory to be freed, but it does for that lock; and once
+        the client has exited, no process of the run holds its stdout (a caller reading to the
+        end would wait for it)."""
+        write(project, {"p.py": """
+            import fcntl
+            import os
+            from barca import asset
+
+            HELD = []
+
+            @asset()
+            def locker() -> int:
+                fd = os.open("db.lock", os.O_RDWR | os.O_CREAT)
+                fcntl.lockf(fd, fcntl.LOCK_EX)
+                HELD.append(fd)  # never closed: the worker's exit lets it go
+                HELD.append(b"x" * (256 << 20))  # memory that takes the kernel a while to free
+                return os.getppid()
+        """})
+        barca(project, "get", "locker", "p.py", env=WARM).expect(0)
+        pool = wait_until_ready(project)
+        for _ in range(5):
+            run = subprocess.Popen([*CLI, "get", "locker", "p.py", "--refresh", "locker"],
+                                   cwd=project, env=barca_env(WARM), stdout=subprocess.PIPE,
+                                   stderr=subprocess.DEVNULL)
+            assert run.wait(timeout=60) == 0
+            fd = os.open(project / "db.lock", os.O_RDWR)
+            try:
+                fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # raises while still held
+            finally:
+                os.close(fd)
+            # no process of the run has stdout open any more: it reads to its end at once
+            os.set_blocking(run.stdout.fileno(), False)
+            printed = run.stdout.read()  # None if a writer were left and nothing buffered
+            assert printed is not None and run.stdout.read() == b""
+            assert json.loads(printed)["final_output"] == pool  # a forked worker ran it
+            run.stdout.close()
 
     def test_a_timed_out_step_in_a_forked_worker_is_killed(self, project):
         write(project, {"p.py": """
