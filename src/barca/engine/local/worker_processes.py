@@ -50,6 +50,7 @@ class ForkedProcess:
             raise subprocess.TimeoutExpired("warm worker", timeout or 0)
 
     def forget(self) -> None:
+        """Stop watching it (it ends on its own)."""
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
