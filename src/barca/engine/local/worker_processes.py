@@ -38,8 +38,7 @@ class ForkedProcess:
             return True
         ready, _, _ = select.select([self._fd], [], [], timeout)
         if ready:
-            os.close(self._fd)
-            self._fd = None
+            self.forget()
         return bool(ready)
 
     def poll(self) -> int | None:
@@ -50,7 +49,7 @@ class ForkedProcess:
             raise subprocess.TimeoutExpired("warm worker", timeout or 0)
 
     def forget(self) -> None:
-        """Stop watching it (it ends on its own)."""
+        """Close its pidfd: nothing more is asked of it (it has exited, or ends on its own)."""
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
