@@ -88,15 +88,37 @@ def _node_dir(node_id: str) -> str:
         return "\0"
 
 
-_INSERT = ("INSERT INTO executions (id, run_ref, node_no, key, label, run_hash, context, "
-           "signature, status, artifact, format, size_bytes, output_hash, elapsed_seconds, "
-           "attempts, error_type, error_message, error_traceback, max_rss_bytes, created_at, "
-           "batch, worker_exit, cpu_seconds) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
+STORED = ("id", "run_ref", "node_no", "key", "label", "run_hash", "context", "signature",
+          "status", "artifact", "format", "size_bytes", "output_hash", "elapsed_seconds",
+          "attempts", "error_type", "error_message", "error_traceback", "max_rss_bytes",
+          "created_at", "batch", "worker_exit", "cpu_seconds")  # a row of `executions`
 
 
 def insert(conn: sqlite3.Connection, rows: list[tuple], artifacts_dir: str) -> None:
     """Record rows given as `COLUMNS` (what the view shows), under new ids."""
-    conn.executemany(_INSERT, [(None, *row) for row in _compact(conn, rows, artifacts_dir)])
+    _insert(conn, [(None, *row) for row in _compact(conn, rows, artifacts_dir)])
+
+
+def _insert(conn: sqlite3.Connection, rows: list[tuple]) -> None:
+    """Insert `STORED` rows in their order, naming only the columns a row has a value for.
+
+    The sqlite3 module binds an int, a float, a str or a bytearray at once, but looks up an
+    adapter for anything else, None and bytes included (about a microsecond each): a step's
+    row has six Nones (its id to come, no error, no batch) and five digests. So the digests
+    travel as bytearrays (stored as the same blobs), and rows of one shape share a statement
+    that leaves their Nones out (a run's rows are mostly one shape)."""
+    start = 0
+    while start < len(rows):
+        shape = [value is not None for value in rows[start]]
+        end = start + 1
+        while end < len(rows) and [value is not None for value in rows[end]] == shape:
+            end += 1
+        columns = [name for name, present in zip(STORED, shape) if present]
+        conn.executemany(
+            f"INSERT INTO executions ({', '.join(columns)}) VALUES "
+            f"({', '.join('?' * len(columns))})",
+            [tuple([value for value in row if value is not None]) for row in rows[start:end]])
+        start = end
 
 
 def _compact(conn: sqlite3.Connection, rows: list[tuple], artifacts_dir: str) -> list[tuple]:
@@ -112,13 +134,19 @@ def _compact(conn: sqlite3.Connection, rows: list[tuple], artifacts_dir: str) ->
             path = path[len(folder):]
         run_ref = refs.get(run_id)
         if run_ref is None:
-            run_ref = refs[run_id] = ref(run_id)
+            run_ref = refs[run_id] = _blob(ref(run_id))
         context_ref = refs.get(context)
         if context_ref is None:
-            context_ref = refs[context] = ref(context)
-        compact.append((run_ref, nodes[node_id][0], key, label, ref(run_hash), context_ref,
-                        signature, status, path, fmt, size, ref(output_hash), *rest))
+            context_ref = refs[context] = _blob(ref(context))
+        compact.append((run_ref, nodes[node_id][0], key, label, _blob(ref(run_hash)),
+                        context_ref, _blob(signature), status, path, fmt, size,
+                        _blob(ref(output_hash)), *rest))
     return compact
+
+
+def _blob(value: Any) -> Any:
+    """bytes as a bytearray, which sqlite3 binds without an adapter lookup (see `_insert`)."""
+    return bytearray(value) if value.__class__ is bytes else value
 
 
 def compact_old_table(conn: sqlite3.Connection, artifacts_dir: str = ".barca/artifacts") -> None:
@@ -141,5 +169,5 @@ def compact_old_table(conn: sqlite3.Connection, artifacts_dir: str = ".barca/art
                           "ORDER BY id")
     while batch := cursor.fetchmany(20_000):
         compact = _compact(conn, [row[1:] for row in batch], artifacts_dir)
-        conn.executemany(_INSERT, [(row[0], *c) for row, c in zip(batch, compact)])
+        _insert(conn, [(row[0], *c) for row, c in zip(batch, compact)])
     conn.execute("DROP TABLE old_materializations")
