@@ -42,8 +42,8 @@ from barca.engine.local.frames import (Computed, FrameBuffer, Imported, Lease, O
                                        Shutdown, StoreFailed, Warm, ends_step, write_frame)
 from barca.engine.local.leased_capacity import LeasedBudget
 from barca.engine.local.shared_capacity import SharedBudget
-from barca.engine.local.worker_processes import (ForkedProcess, Starter, WorkerProcess, end,
-                                                 exit_status, read_until_exit)
+from barca.engine.local.worker_processes import (Starter, WorkerProcess, end, exit_status,
+                                                 read_until_exit)
 from barca.engine.protocol import (CallFinished, CallSpec, LogLine, StepOutcome, StepSpec,
                                   StepStarted, call_lost, failed_outcomes,
                                   unreported_part, unreported_steps)
@@ -57,9 +57,10 @@ class _Worker:
     process: WorkerProcess
     to_worker: int
     from_worker: int
-    # an early worker (forked before the warm pool had imported what steps need, to run the
-    # sensors meanwhile) takes one lease, then makes way for a worker forked after (steps
+    # forked before the warm pool had imported what steps need, to run the sensors meanwhile:
+    # it takes one lease (`last_lease`), then makes way for a worker forked after (steps
     # would import those libraries again in it, a core's time the run can use)
+    early: bool = False
     last_lease: bool = False
     buffer: FrameBuffer = field(default_factory=FrameBuffer)
     leased: collections.deque = field(default_factory=collections.deque)  # not done yet
@@ -206,8 +207,7 @@ class LocalExecutor:
             if not worker.leased:  # an idle worker starts on the first step at once
                 self._mark_running(worker, lease[0], 1)
             worker.leased.extend(lease)
-            worker.last_lease = isinstance(worker.process, ForkedProcess) and \
-                worker.process.early
+            worker.last_lease = worker.early
             self._send(worker, Lease(lease))
 
     def _draw(self, n: int, worker: _Worker) -> tuple[StepSpec | CallSpec, ...]:

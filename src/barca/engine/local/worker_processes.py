@@ -85,9 +85,9 @@ class Starter:
         self.warm_pool: Any = None  # a warm_pool.WarmPool, looked up at the first worker
         self.fresh_workers = 0
 
-    def start(self, now: bool = False) -> tuple[WorkerProcess, int, int]:
-        """A new worker: its process, the pipe to it and the pipe from it. `now`: fork it even
-        before the warm pool has imported what steps need (`ForkedProcess.early` then says so)."""
+    def start(self, now: bool = False) -> tuple[WorkerProcess, int, int, bool]:
+        """A new worker: its process, the pipe to it, the pipe from it, and whether it is early:
+        forked `now`, before the warm pool had imported what steps need (see `pool._Worker`)."""
         to_r, to_w = os.pipe()
         from_r, from_w = os.pipe()
         _widen(to_w)
@@ -107,7 +107,7 @@ class Starter:
             self.fresh_workers += 1
         os.close(to_r)
         os.close(from_w)
-        return process, to_w, from_r
+        return process, to_w, from_r, isinstance(process, ForkedProcess) and process.early
 
     def _fork_warm(self, env: dict[str, str], fds: tuple[int, int],
                    now: bool) -> ForkedProcess | None:
