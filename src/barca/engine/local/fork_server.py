@@ -62,7 +62,7 @@ class ForkServer:
         # `.df()`, pyarrow): imported once the first worker is forked, so a first run's
         # sensors run meanwhile (`import_later`)
         self.later: list[str] = []
-        self.forked_any = False  # a worker was (a command forked here asks for its own)
+        self.forked_any = False
         self.stamps: dict[str, tuple[int, int] | None] = {}  # loaded files outside installs
         self.exits: collections.OrderedDict[int, str] = collections.OrderedDict()
         self.selector = selectors.DefaultSelector()
@@ -219,6 +219,7 @@ class ForkServer:
             elif isinstance(message, (ForkWorker, RunCommand)) and len(fds) == 3 and (
                     self.run_argv or isinstance(message, ForkWorker)):
                 self.serve_for(message.env.get(pool_registry.SERVED_BY))
+                self.forked_any = True
                 self._set_idle(message.idle)
                 too_high = exceeds_own_limits(message.limits)
                 if too_high:
@@ -226,7 +227,6 @@ class ForkServer:
                 elif isinstance(message, ForkWorker):
                     if not message.now:
                         self._import_later()
-                    self.forked_any = True
                     send(conn, Forked(self._fork_worker(message, fds), bool(self.later)))
                 else:
                     send(conn, Forked(self._fork_command(conn, message, fds), False))
