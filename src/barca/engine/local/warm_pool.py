@@ -9,10 +9,10 @@ of it that imports the project's own code from source, as a freshly started work
 `get` or `run` that finds no fork server starts one at once, before it imports the rest of
 barca and reads the project, preloading what the named pipeline files import at their top
 level (and what earlier runs' workers imported); its run waits until it answers. It answers
-as soon as what importing the pipeline needs is in, and imports what only steps need (pandas
+as soon as what importing the pipeline needs is in, and imports what steps need on top (pandas
 for DuckDB's `.df()`, pyarrow) while the run's sensors run: workers for steps are forked after
-(`Preloads`). Every run then teaches it the modules its workers imported on top, for the next
-run. Forked workers share the fork server's pages of those libraries, so each one also costs
+(`Preloads`). Every run then teaches it the modules its workers imported on top (pandas through DuckDB's `.df()`,
+say). Forked workers share the fork server's pages of those libraries, so each one also costs
 less memory than a fresh interpreter that imports them itself. The fork server exits after
 `BARCA_WARM_SECONDS` without a request (default 900; 0 turns the pool off), and as soon as
 anything that shaped its imports changes: the interpreter, barca's own files, the installed
@@ -314,7 +314,7 @@ def start_and_connect(root: Path, modules: Preloads, idle_seconds: float,
 
 class Preloads:
     """What a fork server imports: `first` before it answers anyone, `later` once it has
-    forked its first worker (or after a second without a request for one)."""
+    forked the first worker (or has been asked for none for a moment)."""
 
     def __init__(self, first: set[str], later: set[str] | None = None) -> None:
         self.first, self.later = first, later or set()
