@@ -77,69 +77,6 @@ class TestWarmPool:
         assert doctor["warm"]["data"]["pid"] == pool
         assert f"pid {pool}" in doctor["warm"]["detail"]
 
-    def test_a_new_pool_forks_the_sensors_worker_before_it_imports_what_only_steps_need(
-            self, project):
-        """A first run's sensor runs in a worker forked once the pipeline's own imports are in;
-        the pool imports pandas (for `.df()`) meanwhile, and every step runs in a worker forked
-        after that, never in the sensor's worker, which lacks it."""
-        write(project, {"p.py": """
-            import os
-            import sys
-            import duckdb
-            from barca import asset, partitions_from, sensor
-
-            @sensor()
-            def versions() -> dict:
-                seen = f"{os.getpid()} {'pandas' in sys.modules}"
-                return {"a": seen, "b": seen, "c": seen}
-
-            @asset(partitions={"k": partitions_from(versions)})
-            def step(k: str, versions: str) -> dict:
-                loaded = "pandas" in sys.modules
-                rows = len(duckdb.connect().execute("select 1 as x").df())
-                return {"sensor": versions, "pid": os.getpid(), "parent": os.getppid(),
-                        "pandas_loaded": loaded, "rows": rows}
-        """})
-        out = barca(project, "get", "step", "p.py", env=WARM).expect(0).json["final_output"]
-        pool = wait_until_ready(project)
-        argv = Path(f"/proc/{pool}/cmdline").read_bytes().split(b"\0")
-        assert argv[argv.index(b"--") + 1:-1] == [b"pandas", b"pyarrow"]  # imported later
-        steps = [out[f"k={k}"] for k in "abc"]
-        sensor_pid, sensor_had_pandas = steps[0]["sensor"].split()
-        assert all(step["parent"] == pool and step["rows"] == 1 for step in steps)
-        assert all(step["pandas_loaded"] for step in steps)  # from the pool, not imported
-        assert sensor_had_pandas == "False"  # forked before the pool imported it
-        assert int(sensor_pid) not in {step["pid"] for step in steps}
-
-    def test_the_pool_answers_a_worker_wanted_now_before_its_later_imports(self, project):
-        """The protocol under the test above: a worker asked for `now` is forked before the
-        pool imports what comes later (and says it is early); one asked for otherwise only
-        after, which an idle pool also gets to on its own."""
-        from barca.engine.local import warm_pool
-
-        write(project, {"p.py": "import wave\n"})
-        modules = warm_pool.Preloads({"wave"}, {"colorsys"})
-        process = warm_pool.start_pool_process(project, modules, 60)  # our child: reaped here
-        pool = warm_pool.start_and_connect(project, modules, 60)  # waits for that one
-        assert process is not None and pool is not None and pool.pid == process.pid
-        try:
-            assert pool.modules >= {"wave", "colorsys"}
-            forked = []
-            for now in (True, False, True):
-                to_r, to_w = os.pipe()
-                from_r, from_w = os.pipe()
-                forked.append(pool.fork_worker(project, dict(os.environ, BARCA_WORKER="1"),
-                                               (to_r, from_w), 60, now=now))
-                for fd in (to_r, from_w, to_w, from_r):  # the worker sees its caller gone
-                    os.close(fd)
-            assert [early for _, early in forked] == [True, False, False]
-            for pid, _ in forked:
-                wait_until_gone(pid)
-        finally:
-            pool.close()
-            process.terminate()
-            process.wait(timeout=30)
-
     def test_the_pool_imports_no_tracing_library_for_its_forked_workers(self, project):
         """ddtrace, once imported, hooks every later import and every fork: a pool that
         preloaded it (with the rest of barca) made every untraced tick's workers pay for it."""

@@ -8,14 +8,13 @@ import pickle
 
 import pytest
 
-from barca.engine.local.pool_messages import (MESSAGES, Forked, ForkWorker, Hello, Reaped,
-                                              RunCommand, Status, Welcome, decode, encode)
+from barca.engine.local.pool_messages import (MESSAGES, ForkWorker, Hello, Reaped, RunCommand,
+                                              Status, Welcome, decode, encode)
 
 
 @pytest.mark.parametrize("message", [
     Hello(), Welcome(["pandas", "duckdb"], 4242),
-    ForkWorker("/p", {"HOME": "/root"}, 900.0, [9, 1024, 4096], True),
-    Forked(77, False),
+    ForkWorker("/p", {"HOME": "/root"}, 900.0, [9, 1024, 4096]),
     RunCommand("cli", ["get", "x", "p.py"], "/p/sub", {"A": "1"}, 0o022, 60, []),
     Status(12), Reaped(12, "SIGSEGV"),
 ])
@@ -34,14 +33,13 @@ def test_a_message_comes_back_as_it_was_sent(message):
     json.dumps({"type": "Welcome", "modules": [1], "pid": 1}).encode(),
     json.dumps({"type": "Welcome", "modules": [], "pid": True}).encode(),
     json.dumps({"type": "Welcome", "modules": []}).encode(),  # a field missing
-    json.dumps({"type": "Forked", "pid": 1, "early": False, "extra": 2}).encode(),
-    json.dumps({"type": "Forked", "pid": 1, "early": 0}).encode(),  # not a bool
+    json.dumps({"type": "Forked", "pid": 1, "extra": 2}).encode(),
     json.dumps({"type": "ForkWorker", "root": "/p", "env": {"A": 1}, "idle": 1.0,
-                "limits": [], "now": False}).encode(),
+                "limits": []}).encode(),
     json.dumps({"type": "ForkWorker", "root": "/p", "env": {}, "idle": "1",
-                "limits": [], "now": False}).encode(),
+                "limits": []}).encode(),
     json.dumps({"type": "ForkWorker", "root": "/p", "env": {}, "idle": 1,
-                "limits": [1.5], "now": False}).encode(),
+                "limits": [1.5]}).encode(),
     json.dumps({"type": "RunCommand", "argv": "get", "cwd": "/", "env": {},
                 "umask": 18, "idle": 1, "limits": []}).encode(),
     json.dumps(["Hello"]).encode(),

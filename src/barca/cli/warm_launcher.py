@@ -55,7 +55,7 @@ def _start_pool_for(argv: list[str], root: str, idle: float, identity: str | Non
     from barca.engine.local import warm_pool
 
     if not warm_pool.unresponsive():
-        warm_pool.start_pool_process(Path(root), warm_pool.preloads(Path(root), files),
+        warm_pool.start_pool_process(Path(root), warm_pool.top_level_imports(Path(root), files),
                                      idle, identity)
 
 

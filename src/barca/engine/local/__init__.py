@@ -137,7 +137,7 @@ def start_warm_pool(root: Path, files: Sequence[str]) -> None:
     if pool is not None:
         pool.close()
         return
-    warm_pool.start_pool_process(root, warm_pool.preloads(root, files), idle)
+    warm_pool.start_pool_process(root, warm_pool.top_level_imports(root, files), idle)
 
 
 def end_pools_with_this_process() -> None:

@@ -31,6 +31,7 @@ import selectors
 import signal
 import socket
 import sys
+import sysconfig
 import time
 import warnings
 from pathlib import Path
@@ -45,7 +46,6 @@ from barca.engine.worker.project_code import is_project_file
 from barca.engine.worker import import_paths
 
 CHECK_SECONDS = 5.0  # how often the fork server checks that its identity still holds
-LATER_SECONDS = 1.0  # with no worker asked for, the imports for steps begin after this long
 EXITS_KEPT = 256  # how many children's exit statuses the fork server remembers
 
 
@@ -58,11 +58,6 @@ class ForkServer:
         self.run_argv, self.rehearse = run_argv, rehearse
         self.environ = environ  # as started: its identity's, whatever imports change later
         self.modules: set[str] = set()
-        # what steps will need but importing the pipeline does not (pandas for DuckDB's
-        # `.df()`, pyarrow): imported once the first worker is forked, so a first run's
-        # sensors run meanwhile (`import_later`)
-        self.later: list[str] = []
-        self.forked_any = False
         self.stamps: dict[str, tuple[int, int] | None] = {}  # loaded files outside installs
         self.exits: collections.OrderedDict[int, str] = collections.OrderedDict()
         self.selector = selectors.DefaultSelector()
@@ -107,19 +102,6 @@ class ForkServer:
                 del sys.modules[module_name]
         self._settle()
 
-    def import_later(self, quiet: float) -> float:
-        """Import `later` once the first worker is forked (the run that started the pool asks
-        for it at once), or after LATER_SECONDS `quiet` without. Seconds until the next call."""
-        if not self.forked_any and quiet < LATER_SECONDS:
-            return LATER_SECONDS - quiet
-        self._import_later()
-        return 0.0
-
-    def _import_later(self) -> None:
-        names, self.later = self.later, []
-        if names:
-            self.preload(names)
-
     def import_rest_when_quiet(self, quiet_since: float) -> float | None:
         """Import the rest of barca when it costs the runs nothing (engine.local.rest_of_barca).
         Seconds until the next slice; None once done."""
@@ -141,7 +123,7 @@ class ForkServer:
             pass
         seen = self.stamps  # a file is stamped when first loaded: a later edit stays seen
         self.stamps = {path: seen[path] if path in seen else warm_pool.stamp(path)
-                       for path in warm_pool.files_outside_installs()}
+                       for path in _files_outside_installs()}
         import_paths.remember_entries(str(self.root))
         # loaded for good: out of the cyclic collector, so children never traverse (copy) it
         gc.freeze()
@@ -165,8 +147,7 @@ class ForkServer:
                         warm_pool.identity(self.root, self.environ) != self.key:
                     return
             timeout = min(CHECK_SECONDS, self.idle - (now - last_request))
-            rest = self.import_later(now - last_request) if self.later else \
-                self.import_rest_when_quiet(last_request)
+            rest = self.import_rest_when_quiet(last_request)
             if rest is None:  # every import done: children forked ahead (`spares`)
                 rest = self.spares.fork_when_quiet(now - last_request, self._inherited,
                                                    self.run_argv)
@@ -215,21 +196,18 @@ class ForkServer:
                 if changed:
                     send(conn, Refused(f"{changed} changed since the warm pool loaded it"))
                     return False
-                send(conn, Welcome(sorted(self.modules.union(self.later)), os.getpid()))
+                send(conn, Welcome(sorted(self.modules), os.getpid()))
             elif isinstance(message, (ForkWorker, RunCommand)) and len(fds) == 3 and (
                     self.run_argv or isinstance(message, ForkWorker)):
                 self.serve_for(message.env.get(pool_registry.SERVED_BY))
-                self.forked_any = True
                 self._set_idle(message.idle)
                 too_high = exceeds_own_limits(message.limits)
                 if too_high:
                     send(conn, Refused(f"the caller's limit on {too_high} is above the pool's"))
                 elif isinstance(message, ForkWorker):
-                    if not message.now:
-                        self._import_later()
-                    send(conn, Forked(self._fork_worker(message, fds), bool(self.later)))
+                    send(conn, Forked(self._fork_worker(message, fds)))
                 else:
-                    send(conn, Forked(self._fork_command(conn, message, fds), False))
+                    send(conn, Forked(self._fork_command(conn, message, fds)))
                     self._drop(conn)  # the child holds the only copy: its end is the client's
             elif isinstance(message, Status):
                 send(conn, Reaped(message.pid, self._exit_of(message.pid)))
@@ -312,14 +290,41 @@ class ForkServer:
 
     def save_modules(self) -> None:
         _, modules_path = pool_registry.project_paths(self.directory, self.root)
-        pool_registry.write_atomically(modules_path,
-                                       "\n".join(sorted(self.modules.union(self.later))))
+        _write_atomically(modules_path, "\n".join(sorted(self.modules)))
 
 
 class _Server(NamedTuple):
     """Selector data of a server's pidfd (a child's is its pid, a client's "client")."""
 
     pid: int
+
+
+def _installed_dirs() -> tuple[str, ...]:
+    """Where installed code lives: the standard library and site-packages. A change there
+    changes the pool's identity (`warm_pool.identity`), so it is not stamped file by file."""
+    import site
+
+    import barca
+
+    dirs = {*sysconfig.get_paths().values(), *site.getsitepackages(),
+            site.getusersitepackages(), os.path.dirname(barca.__file__)}
+    return tuple(os.path.join(os.path.realpath(d), "") for d in dirs if d)
+
+
+def _files_outside_installs() -> list[str]:
+    installed = _installed_dirs()
+    files = []
+    for module in list(sys.modules.values()):
+        origin = getattr(module, "__file__", None)
+        if origin and not os.path.realpath(origin).startswith(installed):
+            files.append(origin)
+    return files
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(text)
+    os.replace(tmp, path)
 
 
 def _rewrite(lock: Any, text: str) -> None:
@@ -331,8 +336,7 @@ def _rewrite(lock: Any, text: str) -> None:
 
 def main(argv: list[str], run_argv: forked_child.RunArgv | None = None,
          rehearse: Callable[[], None] | None = None) -> None:
-    """Serve as the fork server described by `argv` (ROOT KEY IDLE_SECONDS [MODULE ...] [--
-    MODULE ...], the modules after `--` imported once it serves: `ForkServer.later`); with
+    """Serve as the fork server described by `argv` (ROOT KEY IDLE_SECONDS [MODULE ...]); with
     `run_argv`, also run whole commands. `rehearse`, called once the pool has imported what
     it preloads, works out now what every command would otherwise work out again in its
     child (caches only: nothing a command could tell from a fresh process's)."""
@@ -340,8 +344,6 @@ def main(argv: list[str], run_argv: forked_child.RunArgv | None = None,
 
     environ = dict(os.environ)
     root, key, idle, names = Path(argv[0]), argv[1], float(argv[2]), argv[3:]
-    cut = names.index("--") if "--" in names else len(names)
-    first, later = set(names[:cut]), set(names[cut + 1:]) - set(names[:cut])
     directory = pool_registry.state_dir()
     if directory is None or idle <= 0:
         return
@@ -355,7 +357,7 @@ def main(argv: list[str], run_argv: forked_child.RunArgv | None = None,
     _rewrite(lock, pool_registry.describe(root, idle))
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     warnings.filterwarnings("ignore", category=DeprecationWarning, message=".*fork.*")
-    pool_registry.forget_old_projects(directory)
+    _forget_old_projects(directory)
     try:
         pool_registry.evict_beyond(settings.max_pools(), os.getpid(), directory)
     except Exception:  # noqa: BLE001 - a bad BARCA_WARM_POOLS is reported by the run
@@ -370,14 +372,13 @@ def main(argv: list[str], run_argv: forked_child.RunArgv | None = None,
         saved = []
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     try:
-        server.preload(sorted(first | (set(saved) - later)))
-        server.later = sorted(later - server.modules)
+        server.preload(sorted(set(saved) | set(names)))
         server.save_modules()
         sock_path.unlink(missing_ok=True)
         listener.bind(str(sock_path))
         os.chmod(sock_path, 0o600)
         listener.listen(16)
-        pool_registry.write_atomically(owner_path, str(os.getpid()))
+        _write_atomically(owner_path, str(os.getpid()))
         server.serve(listener)
     finally:
         listener.close()
@@ -386,3 +387,13 @@ def main(argv: list[str], run_argv: forked_child.RunArgv | None = None,
             owner_path.unlink(missing_ok=True)
         lock_path.unlink(missing_ok=True)  # still locked by us: no other fork server holds it
 
+
+def _forget_old_projects(directory: Path, days: float = 30) -> None:
+    """Module lists of projects without a run for a month (deleted temp projects, say)."""
+    cutoff = time.time() - days * 86400
+    for path in directory.glob("*.imports"):
+        try:
+            if path.stat().st_mtime < cutoff:
+                path.unlink()
+        except OSError:
+            pass

@@ -31,6 +31,7 @@ from __future__ import annotations
 import collections
 import math
 import os
+import select
 import selectors
 import time
 from dataclasses import dataclass, field
@@ -42,8 +43,7 @@ from barca.engine.local.frames import (Computed, FrameBuffer, Imported, Lease, O
                                        Shutdown, StoreFailed, Warm, ends_step, write_frame)
 from barca.engine.local.leased_capacity import LeasedBudget
 from barca.engine.local.shared_capacity import SharedBudget
-from barca.engine.local.worker_processes import (Starter, WorkerProcess, end, exit_status,
-                                                 read_until_exit)
+from barca.engine.local.worker_processes import Starter, WorkerProcess, end, exit_status
 from barca.engine.protocol import (CallFinished, CallSpec, LogLine, StepOutcome, StepSpec,
                                   StepStarted, call_lost, failed_outcomes,
                                   unreported_part, unreported_steps)
@@ -57,11 +57,6 @@ class _Worker:
     process: WorkerProcess
     to_worker: int
     from_worker: int
-    # forked before the warm pool had imported what steps need, to run the sensors meanwhile:
-    # it takes one lease (`last_lease`), then makes way for a worker forked after (steps
-    # would import those libraries again in it, a core's time the run can use)
-    early: bool = False
-    last_lease: bool = False
     buffer: FrameBuffer = field(default_factory=FrameBuffer)
     leased: collections.deque = field(default_factory=collections.deque)  # not done yet
     computed: dict = field(default_factory=dict)  # step id -> done step, its outcome to come
@@ -161,22 +156,15 @@ class LocalExecutor:
             self.starter.leave(self.imported)
 
     def prestart(self) -> None:
-        """Start one worker now and have it import the pipeline, while the caller plans: at
-        once, even if the warm pool has yet to import what steps need (an early worker)."""
+        """Start one worker now and have it import the pipeline, while the caller plans."""
         if not self.workers:
-            worker = self._spawn(now=True)
+            worker = self._spawn()
             self.workers.append(worker)
             self._send(worker, Warm(self.files))
 
     # -- internals ----------------------------------------------------------------------------
 
     def _start_workers(self) -> None:
-        for worker in [w for w in self.workers if w.last_lease and not w.leased
-                       and not w.computed]:  # it makes way for one forked with it all
-            worker.told_to_stop = True
-            self._send(worker, Shutdown())
-            self._stop(worker, kill=False)
-            self.workers.remove(worker)
         # every step weighs at least 1: no more than `capacity` of them ever run at once
         wanted = min(self.pool_size, self.capacity, self.waiting + self._busy())
         while len(self.workers) < wanted:
@@ -185,8 +173,8 @@ class LocalExecutor:
     def _busy(self) -> int:
         return sum(1 for w in self.workers if w.leased)
 
-    def _spawn(self, now: bool = False) -> _Worker:
-        worker = _Worker(*self.starter.start(now))
+    def _spawn(self) -> _Worker:
+        worker = _Worker(*self.starter.start())
         self.selector.register(worker.from_worker, selectors.EVENT_READ, worker)
         return worker
 
@@ -197,7 +185,7 @@ class LocalExecutor:
         # a lease is small while the queue is short, so one slow step never holds back steps
         # another worker could take; long queues of tiny steps share round trips
         share = max(1, min(self.lease_size, self.waiting // (4 * len(self.workers))))
-        idle = [w for w in self.workers if len(w.leased) <= share // 2 and not w.last_lease]
+        idle = [w for w in self.workers if len(w.leased) <= share // 2]
         for worker in idle:
             lease = self._draw(share - len(worker.leased), worker)
             if not lease:
@@ -207,7 +195,6 @@ class LocalExecutor:
             if not worker.leased:  # an idle worker starts on the first step at once
                 self._mark_running(worker, lease[0], 1)
             worker.leased.extend(lease)
-            worker.last_lease = worker.early
             self._send(worker, Lease(lease))
 
     def _draw(self, n: int, worker: _Worker) -> tuple[StepSpec | CallSpec, ...]:
@@ -378,14 +365,29 @@ class LocalExecutor:
             failed.append(call_lost(call, len(written), attempts))
         return [*ended_calls, *failed]
 
+    def _read_until_exit(self, worker: _Worker, timeout: float = 5.0) -> bool:
+        """Wait for a stopping worker to close its pipe, collecting what it still has to say
+        (its last `Imported`); False if it has not within `timeout`."""
+        deadline = time.monotonic() + timeout
+        while True:
+            ready, _, _ = select.select([worker.from_worker], [], [],
+                                        max(0.0, deadline - time.monotonic()))
+            if not ready:
+                return False
+            data = os.read(worker.from_worker, 1 << 20)
+            if not data:
+                return True
+            for message in worker.buffer.feed(data):
+                if isinstance(message, Imported):
+                    self.imported.update(message.modules)
+
     def _stop(self, worker: _Worker, kill: bool) -> None:
         try:
             self.selector.unregister(worker.from_worker)
         except (KeyError, ValueError):
             pass
         # a worker that sees its pipe close unasked takes the run for dead
-        closed, said = (False, []) if kill else read_until_exit(worker.from_worker, worker.buffer)
-        self.imported.update(*(m.modules for m in said if isinstance(m, Imported)))
+        closed = not kill and self._read_until_exit(worker)
         for fd in (worker.to_worker, worker.from_worker):
             try:
                 os.close(fd)

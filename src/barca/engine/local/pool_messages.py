@@ -77,9 +77,6 @@ class ForkWorker(Message):
     env: dict[str, str]
     idle: float  # the run's BARCA_WARM_SECONDS: the pool waits this long for the next run
     limits: list[int]  # the run's resource limits: (resource, soft, hard) flattened
-    # fork it before the pool's imports for steps are in (`ForkServer.later`): a worker that
-    # runs the sensors while the pool imports, and takes no more than its first lease
-    now: bool
 
 
 class RunCommand(Message):
@@ -97,7 +94,6 @@ class RunCommand(Message):
 
 class Forked(Message):
     pid: int
-    early: bool  # forked before the pool's imports for steps were in
 
 
 class Exited(Message):
@@ -129,7 +125,7 @@ class Refused(Message):
 
 MESSAGES = {cls.__name__: cls for cls in (Hello, Welcome, ForkWorker, RunCommand, Forked,
                                           Exited, Status, Reaped, Preload, Refused)}
-_CHECKS = {"str": lambda v: isinstance(v, str), "bool": lambda v: isinstance(v, bool),
+_CHECKS = {"str": lambda v: isinstance(v, str),
            "int": lambda v: isinstance(v, int) and not isinstance(v, bool),
            "float": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
            "list[str]": lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
@@ -144,12 +140,10 @@ def encode(message: Message) -> bytes:
 
 
 def _json_text(value: object) -> str:
-    """JSON for what messages hold: strings, booleans, integers, finite floats, and lists and
+    """JSON for what messages hold: strings, integers, finite floats, and lists and
     string-keyed dicts of them (what json.dumps writes for them, without its spaces)."""
     if isinstance(value, str):
         return _json.encode_basestring_ascii(value)
-    if isinstance(value, bool):
-        return "true" if value else "false"
     if isinstance(value, int) and not isinstance(value, bool):
         return int.__repr__(value)
     if isinstance(value, float) and value - value == 0:  # inf and nan are not JSON

@@ -166,20 +166,3 @@ def evict_beyond(limit: int, keep_pid: int, directory: Path | None = None) -> li
         if stop(info):
             stopped.append(info.pid)
     return stopped
-
-
-def write_atomically(path: Path, text: str) -> None:
-    tmp = path.with_suffix(f".tmp{os.getpid()}")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
-def forget_old_projects(directory: Path, days: float = 30) -> None:
-    """Module lists of projects without a run for a month (deleted temp projects, say)."""
-    cutoff = time.time() - days * 86400
-    for path in directory.glob("*.imports"):
-        try:
-            if path.stat().st_mtime < cutoff:
-                path.unlink()
-        except OSError:
-            pass

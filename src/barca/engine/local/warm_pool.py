@@ -8,10 +8,8 @@ imported the third-party modules the pipeline uses and then waits: each child is
 of it that imports the project's own code from source, as a freshly started worker would. A
 `get` or `run` that finds no fork server starts one at once, before it imports the rest of
 barca and reads the project, preloading what the named pipeline files import at their top
-level (and what earlier runs' workers imported); its run waits until it answers. It answers
-as soon as what importing the pipeline needs is in, and imports what steps need on top (pandas
-for DuckDB's `.df()`, pyarrow) while the run's sensors run: workers for steps are forked after
-(`Preloads`). Every run then teaches it the modules its workers imported on top (pandas through DuckDB's `.df()`,
+level (and what earlier runs' workers imported); its run waits until it answers. Every run
+then teaches it the modules its workers imported on top (pandas through DuckDB's `.df()`,
 say). Forked workers share the fork server's pages of those libraries, so each one also costs
 less memory than a fresh interpreter that imports them itself. The fork server exits after
 `BARCA_WARM_SECONDS` without a request (default 900; 0 turns the pool off), and as soon as
@@ -128,31 +126,6 @@ def stamp(path: str) -> tuple[int, int] | None:
     return st.st_mtime_ns, st.st_size
 
 
-def _installed_dirs() -> tuple[str, ...]:
-    """Where installed code lives: the standard library and site-packages. A change there
-    changes the pool's identity (`identity`), so it is not stamped file by file."""
-    import site
-    import sysconfig
-
-    import barca
-
-    dirs = {*sysconfig.get_paths().values(), *site.getsitepackages(),
-            site.getusersitepackages(), os.path.dirname(barca.__file__)}
-    return tuple(os.path.join(os.path.realpath(d), "") for d in dirs if d)
-
-
-def files_outside_installs() -> list[str]:
-    """The files of loaded modules that lie outside the installed packages (an editable
-    install's, a PYTHONPATH directory's): a fork server stamps them, and exits if one changes."""
-    installed = _installed_dirs()
-    files = []
-    for module in list(sys.modules.values()):
-        origin = getattr(module, "__file__", None)
-        if origin and not os.path.realpath(origin).startswith(installed):
-            files.append(origin)
-    return files
-
-
 class WarmPool:
     """A connection to this project's fork server."""
 
@@ -188,13 +161,11 @@ class WarmPool:
         return cls(sock, frozenset(welcome.modules), welcome.pid)
 
     def fork_worker(self, root: str | Path, env: dict[str, str], fds: tuple[int, int],
-                    idle: float, now: bool = False) -> tuple[int, bool]:
+                    idle: float) -> int:
         """A new worker on these pipe ends (worker's read, worker's write), under this
-        process's resource limits: its pid, and whether it is early (forked `now`, before the
-        pool had imported what steps need)."""
-        send(self.sock, ForkWorker(str(root), env, idle, resource_limits(), now), [*fds, 2])
-        forked = expect(receive(self.sock)[0], Forked)
-        return forked.pid, forked.early
+        process's resource limits; returns its pid."""
+        send(self.sock, ForkWorker(str(root), env, idle, resource_limits()), [*fds, 2])
+        return expect(receive(self.sock)[0], Forked).pid
 
     def exit_status(self, pid: int) -> str:
         """How a child of the fork server ended ("code 3", "SIGSEGV", ...); "" if unknown."""
@@ -251,7 +222,7 @@ def _note_unresponsive(lock_path: str) -> None:
                      "workers start fresh (`barca pool stop` ends it)\n")
 
 
-def start_pool_process(root: Path, modules: Preloads, idle_seconds: float,
+def start_pool_process(root: Path, modules: set[str], idle_seconds: float,
                        key: str | None = None) -> Popen | None:
     """Start a fork server for this project (of identity `key`, computed if not given) that
     imports `modules` in the background; its process (a `subprocess.Popen`), or None where no
@@ -266,7 +237,7 @@ def start_pool_process(root: Path, modules: Preloads, idle_seconds: float,
     key = key or identity(root)
     try:
         process = subprocess.Popen([sys.executable, "-P", "-m", POOL_PROCESS, str(root), key,
-                                    repr(idle_seconds), *modules.argv()],
+                                    repr(idle_seconds), *sorted(modules)],
                                    cwd=root, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                    stderr=subprocess.DEVNULL, start_new_session=True,
                                    close_fds=True)
@@ -279,7 +250,7 @@ def start_pool_process(root: Path, modules: Preloads, idle_seconds: float,
 _started: dict[str, Popen] = {}  # identity -> the fork server this process started last
 
 
-def start_and_connect(root: Path, modules: Preloads, idle_seconds: float,
+def start_and_connect(root: Path, modules: set[str], idle_seconds: float,
                       timeout: float = 60.0) -> WarmPool | None:
     """Start this project's fork server and wait until it answers (a fresh worker would spend
     that time importing the same libraries); None if it exits or does not answer within
@@ -308,30 +279,17 @@ def start_and_connect(root: Path, modules: Preloads, idle_seconds: float,
         if unresponsive() or (process is None or process.poll() is not None) and \
                 read(lock_path) is None:
             return None
-        time.sleep(0.005)
+        time.sleep(0.02)
     return None
 
 
-class Preloads:
-    """What a fork server imports: `first` before it answers anyone, `later` once it has
-    forked the first worker (or has been asked for none for a moment)."""
-
-    def __init__(self, first: set[str], later: set[str] | None = None) -> None:
-        self.first, self.later = first, later or set()
-
-    def argv(self) -> list[str]:
-        """As the fork server's arguments take them (`fork_server.main`)."""
-        later = sorted(self.later - self.first)
-        return [*sorted(self.first), *(["--", *later] if later else [])]
-
-
-def preloads(root: Path, files: Iterable[str]) -> Preloads:
-    """What a fork server started for a run preloads before it has learned anything: first the
-    modules the pipeline files import at their top level (the project's own among them are
-    skipped); later, when they import a table library, pyarrow, which barca writes tables with
-    (else a worker that writes one teaches the pool), and the libraries their calls convert
-    results to (`LAZY_IMPORTS`), which only steps need. A pool without pyarrow holds ~30 MB
-    less, which a server that keeps its pool for hours pays all along."""
+def top_level_imports(root: Path, files: Iterable[str]) -> set[str]:
+    """What a fork server started for a run preloads before it has learned anything: the modules the
+    pipeline files import at their top level, and pyarrow, which barca writes tables with, when
+    they import a table library (else a worker that writes one teaches the pool), with the
+    libraries their calls convert results to (`LAZY_IMPORTS`). The fork server skips the
+    project's own modules among them. A pool without pyarrow holds ~30 MB less, which a server
+    that keeps its pool for hours pays all along."""
     import ast
 
     names: set[str] = set()
@@ -349,8 +307,8 @@ def preloads(root: Path, files: Iterable[str]) -> Preloads:
         called.update(node.func.attr for node in ast.walk(tree) if isinstance(node, ast.Call)
                       and isinstance(node.func, ast.Attribute) and node.func.attr in LAZY_IMPORTS)
     if not names & TABLE_LIBRARIES:
-        return Preloads(names)
-    return Preloads(names, {"pyarrow", *(LAZY_IMPORTS[attr] for attr in called)} - names)
+        return names
+    return names | {"pyarrow"} | {LAZY_IMPORTS[attr] for attr in called}
 
 
 TABLE_LIBRARIES = {"pandas", "polars", "duckdb", "pyarrow"}

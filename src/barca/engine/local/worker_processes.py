@@ -15,7 +15,6 @@ import select
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -27,8 +26,8 @@ class ForkedProcess:
     """A worker forked by the warm pool: the fork server's child, not ours, so watched by pidfd.
     Its exit status goes to the fork server, which says it when asked (`exit_status`)."""
 
-    def __init__(self, pid: int, pool: Any, early: bool = False) -> None:
-        self.pid, self.pool, self.early = pid, pool, early
+    def __init__(self, pid: int, pool: Any) -> None:
+        self.pid, self.pool = pid, pool
         try:
             self._fd: int | None = os.pidfd_open(pid)
         except ProcessLookupError:
@@ -85,16 +84,15 @@ class Starter:
         self.warm_pool: Any = None  # a warm_pool.WarmPool, looked up at the first worker
         self.fresh_workers = 0
 
-    def start(self, now: bool = False) -> tuple[WorkerProcess, int, int, bool]:
-        """A new worker: its process, the pipe to it, the pipe from it, and whether it is early:
-        forked `now`, before the warm pool had imported what steps need (see `pool._Worker`)."""
+    def start(self) -> tuple[WorkerProcess, int, int]:
+        """A new worker: its process, the pipe to it and the pipe from it."""
         to_r, to_w = os.pipe()
         from_r, from_w = os.pipe()
         _widen(to_w)
         _widen(from_w)
         env = dict(os.environ, BARCA_WORKER="1")
         env.pop(SHARED_CAPACITY_ENV, None)  # a step's own run never waits on its caller's units
-        process: WorkerProcess | None = self._fork_warm(env, (to_r, from_w), now)
+        process: WorkerProcess | None = self._fork_warm(env, (to_r, from_w))
         if process is None:
             try:
                 process = subprocess.Popen(  # -P: a project file (json.py) shadows no module
@@ -107,10 +105,9 @@ class Starter:
             self.fresh_workers += 1
         os.close(to_r)
         os.close(from_w)
-        return process, to_w, from_r, isinstance(process, ForkedProcess) and process.early
+        return process, to_w, from_r
 
-    def _fork_warm(self, env: dict[str, str], fds: tuple[int, int],
-                   now: bool) -> ForkedProcess | None:
+    def _fork_warm(self, env: dict[str, str], fds: tuple[int, int]) -> ForkedProcess | None:
         """A worker from the warm pool, or None to start a fresh one."""
         if self.warm_seconds <= 0:
             return None
@@ -118,12 +115,12 @@ class Starter:
 
         if self.warm_pool is None and not self.fresh_workers and not warm_pool.unresponsive():
             self.warm_pool = warm_pool.WarmPool.connect(self.root) or warm_pool.start_and_connect(
-                self.root, warm_pool.preloads(self.root, self.files), self.warm_seconds)
+                self.root, warm_pool.top_level_imports(self.root, self.files), self.warm_seconds)
         if self.warm_pool is None:
             return None
         try:
-            pid, early = self.warm_pool.fork_worker(self.root, env, fds, self.warm_seconds, now)
-            return ForkedProcess(pid, self.warm_pool, early)
+            pid = self.warm_pool.fork_worker(self.root, env, fds, self.warm_seconds)
+            return ForkedProcess(pid, self.warm_pool)
         except (OSError, EOFError, ValueError):
             self.warm_pool.close()
             self.warm_pool = None
@@ -138,22 +135,7 @@ class Starter:
             self.warm_pool.close()
             self.warm_pool = None
         elif self.fresh_workers:
-            warm_pool.start_pool_process(self.root, warm_pool.Preloads(imported),
-                                         self.warm_seconds)
-
-
-def read_until_exit(from_worker: int, buffer: Any, timeout: float = 5.0) -> tuple[bool, list]:
-    """Wait for a stopping worker to close its pipe (`from_worker`, framed by `buffer`):
-    whether it did within `timeout`, and what it still said (its last `Imported`)."""
-    said: list = []
-    deadline = time.monotonic() + timeout
-    while True:
-        if not select.select([from_worker], [], [], max(0.0, deadline - time.monotonic()))[0]:
-            return False, said
-        data = os.read(from_worker, 1 << 20)
-        if not data:
-            return True, said
-        said.extend(buffer.feed(data))
+            warm_pool.start_pool_process(self.root, imported, self.warm_seconds)
 
 
 def end(process: WorkerProcess, kill: bool, closed: bool = False) -> None:
