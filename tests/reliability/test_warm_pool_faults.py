@@ -383,3 +383,64 @@ def test_a_steps_orphaned_child_does_not_hold_the_callers_pipe(warm, pooled):
         assert json.loads(out)["final_output"] == 4
     finally:
         subprocess.run(["pkill", "-f", "sleep 1237"], check=False)
+
+
+# -- a pool that answers a fork too late ---------------------------------------------------
+
+def test_a_worker_the_pool_forks_too_late_never_reads_the_pipe_of_the_one_started_instead(
+        project: Path, monkeypatch):
+    """A run that gives up waiting for the pool to fork a worker starts a fresh one; the pool,
+    once it runs again, still forks on the pipe ends it was sent. Had the fresh worker been
+    given those same pipes, two workers would read one lease stream (a step taken by the one
+    the run does not know: never reported)."""
+    from barca.engine.local import pool_address, warm_pool
+    from barca.engine.local.worker_processes import Starter
+
+    write(project, {"p.py": STEPS})
+    monkeypatch.setattr(warm_pool, "REQUEST_SECONDS", 0.5)
+    starter = Starter(project, ["p.py"], 60)
+    forked, forked_to, forked_from = starter.start()  # starts the pool, which forks it
+    pool = starter.warm_pool.pid
+    sock_path, _ = pool_address.paths(str(warm_pool.state_dir()), warm_pool.identity(project))
+    os.kill(pool, signal.SIGSTOP)
+    try:
+        fresh, to_fresh, from_fresh = starter.start()  # the request times out: started fresh
+    finally:
+        os.kill(pool, signal.SIGCONT)
+    try:
+        assert isinstance(fresh, subprocess.Popen) and starter.warm_pool is None
+        # the pool reads the request, forks on what it was sent, then closes the connection
+        wait_for(lambda: _connections_to(sock_path) == 0, "the pool to close the request's "
+                 "connection")
+        assert _holders(to_fresh) == {fresh.pid}
+        assert _holders(from_fresh) == {fresh.pid}
+    finally:
+        for fd in (forked_to, forked_from, to_fresh, from_fresh):
+            os.close(fd)  # each worker sees its pipe close, and exits
+        fresh.wait(timeout=10)
+        forked.wait(timeout=10)
+        os.kill(pool, signal.SIGKILL)  # this process started it: reaped here
+        os.waitpid(pool, 0)
+        stop_pools(project, signal.SIGKILL)  # what it forked
+
+
+def _connections_to(sock_path: str) -> int:
+    """Connections a listening Unix socket has accepted and not yet closed (an accepted
+    socket is listed under the listener's path in /proc/net/unix)."""
+    rows = [line.split() for line in Path("/proc/net/unix").read_text().splitlines()[1:]]
+    return sum(1 for row in rows if len(row) == 8 and row[7] == sock_path) - 1
+
+
+def _holders(fd: int) -> set[int]:
+    """Pids, other than this process, holding either end of the pipe `fd` is an end of."""
+    link = f"pipe:[{os.fstat(fd).st_ino}]"
+    holders = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if any(os.readlink(f) == link for f in (entry / "fd").iterdir()):
+                holders.add(int(entry.name))
+        except OSError:
+            continue
+    return holders

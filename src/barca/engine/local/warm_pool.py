@@ -41,6 +41,9 @@ if TYPE_CHECKING:
     from typing import Iterable
 
 HANDSHAKE_SECONDS = 1.0  # a pool that has not answered by then is stopped or stuck: go fresh
+# A pool that has answered may still be busy when asked for a worker (importing, or on a
+# starved machine): a fresh worker would spend that time importing the same. Past this, stuck.
+REQUEST_SECONDS = 30.0
 
 
 def supported() -> bool:
@@ -151,6 +154,7 @@ class WarmPool:
                 raise OSError(f"{sock_path} is served by another user")
             send(sock, Hello())
             welcome = expect(receive(sock)[0], Welcome)
+            sock.settimeout(REQUEST_SECONDS)
         except TimeoutError:
             sock.close()
             _note_unresponsive(lock_path)

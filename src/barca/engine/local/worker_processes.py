@@ -86,28 +86,11 @@ class Starter:
 
     def start(self) -> tuple[WorkerProcess, int, int]:
         """A new worker: its process, the pipe to it and the pipe from it."""
-        to_r, to_w = os.pipe()
-        from_r, from_w = os.pipe()
-        _widen(to_w)
-        _widen(from_w)
         env = dict(os.environ, BARCA_WORKER="1")
         env.pop(SHARED_CAPACITY_ENV, None)  # a step's own run never waits on its caller's units
-        process: WorkerProcess | None = self._fork_warm(env, (to_r, from_w))
-        if process is None:
-            try:
-                process = subprocess.Popen(  # -P: a project file (json.py) shadows no module
-                    [sys.executable, "-P", "-m", "barca.engine.local.worker", str(to_r),
-                     str(from_w)],
-                    cwd=self.root, env=env, pass_fds=(to_r, from_w), stdin=subprocess.DEVNULL,
-                    start_new_session=True)
-            except OSError as exc:
-                raise InfraError(f"cannot start a worker process: {exc}") from exc
-            self.fresh_workers += 1
-        os.close(to_r)
-        os.close(from_w)
-        return process, to_w, from_r
+        return self._fork_warm(env) or self._start_fresh(env)
 
-    def _fork_warm(self, env: dict[str, str], fds: tuple[int, int]) -> ForkedProcess | None:
+    def _fork_warm(self, env: dict[str, str]) -> tuple[ForkedProcess, int, int] | None:
         """A worker from the warm pool, or None to start a fresh one."""
         if self.warm_seconds <= 0:
             return None
@@ -118,13 +101,39 @@ class Starter:
                 self.root, warm_pool.top_level_imports(self.root, self.files), self.warm_seconds)
         if self.warm_pool is None:
             return None
+        to_r, to_w, from_r, from_w = _pipes()
         try:
-            pid = self.warm_pool.fork_worker(self.root, env, fds, self.warm_seconds)
-            return ForkedProcess(pid, self.warm_pool)
+            pid = self.warm_pool.fork_worker(self.root, env, (to_r, from_w), self.warm_seconds)
+            return ForkedProcess(pid, self.warm_pool), to_w, from_r
         except (OSError, EOFError, ValueError):
+            # the pool holds copies of these pipes' ends and may still fork a worker on them:
+            # the fresh worker gets pipes of its own, and that one reads the end of this pipe
+            os.close(to_w)
+            os.close(from_r)
             self.warm_pool.close()
             self.warm_pool = None
             return None
+        finally:
+            os.close(to_r)
+            os.close(from_w)
+
+    def _start_fresh(self, env: dict[str, str]) -> tuple[subprocess.Popen, int, int]:
+        to_r, to_w, from_r, from_w = _pipes()
+        try:
+            process = subprocess.Popen(  # -P: a project file (json.py) shadows no module
+                [sys.executable, "-P", "-m", "barca.engine.local.worker", str(to_r),
+                 str(from_w)],
+                cwd=self.root, env=env, pass_fds=(to_r, from_w), stdin=subprocess.DEVNULL,
+                start_new_session=True)
+        except OSError as exc:
+            for fd in (to_w, from_r):
+                os.close(fd)
+            raise InfraError(f"cannot start a worker process: {exc}") from exc
+        finally:
+            os.close(to_r)
+            os.close(from_w)
+        self.fresh_workers += 1
+        return process, to_w, from_r
 
     def leave(self, imported: set[str]) -> None:
         """Teach the warm pool what this run's workers imported, or start one if there was none."""
@@ -155,6 +164,15 @@ def end(process: WorkerProcess, kill: bool, closed: bool = False) -> None:
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
+
+
+def _pipes() -> tuple[int, int, int, int]:
+    """A worker's two pipes: (to it: read, write), (from it: read, write), writes widened."""
+    to_r, to_w = os.pipe()
+    from_r, from_w = os.pipe()
+    _widen(to_w)
+    _widen(from_w)
+    return to_r, to_w, from_r, from_w
 
 
 def _widen(fd: int) -> None:
