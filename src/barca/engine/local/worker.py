@@ -12,6 +12,7 @@ coordinator is gone (killed) kills itself and whatever its steps started.
 
 from __future__ import annotations
 
+import _thread
 import atexit
 import os
 import select
@@ -57,7 +58,7 @@ class OutputCapture:
             os.close(write_end)
             os.set_blocking(read_end, False)
             self.pipes[read_end] = [stream, b""]
-        threading.Thread(target=self._pump, daemon=True, name="barca-output").start()
+        _thread.start_new_thread(self._pump, ())  # see `Worker.serve`
 
     def _pump(self) -> None:
         while self.pipes:
@@ -167,8 +168,11 @@ class Worker:
         capture = OutputCapture(self.send)
         sys.stdout = StepStream(self.send, "stdout")
         sys.stderr = StepStream(self.send, "stderr")
-        threading.Thread(target=self._flush_regularly, daemon=True).start()
-        threading.Thread(target=self._die_with_coordinator, daemon=True).start()
+        # bare threads: threading's waits until each has started, a scheduler slice or more
+        # on a busy machine while the sensor's worker is on a tick's path; this process ends
+        # with os._exit and never joins them
+        _thread.start_new_thread(self._flush_regularly, ())
+        _thread.start_new_thread(self._die_with_coordinator, ())
         while True:
             try:
                 message = read_frame(self.in_fd)
