@@ -43,7 +43,6 @@ from barca.engine.local.pool_messages import (ForkWorker, Forked, Hello, Preload
                                               Refused, RunCommand, Status, Welcome,
                                               describe_exit, exceeds_own_limits, receive, send)
 from barca.engine.worker.project_code import is_project_file
-from barca.engine.worker import import_paths
 
 CHECK_SECONDS = 5.0  # how often the fork server checks that its identity still holds
 EXITS_KEPT = 256  # how many children's exit statuses the fork server remembers
@@ -124,7 +123,7 @@ class ForkServer:
         seen = self.stamps  # a file is stamped when first loaded: a later edit stays seen
         self.stamps = {path: seen[path] if path in seen else warm_pool.stamp(path)
                        for path in _files_outside_installs()}
-        import_paths.remember_entries(str(self.root))
+        forked_child.work_out_ahead(str(self.root))
         # loaded for good: out of the cyclic collector, so children never traverse (copy) it
         gc.freeze()
         self.spares.drop()  # forked before these imports

@@ -23,7 +23,7 @@ from typing import Any, Callable, NamedTuple, NoReturn
 from barca.engine.local import warm_pool, worker
 from barca.engine.local.pool_messages import (Exited, ForkWorker, RunCommand, apply_limits,
                                               receive, send)
-from barca.engine.worker import peak_memory
+from barca.engine.worker import import_paths, peak_memory
 
 RunArgv = Callable[[str, list[str]], int]  # runs an entry (RunCommand) here; its exit code
 SPARE_NAME = "barca-spare"  # a spare's process name while it waits (`wait_as_spare`)
@@ -35,6 +35,13 @@ class Inherited(NamedTuple):
     selector: selectors.BaseSelector  # its listener, clients' connections and pidfds
     lock: Any  # the identity's lock file: held while the fork server lives
     identity: tuple[str, str]  # (project root, warm_pool.identity of it)
+
+
+def work_out_ahead(root: str) -> None:
+    """What every child would work out the same, worked out once by the fork server before it
+    forks them: where the loaded modules came from, and which are loaded."""
+    import_paths.remember_entries(root)
+    worker.remember_loaded()
 
 
 def wait_as_spare(inherited: Inherited, channel: socket.socket, run_argv: RunArgv | None
