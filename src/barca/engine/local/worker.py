@@ -113,8 +113,8 @@ class Worker:
         # news: a forked worker would otherwise look up the files of some 300 modules
         # after its first step, on the tick's path
         self.modules_seen = len(sys.modules)
-        self.loaded_before = _loaded_at_fork if _loaded_at_fork[0] == len(sys.modules) \
-            else _top_level_names()
+        count, names = _loaded_at_fork
+        self.loaded_before = names if count == len(sys.modules) else _top_level_names()
         self.reported: set[str] = set()
         self.stopping = False
         self.announced = False  # the first step this process runs was said to have started
@@ -235,7 +235,7 @@ class Worker:
         if len(sys.modules) == self.modules_seen:
             return
         self.modules_seen = len(sys.modules)
-        new = _top_level_names()[1] - self.loaded_before[1] - self.reported
+        new = _top_level_names() - self.loaded_before - self.reported
         self.reported |= new
         third_party = []
         for name in sorted(new):
@@ -247,20 +247,20 @@ class Worker:
             self.send(Imported(tuple(third_party)))
 
 
-def _top_level_names() -> tuple[int, frozenset[str]]:
-    """How many modules are loaded, and their top-level names."""
-    return len(sys.modules), frozenset(name.partition(".")[0] for name in list(sys.modules))
+def _top_level_names() -> frozenset[str]:
+    return frozenset(name.partition(".")[0] for name in list(sys.modules))
 
 
-# what the warm pool had loaded when it last settled, worked out there (`remember_loaded`): a
-# worker forked from it then never walks sys.modules as it starts, where each name it touches
-# copies a page of the pool's memory (1.1-1.5 ms in a forked child, 0.1 in the pool)
+# how many modules the warm pool had loaded when it last settled, and their top-level names,
+# worked out there (`remember_loaded`): a worker forked from it then never walks sys.modules
+# as it starts, where each name it touches copies a page of the pool's memory (1.1-1.5 ms in
+# a forked child, 0.1 in the pool)
 _loaded_at_fork: tuple[int, frozenset[str]] = (-1, frozenset())
 
 
 def remember_loaded() -> None:
     global _loaded_at_fork
-    _loaded_at_fork = _top_level_names()
+    _loaded_at_fork = len(sys.modules), _top_level_names()
 
 
 def run(in_fd: int, out_fd: int, root: Path) -> None:

@@ -108,8 +108,8 @@ class Starter:
         except (OSError, EOFError, ValueError):
             # the pool holds copies of these pipes' ends and may still fork a worker on them:
             # the fresh worker gets pipes of its own, and that one reads the end of this pipe
-            os.close(to_w)
-            os.close(from_r)
+            for fd in (to_w, from_r):
+                os.close(fd)
             self.warm_pool.close()
             self.warm_pool = None
             return None
