@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from barca.engine.local.forked_child import SPARE_NAME
+from barca.engine.local.pool_registry import SPARE_NAME
 from conftest import (CLI, barca, barca_env, descendants, edit, in_terminal, lines, poll,
                       pool_processes, read_runs, start_barca, stop_pools, wait_until_gone,
                       wait_until_ready, write)
@@ -307,6 +307,52 @@ class TestWarmPool:
         os.kill(pool, signal.SIGTERM)
         for pid in new:
             wait_until_gone(pid)
+
+    def test_spares_make_ready_memory_as_runs_took_it_and_barca_pool_counts_it(self, project):
+        """A forked worker takes each page of new memory with a fault: once the pool's runs
+        took much memory afresh, each spare fills pymalloc arenas ahead, half of it and at
+        most BARCA_SPARE_HEAP_MB, and keeps them for the run it serves; `barca pool` counts
+        what the spares hold of their own. With the bound at 0 they prepare nothing."""
+        write(project, {"p.py": HEAVY})
+        for _ in range(2):  # the first run's workers may start fresh, before the pool is up
+            heavy(project, WARM)
+        pool = wait_until_ready(project)
+        heavy(project, WARM)  # forked from the pool, which reaps it and learns
+        held = poll(lambda: _spare_bytes(project, pool, WARM, at_least=2 * 16 * MB),
+                    "spares holding memory made ready", 90)
+        assert held <= 2 * (64 + 8) * MB  # the bound (64 MB each), and their own few MB
+        prepared = _spares(pool)
+        # prepared spares serve the next run; its bound applies to the running pool's next ones
+        off = {**WARM, "BARCA_SPARE_HEAP_MB": "0"}
+        assert heavy(project, off) == 300_000
+        poll(lambda: (_spares(pool) or prepared) & prepared == set(), "new spares", 90)
+        assert _spare_bytes(project, pool, off) < 2 * 8 * MB
+
+
+MB = 1 << 20
+HEAVY = """
+    from barca import asset
+
+    @asset()
+    def many() -> int:
+        held = {i: (str(i), i) for i in range(300_000)}  # some 60 MB of small objects
+        return len(held)
+"""
+
+
+def heavy(root: Path, env: dict) -> int:
+    return barca(root, "get", "many", "p.py", "--refresh", "many", env=env).expect(0).json[
+        "final_output"]
+
+
+def _spare_bytes(root: Path, pool: int, env: dict, at_least: int = 0) -> int | None:
+    """What `barca pool --json` says this project's spares hold, once there are two (and it
+    is `at_least` that)."""
+    if _spares(pool) is None:
+        return None
+    listed = barca(root, "pool", "--json", env=env).expect(0).json["pools"]
+    held = next(p["spare_bytes"] for p in listed if p["pid"] == pool)
+    return held if held >= at_least else None
 
 
 def _spares(pool: int) -> set[int] | None:

@@ -351,6 +351,9 @@ def test_a_bad_pool_bound_is_a_usage_error(project: Path):
     write(project, {"p.py": STEPS})
     failed = barca(project, "get", "quick", "p.py", env={"BARCA_WARM_POOLS": "many"}).expect(2)
     assert "BARCA_WARM_POOLS" in failed.envelope["error"]
+    failed = barca(project, "get", "quick", "p.py", env={"BARCA_SPARE_HEAP_MB": "lots"}).expect(2)
+    assert "BARCA_SPARE_HEAP_MB" in failed.envelope["error"]
+    assert "BARCA_SPARE_HEAP_MB to 0" in failed.envelope["remediation"]
 
 
 # -- item 14: a step's own output is the step's ---------------------------------------------

@@ -49,7 +49,7 @@ def pool_command(ctx: click.Context, json_flag: bool, pretty: bool) -> None:
     if not pools:
         emit("no warm pool is running")
         return
-    rows = [(str(p["pid"]), p["project"], human_size(p["rss_bytes"]),
+    rows = [(str(p["pid"]), p["project"], human_size((p["rss_bytes"] or 0) + p["spare_bytes"]),
              f"{p['idle_seconds']:.0f}s" + (" (stopped)" if p["stopped"] else ""),
              f"{p['exits_after_idle_seconds']:g}s") for p in pools]
     head = ("PID", "PROJECT", "MEMORY", "IDLE", "EXITS AFTER IDLE")

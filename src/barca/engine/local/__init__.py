@@ -25,6 +25,7 @@ def local_executor(root: Path, files: Sequence[str], capacity: int | None = None
     size, warm = pool_size(), warm_seconds()
     units, _ = settings.capacity(capacity, size)
     settings.max_pools()  # a bad BARCA_WARM_POOLS is reported before anything runs
+    settings.spare_heap_bytes()  # and a bad BARCA_SPARE_HEAP_MB
 
     def new():
         from barca.engine.local.pool import LocalExecutor
@@ -84,14 +85,16 @@ def warm_pool_supported() -> bool:
 
 
 def warm_pools() -> list[dict]:
-    """This user's running warm pools, most recently used first: pid, project, memory, idle
-    time, and whether one is stopped (SIGSTOP) and so answers nobody."""
+    """This user's running warm pools, most recently used first: pid, project, memory (its
+    own, and its spares' of their own), idle time, and whether one is stopped (SIGSTOP) and so
+    answers nobody."""
     import time
 
     from barca.engine.local import pool_registry
 
     now = time.time()
     return [{"pid": info.pid, "project": info.root, "rss_bytes": info.rss_bytes,
+             "spare_bytes": info.spare_bytes,
              "idle_seconds": round(max(0.0, now - info.last_used), 1),
              "exits_after_idle_seconds": info.idle_seconds,
              "started_at": info.started, "stopped": info.stopped}

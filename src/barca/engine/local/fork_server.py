@@ -200,6 +200,7 @@ class ForkServer:
                     self.run_argv or isinstance(message, ForkWorker)):
                 self.serve_for(message.env.get(pool_registry.SERVED_BY))
                 self._set_idle(message.idle)
+                self.spares.heed(message.env)
                 too_high = exceeds_own_limits(message.limits)
                 if too_high:
                     send(conn, Refused(f"the caller's limit on {too_high} is above the pool's"))
@@ -250,11 +251,12 @@ class ForkServer:
 
     def _remember(self, pid: int) -> bool:
         try:
-            done, status = os.waitpid(pid, os.WNOHANG)
+            done, status, usage = os.wait4(pid, os.WNOHANG)
         except ChildProcessError:
             done = 0
         if not done:
             return False
+        self.spares.ended(pid, usage.ru_minflt)
         self.exits[pid] = describe_exit(os.waitstatus_to_exitcode(status))
         while len(self.exits) > EXITS_KEPT:
             self.exits.popitem(last=False)

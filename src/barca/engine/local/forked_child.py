@@ -20,13 +20,12 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, NamedTuple, NoReturn
 
-from barca.engine.local import warm_pool, worker
+from barca.engine.local import pool_registry, warm_heap, warm_pool, worker
 from barca.engine.local.pool_messages import (Exited, ForkWorker, RunCommand, apply_limits,
                                               receive, send)
 from barca.engine.worker import import_paths, peak_memory
 
 RunArgv = Callable[[str, list[str]], int]  # runs an entry (RunCommand) here; its exit code
-SPARE_NAME = "barca-spare"  # a spare's process name while it waits (`wait_as_spare`)
 
 
 class Inherited(NamedTuple):
@@ -44,15 +43,17 @@ def work_out_ahead(root: str) -> None:
     worker.remember_loaded()
 
 
-def wait_as_spare(inherited: Inherited, channel: socket.socket, run_argv: RunArgv | None
-                  ) -> NoReturn:
+def wait_as_spare(inherited: Inherited, channel: socket.socket, run_argv: RunArgv | None,
+                  heap: int = 0) -> NoReturn:
     """A child forked before any request asked for it (the fork off the request's path): it
-    lets go of the fork server's things now, then waits on `channel` for the one request it
-    serves, a worker's (its three fds) or a command's (those and the client's connection),
-    as a child forked for it would. The server closing `channel` unused ends it."""
+    lets go of the fork server's things now, makes `heap` bytes of memory ready meanwhile
+    (engine.local.warm_heap), then waits on `channel` for the one request it serves, a
+    worker's (its three fds) or a command's (those and the client's connection), as a child
+    forked for it would. The server closing `channel` unused ends it."""
     try:
         _let_go(inherited, keep=None)
-        name = _name_process(SPARE_NAME)  # `ps` shows what waits
+        name = _name_process(pool_registry.SPARE_NAME)  # `ps` shows what waits
+        warm_heap.prepare(heap, lambda: bool(select.select([channel], [], [], 0)[0]))
         request, fds = receive(channel, max_fds=4)
         channel.close()
         if name:

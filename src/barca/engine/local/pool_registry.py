@@ -27,6 +27,7 @@ POOL_PROCESS = "barca.cli.warm_launcher"
 # the commands it runs). Such a pool waits for runs as long as that server lives, and no
 # longer: a server killed with -9 cannot stop it, so it stops itself.
 SERVED_BY = "BARCA_SERVED_BY"
+SPARE_NAME = "barca-spare"  # a spare's process name while it waits (forked_child)
 
 
 def served_by_me() -> str:
@@ -83,6 +84,7 @@ class PoolInfo(NamedTuple):
     last_used: float  # when it last served a request (epoch seconds)
     idle_seconds: float  # how long it waits for the next one
     rss_bytes: int | None
+    spare_bytes: int  # the memory its spares hold of their own (engine.local.warm_heap)
     stopped: bool  # SIGSTOPped (or traced): it answers nobody until continued
     lock_path: Path
 
@@ -109,8 +111,28 @@ def read(lock_path: str | Path) -> PoolInfo | None:
     rss = fields.get("VmRSS", "").split()
     return PoolInfo(pid, root, float(info.get("started", 0)), used,
                     float(info.get("idle_seconds", 0)),
-                    int(rss[0]) * 1024 if rss and rss[0].isdigit() else None,
+                    int(rss[0]) * 1024 if rss and rss[0].isdigit() else None, _spare_bytes(pid),
                     fields.get("State", "").strip()[:1] in ("T", "t"), lock_path)
+
+
+def _spare_bytes(pid: int) -> int:
+    """What the pool's waiting spares hold that no other process shares (0 where /proc
+    cannot tell)."""
+    total = 0
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return 0
+    for child in children:
+        try:
+            if Path(f"/proc/{child}/comm").read_text().strip() != SPARE_NAME:
+                continue
+            rollup = Path(f"/proc/{child}/smaps_rollup").read_text()
+        except OSError:
+            continue
+        total += sum(int(line.split()[1]) * 1024 for line in rollup.splitlines()
+                     if line.startswith(("Private_Clean:", "Private_Dirty:")))
+    return total
 
 
 def live_pools(directory: Path | None = None) -> list[PoolInfo]:

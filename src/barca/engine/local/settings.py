@@ -8,6 +8,7 @@ from barca import env_settings
 from barca.errors import UsageError
 
 DEFAULT_WARM_SECONDS = 900.0
+DEFAULT_SPARE_HEAP = 64 << 20
 
 
 def pool_size() -> int:
@@ -53,3 +54,17 @@ def max_pools() -> int:
         raise UsageError(f"BARCA_WARM_POOLS={text!r} is not a positive integer",
                          "set BARCA_WARM_POOLS to 1 or more, or unset it for one per core")
     return int(text)
+
+
+def spare_heap_bytes(environ: dict[str, str] | None = None) -> int:
+    """BARCA_SPARE_HEAP_MB: the most memory each of a warm pool's spares makes ready for the
+    run it serves (engine.local.warm_heap); 64 by default, 0 turns it off. The newest run's
+    value applies to a pool already running."""
+    text = (os.environ if environ is None else environ).get("BARCA_SPARE_HEAP_MB")
+    if not text:
+        return DEFAULT_SPARE_HEAP
+    if not text.isdigit():
+        raise UsageError(f"BARCA_SPARE_HEAP_MB={text!r} is not a whole number of MB",
+                         "set BARCA_SPARE_HEAP_MB to 0 (spares prepare no memory) or a number "
+                         "such as 64, or unset it")
+    return int(text) << 20

@@ -4,8 +4,9 @@ pool's size takes it 3-4 ms, twice on a tick's path (the command, then its first
 Once the pool has been quiet a while, with every import done, it forks COUNT children
 (`forked_child.wait_as_spare`): each lets go of the pool's things at once, as a child forked
 for a request does, and waits on its channel for one request, which the pool then hands it
-with the request's descriptors instead of forking. A spare is what a child forked at that
-moment would be; an import in the pool closes the spares' channels (they exit on seeing that)
+with the request's descriptors instead of forking. Meanwhile it makes memory ready for the
+run it will serve, as much as the pool's recent children took afresh (`warm_heap`). A spare
+is what a child forked at that moment would be; an import in the pool closes the spares' channels (they exit on seeing that)
 and new ones are forked when it is quiet again. The pool's end of each channel is in its
 selector, so every later child lets go of it too, and the pool sees it close when a spare dies.
 """
@@ -17,8 +18,9 @@ import selectors
 import socket
 from typing import Callable, NamedTuple
 
-from barca.engine.local import forked_child
+from barca.engine.local import forked_child, settings, warm_heap
 from barca.engine.local.pool_messages import ForkWorker, RunCommand, send
+from barca.errors import UsageError
 
 COUNT = 2  # a command and its first worker
 AFTER_SECONDS = 1.0  # without a request before spares are forked
@@ -34,6 +36,9 @@ class Spares:
     def __init__(self, selector: selectors.BaseSelector, watch: Callable[[int], int]) -> None:
         self.selector, self.watch = selector, watch  # `watch`: reap the child when it exits
         self.ready: list[tuple[int, socket.socket]] = []  # (pid, the pool's end)
+        # what each prepares, learnt from the children (`ended`), within the newest run's bound
+        self.heap = warm_heap.HeapBudget(settings.DEFAULT_SPARE_HEAP)
+        self.prepared: dict[int, int] = {}  # pid -> what a spare was told to prepare
 
     def fork_when_quiet(self, quiet: float, inherited: Callable[[], forked_child.Inherited],
                         run_argv: forked_child.RunArgv | None) -> float | None:
@@ -43,13 +48,15 @@ class Spares:
             return None
         if quiet < AFTER_SECONDS:
             return AFTER_SECONDS - quiet
+        heap = self.heap.size()
         while len(self.ready) < COUNT:
             ours, theirs = socket.socketpair()
             pid = os.fork()
             if not pid:
                 ours.close()
-                forked_child.wait_as_spare(inherited(), theirs, run_argv)
+                forked_child.wait_as_spare(inherited(), theirs, run_argv, heap)
             theirs.close()
+            self.prepared[pid] = heap
             self.selector.register(ours, selectors.EVENT_READ, Spare(pid))
             self.ready.append((self.watch(pid), ours))
         return None
@@ -58,6 +65,17 @@ class Spares:
         """Let every spare go: each sees its channel end, and exits."""
         while self.ready:
             self._let_go(0)
+
+    def heed(self, env: dict[str, str]) -> None:
+        """A request's environment: its BARCA_SPARE_HEAP_MB bounds what spares prepare."""
+        try:
+            self.heap.most = settings.spare_heap_bytes(env)
+        except UsageError:
+            pass  # the run reports it
+
+    def ended(self, pid: int, faults: int) -> None:
+        """A child of the pool ended (reaped) having taken `faults` pages afresh."""
+        self.heap.learn(faults, self.prepared.pop(pid, 0))
 
     def died(self, key: selectors.SelectorKey) -> None:
         """A spare's channel closed before it was handed a request."""

@@ -199,7 +199,7 @@ class Worker:
                         self.flush()
                 if not self._more_to_do():  # else the next lease's keys share the pack
                     self.flush()
-                self.runner.last_value = None
+                self.runner.left = []
                 self._report_imports()
             elif isinstance(message, Warm):
                 self.runner.warm(message.files)

@@ -53,7 +53,7 @@ class Runner(Protocol):
     """What a call needs of the runner that delivers it (engine.step_runner.StepRunner)."""
 
     root: Path
-    last_value: Any
+    left: list[Any]
     packs: PackWriter  # small results of the call's keys go into packs (store.packs)
 
     def module(self, file: str, planned: str = "") -> Any: ...
@@ -153,7 +153,7 @@ def _run(runner: Runner, fn: Callable[..., Any], store: ArtifactStore, call: Cal
     value = fn(**kwargs)
     if isinstance(value, types.CoroutineType):
         value.close()
-    runner.last_value = value
+    runner.left = [value]
     mark = _lap(times, "compute", mark)
     return _split_and_write(runner, store, call, positions, call_keys, value, times, mark,
                             attempt, report)

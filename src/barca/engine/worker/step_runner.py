@@ -75,9 +75,10 @@ class StepRunner:
         self.digests: dict[str, str] = {}  # pipeline file -> digest of the bytes imported
         self.stores: dict[str, ArtifactStore] = {}
         self.packs = PackWriter()  # small results, written whole before their outcomes go
-        # the last step's value, kept until its caller has sent the outcome: freeing a key
-        # source's 200,000 entries takes about 10 ms that need not delay the outcome
-        self.last_value: Any = None
+        # what the last step left (its value, a key source's packing lists), kept until its
+        # caller has sent the outcome: freeing a key source's 200,000 entries and positions
+        # takes over 10 ms that need not delay it
+        self.left: list[Any] = []
 
     def warm(self, files: Any) -> None:
         """Import pipeline files ahead of their steps; a file that fails is left for the step
@@ -180,14 +181,15 @@ class StepRunner:
                 return self._keep(step, store, out, attempt, started)
             value = read_result(store, step.previous[0], step.previous[1])
             update = None  # its digest is that of the same value, as before
-        self.last_value = value
+        self.left = [value]
         fmt = "json" if step.key_source else choose_format(value, step.serializer)
         key = f"{step.artifact_stem}.{EXTENSIONS[fmt]}"
         if step.kind == "sensor":
             _observation(out, key)
         columns = None
         if step.key_source:
-            fmt, size, digest, columns = write_key_source(value, out, key, step.known_chunks)
+            fmt, size, digest, columns = write_key_source(value, out, key, step.known_chunks,
+                                                         self.left)
         else:  # a partitioned node's key may share a pack (store.packs); a sink copies a file
             packable = bool(step.key) and step.kind != "sensor" and not step.sinks
             key, size, digest = write_packable(out, key, value, fmt,
