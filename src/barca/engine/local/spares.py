@@ -3,12 +3,13 @@ pool's size takes it 3-4 ms, twice on a tick's path (the command, then its first
 
 Once the pool has been quiet a while, with every import done, it forks COUNT children
 (`forked_child.wait_as_spare`): each lets go of the pool's things at once, as a child forked
-for a request does, and waits on its channel for one request, which the pool then hands it
-with the request's descriptors instead of forking. Meanwhile it makes memory ready for the
-run it will serve, as much as the pool's recent children took afresh (`warm_heap`). A spare
-is what a child forked at that moment would be; an import in the pool closes the spares' channels (they exit on seeing that)
-and new ones are forked when it is quiet again. The pool's end of each channel is in its
-selector, so every later child lets go of it too, and the pool sees it close when a spare dies.
+for a request does, and waits on its channel for one request, which the pool then hands it with
+the request's descriptors instead of forking. Meanwhile it makes memory ready for the run it
+will serve, as much as the pool's recent children took afresh (`warm_heap`). A spare is what a
+child forked at that moment would be; an import in the pool closes the spares' channels (they
+exit on seeing that) and new ones are forked when it is quiet again. The pool's end of each
+channel is in its selector, so every later child lets go of it too, and the pool sees it close
+when a spare dies.
 """
 
 from __future__ import annotations

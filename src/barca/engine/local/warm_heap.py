@@ -1,20 +1,20 @@
 """Memory a spare makes ready while it waits, so that the run it serves does not wait for it.
 
-A process forked from the warm pool gets each page of new memory from the kernel the first
-time it touches it, a fault each: about 3 us a page on this project's test machine (a virtual
-machine; well under 1 us on most hardware). A one-key tick at 200,000 keys touches some 120 MB
+A process forked from the warm pool gets each page of new memory from the kernel the first time
+it touches it, a fault each: about 3 us a page on the 2-core virtual machine barca's benchmarks
+run on (well under 1 us on most hardware). A one-key tick at 200,000 keys touches some 120 MB
 of new memory in its sensor's worker and 50 MB in its command, much of it Python objects (the
 sensor's rows and dict, the keys' packing), and waited about 30 ms for those faults alone.
-Python's allocator for small objects (pymalloc) takes memory in 1 MiB arenas and gives an
-arena back only once nothing in it is used. So a spare, while it waits for its request, fills
-arenas with objects and keeps two of them in each: the rest of each arena is free for the
-run's objects and already touched, its own (not a page it shares with the pool).
+Python's allocator for small objects (pymalloc) takes memory in 1 MiB arenas and gives an arena
+back only once nothing in it is used. So a spare, while it waits for its request, fills arenas
+with objects and keeps two of them in each: the rest of each arena is free for the run's
+objects and already touched, its own (not a page it shares with the pool).
 
 How much: half the memory the pool's recent children touched afresh beyond what they had
 prepared as spares (their page faults, as the pool reaps them), at most BARCA_SPARE_HEAP_MB
-(64 by default; 0 turns this off), nothing below a few MB. A spare looks at its channel after each MB and stops as
-soon as its request comes. The memory shows in `barca pool` (MEMORY counts the spares' own)
-and goes with the spare.
+(64 by default; 0 turns this off), nothing below a few MB. A spare looks at its channel after
+each MB and stops as soon as its request comes. The memory shows in `barca pool` (MEMORY
+counts the spares' own) and goes with the spare.
 """
 
 from __future__ import annotations
