@@ -41,7 +41,7 @@ _ISOLATED = ("BARCA_OUTPUT", "BARCA_ENV", "BARCA_READ_ONLY", "BARCA_POOL_SIZE", 
              "BARCA_PROGRESS_SECS",
              "BARCA_REMOTE_URI", "BARCA_STORAGE_OPTIONS", "BARCA_STATE_URI", "BARCA_STATE", "BARCA_SERVER",
              "BARCA_WARM_SECONDS", "BARCA_SERVE_TOKEN", "BARCA_SERVER_TOKEN", "BARCA_EXECUTOR",
-             "RAY_ADDRESS")
+             "BARCA_SPARE_HEAP_MB", "RAY_ADDRESS")
 # Commands run as a user's do, with the warm pool (its default), but one that idles out soon:
 # each pytest process keeps its tests' pools apart (`pytest_configure`), as many at once as
 # BARCA_WARM_POOLS' default lets a user keep, and stops those left at its end. A test about a
