@@ -94,7 +94,7 @@ def warm_pools() -> list[dict]:
 
     now = time.time()
     return [{"pid": info.pid, "project": info.root, "rss_bytes": info.rss_bytes,
-             "spare_bytes": info.spare_bytes,
+             "spare_bytes": pool_registry.spare_bytes(info.pid),
              "idle_seconds": round(max(0.0, now - info.last_used), 1),
              "exits_after_idle_seconds": info.idle_seconds,
              "started_at": info.started, "stopped": info.stopped}

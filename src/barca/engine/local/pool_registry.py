@@ -84,7 +84,6 @@ class PoolInfo(NamedTuple):
     last_used: float  # when it last served a request (epoch seconds)
     idle_seconds: float  # how long it waits for the next one
     rss_bytes: int | None
-    spare_bytes: int  # the memory its spares hold of their own (engine.local.warm_heap)
     stopped: bool  # SIGSTOPped (or traced): it answers nobody until continued
     lock_path: Path
 
@@ -111,13 +110,14 @@ def read(lock_path: str | Path) -> PoolInfo | None:
     rss = fields.get("VmRSS", "").split()
     return PoolInfo(pid, root, float(info.get("started", 0)), used,
                     float(info.get("idle_seconds", 0)),
-                    int(rss[0]) * 1024 if rss and rss[0].isdigit() else None, _spare_bytes(pid),
+                    int(rss[0]) * 1024 if rss and rss[0].isdigit() else None,
                     fields.get("State", "").strip()[:1] in ("T", "t"), lock_path)
 
 
-def _spare_bytes(pid: int) -> int:
-    """What the pool's waiting spares hold that no other process shares (0 where /proc
-    cannot tell)."""
+def spare_bytes(pid: int) -> int:
+    """What pool `pid`'s waiting spares hold that no other process shares (engine.local.
+    warm_heap; 0 where /proc cannot tell). Read for `barca pool` only: each spare's page
+    tables are walked."""
     total = 0
     try:
         children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
