@@ -228,6 +228,28 @@ def test_a_state_of_many_chunks_round_trips_and_one_changed_key_changes_one_chun
     assert again.signature[1].differing(changed.signature[1]) == [CHUNK + 7]
 
 
+def test_hash_columns_differ_exactly_where_digests_differ_in_any_block_of_a_chunk():
+    n = CHUNK * 2 + 70
+    old = HashColumn([h(f"run {i}") for i in range(n)])
+    changed_at = [0, 63, 64, 65, 1000, CHUNK - 1, CHUNK, 2 * CHUNK + 69]
+    new = old.replaced({i: h(f"other {i}") for i in changed_at})
+    assert new.differing(old) == changed_at
+    assert old.differing(new) == changed_at
+    assert old.differing(HashColumn([h(f"run {i}") for i in range(n)])) == []
+
+
+def test_an_ascending_packed_column_finds_a_key_by_bisection_without_unpacking_it_whole():
+    keys = [f"k{i:06}" for i in range(CHUNK * 3)]
+    packed = JsonColumn(chunks=JsonColumn(keys).chunks, n=len(keys), ascending=True)
+    assert [packed.index(keys[i]) for i in (0, 5, CHUNK, len(keys) - 1)] == \
+        [0, 5, CHUNK, len(keys) - 1]
+    assert (packed.index("k"), packed.index("k999999x"), packed.index("zz"),
+            packed.index(7)) == (None, None, None, None)
+    assert packed._items is None  # only the chunks it looked in were read
+    unsorted = JsonColumn(chunks=JsonColumn(["b", "a"]).chunks, n=2)
+    assert (unsorted.index("a"), unsorted.index("c")) == (1, None)
+
+
 # --- the snapshot after a run --------------------------------------------------------------
 
 def plan_of(keys: list[str], run: tuple[int, ...]) -> NodePlan:

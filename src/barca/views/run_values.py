@@ -126,7 +126,10 @@ def current_results(result: RunResult, node_id: str, limit: int | None = None
         return
     state = result.states.get(node_id)
     if state is not None and len(plan.keys) > 16:
-        state.keys.indexed()  # one dict, not a scan per key
+        if plan.keys.ascending and state.keys == plan.keys:
+            state.keys.ascending = True  # the same keys: each found by bisection
+        else:
+            state.keys.indexed()  # one dict, not a scan per key
     for key in order:
         found = None if key in bad else result.key_of(node_id, key)
         if found is not None:
