@@ -140,6 +140,29 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.ray)
 
 
+# What each test costs the machine, for finding where the suite's time goes: with
+# BARCA_TEST_CPU_LOG=FILE, one line per test (its node id, then seconds of wall, of CPU in the
+# pytest process, and of CPU in the child processes it waited for) is appended to FILE. Warm
+# pools are not waited for, so their CPU is not in it.
+_CPU_LOG = os.environ.get("BARCA_TEST_CPU_LOG")
+
+if _CPU_LOG:
+    import resource
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+        def cpu(who: int) -> float:
+            usage = resource.getrusage(who)
+            return usage.ru_utime + usage.ru_stime
+
+        began = (time.monotonic(), cpu(resource.RUSAGE_SELF), cpu(resource.RUSAGE_CHILDREN))
+        yield
+        ended = (time.monotonic(), cpu(resource.RUSAGE_SELF), cpu(resource.RUSAGE_CHILDREN))
+        wall, own, children = (b - a for a, b in zip(began, ended))
+        with open(_CPU_LOG, "a") as log:
+            log.write(f"{item.nodeid}\t{wall:.3f}\t{own:.3f}\t{children:.3f}\n")
+
+
 def barca_env(env: Mapping[str, str | None] | None = None) -> dict[str, str]:
     """The test process's environment without BARCA_* settings, plus `env` (None unsets)."""
     out = {k: v for k, v in os.environ.items() if k not in _ISOLATED}
