@@ -142,8 +142,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 # What each test costs the machine, for finding where the suite's time goes: with
 # BARCA_TEST_CPU_LOG=FILE, one line per test (its node id, then seconds of wall, of CPU in the
-# pytest process, and of CPU in the child processes it waited for) is appended to FILE. Warm
-# pools are not waited for, so their CPU is not in it.
+# pytest process, and of CPU in the child processes it waited for) is appended to FILE. A warm
+# pool that a `barca` command started is not in it; one the pytest process started itself (a
+# command run in-process) counts, all at once, in the test during which it is reaped.
 _CPU_LOG = os.environ.get("BARCA_TEST_CPU_LOG")
 
 if _CPU_LOG:
