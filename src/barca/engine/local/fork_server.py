@@ -54,8 +54,8 @@ class ForkServer:
                  rehearse: Callable[[], None] | None = None) -> None:
         self.root, self.key, self.idle, self.directory = root, key, idle, directory
         self.lock = lock  # held while this fork server lives; a child must not keep it
-        self.run_argv, self.rehearse = run_argv, rehearse
-        self.environ = environ  # as started: its identity's, whatever imports change later
+        # environ: as started, its identity's, whatever imports change later
+        self.run_argv, self.rehearse, self.environ = run_argv, rehearse, environ
         self.modules: set[str] = set()
         self.stamps: dict[str, tuple[int, int] | None] = {}  # loaded files outside installs
         self.exits: collections.OrderedDict[int, str] = collections.OrderedDict()
@@ -191,8 +191,7 @@ class ForkServer:
         try:
             message, fds = receive(conn, max_fds=3)
             if isinstance(message, Hello):
-                changed = self.changed_file()
-                if changed:
+                if changed := self.changed_file():
                     send(conn, Refused(f"{changed} changed since the warm pool loaded it"))
                     return False
                 send(conn, Welcome(sorted(self.modules), os.getpid()))
@@ -383,7 +382,8 @@ def main(argv: list[str], run_argv: forked_child.RunArgv | None = None,
         server.serve(listener)
     finally:
         listener.close()
-        sock_path.unlink(missing_ok=True)
+        for path in (sock_path, pool_registry.copies_path(lock_path)):
+            path.unlink(missing_ok=True)
         if server.is_owner():
             owner_path.unlink(missing_ok=True)
         lock_path.unlink(missing_ok=True)  # still locked by us: no other fork server holds it

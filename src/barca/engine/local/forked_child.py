@@ -20,12 +20,14 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, NamedTuple, NoReturn
 
-from barca.engine.local import pool_registry, warm_heap, warm_pool, worker
+from barca.engine.local import (page_copies, pool_registry, settings, warm_heap, warm_pool,
+                                worker)
 from barca.engine.local.pool_messages import (Exited, ForkWorker, RunCommand, apply_limits,
                                               receive, send)
 from barca.engine.worker import import_paths, peak_memory
 
 RunArgv = Callable[[str, list[str]], int]  # runs an entry (RunCommand) here; its exit code
+_ANSWERED = [False]  # a command's exit code is sent: the client's end is no longer its end
 
 
 class Inherited(NamedTuple):
@@ -44,16 +46,23 @@ def work_out_ahead(root: str) -> None:
 
 
 def wait_as_spare(inherited: Inherited, channel: socket.socket, run_argv: RunArgv | None,
-                  heap: int = 0) -> NoReturn:
+                  heap: int = 0, copies: int = 0) -> NoReturn:
     """A child forked before any request asked for it (the fork off the request's path): it
-    lets go of the fork server's things now, makes `heap` bytes of memory ready meanwhile
-    (engine.local.warm_heap), then waits on `channel` for the one request it serves, a
-    worker's (its three fds) or a command's (those and the client's connection), as a child
-    forked for it would. The server closing `channel` unused ends it."""
+    lets go of the fork server's things now, meanwhile makes its own up to `copies` of the
+    pool's pages the last command wrote (engine.local.page_copies) and `heap` bytes of new
+    memory ready (engine.local.warm_heap), then waits on `channel` for the one request it
+    serves, a worker's (its three fds) or a command's (those and the client's connection), as
+    a child forked for it would. The server closing `channel` unused ends it."""
     try:
         _let_go(inherited, keep=None)
         name = _name_process(pool_registry.SPARE_NAME)  # `ps` shows what waits
-        warm_heap.prepare(heap, lambda: bool(select.select([channel], [], [], 0)[0]))
+        page_copies.remember_inherited()
+
+        def asked() -> bool:
+            return bool(select.select([channel], [], [], 0)[0])
+
+        page_copies.copy_ahead(str(pool_registry.copies_path(inherited.lock.name)), copies, asked)
+        warm_heap.prepare(heap, asked)
         request, fds = receive(channel, max_fds=4)
         channel.close()
         if name:
@@ -125,9 +134,20 @@ def run_command(inherited: Inherited, conn: socket.socket, request: RunCommand,
             # exits, not after this process's memory is freed (a caller reading its output
             # to the end would wait for that)
             worker.close_all_but(conn.fileno())
+            _ANSWERED[0] = True  # the client may go now: its watcher no longer kills this
             send(conn, Exited(int(code)))
+            if _copies_wanted(request.env):  # off the client's path
+                page_copies.leave(str(pool_registry.copies_path(inherited.lock.name)))
         finally:
             os._exit(int(code))
+
+
+def _copies_wanted(env: dict[str, str]) -> bool:
+    """BARCA_SPARE_HEAP_MB, as the command was given it, lets spares copy pages ahead."""
+    try:
+        return settings.spare_heap_bytes(env) > 0
+    except Exception:  # noqa: BLE001 - a bad value was the command's to report
+        return False
 
 
 def _let_go(inherited: Inherited, keep: socket.socket | None) -> None:
@@ -153,7 +173,8 @@ def _die_with_client(conn: socket.socket) -> None:
         poller = select.poll()
         poller.register(conn.fileno(), select.POLLIN | select.POLLHUP)
         poller.poll()  # the client never writes after `RunCommand`: this is its end
-        os.kill(os.getpid(), signal.SIGKILL)
+        if not _ANSWERED[0]:
+            os.kill(os.getpid(), signal.SIGKILL)
 
     # a bare thread: threading's would have this thread wait until it has started (half a
     # millisecond or more on every command); this process ends with os._exit, never joins it

@@ -68,6 +68,11 @@ def paths(directory: Path, key: str) -> tuple[Path, Path]:
     return Path(sock), Path(lock)
 
 
+def copies_path(lock_path: str | Path) -> Path:
+    """Beside a pool's lock file, the pages its last command wrote (`page_copies`)."""
+    return Path(lock_path).with_suffix(".pages")
+
+
 def project_paths(directory: Path, root: Path) -> tuple[Path, Path]:
     """The project's owner file, naming its newest pool (an older one, say of an environment
     since changed, sees it is no longer named and exits, so a project keeps at most one), and

@@ -58,8 +58,9 @@ def max_pools() -> int:
 
 def spare_heap_bytes(environ: dict[str, str] | None = None) -> int:
     """BARCA_SPARE_HEAP_MB: the most memory each of a warm pool's spares makes ready for the
-    run it serves (engine.local.warm_heap); 64 by default, 0 turns it off. The newest run's
-    value applies to a pool already running."""
+    run it serves (engine.local.warm_heap), and the most of the pool's pages it copies ahead
+    (engine.local.page_copies); 64 by default, 0 turns both off. The newest run's value
+    applies to a pool already running."""
     text = (os.environ if environ is None else environ).get("BARCA_SPARE_HEAP_MB")
     if not text:
         return DEFAULT_SPARE_HEAP

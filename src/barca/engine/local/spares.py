@@ -4,8 +4,9 @@ pool's size takes it 3-4 ms, twice on a tick's path (the command, then its first
 Once the pool has been quiet a while, with every import done, it forks COUNT children
 (`forked_child.wait_as_spare`): each lets go of the pool's things at once, as a child forked
 for a request does, and waits on its channel for one request, which the pool then hands it with
-the request's descriptors instead of forking. Meanwhile it makes memory ready for the run it
-will serve, as much as the pool's recent children took afresh (`warm_heap`). A spare is what a
+the request's descriptors instead of forking. Meanwhile it makes its own the pool's pages that
+the last command wrote (`page_copies`) and makes new memory ready for the run it will serve, as
+much as the pool's recent children took afresh (`warm_heap`). A spare is what a
 child forked at that moment would be; an import in the pool closes the spares' channels (they
 exit on seeing that) and new ones are forked when it is quiet again. The pool's end of each
 channel is in its selector, so every later child lets go of it too, and the pool sees it close
@@ -19,7 +20,7 @@ import selectors
 import socket
 from typing import Callable, NamedTuple
 
-from barca.engine.local import forked_child, settings, warm_heap
+from barca.engine.local import forked_child, page_copies, pool_registry, settings, warm_heap
 from barca.engine.local.pool_messages import ForkWorker, RunCommand, send
 from barca.errors import UsageError
 
@@ -49,15 +50,18 @@ class Spares:
             return None
         if quiet < AFTER_SECONDS:
             return AFTER_SECONDS - quiet
-        heap = self.heap.size()
+        heap, found = self.heap.size(), inherited()
+        # the pages the last command wrote, within the same bound (none when it is 0)
+        copies = min(page_copies.listed(str(pool_registry.copies_path(found.lock.name))),
+                     self.heap.most // page_copies.PAGE)
         while len(self.ready) < COUNT:
             ours, theirs = socket.socketpair()
             pid = os.fork()
             if not pid:
                 ours.close()
-                forked_child.wait_as_spare(inherited(), theirs, run_argv, heap)
+                forked_child.wait_as_spare(found, theirs, run_argv, heap, copies)
             theirs.close()
-            self.prepared[pid] = heap
+            self.prepared[pid] = heap + copies * page_copies.PAGE  # not faults of its run
             self.selector.register(ours, selectors.EVENT_READ, Spare(pid))
             self.ready.append((self.watch(pid), ours))
         return None
