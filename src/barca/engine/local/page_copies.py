@@ -94,6 +94,8 @@ def listed(path: str) -> int:
 def copy_ahead(path: str, most: int, asked: Callable[[], bool]) -> int:
     """Make the listed pages (at most `most`) this process's own now; stop once `asked()`.
     How many it made so."""
+    if most <= 0:
+        return 0
     try:
         with open(path, "rb") as fh:
             pages = array.array("Q", fh.read(most * 8))
