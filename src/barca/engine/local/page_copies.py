@@ -49,8 +49,12 @@ def private_writable() -> list[tuple[int, int]]:
 
 
 def remember_inherited() -> None:
-    """In a spare, before it changes anything: the mappings it shares with the pool."""
-    _inherited[:] = private_writable()
+    """In a spare, before it changes anything: the mappings it shares with the pool (none
+    where /proc cannot say: then it lists nothing)."""
+    try:
+        _inherited[:] = private_writable()
+    except (OSError, ValueError):
+        _inherited.clear()
 
 
 def written_pages() -> array.array:
@@ -79,7 +83,7 @@ def leave(path: str) -> None:
         with open(temporary, "wb") as fh:
             pages.tofile(fh)
         os.replace(temporary, path)
-    except OSError:
+    except (OSError, ValueError):
         pass  # the next spares copy what the last list said, or nothing
 
 
@@ -99,9 +103,9 @@ def copy_ahead(path: str, most: int, asked: Callable[[], bool]) -> int:
     try:
         with open(path, "rb") as fh:
             pages = array.array("Q", fh.read(most * 8))
+        mapped = private_writable()
     except (OSError, ValueError):
         return 0
-    mapped = private_writable()
     madvise = _madvise()
     done = 0
     for i, (first, count) in enumerate(_runs(pages, mapped)):
