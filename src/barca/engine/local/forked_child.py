@@ -25,6 +25,7 @@ from barca.engine.local import (page_copies, pool_registry, settings, warm_heap,
 from barca.engine.local.pool_messages import (Exited, ForkWorker, RunCommand, apply_limits,
                                               receive, send)
 from barca.engine.worker import import_paths, peak_memory
+from barca.errors import UsageError
 
 RunArgv = Callable[[str, list[str]], int]  # runs an entry (RunCommand) here; its exit code
 _ANSWERED = [False]  # a command's exit code is sent: the client's end is no longer its end
@@ -146,7 +147,7 @@ def _copies_wanted(env: dict[str, str]) -> bool:
     """BARCA_SPARE_HEAP_MB, as the command was given it, lets spares copy pages ahead."""
     try:
         return settings.spare_heap_bytes(env) > 0
-    except Exception:  # noqa: BLE001 - a bad value was the command's to report
+    except UsageError:  # a bad value: the command reported it
         return False
 
 
