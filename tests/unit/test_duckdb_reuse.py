@@ -1,6 +1,8 @@
 """A worker keeps read-only DuckDB databases open (engine.worker.duckdb_reuse): a step's
 `duckdb.connect(path, read_only=True)` gets a connection of its own to the database already
-open, the file its path names from where the step stands, with what the file holds."""
+open, the file its path names from where the step stands, with what the file holds; another
+configuration or a write opens the file as a fresh process would; a per-key step beside other
+workers gets the cores' share of DuckDB's threads."""
 
 from __future__ import annotations
 
@@ -14,9 +16,11 @@ from barca.engine.worker import duckdb_reuse
 def reuse(monkeypatch):
     monkeypatch.setattr(duckdb, "connect", duckdb.connect)  # put back after the test
     monkeypatch.setattr(duckdb_reuse, "_held", {})
+    monkeypatch.setattr(duckdb_reuse, "_threads", {})
+    monkeypatch.setattr(duckdb_reuse, "_wanted", None)
     duckdb_reuse.install(duckdb)
     yield duckdb.connect
-    for held in duckdb_reuse._held.values():
+    for _, held in duckdb_reuse._held.values():
         held.close()
 
 
@@ -59,3 +63,50 @@ def test_read_write_connections_are_not_held(tmp_path, reuse):
     con.execute("create table t as select 1 as v")
     con.close()
     assert duckdb_reuse._held == {}
+
+
+def test_another_configuration_or_a_write_closes_the_held_database_first(tmp_path, reuse):
+    """In a fresh process the step before would have closed its connection: DuckDB refuses a
+    second configuration of an open file, and a read-write open of a file open read-only."""
+    path = str(tmp_path / "w.duckdb")
+    _warehouse(path, 1)
+    assert reuse(path, read_only=True).execute("select v from t").fetchone() == (1,)
+    other = reuse(path, read_only=True, config={"threads": 1})
+    assert other.execute("select current_setting('threads')").fetchone() == (1,)
+    del other  # the step that opened it ended
+    writer = reuse(path)
+    writer.execute("update t set v = 2")
+    writer.close()
+    assert duckdb_reuse._held == {}
+    assert reuse(path, read_only=True).execute("select v from t").fetchone() == (2,)
+
+
+def test_a_per_key_step_beside_other_workers_gets_the_cores_share(tmp_path, reuse,
+                                                                  monkeypatch):
+    path = str(tmp_path / "w.duckdb")
+    _warehouse(path, 1)
+    monkeypatch.setattr(duckdb_reuse.os, "cpu_count", lambda: 8)
+
+    def threads(**config):
+        return reuse(path, read_only=True, **config).execute(
+            "select current_setting('threads')").fetchone()[0]
+
+    default = threads()
+    duckdb_reuse.side_by_side(2)
+    assert threads() == 4
+    duckdb_reuse.side_by_side(16)
+    assert threads() == 1
+    duckdb_reuse.side_by_side(1)
+    assert threads() == default
+    duckdb_reuse.side_by_side(4)
+    assert threads(config={"threads": 3}) == 3  # the step's own choice stands
+
+
+def test_a_connection_still_in_use_keeps_duckdb_refusing_another_configuration(tmp_path,
+                                                                             reuse):
+    path = str(tmp_path / "w.duckdb")
+    _warehouse(path, 1)
+    kept = reuse(path, read_only=True)
+    with pytest.raises(duckdb.ConnectionException, match="different configuration"):
+        reuse(path, read_only=True, config={"threads": 1})
+    assert kept.execute("select v from t").fetchone() == (1,)

@@ -22,9 +22,10 @@ _SIZE = struct.Struct(">I")
 
 
 class Lease(NamedTuple):
-    """Coordinator -> worker: run these steps in order."""
+    """Coordinator -> worker: run these steps in order, beside `workers` - 1 other workers."""
 
     steps: tuple[StepSpec | CallSpec, ...]
+    workers: int = 1
 
 
 class Warm(NamedTuple):

@@ -195,7 +195,7 @@ class LocalExecutor:
             if not worker.leased:  # an idle worker starts on the first step at once
                 self._mark_running(worker, lease[0], 1)
             worker.leased.extend(lease)
-            self._send(worker, Lease(lease))
+            self._send(worker, Lease(lease, len(self.workers)))
 
     def _draw(self, n: int, worker: _Worker) -> tuple[StepSpec | CallSpec, ...]:
         """Up to `n` steps from the head of the queue for `worker`, stopping at one that the

@@ -186,6 +186,7 @@ class Worker:
                 self.outbox.drain()
                 return
             if isinstance(message, Lease):
+                self.runner.side_by_side = message.workers
                 for step in message.steps:
                     if not self.announced:  # the pool timed it from the lease, when this
                         self.announced = True  # process may still have been starting

@@ -1,20 +1,39 @@
-"""Keep read-only DuckDB databases open in a worker for the length of a run.
+"""Keep read-only DuckDB databases open in a worker for the length of a run, sharing the cores.
 
 Opening a DuckDB file costs tens of milliseconds (it reads the catalog); a step that calls
 `duckdb.connect("warehouse.duckdb", read_only=True)` once per partition key would pay that for
-every key. The worker holds one connection per (file, config) it has seen opened read-only,
-and each `connect` to it gets a new connection to that open database (`cursor()`: a
-connection of its own, as `connect` gives, without looking the database up again: about a
-tenth of a millisecond less a key). Read-write connections are left alone: holding them would keep
-DuckDB's write lock beyond the step. Workers end with the run, and so do these connections.
+every key. The worker holds one connection per file it has seen opened read-only, and each
+`connect` to it gets a new connection to that open database (`cursor()`: a connection of its
+own, as `connect` gives, without looking the database up again). A `connect` to a held file
+with another configuration, or read-write, first closes the held one when no connection handed
+out from it is still in use, as earlier steps' own connections would have been closed in a
+fresh process (else DuckDB refuses it, as it would there). Workers end with the run, and so do
+these connections.
+
+A database opened this way by a per-key step (or a batch call) that runs beside other workers
+gets the cores' share of DuckDB's threads (cores / workers, at least one), unless the step's
+`config` names `threads`: DuckDB gives every connection all the cores, so two workers on two
+cores would each keep two threads busy on queries of a millisecond, about a tenth more CPU
+a query. Any other step gets DuckDB's default.
 """
 
 from __future__ import annotations
 
 import os
+import weakref
 from typing import Any
 
-_held: dict[tuple, Any] = {}
+_held: dict[str, tuple[tuple, Any]] = {}  # absolute path -> (its config, the connection)
+_handed: dict[str, list[weakref.ref]] = {}  # absolute path -> the connections handed out
+_threads: dict[str, int | None] = {}  # absolute path -> threads set on it (None: DuckDB's)
+_wanted: int | None = None  # threads for the databases handed out now (None: DuckDB's)
+
+
+def side_by_side(workers: int) -> None:
+    """The step about to run shares the machine with `workers` - 1 other workers' steps
+    like it (1: it has the machine, or is not a per-key step)."""
+    global _wanted
+    _wanted = max(1, (os.cpu_count() or 1) // workers) if workers > 1 else None
 
 
 def install(duckdb: Any) -> None:
@@ -25,15 +44,32 @@ def install(duckdb: Any) -> None:
 
     def connect(database: Any = ":memory:", read_only: bool = False, config: Any = None,
                 **kwargs: Any) -> Any:
-        if not (read_only and isinstance(database, str) and database not in ("", ":memory:")
+        config = config or {}
+        if not (isinstance(database, str) and database not in ("", ":memory:")
                 and not kwargs):
-            return original(database, read_only=read_only, config=config or {}, **kwargs)
-        # a relative path names another file once the step changed directory
-        key = (os.path.abspath(database), tuple(sorted((config or {}).items())))
-        held = _held.get(key)
-        if held is None:  # never handed out: a step that closes its connection closes its own
-            held = _held[key] = original(database, read_only=True, config=config or {})
-        return held.cursor()
+            return original(database, read_only=read_only, config=config, **kwargs)
+        path = os.path.abspath(database)  # a relative path names another file elsewhere
+        settings = tuple(sorted(config.items()))
+        held = _held.get(path)
+        if held is not None and (not read_only or held[0] != settings):
+            if any(ref() is not None for ref in _handed[path]):
+                return original(database, read_only=read_only, config=config)
+            del _held[path]
+            held[1].close()
+        if not read_only:
+            return original(database, read_only=False, config=config)
+        if held is None or held[0] != settings:
+            held = _held[path] = (settings, original(database, read_only=True, config=config))
+            _threads[path], _handed[path] = None, []
+        if "threads" not in config and _threads[path] != _wanted:
+            held[1].execute("RESET threads" if _wanted is None else f"SET threads={_wanted}")
+            _threads[path] = _wanted
+        handed = _handed[path]
+        if len(handed) >= 64:  # a step's connections end with it, as a rule
+            handed[:] = [ref for ref in handed if ref() is not None]
+        connection = held[1].cursor()
+        handed.append(weakref.ref(connection))
+        return connection
 
     connect._barca_reuse = True  # type: ignore[attr-defined]
     connect.__doc__ = original.__doc__

@@ -24,7 +24,7 @@ from typing import Any, Callable
 
 from barca.engine.protocol import (CallFinished, CallSpec, LogLine, RunInterrupted, StepOutcome,
                                    StepSpec, StepStarted, stop_message)
-from barca.engine.worker import import_paths, peak_memory, source_check
+from barca.engine.worker import duckdb_reuse, import_paths, peak_memory, source_check
 from barca.engine.worker.key_source import KeySourceError, write_key_source
 from barca.engine.worker.retries import attempt_failed
 from barca.engine.worker.step_inputs import fetch_whole, load_input, read_in_place
@@ -79,6 +79,7 @@ class StepRunner:
         # caller has sent the outcome: freeing a key source's 200,000 entries and positions
         # takes over 10 ms that need not delay it
         self.left: list[Any] = []
+        self.side_by_side = 1  # workers the run has, as the last lease said
 
     def warm(self, files: Any) -> None:
         """Import pipeline files ahead of their steps; a file that fails is left for the step
@@ -95,6 +96,8 @@ class StepRunner:
         process's high-water mark is reset first (engine.peak_memory). A step of a traced
         run runs inside its `barca.execute` span (barca.telemetry.execute)."""
         peak_memory.reset()
+        duckdb_reuse.side_by_side(self.side_by_side if not isinstance(step, StepSpec) or step.key
+                                  else 1)
         if step.trace:
             from barca.telemetry.execute import traced
 
@@ -259,8 +262,6 @@ class StepRunner:
             # changed while it was imported: which bytes ran is not known, so none match
             self.digests[file] = before if before == after else f"changed-{after}"
             if "duckdb" in sys.modules:
-                from barca.engine.worker import duckdb_reuse
-
                 duckdb_reuse.install(sys.modules["duckdb"])
         source_check.check(file, planned, self.digests[file])
         return module
