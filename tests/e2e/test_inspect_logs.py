@@ -164,3 +164,21 @@ def test_unknown_run_and_empty_history_are_exit_2(project: Path, tmp_path_factor
 def test_json_and_pretty_together_are_a_usage_error(project: Path, run_id: str) -> None:
     assert barca_here(project, "logs", run_id, "--json", "--pretty").expect(2).envelope[
         "kind"] == "usage"
+
+
+def test_what_a_key_writes_to_its_file_descriptors_is_its_own(project: Path) -> None:
+    """A worker runs a lease's keys one after another: bytes a step writes to fd 1 itself (a C
+    library, a child process) go to that key's log, never to the next key's."""
+    write(project, {"pipeline.py": (
+        "import os\nfrom barca import asset, partitions\n\n"
+        "@asset(partitions={'k': partitions([f'k{i}' for i in range(8)])})\n"
+        "def raw(k: str) -> str:\n"
+        "    print('print', k)\n"
+        "    os.write(1, f'raw {k}\\n'.encode())\n"
+        "    os.write(2, f'half {k}'.encode())\n"
+        "    return k\n")})
+    run_id = barca(project, "get", "pipeline.py", env={"BARCA_POOL_SIZE": "1"}
+                   ).expect(0).json["run_id"]
+    for i in range(8):
+        lines = barca_here(project, "logs", run_id, "--step", f"raw[k=k{i}]").expect(0)
+        assert sorted(lines.stdout.splitlines()) == [f"half k{i}", f"print k{i}", f"raw k{i}"]

@@ -85,7 +85,7 @@ def test_a_per_key_step_beside_other_workers_gets_the_cores_share(tmp_path, reus
                                                                   monkeypatch):
     path = str(tmp_path / "w.duckdb")
     _warehouse(path, 1)
-    monkeypatch.setattr(duckdb_reuse.os, "cpu_count", lambda: 8)
+    monkeypatch.setattr(duckdb_reuse, "_CORES", 8)
 
     def threads(**config):
         return reuse(path, read_only=True, **config).execute(

@@ -187,13 +187,17 @@ class Worker:
                 return
             if isinstance(message, Lease):
                 self.runner.side_by_side = message.workers
-                for step in message.steps:
+                steps = message.steps
+                for i, step in enumerate(steps):
                     if not self.announced:  # the pool timed it from the lease, when this
                         self.announced = True  # process may still have been starting
                         self.send(StepStarted(step.step_id, 1))
-                    capture.switch(step.step_id)
+                    if capture.step_id != step.step_id:
+                        capture.switch(step.step_id)
                     outcomes = self.runner.run(step, self.send_step_event)
-                    capture.switch("")
+                    # what it wrote is its own; what comes next, the next step's (one look
+                    # at the pipes between two steps of a lease, not two)
+                    capture.switch(steps[i + 1].step_id if i + 1 < len(steps) else "")
                     for outcome in outcomes:
                         self.finish(outcome)
                     if _near_timeout(step, outcomes):

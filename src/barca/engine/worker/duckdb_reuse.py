@@ -27,13 +27,14 @@ _held: dict[str, tuple[tuple, Any]] = {}  # absolute path -> (its config, the co
 _handed: dict[str, list[weakref.ref]] = {}  # absolute path -> the connections handed out
 _threads: dict[str, int | None] = {}  # absolute path -> threads set on it (None: DuckDB's)
 _wanted: int | None = None  # threads for the databases handed out now (None: DuckDB's)
+_CORES = os.cpu_count() or 1  # read once: os.cpu_count() reads a file under /sys each time
 
 
 def side_by_side(workers: int) -> None:
     """The step about to run shares the machine with `workers` - 1 other workers' steps
     like it (1: it has the machine, or is not a per-key step)."""
     global _wanted
-    _wanted = max(1, (os.cpu_count() or 1) // workers) if workers > 1 else None
+    _wanted = max(1, _CORES // workers) if workers > 1 else None
 
 
 def install(duckdb: Any) -> None:
