@@ -11,8 +11,8 @@ fresh process (else DuckDB refuses it, as it would there). Workers end with the 
 these connections.
 
 A database opened this way by a per-key step (or a batch call) that runs beside other workers
-gets the cores' share of DuckDB's threads (cores / workers, at least one), unless the step's
-`config` names `threads`: DuckDB gives every connection all the cores, so two workers on two
+gets the cores' share of DuckDB's threads (cores / workers, at least one, never more than
+DuckDB's own number), unless the step's `config` names `threads`: DuckDB gives every connection all the cores, so two workers on two
 cores would each keep two threads busy on queries of a millisecond, 5-10 % more CPU
 a query. Any other step gets DuckDB's default.
 """
@@ -26,6 +26,7 @@ from typing import Any
 _held: dict[str, tuple[tuple, Any]] = {}  # absolute path -> (its config, the connection)
 _handed: dict[str, list[weakref.ref]] = {}  # absolute path -> the connections handed out
 _threads: dict[str, int | None] = {}  # absolute path -> threads set on it (None: DuckDB's)
+_default: dict[str, int] = {}  # absolute path -> DuckDB's own number of threads for it
 _wanted: int | None = None  # threads for the databases handed out now (None: DuckDB's)
 _CORES = os.cpu_count() or 1  # read once: os.cpu_count() reads a file under /sys each time
 
@@ -62,9 +63,12 @@ def install(duckdb: Any) -> None:
         if held is None or held[0] != settings:
             held = _held[path] = (settings, original(database, read_only=True, config=config))
             _threads[path], _handed[path] = None, []
-        if "threads" not in config and _threads[path] != _wanted:
-            held[1].execute("RESET threads" if _wanted is None else f"SET threads={_wanted}")
-            _threads[path] = _wanted
+            _default[path] = held[1].execute("select current_setting('threads')").fetchone()[0]
+        # never more than DuckDB's own (which may heed a container's CPU quota)
+        wanted = _wanted if _wanted is not None and _wanted < _default[path] else None
+        if "threads" not in config and _threads[path] != wanted:
+            held[1].execute("RESET threads" if wanted is None else f"SET threads={wanted}")
+            _threads[path] = wanted
         handed = _handed[path]
         if len(handed) >= 64:  # a step's connections end with it, as a rule
             handed[:] = [ref for ref in handed if ref() is not None]
