@@ -851,8 +851,12 @@ class Moto:
         self.proc.wait(timeout=30)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def moto(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Moto]:
+    """One moto server per pytest process, shared by every test module that asks for it (its
+    start and first requests cost about a second of CPU). Each test keeps to a bucket of its
+    own (`bucket()`, which also clears what was recorded before), so none sees another's
+    objects or requests; a test that stops or restarts moto starts a `Moto` of its own."""
     server = Moto(tmp_path_factory.mktemp("moto"))
     try:
         yield server
