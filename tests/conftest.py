@@ -133,6 +133,12 @@ if LoadScopeScheduling is not None:
     def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
         return _Units(config, log) if config.getvalue("dist") == "load" else None
 
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(node: Any) -> None:
+        """Tell each worker whether its tests come in `work_unit`s (`_Units`), so that the
+        Ray tests it gets run one after the other (`_more_ray_tests`)."""
+        node.workerinput["barca_units"] = node.config.getvalue("dist") == "load"
+
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
@@ -851,8 +857,12 @@ class Moto:
         self.proc.wait(timeout=30)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def moto(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Moto]:
+    """One moto server per pytest process, shared by every test module that asks for it (its
+    start and first requests cost about a second of CPU). Each test keeps to a bucket of its
+    own (`bucket()`, which also clears what was recorded before), so none sees another's
+    objects or requests; a test that stops or restarts moto starts a `Moto` of its own."""
     server = Moto(tmp_path_factory.mktemp("moto"))
     try:
         yield server
@@ -933,14 +943,44 @@ def _ray_processes() -> list[int]:
     return out
 
 
+_RAY_CLUSTERS: list[RayCluster] = []  # the one a test of this process started, until shut down
+
+
 @pytest.fixture(scope="session")
 def ray_cluster() -> Iterator[RayCluster]:
     pytest.importorskip("ray")
     cluster = RayCluster()
+    _RAY_CLUSTERS.append(cluster)
     try:
         yield cluster
     finally:
-        cluster.shutdown()
+        if cluster in _RAY_CLUSTERS:
+            _RAY_CLUSTERS.remove(cluster)
+            cluster.shutdown()
+
+
+def _more_ray_tests(item: pytest.Item, nextitem: pytest.Item | None) -> bool:
+    """Whether this process may run another test marked `ray` after `item`. Under xdist's
+    `load` (`_Units`) the Ray tests are one unit (`work_unit`), sent whole to one worker and
+    run there one after the other: the next test says it (under another --dist, assume so).
+    In one process, any later test of the session may be."""
+    workerinput = getattr(item.config, "workerinput", None)
+    if workerinput is not None:
+        if not workerinput.get("barca_units"):  # another --dist: Ray tests may come later
+            return True
+        return nextitem is not None and nextitem.get_closest_marker("ray") is not None
+    items = item.session.items
+    return any(later.get_closest_marker("ray") for later in items[items.index(item) + 1:])
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """The Ray cluster is shut down after the last Ray test of this process, not at the end
+    of the session: an idle cluster's raylets, GCS and idle workers keep using CPU while the
+    worker goes on with the rest of the suite."""
+    yield
+    if _RAY_CLUSTERS and item.get_closest_marker("ray") and not _more_ray_tests(item, nextitem):
+        _RAY_CLUSTERS.pop().shutdown()
 
 
 def json_objects(text: str) -> list[dict]:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import re
 import signal
-import time
 from pathlib import Path
 
 import pytest
@@ -161,10 +160,7 @@ def test_an_unreachable_server_is_exit_3_naming_it_and_the_way_out(tmp_path):
 def test_ctrl_c_on_a_remote_get_cancels_the_run_on_the_server(pair):
     local, served, server = pair
     proc = start_barca(local, "get", "slow", "p.py", "--server", server.url)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and not _running(served):
-        time.sleep(0.1)
-    assert _running(served), "the remote run never started"
+    poll(lambda: _running(server), "the remote run to start")
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 130, err
@@ -172,9 +168,11 @@ def test_ctrl_c_on_a_remote_get_cancels_the_run_on_the_server(pair):
     assert runs[0]["target"].endswith("slow") and runs[0]["status"] == "cancelled"
 
 
-def _running(root: Path) -> bool:
-    out = barca(root, "history")
-    return out.code == 0 and any(r["status"] == "running" for r in out.json["runs"])
+def _running(server: ServeProcess) -> bool:
+    """A run of the server is running, as its GET /runs says (the server's records, which
+    `barca history` in its project prints), asked of the server rather than of a new
+    `barca` process each poll."""
+    return any(r["status"] == "running" for r in server.runs())
 
 
 # -- every command, every output option ------------------------------------------------------
@@ -228,7 +226,7 @@ def test_logs_follow_follows_a_run_of_the_server(pair):
     (local / "go").touch()
     barca(local, "get", "gated", "p.py").expect(0)
     getter = start_barca(local, "get", "gated", "p.py", "--server", server.url)
-    poll(lambda: _running(served), "the server's run to start")
+    poll(lambda: _running(server), "the server's run to start")
     follower = Lines(start_barca(local, "logs", "-f", "--server", server.url))
     follower.wait_for("[p.py:gated] started", "the follower to print the first line")
     (served / "go").touch()
@@ -272,8 +270,8 @@ def test_a_run_that_ends_while_its_stream_is_down_is_still_printed_whole(pair):
         proxy.pause()
         proxy.cut()
         (served / "go").touch()
-        poll(lambda: barca(served, "history").json["runs"][0]["status"] == "success",
-             "the run to end on the server")
+        # asked of the server itself (its own port, not the paused proxy)
+        poll(lambda: server.runs()[0]["status"] == "success", "the run to end on the server")
         proxy.resume()
         assert client.wait() == 0, client.text()
         assert json.loads("\n".join(client.out))["final_output"] == 2, client.text()

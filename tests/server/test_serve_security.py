@@ -1,6 +1,8 @@
 """`barca serve` against a hostile browser page, another local user and a careless script
 (issue 26, items 2-4): each case on a real server over loopback, with the side effects a
-request could cause counted in files the pipeline writes."""
+request could cause counted in files the pipeline writes. The cases whose every request must
+be refused or only reads share one server of the module (`shared`), which then never starts a
+run; the others start their own."""
 
 from __future__ import annotations
 
@@ -8,11 +10,12 @@ import socket
 import subprocess
 import threading
 from pathlib import Path
+from typing import Iterator
 
 import httpx
 import pytest
 
-from conftest import CLI, barca, barca_env, poll, write
+from conftest import CLI, ServeProcess, barca, barca_env, poll, write
 
 PIPELINE = """
     from pathlib import Path
@@ -42,6 +45,17 @@ def project_with_pipeline(project: Path) -> Path:
     return write(project, {"p.py": PIPELINE})
 
 
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
+    """`barca serve p.py` on a project of the pipeline, for the tests whose requests must all
+    be refused or only read: they check that no run started (GET /runs) and no step ran (the
+    .calls files) on it, whichever of them ran before. SIGTERM at the end: exit 0."""
+    server = ServeProcess(write(tmp_path_factory.mktemp("shared"), {
+        "barca.toml": "", "p.py": PIPELINE}), ("p.py",))
+    yield server
+    server.stop()
+
+
 def calls(root: Path, name: str) -> int:
     path = root / f"{name}.calls"
     return len(path.read_text()) if path.exists() else 0
@@ -56,14 +70,14 @@ def raw(server, method: str, path: str, headers: dict | None = None, **kw) -> ht
 # -- item 2: cross-site requests and DNS rebinding ---------------------------------------------
 
 @pytest.mark.parametrize("host", ["evil.example", "evil.example:8274", "127.0.0.1.nip.io"])
-def test_a_host_name_that_is_not_this_server_is_refused(project_with_pipeline, serve, host):
+def test_a_host_name_that_is_not_this_server_is_refused(shared, host):
     """After DNS rebinding a page's own name points at 127.0.0.1: its requests carry it."""
-    server = serve(project_with_pipeline, "p.py")
+    server = shared
     for method, path in [("GET", "/state"), ("GET", "/runs"), ("POST", "/get/summary")]:
         got = raw(server, method, path, {"Host": host})
         assert got.status_code == 421, (method, path, got.status_code, got.text)
         assert "--allow-host" in got.json()["remediation"]
-    assert calls(project_with_pipeline, "source") == 0
+    assert server.runs() == [] and calls(server.root, "source") == 0
 
 
 def test_this_servers_own_names_and_allowed_hosts_are_answered(project_with_pipeline, serve):
@@ -81,21 +95,21 @@ def test_this_servers_own_names_and_allowed_hosts_are_answered(project_with_pipe
     {"Origin": "http://localhost:3000", "Sec-Fetch-Site": "same-site",
      "Content-Type": "application/json"},
 ], ids=["other-origin", "null-origin", "lookalike-origin", "sec-fetch-site", "other-port"])
-def test_a_page_of_another_site_cannot_start_a_run(project_with_pipeline, serve, headers):
-    server = serve(project_with_pipeline, "p.py")
+def test_a_page_of_another_site_cannot_start_a_run(shared, headers):
+    server = shared
     started = raw(server, "POST", "/runs", headers, content=b'{"targets": ["summary"]}')
     assert started.status_code == 403, started.text
     legacy = raw(server, "POST", "/run/publish", headers)
     assert legacy.status_code == 403, legacy.text
     assert server.runs() == []
-    assert calls(project_with_pipeline, "source") == calls(project_with_pipeline, "publish") == 0
+    assert calls(server.root, "source") == calls(server.root, "publish") == 0
 
 
 @pytest.mark.parametrize("content_type", ["text/plain", "application/x-www-form-urlencoded",
                                           "multipart/form-data; boundary=x", None])
-def test_a_post_that_starts_a_run_takes_json_only(project_with_pipeline, serve, content_type):
+def test_a_post_that_starts_a_run_takes_json_only(shared, content_type):
     """A plain HTML form or a `text/plain` fetch needs no preflight: neither may start a run."""
-    server = serve(project_with_pipeline, "p.py")
+    server = shared
     headers = {"Content-Type": content_type} if content_type else {}
     body = b'{"targets": ["summary"]}' if content_type != "multipart/form-data; boundary=x" \
         else b"--x\r\nContent-Disposition: form-data; name=a\r\n\r\n1\r\n--x--\r\n"
@@ -103,7 +117,7 @@ def test_a_post_that_starts_a_run_takes_json_only(project_with_pipeline, serve, 
     assert got.status_code == 415, got.text
     form = raw(server, "POST", "/run/publish", headers, content=b"a=1")
     assert form.status_code == 415, form.text
-    assert server.runs() == [] and calls(project_with_pipeline, "publish") == 0
+    assert server.runs() == [] and calls(server.root, "publish") == 0
 
 
 def test_scripts_and_the_same_origin_keep_working(project_with_pipeline, serve):
@@ -141,8 +155,8 @@ def test_a_page_of_another_site_cannot_cancel_a_run(project: Path, serve):
     assert server.wait_ended(run_id)["run"]["status"] == "success"
 
 
-def test_preflight_is_refused_and_no_cors_headers_are_sent(project_with_pipeline, serve):
-    server = serve(project_with_pipeline, "p.py")
+def test_preflight_is_refused_and_no_cors_headers_are_sent(shared):
+    server = shared
     preflight = raw(server, "OPTIONS", "/runs", {
         "Origin": "http://evil.example", "Access-Control-Request-Method": "POST",
         "Access-Control-Request-Headers": "content-type"})
@@ -151,8 +165,8 @@ def test_preflight_is_refused_and_no_cors_headers_are_sent(project_with_pipeline
 
 
 @pytest.mark.parametrize("path", ["/ui/", "/health", "/runs", "/no/such/route"])
-def test_no_page_can_frame_the_server(project_with_pipeline, serve, path):
-    server = serve(project_with_pipeline, "p.py")
+def test_no_page_can_frame_the_server(shared, path):
+    server = shared
     got = raw(server, "GET", path)
     assert got.headers["x-frame-options"] == "DENY"
     assert "frame-ancestors 'none'" in got.headers["content-security-policy"]
@@ -239,8 +253,8 @@ def test_a_large_body_is_refused_before_it_is_read(project_with_pipeline, serve)
     assert raw(server, "GET", "/health").status_code == 200
 
 
-def test_oversized_targets_are_neither_matched_nor_echoed(project_with_pipeline, serve):
-    server = serve(project_with_pipeline, "p.py")
+def test_oversized_targets_are_neither_matched_nor_echoed(shared):
+    server = shared
     long_name = "summar" + "y" * 200_000
     for body in [{"targets": [long_name]}, {"targets": ["summary"] * 1000},
                  {long_name: 1}]:
@@ -287,8 +301,8 @@ def test_more_connections_than_the_cap_do_not_lock_out_a_client(project_with_pip
 
 @pytest.mark.parametrize("query", ["limit=%C2%B2", "limit=" + "9" * 5000, "limit=-1",
                                    "offset=%D9%A3", "limit=1e3"])
-def test_integer_parameters_take_ascii_digits_only(project_with_pipeline, serve, query):
-    server = serve(project_with_pipeline, "p.py")
+def test_integer_parameters_take_ascii_digits_only(shared, query):
+    server = shared
     got = raw(server, "GET", f"/runs?{query}")
     assert got.status_code == 400, (query, got.status_code, got.text[:200])
     assert "whole number" in got.json()["error"]
