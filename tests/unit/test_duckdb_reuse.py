@@ -16,13 +16,11 @@ from barca.engine.worker import duckdb_reuse
 def reuse(monkeypatch):
     monkeypatch.setattr(duckdb, "connect", duckdb.connect)  # put back after the test
     monkeypatch.setattr(duckdb_reuse, "_held", {})
-    monkeypatch.setattr(duckdb_reuse, "_threads", {})
-    monkeypatch.setattr(duckdb_reuse, "_default", {})
     monkeypatch.setattr(duckdb_reuse, "_wanted", None)
     duckdb_reuse.install(duckdb)
     yield duckdb.connect
-    for _, held in duckdb_reuse._held.values():
-        held.close()
+    for held in duckdb_reuse._held.values():
+        held.connection.close()
 
 
 def _warehouse(path, value: int) -> None:

@@ -23,12 +23,39 @@ import os
 import weakref
 from typing import Any
 
-_held: dict[str, tuple[tuple, Any]] = {}  # absolute path -> (its config, the connection)
-_handed: dict[str, list[weakref.ref]] = {}  # absolute path -> the connections handed out
-_threads: dict[str, int | None] = {}  # absolute path -> threads set on it (None: DuckDB's)
-_default: dict[str, int] = {}  # absolute path -> DuckDB's own number of threads for it
 _wanted: int | None = None  # threads for the databases handed out now (None: DuckDB's)
 _CORES = os.cpu_count() or 1  # read once: os.cpu_count() reads a file under /sys each time
+
+
+class _Held:
+    """A read-only database the worker keeps open, and what it handed out from it."""
+
+    def __init__(self, settings: tuple, connection: Any) -> None:
+        self.settings, self.connection = settings, connection
+        self.handed: list[weakref.ref] = []  # the connections handed out
+        self.threads: int | None = None  # threads set on it (None: DuckDB's)
+        # DuckDB's own number (which may heed a container's CPU quota): never more than it
+        self.default = connection.execute("select current_setting('threads')").fetchone()[0]
+
+    def in_use(self) -> bool:
+        return any(ref() is not None for ref in self.handed)
+
+    def hand_out(self, wanted: int | None) -> Any:
+        """A connection of its own to the database, with `wanted` threads (None: DuckDB's)."""
+        if wanted is not None and wanted >= self.default:
+            wanted = None
+        if self.threads != wanted:
+            self.connection.execute("RESET threads" if wanted is None
+                                    else f"SET threads={wanted}")
+            self.threads = wanted
+        if len(self.handed) >= 64:  # a step's connections end with it, as a rule
+            self.handed[:] = [ref for ref in self.handed if ref() is not None]
+        connection = self.connection.cursor()
+        self.handed.append(weakref.ref(connection))
+        return connection
+
+
+_held: dict[str, _Held] = {}  # absolute path -> the database open for it
 
 
 def side_by_side(workers: int) -> None:
@@ -53,28 +80,19 @@ def install(duckdb: Any) -> None:
         path = os.path.abspath(database)  # a relative path names another file elsewhere
         settings = tuple(sorted(config.items()))
         held = _held.get(path)
-        if held is not None and (not read_only or held[0] != settings):
-            if any(ref() is not None for ref in _handed[path]):
+        if held is not None and (not read_only or held.settings != settings):
+            if held.in_use():
                 return original(database, read_only=read_only, config=config)
             del _held[path]
-            held[1].close()
+            held.connection.close()
+            held = None
         if not read_only:
             return original(database, read_only=False, config=config)
-        if held is None or held[0] != settings:
-            held = _held[path] = (settings, original(database, read_only=True, config=config))
-            _threads[path], _handed[path] = None, []
-            _default[path] = held[1].execute("select current_setting('threads')").fetchone()[0]
-        # never more than DuckDB's own (which may heed a container's CPU quota)
-        wanted = _wanted if _wanted is not None and _wanted < _default[path] else None
-        if "threads" not in config and _threads[path] != wanted:
-            held[1].execute("RESET threads" if wanted is None else f"SET threads={wanted}")
-            _threads[path] = wanted
-        handed = _handed[path]
-        if len(handed) >= 64:  # a step's connections end with it, as a rule
-            handed[:] = [ref for ref in handed if ref() is not None]
-        connection = held[1].cursor()
-        handed.append(weakref.ref(connection))
-        return connection
+        if held is None:
+            held = _held[path] = _Held(settings, original(database, read_only=True,
+                                                          config=config))
+        # a `config` naming threads: the step's own choice, set when the file was opened
+        return held.hand_out(None if "threads" in config else _wanted)
 
     connect._barca_reuse = True  # type: ignore[attr-defined]
     connect.__doc__ = original.__doc__
