@@ -28,10 +28,9 @@ counts the spares' own) and goes with the spare.
 
 from __future__ import annotations
 
-import ctypes
 import os
 from collections import deque
-from typing import Callable
+from typing import Any, Callable
 
 MB = 1 << 20
 BLOCK = 479  # bytes(479) takes 512 bytes of pymalloc, its largest size class
@@ -66,8 +65,10 @@ def prepare(size: int, asked: Callable[[], bool]) -> None:
     """Make about `size` bytes this process's, touched: pymalloc arenas, and a quarter of it
     (at most C_HEAP_MOST) of the C heap under glibc; stop early once `asked()` (a request
     came)."""
-    libc = _glibc()
-    c_heap = min(size // 4, C_HEAP_MOST) if libc is not None else 0
+    c_heap = min(size // 4, C_HEAP_MOST)
+    libc = _glibc() if c_heap >= MB else None
+    if libc is None:
+        c_heap = 0
     blocks: list[bytes] = []
     for _ in range((size - c_heap) // MB):
         blocks += [bytes(BLOCK) for _ in range(PER_MB)]
@@ -79,9 +80,11 @@ def prepare(size: int, asked: Callable[[], bool]) -> None:
         _prepare_c_heap(libc, c_heap, asked)
 
 
-def _glibc() -> ctypes.CDLL | None:
-    """This process's C library, if it is glibc (whose thresholds `_prepare_c_heap` relies
-    on); None otherwise."""
+def _glibc() -> Any:
+    """This process's C library (ctypes), if it is glibc (whose thresholds `_prepare_c_heap`
+    relies on); None otherwise. ctypes is imported here, not at the pool's start."""
+    import ctypes
+
     try:
         libc = ctypes.CDLL(None)
         libc.gnu_get_libc_version  # noqa: B018 - glibc's alone
@@ -93,9 +96,11 @@ def _glibc() -> ctypes.CDLL | None:
     return libc
 
 
-def _prepare_c_heap(libc: ctypes.CDLL, size: int, asked: Callable[[], bool]) -> None:
+def _prepare_c_heap(libc: Any, size: int, asked: Callable[[], bool]) -> None:
     """Touch about `size` bytes of glibc's heap and free them, after one freed block of
     C_HEAP_MOST has raised the thresholds, so that malloc keeps them for the blocks to come."""
+    import ctypes
+
     libc.free(libc.malloc(C_HEAP_MOST))
     held = []
     try:
