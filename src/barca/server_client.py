@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
+import threading
 import time
 from typing import Any, Callable, Iterator
 
@@ -112,6 +114,53 @@ def start_run(client, request: dict) -> str:
     return response.headers.get(RUN_ID_HEADER) or answer(response)["run_id"]
 
 
+class Interrupts:
+    """Ctrl-C (or SIGTERM) while a run is asked for and followed cancels it on the server
+    (`DELETE /runs/{id}`). Set before the run is asked for: a signal while the server is
+    accepting it cancels it the moment its id is known, instead of leaving it running there.
+    After the first signal the CLI follows the run until it stopped (`follow_after=True`) and
+    a second raises KeyboardInterrupt; the Python API raises KeyboardInterrupt at once. Only
+    the main thread gets signals: elsewhere nothing is set and the run is not cancelled."""
+
+    def __init__(self, client, follow_after: bool) -> None:
+        self.client, self.follow_after = client, follow_after
+        self.run_id: str | None = None
+        self.signals = 0
+        self.previous: dict = {}
+
+    def __enter__(self) -> "Interrupts":
+        if threading.current_thread() is threading.main_thread():
+            self.previous = {s: signal.signal(s, self._signalled)
+                             for s in (signal.SIGINT, signal.SIGTERM)}
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for sig, handler in self.previous.items():
+            signal.signal(sig, handler)
+
+    def started(self, run_id: str) -> str:
+        """The run's id, once the server answered; cancelled now if a signal came before."""
+        self.run_id = run_id
+        if self.signals:
+            self._cancel()
+        return run_id
+
+    def _signalled(self, signum, frame) -> None:
+        self.signals += 1
+        if self.signals > 1:
+            raise KeyboardInterrupt
+        if self.run_id is not None:
+            self._cancel()
+
+    def _cancel(self) -> None:
+        try:
+            self.client.delete(f"/runs/{self.run_id}")
+        except Exception:  # already ended, or the server is away: following tells
+            pass
+        if not self.follow_after:
+            raise KeyboardInterrupt
+
+
 def follow(client, run_id: str, on_event: Callable[[dict], None]) -> dict:
     """Each event of the run to `on_event` as it comes, then its `run_finished` event. A
     stream that drops is followed again from the last event seen, for
@@ -205,12 +254,10 @@ def served_value(server: bool | str, request: dict) -> Any:
     bytes); else the run's JSON `final_output` ({key: value} for a partitioned target). A
     failed run raises the error the same call raises here."""
     with connected(server_url(server)) as client:
-        run_id = start_run(client, {**request, "output": "json", "values": "all"})
-        try:
+        with Interrupts(client, follow_after=False) as interrupts:
+            run_id = interrupts.started(start_run(client, {**request, "output": "json",
+                                                           "values": "all"}))
             ended = follow(client, run_id, lambda event: None)
-        except KeyboardInterrupt:  # the caller gave up: so does the server
-            client.delete(f"/runs/{run_id}")
-            raise
         if ended["exit_code"] != 0:
             raise error_of(ended.get("error") or {"error": f"run {run_id} ended "
                            f"{ended.get('status')} on the server"}, ended["exit_code"])

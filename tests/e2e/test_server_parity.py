@@ -7,11 +7,13 @@ from __future__ import annotations
 import json
 import re
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import ServeProcess, barca, poll, start_barca, write
+from conftest import ServeProcess, barca, barca_env, poll, start_barca, write
 
 PIPELINE = """
     import time
@@ -168,6 +170,34 @@ def test_ctrl_c_on_a_remote_get_cancels_the_run_on_the_server(pair):
     assert proc.returncode == 130, err
     runs = barca(served, "history").json["runs"]
     assert runs[0]["target"].endswith("slow") and runs[0]["status"] == "cancelled"
+
+
+def test_ctrl_c_the_moment_the_server_accepted_the_run_still_cancels_it(pair):
+    """A Ctrl-C as soon as the server lists the run (the client may not have read the
+    server's answer yet) cancels it: it once left the run running, and the server waiting
+    for it past its drain."""
+    local, served, server = pair
+    proc = start_barca(local, "get", "slow", "p.py", "--server", server.url)
+    server.wait_run(lambda r: r["target"].endswith("slow"), "the server to accept the run")
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, (proc.returncode, err)
+    run = server.wait_run(lambda r: r["status"] != "running", "the run to stop", timeout=20)
+    assert run["status"] == "cancelled", run
+
+
+def test_ctrl_c_in_a_python_get_on_a_server_cancels_the_run_there(pair):
+    local, served, server = pair
+    script = ("import barca\n"
+              f"barca.get('slow', 'p.py', server={server.url!r})\n")
+    proc = subprocess.Popen([sys.executable, "-c", script], cwd=local, env=barca_env(None),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    server.wait_run(lambda r: r["target"].endswith("slow"), "the server to accept the run")
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert "KeyboardInterrupt" in err, (proc.returncode, err)
+    run = server.wait_run(lambda r: r["status"] != "running", "the run to stop", timeout=20)
+    assert run["status"] == "cancelled", run
 
 
 def _recorded_running(root: Path) -> bool:

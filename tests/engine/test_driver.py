@@ -192,3 +192,29 @@ def test_a_run_lets_go_of_the_metadata_database_when_it_returns(project):
         assert not db.with_name("metadata.db-wal").exists()
     finally:
         gc.enable()
+
+
+def test_an_interrupt_that_python_wraps_on_its_way_still_cancels_the_run(project):
+    """Ctrl-C reaching the run while a class body is defined (an import of the executor's
+    modules): Python 3.11 wraps the interrupt raised in `__set_name__` in a RuntimeError. The
+    run is cancelled (exit 130), as for any Ctrl-C, not failed with a traceback."""
+    import signal
+    import sqlite3
+
+    from barca.errors import Cancelled
+
+    class Interrupting:
+        def __set_name__(self, owner, name):
+            os.kill(os.getpid(), signal.SIGINT)
+            while True:  # the handler raises the run's interrupt at the next instruction
+                pass
+
+    def new_executor() -> InProcessExecutor:
+        type("Defined", (), {"field": Interrupting()})  # as a dataclass in an import
+        raise AssertionError("the interrupt did not come")
+
+    with pytest.raises(Cancelled) as raised:
+        driver.run("get", "total", ["p.py"], cwd=project, new_executor=new_executor)
+    assert raised.value.exit_code == 130
+    with sqlite3.connect(project / ".barca" / "metadata.db") as conn:
+        assert conn.execute("SELECT status FROM runs").fetchall() == [("cancelled",)]

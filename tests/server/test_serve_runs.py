@@ -3,6 +3,7 @@ run in flight, and SIGTERM to the server while a run is in flight."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import time
 from pathlib import Path
@@ -186,6 +187,39 @@ def test_delete_cancels_a_run_in_flight_and_its_step_process_ends(
     again = server.delete(f"/runs/{run_id}")
     assert again.status_code == 409, again.text
     assert server.delete("/runs/0123456789ab").status_code == 404
+
+
+# started before anything of barca's: a process started while `hold` exists waits here
+HELD_START = """
+    import os, pathlib, time
+    if pathlib.Path("hold").exists():
+        pathlib.Path("starting").write_text(str(os.getpid()))
+        time.sleep(60)
+"""
+
+
+def test_delete_before_the_runs_process_set_up_is_cancelled_before_it_started(
+        project_with_pipeline: Path, serve, tmp_path: Path) -> None:
+    """The run's process gets the cancel before it handles signals (Python's own SIGTERM
+    ends it) while its POST waits for it: the run ended cancelled before it started, the
+    POST answers with its id and its events end it exit 130, not failed."""
+    root = project_with_pipeline
+    site = write(tmp_path / "site", {"sitecustomize.py": HELD_START})
+    server = serve(root, "p.py", warm="0", env={"PYTHONPATH": str(site)})
+    (root / "hold").touch()
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        posted = pool.submit(server.post, "/runs", json={"targets": ["quick"]})
+        poll(lambda: (root / "starting").exists(), "the run's process to start")
+        (root / "hold").unlink()  # the processes started later start as usual
+        run_id = server.wait_run(lambda r: r["target"] == "quick", "the run to be listed")["id"]
+        assert server.delete(f"/runs/{run_id}").status_code == 200
+        answer = posted.result(timeout=30)
+    assert (answer.status_code, answer.json()) == (202, {"run_id": run_id}), answer.text
+    detail = server.wait_ended(run_id)
+    assert detail["run"]["status"] == "cancelled", detail["run"]
+    assert server.wait_status(run_id)["status"] == "cancelled"
+    events = server.get(f"/runs/{run_id}/events").text
+    assert '"exit_code":130' in events.replace(" ", ""), events
 
 
 @pytest.mark.parametrize("warm", ["0", "30"], ids=["fresh", "warm-pool"])

@@ -16,14 +16,13 @@ are and runs the query here (`barca.cli.remote_sql`).
 
 from __future__ import annotations
 
-import signal
 import sys
 from typing import Any
 
 from barca.errors import UsageError
 from barca.printable import note
-from barca.server_client import (connected, error_of, follow, reconnect_seconds,
-                                 start_run)
+from barca.server_client import (Interrupts, connected, error_of, follow,
+                                 reconnect_seconds, start_run)
 
 
 def run_remote(url: str, argv: list[str], json_mode: bool) -> int:
@@ -124,34 +123,20 @@ def _run(client, argv: list[str], json_mode: bool) -> int:
                **({"fields": fields} if fields else {})}
     # a run that started, even one answered at its end (a dry run, or refused by the
     # command): its lines, stdout and exit code, as the local command prints them
-    return _follow(client, start_run(client, request), params["agent"], json_mode)
+    # Ctrl-C cancels the run and keeps following it until it stopped; a second exits 130
+    with Interrupts(client, follow_after=True) as interrupts:
+        run_id = interrupts.started(start_run(client, request))
+        return _follow(client, run_id, params["agent"], json_mode)
 
 
 def _follow(client, run_id: str, agent: bool, json_mode: bool) -> int:
-    """Print the run's lines as they come; its stdout and exit code at the end. Ctrl-C
-    cancels the run and keeps following it until it stopped; a second Ctrl-C exits 130."""
-    interrupted = []
-
-    def cancel(signum, frame):
-        if interrupted:
-            raise KeyboardInterrupt
-        interrupted.append(signum)
-        try:
-            client.delete(f"/runs/{run_id}")
-        except Exception:  # already ended, or the server is away: following tells
-            pass
-
+    """Print the run's lines as they come; its stdout and exit code at the end."""
     def on_event(event: dict) -> None:
         text = event.get("line")
         if text is not None and (agent or event["type"] not in QUIET):
             note(text)
 
-    previous = {s: signal.signal(s, cancel) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        ended = follow(client, run_id, on_event)
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+    ended = follow(client, run_id, on_event)
     if ended.get("rebuilt") and ended.get("error"):  # ended while the stream was away
         from barca.cli.app import report_error
 

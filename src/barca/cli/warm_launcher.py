@@ -88,6 +88,18 @@ def _run_command(pool, argv: list[str], idle: float, root: str) -> int | None:
     from barca.engine.local.pool_messages import (Exited, Forked, RunCommand, receive,
                                                   resource_limits, send)
 
+    # Ctrl-C and kill reach the run, which records itself cancelled; one that comes before
+    # the pool says which process runs it is passed on then, not lost with the run going on
+    forked, pending = [], []
+
+    def forward(signum: int, _frame) -> None:
+        if forked:
+            os.kill(forked[0], signum)
+        else:
+            pending.append(signum)
+
+    signals = (_signal.SIGINT, _signal.SIGTERM, _signal.SIGHUP)
+    previous = {sig: _signal.signal(sig, forward) for sig in signals}
     try:
         for fd in (0, 1, 2):
             os.fstat(fd)
@@ -98,12 +110,17 @@ def _run_command(pool, argv: list[str], idle: float, root: str) -> int | None:
         pool.sock.settimeout(None)  # a run takes as long as it takes
         message, _ = receive(pool.sock)
     except (OSError, EOFError, ValueError):
+        message = None
+    if not isinstance(message, Forked):  # refused: run it here, or stop as asked
+        for sig, handler in previous.items():
+            _signal.signal(sig, handler)
+        for signum in pending:
+            os.kill(os.getpid(), signum)
         return None
-    if not isinstance(message, Forked):
-        return None  # refused: run it here
-    pid = message.pid  # Ctrl-C and kill reach the run, which records itself cancelled
-    for sig in (_signal.SIGINT, _signal.SIGTERM, _signal.SIGHUP):
-        _signal.signal(sig, lambda signum, _frame: os.kill(pid, signum))
+    forked.append(message.pid)
+    pid = message.pid
+    for signum in pending:
+        os.kill(pid, signum)
     while not isinstance(message, Exited):
         try:
             message, _ = receive(pool.sock)

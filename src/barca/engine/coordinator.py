@@ -136,12 +136,13 @@ class _Run:
             else:
                 self._execute()
             status = step_scheduler.status(run.schedule, req.dry_run)
-        except KeyboardInterrupt:
-            run.schedule, self.closing = step_scheduler.cancel(run.schedule)
-            status = step_scheduler.status(run.schedule, req.dry_run)
-            raise Cancelled("run cancelled", "rerun the same command; finished steps are kept")
-        except InfraError:  # the run cannot go on (its artifact store failed, say): what runs
-            self.closing = [Stop(cancel=True)]  # is stopped now, not waited for
+        except BaseException as exc:
+            if isinstance(exc, KeyboardInterrupt) or RunInterrupted.within(exc):
+                run.schedule, self.closing = step_scheduler.cancel(run.schedule)
+                status = step_scheduler.status(run.schedule, req.dry_run)
+                raise Cancelled("run cancelled", "rerun the same command; finished steps are kept")
+            if isinstance(exc, InfraError):  # the run cannot go on (its artifact store
+                self.closing = [Stop(cancel=True)]  # failed, say): what runs is stopped now
             raise
         finally:
             for sig, handler in previous.items():

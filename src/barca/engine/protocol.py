@@ -242,6 +242,19 @@ class RunInterrupted(KeyboardInterrupt):
     def on_signal(signum: int, frame: object) -> None:
         raise RunInterrupted
 
+    @staticmethod
+    def within(exc: BaseException) -> bool:
+        """Whether `exc` is this interrupt or was raised on its way: Python 3.11 wraps an
+        exception raised in a class body's `__set_name__` (a dataclass being defined by an
+        import) in a RuntimeError, which must not turn a cancelled run into a failed one."""
+        seen: set[int] = set()
+        while exc is not None and id(exc) not in seen:
+            if isinstance(exc, RunInterrupted):
+                return True
+            seen.add(id(exc))
+            exc = exc.__cause__ or exc.__context__
+        return False
+
 
 # error types of a step that chose to stop (sys.exit(), KeyboardInterrupt): never retried
 NOT_RETRIED = ("SystemExit", "KeyboardInterrupt")

@@ -37,6 +37,7 @@ class LiveRun:
     accepted: bool = False  # the child checked the request and recorded the run
     queued: bool = False  # kept in the database's queue (answered 202 before it ran)
     timed_out: float | None = None  # the time limit it was cancelled at
+    stop_asked: bool = False  # cancelled (DELETE, or its time limit): asked to stop
     settled: threading.Event = field(default_factory=threading.Event)  # accepted or ended
     ended: threading.Event = field(default_factory=threading.Event)
     timer: threading.Timer | None = None  # its time limit

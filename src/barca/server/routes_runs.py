@@ -198,8 +198,10 @@ def run_routes(s: Served) -> list[Route]:
         # its events and stdout stay readable (an hour), even when it answers at its end: a
         # `--server` client prints them as the local command would have
         headers = {RUN_ID_HEADER: run.run_id}
-        if run.ended.is_set() and run.exit_code != 0 and (
-                run_request.dry_run or not run.accepted):  # refused, or the dry run failed
+        # refused, or the dry run failed; one cancelled before it started is answered as
+        # started: its events say how it ended, as for one cancelled later
+        if run.ended.is_set() and run.exit_code != 0 and (run_request.dry_run or (
+                not run.accepted and run.status != "cancelled")):
             error = run.error or {"error": f"the run ended with exit code {run.exit_code}",
                                   "kind": "infra"}
             return json(error, 400 if run.exit_code == 2 else 500, headers)

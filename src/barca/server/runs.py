@@ -248,6 +248,8 @@ class Runs:
                 run.on_event(orjson.loads(data))
         lines.join()
         code = process.wait()
+        if run.stop_asked and not run.accepted and not run.timed_out:
+            code = 130  # stopped before it recorded itself: whatever the signal did there
         run.exit_code = code
         run.status = "failed" if run.timed_out else STATUS_BY_CODE.get(code, "failed")
         if run.timed_out:
@@ -268,6 +270,7 @@ class Runs:
         stopped = run.status == "cancelled" or self.closing
         why = (run.error or {}).get("error") or (
             "the server stopped before it started" if self.closing else
+            "cancelled before it started" if stopped else
             f"the run ended with exit code {code} before it started")
         try:
             self._record_unstarted([(run, why)], "cancelled" if stopped else "failed")
@@ -331,6 +334,7 @@ class Runs:
                 self.waiting.remove(run)
                 self._end_unstarted(run, "cancelled", why)
                 return
+        run.stop_asked = True
         run.signal(signal.SIGTERM)
         timer = threading.Timer(CANCEL_GRACE_SECONDS, self._kill_if_live, args=(run,))
         timer.daemon = True  # shutdown does not wait for it: it stops every run itself

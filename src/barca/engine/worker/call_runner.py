@@ -135,7 +135,7 @@ def _attempt(runner: Runner, call: CallSpec, positions: list[int], attempt: int,
             failed = _run(runner, fn, store, call, positions, call_keys, times, mark, attempt,
                           report)
     except BaseException as exc:  # the call failed (its own KeyboardInterrupt or sys.exit()
-        if isinstance(exc, RunInterrupted):  # too): every key given and not written fails
+        if RunInterrupted.within(exc):  # too): every key given and not written fails
             raise
         rest = [p for p in positions if p not in written]
         failed = _all_failed(call, rest, attempt, began, exc, runner.error_parts)

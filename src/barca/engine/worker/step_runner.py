@@ -136,7 +136,7 @@ class StepRunner:
                 try:
                     outcome = self._attempt(step, attempt, started)
                 except BaseException as exc:  # the user's step failed: report it as data,
-                    if isinstance(exc, RunInterrupted):  # its own KeyboardInterrupt too
+                    if RunInterrupted.within(exc):  # its own KeyboardInterrupt too
                         raise
                     # never retried: an exit (not an Exception) or a changed source
                     retryable = isinstance(exc, Exception) and \
