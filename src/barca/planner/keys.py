@@ -136,7 +136,7 @@ def sorted_keys(declared: Iterable[str]) -> tuple[list[str], list[int] | None]:
     if all(map(operator.le, keys, itertools.islice(keys, 1, None))):
         return keys, None
     order = sorted(range(len(keys)), key=keys.__getitem__)
-    return list(map(keys.__getitem__, order)), order
+    return list(operator.itemgetter(*order)(keys)), order  # unsorted: two keys at least
 
 
 def in_declared_order(positions: Iterable[int], order: Sequence[int] | None) -> tuple[int, ...]:
