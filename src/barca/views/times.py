@@ -14,16 +14,21 @@ Durations stay numbers of seconds.
 from __future__ import annotations
 
 import datetime
+import math
 
 SHORT_FORM = "%Y-%m-%d %H:%M:%S"
 
 
 def iso_time(ts: float | None) -> str | None:
-    """Epoch seconds as JSON writes a moment: RFC 3339, UTC, milliseconds, `Z`."""
+    """Epoch seconds as JSON writes a moment: RFC 3339, UTC, milliseconds, `Z`. The
+    milliseconds are cut, never rounded up (not even by way of the microseconds, which
+    `fromtimestamp` rounds): a moment shown is never later than the one it shows, so
+    `--since` given a run's own `started_at` lists that run."""
     if ts is None:
         return None
-    moment = datetime.datetime.fromtimestamp(ts, datetime.timezone.utc)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+    whole = math.floor(ts)
+    moment = datetime.datetime.fromtimestamp(whole, datetime.timezone.utc)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{int((ts - whole) * 1000):03d}Z"
 
 
 def short_time(moment: datetime.datetime) -> str:
