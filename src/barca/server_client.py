@@ -116,14 +116,14 @@ def start_run(client, request: dict) -> str:
 
 class Interrupts:
     """Ctrl-C (or SIGTERM) while a run is asked for and followed cancels it on the server
-    (`DELETE /runs/{id}`). Set before the run is asked for: a signal while the server is
+    (`DELETE /runs/{id}`); the caller follows it until it stopped (the CLI exits 130, the
+    Python API raises `Cancelled`, as a local run does) and a second signal raises
+    KeyboardInterrupt at once. Set before the run is asked for: a signal while the server is
     accepting it cancels it the moment its id is known, instead of leaving it running there.
-    After the first signal the CLI follows the run until it stopped (`follow_after=True`) and
-    a second raises KeyboardInterrupt; the Python API raises KeyboardInterrupt at once. Only
-    the main thread gets signals: elsewhere nothing is set and the run is not cancelled."""
+    Only the main thread gets signals: elsewhere nothing is set."""
 
-    def __init__(self, client, follow_after: bool) -> None:
-        self.client, self.follow_after = client, follow_after
+    def __init__(self, client) -> None:
+        self.client = client
         self.run_id: str | None = None
         self.signals = 0
         self.previous: dict = {}
@@ -157,8 +157,6 @@ class Interrupts:
             self.client.delete(f"/runs/{self.run_id}")
         except Exception:  # already ended, or the server is away: following tells
             pass
-        if not self.follow_after:
-            raise KeyboardInterrupt
 
 
 def follow(client, run_id: str, on_event: Callable[[dict], None]) -> dict:
@@ -254,7 +252,7 @@ def served_value(server: bool | str, request: dict) -> Any:
     bytes); else the run's JSON `final_output` ({key: value} for a partitioned target). A
     failed run raises the error the same call raises here."""
     with connected(server_url(server)) as client:
-        with Interrupts(client, follow_after=False) as interrupts:
+        with Interrupts(client) as interrupts:
             run_id = interrupts.started(start_run(client, {**request, "output": "json",
                                                            "values": "all"}))
             ended = follow(client, run_id, lambda event: None)

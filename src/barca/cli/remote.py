@@ -124,7 +124,7 @@ def _run(client, argv: list[str], json_mode: bool) -> int:
     # a run that started, even one answered at its end (a dry run, or refused by the
     # command): its lines, stdout and exit code, as the local command prints them
     # Ctrl-C cancels the run and keeps following it until it stopped; a second exits 130
-    with Interrupts(client, follow_after=True) as interrupts:
+    with Interrupts(client) as interrupts:
         run_id = interrupts.started(start_run(client, request))
         return _follow(client, run_id, params["agent"], json_mode)
 
