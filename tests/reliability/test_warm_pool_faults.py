@@ -415,8 +415,12 @@ def test_a_worker_the_pool_forks_too_late_never_reads_the_pipe_of_the_one_starte
         # the pool reads the request, forks on what it was sent, then closes the connection
         wait_for(lambda: _connections_to(sock_path) == 0, "the pool to close the request's "
                  "connection")
-        assert _holders(to_fresh) == {fresh.pid}
-        assert _holders(from_fresh) == {fresh.pid}
+        # the fresh worker's /proc/PID/fd cannot be read for a moment while it starts (its
+        # exec): seen as holding nothing then, so wait until it is seen
+        for end in (to_fresh, from_fresh):
+            held = poll(lambda: fresh.pid in (found := _holders(end)) and found,
+                        "the fresh worker to be seen holding its pipe", 10)
+            assert held == {fresh.pid}
     finally:
         for fd in (forked_to, forked_from, to_fresh, from_fresh):
             os.close(fd)  # each worker sees its pipe close, and exits
