@@ -117,8 +117,8 @@ def _run_command(pool, argv: list[str], idle: float, root: str) -> int | None:
         for signum in pending:
             os.kill(os.getpid(), signum)
         return None
-    forked.append(message.pid)
     pid = message.pid
+    forked.append(pid)
     for signum in pending:
         os.kill(pid, signum)
     while not isinstance(message, Exited):

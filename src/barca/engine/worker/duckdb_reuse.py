@@ -12,9 +12,9 @@ these connections.
 
 A database opened this way by a per-key step (or a batch call) that runs beside other workers
 gets the cores' share of DuckDB's threads (cores / workers, at least one, never more than
-DuckDB's own number), unless the step's `config` names `threads`: DuckDB gives every connection all the cores, so two workers on two
-cores would each keep two threads busy on queries of a millisecond, 5-10 % more CPU
-a query. Any other step gets DuckDB's default.
+DuckDB's own number), unless the step's `config` names `threads`: DuckDB gives every
+connection all the cores, so two workers on two cores would each keep two threads busy on
+queries of a millisecond, 5-10 % more CPU a query. Any other step gets DuckDB's default.
 """
 
 from __future__ import annotations
