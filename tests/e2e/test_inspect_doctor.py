@@ -33,6 +33,9 @@ def test_healthy_project_passes_every_check_and_creates_nothing(project: Path) -
                             "packages", "cache", "metadata", "warm"]
     assert all(c["ok"] for c in checks.values())
     assert checks["python"]["data"]["executable"] == sys.executable
+    # the install built the compiled module (setup.py), which packs keyed sources
+    assert checks["barca"]["data"]["compiled"] is True
+    assert "keys packed in C" in checks["barca"]["detail"]
     assert checks["sources"]["data"] == {"files": ["pipeline.py"], "nodes": 1}
     assert checks["packages"]["data"]["needed"] == ["pandas"]
     assert checks["cache"]["data"]["exists"] is False

@@ -109,9 +109,15 @@ def check_python() -> Check:
 
 
 def check_barca() -> Check:
+    """Where barca runs from, and whether its compiled module was built (optional: without
+    it a keyed source's keys are sorted and packed in Python, slower at many keys)."""
     where = str(Path(__file__).resolve().parents[1])
-    return Check("barca", True, f"barca {__version__} ({where})",
-                 data={"version": __version__, "path": where})
+    compiled = importlib.util.find_spec("barca.key_packing") is not None
+    packing = "keys packed in C" if compiled else (
+        "keys packed in Python (no C compiler when it was installed: install one and "
+        "reinstall barca for faster ticks at many keys)")
+    return Check("barca", True, f"barca {__version__} ({where}), {packing}",
+                 data={"version": __version__, "path": where, "compiled": compiled})
 
 
 def check_project(project: Project) -> Check:

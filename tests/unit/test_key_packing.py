@@ -1,0 +1,80 @@
+"""The compiled sort-and-pack of a keyed source (barca.key_packing) gives the bytes the Python
+path gives, and declines keys it does not take: a key source's digest and columns must not
+depend on which path packed it (a project moved to a machine without a C compiler would
+otherwise see every key change)."""
+
+from __future__ import annotations
+
+import string
+from pathlib import Path
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from barca import key_packing
+from barca.engine.worker import key_source
+from barca.packed_columns import CHUNK
+from barca.planner.keys import sorted_keys
+from barca.store.local_store import LocalStore
+
+PLAIN = "".join(c for c in map(chr, range(0x20, 0x7f)) if c not in '"\\')
+
+
+def _python(value: dict, chunk: int):
+    keys, order = sorted_keys(value)
+    values = list(value.values())
+
+    def cut(items):
+        return tuple(orjson.dumps(items[i:i + chunk]) for i in range(0, len(items), chunk))
+
+    return (cut(keys), None if order is None else cut(order),
+            values if order is None else [values[i] for i in order])
+
+
+# keys sharing long beginnings go through the radix passes' deeper windows (8 bytes each) and
+# past 512 bytes to the comparison sort; 48 keys or more sharing one take the radix passes
+_prefixes = st.sampled_from(["", "r", "retailer_", "day=2026-12-0", "x" * 600])
+_keys = st.builds(lambda p, rest: p + rest, _prefixes,
+                  st.text(alphabet=st.sampled_from(PLAIN[:3] + PLAIN), max_size=20))
+_dicts = st.dictionaries(_keys, st.integers() | st.text(max_size=3), max_size=300)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_dicts, st.sampled_from([1, 2, 7, CHUNK]), st.booleans())
+def test_it_packs_what_python_packs(value: dict, chunk: int, presorted: bool) -> None:
+    if presorted:
+        value = dict(sorted(value.items()))
+    assert key_packing.sort_and_pack(value, chunk) == _python(value, chunk)
+
+
+def test_many_keys_with_one_long_beginning_sort_as_python_sorts() -> None:
+    # 5,000 keys agreeing on their first 600 bytes, in reverse: the radix passes run to 512
+    # bytes, then a comparison sort takes over
+    value = {("x" * 600) + f"{i:05d}": i for i in reversed(range(5000))}
+    assert key_packing.sort_and_pack(value, CHUNK) == _python(value, CHUNK)
+
+
+@pytest.mark.parametrize("key", ["caf\u00e9", "\u4e2d", 'a"b', "a\\b", "a\nb", "a\x7fb", 3,
+                                 ("a",)])
+def test_it_declines_a_key_that_is_not_plain_ascii_text(key) -> None:
+    assert key_packing.sort_and_pack({"a": 1, key: 2}, CHUNK) is None
+
+
+def test_it_declines_a_str_subclass_key() -> None:
+    class Name(str):
+        pass
+
+    assert key_packing.sort_and_pack({"a": 1, Name("b"): 2}, CHUNK) is None
+
+
+def test_a_key_source_is_written_the_same_without_the_compiled_module(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    value = {f"r{i:06d}": f"v{i % 7}" for i in reversed(range(10_000))}
+    store = LocalStore(tmp_path, str(tmp_path))
+    compiled = key_source.write_key_source(value, store, "a/v.json", ((), (), ()))
+    monkeypatch.setattr(key_source, "key_packing", None)
+    python = key_source.write_key_source(value, store, "b/v.json", ((), (), ()))
+    assert compiled == python
+    assert (tmp_path / "a" / "v.json").read_bytes() == (tmp_path / "b" / "v.json").read_bytes()
