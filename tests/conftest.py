@@ -103,16 +103,19 @@ WHOLE = ("tests/browser/test_web_ui.py", "tests/reliability/test_fuzz.py",
 # Tests on a Ray cluster (the `ray_cluster` fixture; `barca docs scale-out`'s example starts its
 # own): one worker runs them all, one after the other, so that the cluster starts once and two
 # never share the cores. Each is marked `ray` (`-m 'not ray'` leaves them out). The executor
-# contract's Ray cases are named `[ray-...]`.
+# contract's Ray cases are named `[ray-...]`; another test that uses the cluster is named in
+# RAY_TESTS (collection fails otherwise: run after the cluster was shut down, it found it gone).
 RAY_FILES = ("tests/e2e/test_ray_executor.py", "tests/e2e/test_ray_operations.py")
 RAY_CASES = ("[ray-", "[scale-out]")
+RAY_TESTS = ("tests/engine/test_executor_contract.py::test_a_ray_lease_that_cannot_start_"
+             "fails_its_step_with_the_workers_traceback",)
 
 
 def work_unit(nodeid: str) -> str:
     """What is sent to one worker with this test: the serial group, its whole file, the Ray
     tests together, or itself."""
     path = nodeid.split("::", 1)[0]
-    if path in RAY_FILES or any(case in nodeid for case in RAY_CASES):
+    if path in RAY_FILES or nodeid in RAY_TESTS or any(case in nodeid for case in RAY_CASES):
         return "ray"
     return "serial" if path in SERIAL else path if path in WHOLE else nodeid
 
@@ -144,6 +147,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if work_unit(item.nodeid) == "ray":
             item.add_marker(pytest.mark.ray)
+        elif "ray_cluster" in getattr(item, "fixturenames", ()):
+            raise pytest.UsageError(f"{item.nodeid} uses the Ray cluster but is not one of the "
+                                    "Ray tests run together: name it in RAY_TESTS "
+                                    "(tests/conftest.py)")
 
 
 # What each test costs the machine, for finding where the suite's time goes: with
