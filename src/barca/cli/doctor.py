@@ -40,11 +40,11 @@ KNOWN_MODULES = ("pandas", "polars", "pyarrow", "duckdb", "numpy")
 HELP = """Check the prerequisites of this project and say what to fix.
 
 \b
-Python version, the barca.toml settings, the pipeline sources, names their top-level code
-uses but never defines or imports, the packages their annotations and imports need, a
-writable .barca/, the metadata schema version, and with a [remote] the shared store (reachable,
-credentials, writable with a probe object removed after, listing). Runs no step and imports
-no pipeline code.
+Python version, barca (and whether its compiled module was built), the barca.toml settings,
+the pipeline sources, names their top-level code uses but never defines or imports, the
+packages their annotations and imports need, a writable .barca/, the metadata schema version,
+and with a [remote] the shared store (reachable, credentials, writable with a probe object
+removed after, listing). Runs no step and imports no pipeline code.
 \b
 Examples:
   barca doctor

@@ -68,18 +68,19 @@ def _write_dict(value: dict, store: ArtifactStore, key: str, known: Known, leave
     is, sends the dict through `_text_keys` once, which converts int keys or names the key."""
     try:
         columns = _sorted_columns(value, leave)
-        if columns is None:
-            return _write_dict(_text_keys(value), store, key, known, leave, checked=True)
-        count, key_chunks, order_chunks, value_runs = columns
-        writer = KeyedJsonWriter(store, key, key_chunks)
-        try:
-            value_chunks = tuple(map(_strict_chunk, value_runs))
-        except BaseException:
-            writer.abort()
-            raise
+        if columns is not None:
+            count, key_chunks, order_chunks, value_runs = columns
+            writer = KeyedJsonWriter(store, key, key_chunks)
+            try:
+                value_chunks = tuple(map(_strict_chunk, value_runs))
+            except BaseException:
+                writer.abort()
+                raise
     except TypeError:
         if checked:
             raise
+        columns = None
+    if columns is None:
         return _write_dict(_text_keys(value), store, key, known, leave, checked=True)
     writer.finish(value_chunks, order_chunks)
     packed, digests = _packed(count, key_chunks, value_chunks, order_chunks, known)
