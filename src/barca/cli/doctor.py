@@ -112,7 +112,11 @@ def check_barca() -> Check:
     """Where barca runs from, and whether its compiled module was built (optional: without
     it a keyed source's keys are sorted and packed in Python, slower at many keys)."""
     where = str(Path(__file__).resolve().parents[1])
-    compiled = importlib.util.find_spec("barca.key_packing") is not None
+    try:  # decided as engine.worker.key_source decides: a file that does not load is not built
+        import barca.key_packing  # noqa: F401
+        compiled = True
+    except ImportError:
+        compiled = False
     packing = "keys packed in C" if compiled else (
         "keys packed in Python (no C compiler when it was installed: install one and "
         "reinstall barca for faster ticks at many keys)")
