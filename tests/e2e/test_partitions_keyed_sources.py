@@ -2,8 +2,8 @@
 
 The first test is the user's seed example, unchanged, over a small DuckDB warehouse. The others
 keep end to end against real workers a value a source may not return (the failed step's error
-envelope) and per-key caching: a key runs only when its own value (or its own upstream key)
-changed. The three forms of `partitions_from`, the other rules for the dict a source returns
+envelope), per-key caching: a key runs only when its own value (or its own upstream key)
+changed, and a large source's file replaced on every tick without leaving the old one. The three forms of `partitions_from`, the other rules for the dict a source returns
 and the rest of per-key caching are tested at the driver level in
 tests/engine/test_keyed_rules.py.
 
@@ -14,6 +14,7 @@ tests check what really executed as well as what barca reports.
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import subprocess
 import sys
@@ -191,3 +192,31 @@ def test_an_unchanged_value_is_cached_and_so_is_everything_below_it(chain: Path)
     assert one.json["final_output"] == ["a:1", "b:2", "c:1"]
 
 
+
+
+def test_a_large_key_source_rewritten_each_tick_leaves_only_its_result(tmp_path: Path) -> None:
+    """A sensor whose file is megabytes (30,000 keys) is replaced every tick; the worker frees
+    the replaced file after its outcome is sent (store.local_files.set_aside), so nothing but
+    the result stays in the sensor's directory, and the new value is what is read."""
+    write(tmp_path, {"pipeline.py": """
+        from pathlib import Path
+        from barca import asset, partitions_from, sensor
+
+        @sensor()
+        def versions() -> dict:
+            tick = Path("tick.txt").read_text()
+            return {f"key{i:05d}": f"{tick}-version-{i:020d}" for i in range(30000)}
+
+        @asset(partitions={"k": partitions_from(versions)})
+        def per_key(k: str, versions: str) -> str:
+            return versions
+    """})
+    for tick in ("first", "second"):
+        (tmp_path / "tick.txt").write_text(tick)
+        ran = barca(tmp_path, "get", "versions", "pipeline.py", "-o", "path").expect(0)
+        path = tmp_path / ran.stdout.strip()
+        assert path.stat().st_size > (1 << 20)
+        assert path.read_bytes().startswith(b'{"keys":["key00000"')
+        assert os.listdir(path.parent) == [path.name]
+    value = barca(tmp_path, "get", "versions", "pipeline.py", "-o", "value").expect(0).json
+    assert value["key29999"] == f"second-version-{29999:020d}"

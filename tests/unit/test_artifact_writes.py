@@ -1,7 +1,8 @@
 """Writing one artifact file (store.local_files.write_bytes) on the real file system: a new
 file appears under its name only complete and leaves no temporary file; an existing one is
 replaced whole; a directory squatting on the name is moved aside; a file system without
-unnamed files (O_TMPFILE) gets the temporary name and the rename."""
+unnamed files (O_TMPFILE) gets the temporary name and the rename; a large result replaced by a
+commit keeps a hidden second name until the store frees it."""
 
 from __future__ import annotations
 
@@ -52,3 +53,36 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+def test_a_large_result_replaced_keeps_a_hidden_name_until_the_worker_lets_it_go(
+        tmp_path: Path) -> None:
+    """A key source's file of megabytes, rewritten every tick: the rename over it does not free
+    its blocks (a second name keeps them) until free_replaced, after the outcome is sent."""
+    from barca.store.local_store import LocalStore
+
+    store = LocalStore(tmp_path, str(tmp_path))
+    old, new = b"o" * (1 << 20), b"n" * (1 << 20)
+    for data in (old, new):
+        staged = store.staging("node/v.json")
+        Path(staged).write_bytes(data)
+        store.commit(staged, "node/v.json")
+    node = tmp_path / "node"
+    assert (node / "v.json").read_bytes() == new
+    aside = [p for p in node.iterdir() if p.name != "v.json"]
+    assert [p.name for p in aside] == [f".v.json.replaced.{os.getpid()}.tmp"]  # gc's leftover
+    assert aside[0].read_bytes() == old  # should this process end now
+    store.free_replaced()
+    assert os.listdir(node) == ["v.json"]
+
+
+def test_a_small_result_replaced_is_freed_at_once(tmp_path: Path) -> None:
+    from barca.store.local_store import LocalStore
+
+    store = LocalStore(tmp_path, str(tmp_path))
+    for data in (b"x" * (local_files.SET_ASIDE_BYTES - 1), b"y"):
+        staged = store.staging("v.json")
+        Path(staged).write_bytes(data)
+        store.commit(staged, "v.json")
+    assert os.listdir(tmp_path) == ["v.json"]
+    assert (tmp_path / "v.json").read_bytes() == b"y"

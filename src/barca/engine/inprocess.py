@@ -49,7 +49,7 @@ class InProcessExecutor:
             outcomes = self.runner.run(step, lambda event: out.append(event) if isinstance(
                 event, (LogLine, StepOutcome)) else None)
             self.runner.packs.flush()  # the results' packs, before their outcomes go
-            self.runner.left = []
+            self.runner.let_go()
             return [*out, *outcomes]
         return []
 

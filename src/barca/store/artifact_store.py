@@ -46,6 +46,11 @@ class ArtifactStore(Protocol):
     def discard(self, staged: str) -> None:
         """Drop a staged file that will not be committed (no error if it is gone)."""
 
+    def free_replaced(self) -> None:
+        """Free the results that commits replaced, which a local store keeps named until
+        then so that a commit does not wait for the kernel to free a large file (a worker
+        calls this once its outcomes are sent)."""
+
     def work_dir(self, keys: Iterable[str]) -> str:
         """A new local directory for intermediate files that will be committed as `keys`
         (where a commit from it is cheapest); the caller removes it."""

@@ -18,7 +18,8 @@ import weakref
 from pathlib import Path
 from typing import BinaryIO, Iterable, Mapping, Sequence
 
-from barca.store.local_files import read_stored, replace, temporary_name, write_bytes
+from barca.store.local_files import (read_stored, replace, set_aside, temporary_name,
+                                     write_bytes)
 from barca.store.packs import file_of, is_packed
 
 
@@ -33,6 +34,7 @@ class LocalStore:
         self.dir = os.fspath(directory).rstrip("/")
         self.address = address
         self._copies: str | None = None  # packed results copied for readers that take a path
+        self.replaced: list[str] = []  # second names of replaced results, for free_replaced
 
     @classmethod
     def of_project(cls, root: Path, artifacts_dir: Path) -> "LocalStore":
@@ -49,6 +51,9 @@ class LocalStore:
 
     def commit(self, staged: str, key: str) -> None:
         path = f"{self.dir}/{key}"
+        aside = set_aside(path)  # a sensor's large result, replaced every tick
+        if aside is not None:
+            self.replaced.append(aside)
         try:
             replace(staged, path)
         except FileNotFoundError:
@@ -71,6 +76,12 @@ class LocalStore:
     def discard(self, staged: str) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(staged)
+
+    def free_replaced(self) -> None:
+        for aside in self.replaced:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(aside)
+        self.replaced.clear()
 
     def work_dir(self, keys: Iterable[str]) -> str:
         """Under the deepest directory holding every key: on their file system, so that

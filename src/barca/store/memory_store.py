@@ -64,6 +64,9 @@ class MemoryStore:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(staged)
 
+    def free_replaced(self) -> None:
+        """Nothing is kept: a commit here replaces bytes in memory."""
+
     def work_dir(self, keys: Iterable[str]) -> str:
         return tempfile.mkdtemp(prefix="work-", dir=self._local)
 

@@ -256,6 +256,9 @@ class RemoteStore:
     def discard(self, staged: str) -> None:
         self.local.discard(staged)
 
+    def free_replaced(self) -> None:
+        self.local.free_replaced()
+
     def work_dir(self, keys: Iterable[str]) -> str:
         return self.local.work_dir(keys)
 

@@ -204,7 +204,7 @@ class Worker:
                         self.flush()
                 if not self._more_to_do():  # else the next lease's keys share the pack
                     self.flush()
-                self.runner.left = []
+                self.runner.let_go()
                 self._report_imports()
             elif isinstance(message, Warm):
                 self.runner.warm(message.files)

@@ -57,7 +57,7 @@ def run_lease(root: str, token: str, steps: Sequence[StepSpec | CallSpec]
             out.extend(fds.lines(step.step_id))
             out.extend(done)
     runner.packs.flush()
-    runner.left = []
+    runner.let_go()
     if traced:
         from barca.telemetry.execute import flush
 

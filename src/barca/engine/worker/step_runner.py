@@ -81,6 +81,13 @@ class StepRunner:
         self.left: list[Any] = []
         self.side_by_side = 1  # workers the run has, as the last lease said
 
+    def let_go(self) -> None:
+        """Once the outcomes are sent: free what the last steps left, and the results they
+        replaced."""
+        self.left = []
+        for store in self.stores.values():
+            store.free_replaced()
+
     def warm(self, files: Any) -> None:
         """Import pipeline files ahead of their steps; a file that fails is left for the step
         that needs it to report."""
