@@ -1,6 +1,6 @@
-"""keyed-json files, written from packed chunks in a thread: what a reader gets back is the dict
-and its order, whatever the number of chunks (more than one writev call takes) and however they
-come, and an aborted or failed write leaves the earlier file as it was."""
+"""keyed-json files, written from packed chunks in threads: what a reader gets back is the dict
+and its order, whatever the number of chunks (more than one writev call takes), and an aborted
+or failed write leaves the earlier file as it was."""
 
 from __future__ import annotations
 
@@ -23,10 +23,6 @@ def _writer(path: Path, key_chunks, order_chunks=None) -> KeyedJsonWriter:
                            key_chunks, order_chunks)
 
 
-def _add(writer: KeyedJsonWriter, chunks) -> None:
-    for chunk in chunks:
-        writer.add(chunk)
-
 
 def _chunks(items: list, size: int) -> tuple[bytes, ...]:
     return tuple(orjson.dumps(items[i:i + size]) for i in range(0, len(items), size))
@@ -39,7 +35,7 @@ def test_the_file_reads_back_as_the_dict_in_key_order(tmp_path: Path, count: int
     values = [{"n": i, "s": "x" * (i % 7)} if i % 3 else i for i in range(count)]
     path = tmp_path / "a" / "v.json"
     writer = _writer(path, _chunks(keys, size))  # 3000 keys by 2: 3,000 buffers
-    _add(writer, _chunks(values, size))
+    writer.finish(_chunks(values, size))
     size_written = writer.close()
     assert size_written == path.stat().st_size
     assert orjson.loads(path.read_bytes()) == {"keys": keys, "values": values}
@@ -50,7 +46,7 @@ def test_the_file_reads_back_as_the_dict_in_key_order(tmp_path: Path, count: int
 def test_pack_chunks_output_is_what_the_writer_takes(tmp_path: Path) -> None:
     keys, values = ["a", "b", "c"], [[1, 2], {"z": 1, "a": [None]}, "t"]
     writer = _writer(tmp_path / "v.json", pack_chunks(keys))
-    _add(writer, pack_chunks(values))
+    writer.finish(pack_chunks(values))
     writer.close()
     assert read_value(tmp_path / "v.json", "keyed-json") == dict(zip(keys, values))
 
@@ -59,7 +55,7 @@ def test_the_order_comes_before_the_values_and_reads_back(tmp_path: Path) -> Non
     keys, values, order = ["a", "b", "c", "d"], [1, 2, 3, 4], [2, 0, 3, 1]
     path = tmp_path / "a" / "v.json"
     writer = _writer(path, _chunks(keys, 3), _chunks(order, 3))
-    _add(writer, _chunks(values, 1))
+    writer.finish(_chunks(values, 1))
     writer.close()
     data = path.read_bytes()
     assert data.index(b'"order"') < data.index(b'"values"')
@@ -87,7 +83,7 @@ def test_a_failed_write_raises_on_close_and_keeps_the_earlier_file(
 
     monkeypatch.setattr("os.writev", disk_full)
     writer = _writer(path, pack_chunks(["new"]))
-    _add(writer, pack_chunks([2]))
+    writer.finish(pack_chunks([2]))
     with pytest.raises(OSError, match="No space"):
         writer.close()
     assert read_value(path, "keyed-json") == {"old": 1}

@@ -7,12 +7,11 @@ that they are JSON. Keys of plain ASCII text (most are) are sorted and packed in
 same bytes. The dict's own order (its declared key order: keys are batched, listed and
 run in it) travels beside them as each sorted key's position in the dict, only when that is not
 the sorted order, and is no part of the digest. The file (keyed-json) is written from those
-chunks by a thread that lets go of the GIL while it writes: the keys and the order while the
-values are packed, each chunk of values as soon as it is packed, the last ones while the
-chunks are hashed. The digest recorded for it (SHA-256, cut to
-barca's 128 bits) is taken over the keys' and values' chunk digests, so a query that returns
-its rows in another order changes nothing downstream. Only the chunks the coordinator does not
-have already are sent (see barca.store.key_source_chunks).
+chunks by threads that let go of the GIL while they write: the keys and the order while the
+values are packed, the values while the chunks are hashed. The digest recorded for it
+(SHA-256, cut to barca's 128 bits) is taken over the keys' and values' chunk digests, so a
+query that returns its rows in another order changes nothing downstream. Only the chunks the
+coordinator does not have already are sent (see barca.store.key_source_chunks).
 """
 from __future__ import annotations
 
@@ -20,7 +19,7 @@ import hashlib
 import math
 import operator
 from collections import Counter
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
 from barca.packed_columns import CHUNK, HASH_WIDTH, chunk_digest, pack_chunks
 from barca.engine.protocol import Known, PackedColumns
@@ -64,7 +63,7 @@ def write_key_source(value: Any, store: ArtifactStore, key: str, known: Known,
 
 def _write_dict(value: dict, store: ArtifactStore, key: str, known: Known, leave: list[Any],
                 checked: bool) -> tuple[str, int, str, PackedColumns]:
-    """Sort, pack and write; the file is written in a thread while the values are packed and
+    """Sort, pack and write; the file is written in threads while the values are packed and
     the chunks hashed. A key that is not a str, or a value that JSON would not give back as it
     is, sends the dict through `_text_keys` once, which converts int keys or names the key."""
     try:
@@ -73,7 +72,7 @@ def _write_dict(value: dict, store: ArtifactStore, key: str, known: Known, leave
             count, key_chunks, order_chunks, value_runs = columns
             writer = KeyedJsonWriter(store, key, key_chunks, order_chunks)
             try:
-                value_chunks = tuple(map(_written(writer), value_runs))
+                value_chunks = tuple(map(_strict_chunk, value_runs))
             except BaseException:
                 writer.abort()
                 raise
@@ -83,21 +82,9 @@ def _write_dict(value: dict, store: ArtifactStore, key: str, known: Known, leave
         columns = None
     if columns is None:
         return _write_dict(_text_keys(value), store, key, known, leave, checked=True)
-    try:
-        packed, digests = _packed(count, key_chunks, value_chunks, order_chunks, known)
-    except BaseException:
-        writer.abort()
-        raise
+    writer.finish(value_chunks)
+    packed, digests = _packed(count, key_chunks, value_chunks, order_chunks, known)
     return "keyed-json", writer.close(), hashlib.sha256(digests).hexdigest()[:HASH_WIDTH], packed
-
-
-def _written(writer: KeyedJsonWriter) -> Callable[[Sequence[Any]], bytes]:
-    """Pack a run of values (`_strict_chunk`) and hand the chunk to the file's writer."""
-    def pack(items: Sequence[Any]) -> bytes:
-        chunk = _strict_chunk(items)
-        writer.add(chunk)
-        return chunk
-    return pack
 
 
 def _sorted_columns(value: dict, leave: list[Any]) -> tuple[
