@@ -108,10 +108,12 @@ def test_unreferenced_files_and_dead_temporary_files_go(versions: Path) -> None:
     folder = versions / ".barca" / "artifacts" / "pipeline.py--data"
     (folder / "0123456789abcdef.json").write_text("{}")
     (folder / ".x.json.999999999.tmp").write_text("half")
+    (folder / ".x.json.replaced.999999999.tmp").write_text("a replaced result's second name")
     body = barca(versions, "gc").expect(0).json
     reasons = {Path(e["path"]).name: e["reason"] for e in body["evicted"]}
     assert reasons["0123456789abcdef.json"] == "unreferenced"
     assert reasons[".x.json.999999999.tmp"] == "leftover"
+    assert reasons[".x.json.replaced.999999999.tmp"] == "leftover"  # store.local_files.set_aside
     assert not (folder / "0123456789abcdef.json").exists()
 
 
