@@ -3,9 +3,9 @@
 The first test is the user's seed example, unchanged, over a small DuckDB warehouse. The others
 keep end to end against real workers a value a source may not return (the failed step's error
 envelope), per-key caching: a key runs only when its own value (or its own upstream key)
-changed, and a large source's file replaced on every tick without leaving the old one. The three forms of `partitions_from`, the other rules for the dict a source returns
-and the rest of per-key caching are tested at the driver level in
-tests/engine/test_keyed_rules.py.
+changed, and a large source's file replaced on every tick without leaving the old one. The
+three forms of `partitions_from`, the other rules for the dict a source returns and the rest
+of per-key caching are tested at the driver level in tests/engine/test_keyed_rules.py.
 
 Every partitioned function appends `<node> <key>` to `executed.log` when its body runs, so the
 tests check what really executed as well as what barca reports.
