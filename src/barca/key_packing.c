@@ -3,17 +3,23 @@
 A sensor returning 200,000 keys runs on every tick; in Python, sorting its keys with their
 positions and taking the values in that order costs some 30 ms, most of a one-key tick's own
 work. Here the keys are sorted by radix on 8 bytes at a time (a key's first 8 bytes decide
-almost every comparison), and the keys' and the order's JSON chunks are written directly.
+almost every comparison), and the keys', the order's and (when every value is plain) the
+values' JSON chunks are written directly.
 
 Only keys that are str made of printable ASCII other than '"' and '\' are taken (their JSON is
 the key between quotes, byte for byte what orjson writes); for anything else the function
 returns None and the caller packs in Python, with the same result. Such keys contain no NUL,
 so two keys whose next 8 bytes agree (zero-padded past the end) are equal there or both go on.
+Values are packed here when every one is such a str, an int of 64 bits, None, True or False;
+else they are handed back in key order for the caller to pack.
 */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+#ifdef __linux__
+#include <sys/mman.h>
+#endif
 
 #define WIDTH 8     /* bytes of a key compared as one integer */
 #define SMALL 48    /* a run of keys agreeing so far this short is sorted by insertion */
@@ -37,9 +43,42 @@ static inline const unsigned char *key_bytes(ctx *c, Py_ssize_t pos, Py_ssize_t 
 
 static inline uint64_t prefix_of(const unsigned char *d, Py_ssize_t len, Py_ssize_t offset) {
     uint64_t p = 0;
+    if (offset + WIDTH <= len) {  /* the usual case at offset 0: one load */
+        unsigned char b[WIDTH];
+        memcpy(b, d + offset, WIDTH);
+        for (int j = 0; j < WIDTH; j++)
+            p = (p << 8) | b[j];
+        return p;
+    }
     for (Py_ssize_t j = offset; j < offset + WIDTH; j++)
         p = (p << 8) | (j < len ? d[j] : 0);
     return p;
+}
+
+static int decimal_size(long long x) {
+    unsigned long long u = x < 0 ? 0ULL - (unsigned long long)x : (unsigned long long)x;
+    int digits = 1;
+    while (u >= 10) {
+        u /= 10;
+        digits++;
+    }
+    return digits + (x < 0);
+}
+
+/* x in decimal, as JSON (and orjson) write an int */
+static char *write_decimal(char *w, long long x) {
+    unsigned long long u = x < 0 ? 0ULL - (unsigned long long)x : (unsigned long long)x;
+    char digits[24];
+    int d = 0;
+    do {
+        digits[d++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (x < 0)
+        *w++ = '-';
+    while (d)
+        *w++ = digits[--d];
+    return w;
 }
 
 static inline int key_less(ctx *c, Py_ssize_t a, Py_ssize_t b) {
@@ -132,10 +171,7 @@ static PyObject *pack(ctx *c, rec *a, Py_ssize_t n, Py_ssize_t chunk, int positi
         for (Py_ssize_t i = first; i < last; i++) {
             Py_ssize_t pos = a ? a[i].pos : i;
             if (positions) {
-                Py_ssize_t digits = 1;
-                for (Py_ssize_t v = pos; v >= 10; v /= 10)
-                    digits++;
-                size += digits;
+                size += decimal_size(pos);
             } else {
                 size += (a ? a[i].len : PyUnicode_GET_LENGTH(c->keys[pos])) + 2;
             }
@@ -152,14 +188,7 @@ static PyObject *pack(ctx *c, rec *a, Py_ssize_t n, Py_ssize_t chunk, int positi
             if (i > first)
                 *w++ = ',';
             if (positions) {
-                char digits[24];
-                int d = 0;
-                do {
-                    digits[d++] = (char)('0' + pos % 10);
-                    pos /= 10;
-                } while (pos);
-                while (d)
-                    *w++ = digits[--d];
+                w = write_decimal(w, pos);
             } else if (a && a[i].len <= WIDTH) {  /* the key is in its record: no lookup */
                 *w++ = '"';
                 for (uint32_t j = 0; j < a[i].len; j++)
@@ -180,23 +209,140 @@ static PyObject *pack(ctx *c, rec *a, Py_ssize_t n, Py_ssize_t chunk, int positi
     return out;
 }
 
-static int plain_key(PyObject *key) {
-    if (!PyUnicode_CheckExact(key))
+#define ONES 0x0101010101010101ULL
+#define HIGHS 0x8080808080808080ULL
+
+/* Whether 8 bytes of ASCII (each below 0x80) are all printable and neither '"' nor '\\':
+   each test sets a byte's high bit where it fails (a byte below n: its high bit after
+   subtracting n; equal to c: a zero byte after xor). */
+static inline int plain_word(uint64_t w) {
+    uint64_t below = (w - ONES * 0x20) & ~w;
+    uint64_t quote = w ^ (ONES * '"'), slash = w ^ (ONES * '\\'), del = w ^ (ONES * 0x7f);
+    uint64_t equal = ((quote - ONES) & ~quote) | ((slash - ONES) & ~slash) |
+                     ((del - ONES) & ~del);
+    return ((below | equal) & HIGHS) == 0;
+}
+
+static int plain_text(PyObject *text) {
+    if (!PyUnicode_CheckExact(text))
         return 0;
 #if PY_VERSION_HEX < 0x030C0000
-    if (PyUnicode_READY(key) < 0) {
+    if (PyUnicode_READY(text) < 0) {
         PyErr_Clear();
         return 0;
     }
 #endif
-    if (!PyUnicode_IS_ASCII(key))
+    if (!PyUnicode_IS_ASCII(text))
         return 0;
-    const unsigned char *d = PyUnicode_1BYTE_DATA(key);
-    for (Py_ssize_t i = 0, n = PyUnicode_GET_LENGTH(key); i < n; i++)
-        if (d[i] < 0x20 || d[i] == '"' || d[i] == '\\' || d[i] == 0x7f)
+    const unsigned char *d = PyUnicode_1BYTE_DATA(text);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text), i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, d + i, 8);
+        if (!plain_word(w))
             return 0;
+    }
+    if (i < n) {  /* the rest, padded with a plain byte */
+        uint64_t w = ONES * 'a';
+        memcpy(&w, d + i, (size_t)(n - i));
+        return plain_word(w);
+    }
     return 1;
 }
+
+/* The length of a value's JSON when this module writes it (see the top), else -1. */
+static Py_ssize_t plain_value_size(PyObject *v) {
+    if (v == Py_None || v == Py_True)
+        return 4;
+    if (v == Py_False)
+        return 5;
+    if (PyLong_CheckExact(v)) {
+        int overflow;
+        long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+        if (overflow || (x == -1 && PyErr_Occurred())) {
+            PyErr_Clear();
+            return -1;
+        }
+        return decimal_size(x);
+    }
+    if (plain_text(v) && PyUnicode_GET_LENGTH(v) <= UINT32_MAX - 2)
+        return PyUnicode_GET_LENGTH(v) + 2;
+    return -1;
+}
+
+static char *write_value(char *w, PyObject *v) {
+    if (v == Py_None || v == Py_True || v == Py_False) {
+        const char *word = v == Py_None ? "null" : v == Py_True ? "true" : "false";
+        size_t len = strlen(word);
+        memcpy(w, word, len);
+        return w + len;
+    }
+    if (PyLong_CheckExact(v))
+        return write_decimal(w, PyLong_AsLongLong(v));  /* fits: checked on the way in */
+    Py_ssize_t len = PyUnicode_GET_LENGTH(v);
+    *w++ = '"';
+    memcpy(w, PyUnicode_1BYTE_DATA(v), len);
+    w += len;
+    *w++ = '"';
+    return w;
+}
+
+/* JSON arrays of `chunk` values each, in the order of `a` (NULL: the dict's own order);
+   `sizes` holds each value's length, by its position in the dict. */
+static PyObject *pack_values(PyObject **values, const uint32_t *sizes, rec *a, Py_ssize_t n,
+                             Py_ssize_t chunk) {
+    Py_ssize_t chunks = (n + chunk - 1) / chunk;
+    PyObject *out = PyTuple_New(chunks);
+    if (!out)
+        return NULL;
+    for (Py_ssize_t k = 0; k < chunks; k++) {
+        Py_ssize_t first = k * chunk, last = first + chunk < n ? first + chunk : n;
+        Py_ssize_t size = 2 + (last - first - 1);
+        for (Py_ssize_t i = first; i < last; i++)
+            size += sizes[a ? a[i].pos : i];
+        PyObject *bytes = PyBytes_FromStringAndSize(NULL, size);
+        if (!bytes) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        char *w = PyBytes_AS_STRING(bytes);
+        *w++ = '[';
+        for (Py_ssize_t i = first; i < last; i++) {
+            if (i > first)
+                *w++ = ',';
+            w = write_value(w, values[a ? a[i].pos : i]);
+        }
+        *w = ']';
+        PyTuple_SET_ITEM(out, k, bytes);
+    }
+    return out;
+}
+
+/* Scratch memory for one call. At 200,000 keys it is 10 MB, which faulted in 4 KB pages
+   costs thousands of page faults (milliseconds on a virtual machine); where the kernel
+   offers huge pages, a mapping of its own takes them. */
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+#define HUGE_FROM (4 << 20)
+static void *scratch_new(size_t size) {
+    if (size < HUGE_FROM)
+        return PyMem_Malloc(size);
+    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return NULL;
+    madvise(p, size, MADV_HUGEPAGE);  /* a hint: without it, small pages */
+    return p;
+}
+
+static void scratch_free(void *p, size_t size) {
+    if (size < HUGE_FROM)
+        PyMem_Free(p);
+    else if (p)
+        munmap(p, size);
+}
+#else
+static void *scratch_new(size_t size) { return PyMem_Malloc(size); }
+static void scratch_free(void *p, size_t size) { (void)size; PyMem_Free(p); }
+#endif
 
 static PyObject *sort_and_pack(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     Py_ssize_t chunk;
@@ -212,19 +358,20 @@ static PyObject *sort_and_pack(PyObject *module, PyObject *const *args, Py_ssize
     }
     PyObject *dict = args[0], *result = NULL;
     Py_ssize_t n = PyDict_GET_SIZE(dict);
-    ctx c = {PyMem_Malloc(sizeof(PyObject *) * (n ? n : 1)),
-             PyMem_Malloc(sizeof(rec) * (n ? n : 1))};
-    PyObject **values = PyMem_Malloc(sizeof(PyObject *) * (n ? n : 1));
-    rec *sorted = PyMem_Malloc(sizeof(rec) * (n ? n : 1));
-    if (!c.keys || !c.tmp || !values || !sorted) {
-        PyErr_NoMemory();
-        goto done;
-    }
+    size_t m = n ? (size_t)n : 1;
+    size_t size = m * (2 * sizeof(PyObject *) + 2 * sizeof(rec) + sizeof(uint32_t));
+    char *base = scratch_new(size);
+    if (!base)
+        return PyErr_NoMemory();
+    ctx c = {(PyObject **)base, (rec *)(base + m * sizeof(PyObject *))};
+    rec *sorted = c.tmp + m;
+    PyObject **values = (PyObject **)(sorted + m);
+    uint32_t *sizes = (uint32_t *)(values + m);  /* each value's JSON length, while plain */
     Py_ssize_t at = 0, i = 0;
     PyObject *key, *value;
-    int in_order = 1;
+    int in_order = 1, plain_values = 1;
     while (PyDict_Next(dict, &at, &key, &value)) {
-        if (!plain_key(key)) {
+        if (!plain_text(key)) {
             result = Py_NewRef(Py_None);
             goto done;
         }
@@ -237,8 +384,17 @@ static PyObject *sort_and_pack(PyObject *module, PyObject *const *args, Py_ssize
         values[i] = value;
         sorted[i] = (rec){prefix_of(PyUnicode_1BYTE_DATA(key), len, 0), (uint32_t)i,
                           (uint32_t)len};
-        if (in_order && i && !key_less(&c, i - 1, i))
+        if (in_order && i && (sorted[i - 1].prefix > sorted[i].prefix ||
+                              (sorted[i - 1].prefix == sorted[i].prefix &&
+                               !key_less(&c, i - 1, i))))
             in_order = 0;
+        if (plain_values) {
+            Py_ssize_t vsize = plain_value_size(value);
+            if (vsize < 0)
+                plain_values = 0;
+            else
+                sizes[i] = (uint32_t)vsize;
+        }
         i++;
     }
     rec *order = NULL;
@@ -249,20 +405,22 @@ static PyObject *sort_and_pack(PyObject *module, PyObject *const *args, Py_ssize
     PyObject *key_chunks = pack(&c, order, n, chunk, 0);
     PyObject *order_chunks = !key_chunks ? NULL
                              : order ? pack(&c, order, n, chunk, 1) : Py_NewRef(Py_None);
-    PyObject *value_list = order_chunks ? PyList_New(n) : NULL;
-    if (value_list) {
-        for (i = 0; i < n; i++)
-            PyList_SET_ITEM(value_list, i, Py_NewRef(values[order ? order[i].pos : i]));
-        result = PyTuple_Pack(3, key_chunks, order_chunks, value_list);
+    PyObject *packed_values = NULL;
+    if (order_chunks && plain_values) {
+        packed_values = pack_values(values, sizes, order, n, chunk);
+    } else if (order_chunks) {
+        packed_values = PyList_New(n);
+        if (packed_values)
+            for (i = 0; i < n; i++)
+                PyList_SET_ITEM(packed_values, i, Py_NewRef(values[order ? order[i].pos : i]));
     }
+    if (packed_values)
+        result = PyTuple_Pack(3, key_chunks, order_chunks, packed_values);
     Py_XDECREF(key_chunks);
     Py_XDECREF(order_chunks);
-    Py_XDECREF(value_list);
+    Py_XDECREF(packed_values);
 done:
-    PyMem_Free(c.keys);
-    PyMem_Free(c.tmp);
-    PyMem_Free(values);
-    PyMem_Free(sorted);
+    scratch_free(base, size);
     return result;
 }
 
@@ -271,7 +429,9 @@ static PyMethodDef methods[] = {
      "sort_and_pack(dict, chunk) -> (key_chunks, order_chunks | None, values) | None\n\n"
      "The dict's keys sorted, packed as JSON arrays of `chunk` keys; each sorted key's\n"
      "position in the dict, packed alike (None when the dict is sorted already); the values\n"
-     "in key order. None unless every key is a str of printable ASCII other than '\"' and '\\'."},
+     "in key order, packed alike (a tuple) when each is a str as a key is, an int of 64 bits,\n"
+     "None, True or False, else as a list. None unless every key is a str of printable ASCII\n"
+     "other than '\"' and '\\'."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -19,7 +19,7 @@ import hashlib
 import math
 import operator
 from collections import Counter
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 from barca.packed_columns import CHUNK, HASH_WIDTH, chunk_digest, pack_chunks
 from barca.engine.protocol import Known, PackedColumns
@@ -69,10 +69,10 @@ def _write_dict(value: dict, store: ArtifactStore, key: str, known: Known, leave
     try:
         columns = _sorted_columns(value, leave)
         if columns is not None:
-            count, key_chunks, order_chunks, value_runs = columns
+            count, key_chunks, order_chunks, values = columns
             writer = KeyedJsonWriter(store, key, key_chunks, order_chunks)
             try:
-                value_chunks = tuple(map(_strict_chunk, value_runs))
+                value_chunks = tuple(values)
             except BaseException:
                 writer.abort()
                 raise
@@ -88,23 +88,27 @@ def _write_dict(value: dict, store: ArtifactStore, key: str, known: Known, leave
 
 
 def _sorted_columns(value: dict, leave: list[Any]) -> tuple[
-        int, tuple[bytes, ...], tuple[bytes, ...] | None, Iterator[Sequence[Any]]] | None:
+        int, tuple[bytes, ...], tuple[bytes, ...] | None, Iterable[bytes]] | None:
     """The key count, the sorted keys' chunks, the order's (None: the dict is sorted) and the
-    values' runs in key order, still to be packed; None unless every key is a str. Compiled
-    (barca.key_packing) for keys of plain ASCII, which is most; the same bytes in Python."""
+    values' chunks in key order (packed as they are iterated, when not packed already); None
+    unless every key is a str. Compiled (barca.key_packing) for keys of plain ASCII, which is
+    most, and values of plain ASCII, ints and None; the same bytes in Python."""
     if key_packing is not None and value.__class__ is dict:
         packed = key_packing.sort_and_pack(value, CHUNK)
         if packed is not None:
             key_chunks, order_chunks, values = packed
+            if isinstance(values, tuple):  # packed
+                return len(value), key_chunks, order_chunks, values
             leave.append(values)
-            return len(values), key_chunks, order_chunks, _runs(values)
+            return len(values), key_chunks, order_chunks, map(_strict_chunk, _runs(values))
     sort = _str_keys_sorted(value)
     if sort is None:
         return None
     keys, order = sort
     leave += sort
     return (len(keys), tuple(map(_strict_chunk, _runs(keys))),
-            None if order is None else pack_chunks(order), _value_runs(value, order))
+            None if order is None else pack_chunks(order),
+            map(_strict_chunk, _value_runs(value, order)))
 
 
 def _str_keys_sorted(value: dict) -> tuple[list[str], list[int] | None] | None:
