@@ -3,8 +3,8 @@
 A sensor over 200,000 keys runs on every tick, so each pass over its dict shows in the tick's
 time. A dict is sorted by key once and its keys and values packed in chunks; the packing checks
 that they are JSON. Keys of plain ASCII text (most are) are sorted and packed in C
-(barca.key_packing: a quarter of Python's time at 200,000 keys), others in Python, to the
-same bytes. The dict's own order (its declared key order: keys are batched, listed and
+(barca.key_packing: a quarter of Python's time at 200,000 keys), and so are values of plain
+ASCII text, ints, None and booleans; others in Python, to the same bytes. The dict's own order (its declared key order: keys are batched, listed and
 run in it) travels beside them as each sorted key's position in the dict, only when that is not
 the sorted order, and is no part of the digest. The file (keyed-json) is written from those
 chunks by threads that let go of the GIL while they write: the keys and the order while the
