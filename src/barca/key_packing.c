@@ -28,12 +28,14 @@ else they are handed back in key order for the caller to pack.
 typedef struct {
     uint64_t prefix; /* WIDTH bytes of the key from the current offset, big-endian */
     uint32_t pos;    /* the key's position in the dict */
-    uint32_t len;    /* its length: a key of WIDTH bytes or fewer is its first prefix */
+    uint32_t len;    /* its length: a key of WIDTH bytes or fewer is its first prefix (until
+                        a deeper pass, among keys that share their first WIDTH bytes) */
 } rec;
 
 typedef struct {
     PyObject **keys;  /* the dict's keys in its own order */
     rec *tmp;         /* scratch for the radix passes */
+    int deeper;       /* a radix pass past the first WIDTH bytes rewrote some prefixes */
 } ctx;
 
 static inline const unsigned char *key_bytes(ctx *c, Py_ssize_t pos, Py_ssize_t *len) {
@@ -126,6 +128,7 @@ static void sort_run(ctx *c, rec *a, Py_ssize_t n, Py_ssize_t offset) {
             Py_ssize_t len;
             const unsigned char *data = key_bytes(c, a[i].pos, &len);
             p = a[i].prefix = prefix_of(data, len, offset);
+            c->deeper = 1;
         }
         for (int b = 0; b < WIDTH; b++)
             counts[b][(p >> (8 * b)) & 255]++;
@@ -189,7 +192,7 @@ static PyObject *pack(ctx *c, rec *a, Py_ssize_t n, Py_ssize_t chunk, int positi
                 *w++ = ',';
             if (positions) {
                 w = write_decimal(w, pos);
-            } else if (a && a[i].len <= WIDTH) {  /* the key is in its record: no lookup */
+            } else if (a && a[i].len <= WIDTH && !c->deeper) {  /* the key is its prefix */
                 *w++ = '"';
                 for (uint32_t j = 0; j < a[i].len; j++)
                     *w++ = (char)(a[i].prefix >> (8 * (WIDTH - 1 - j)));
@@ -363,7 +366,7 @@ static PyObject *sort_and_pack(PyObject *module, PyObject *const *args, Py_ssize
     char *base = scratch_new(size);
     if (!base)
         return PyErr_NoMemory();
-    ctx c = {(PyObject **)base, (rec *)(base + m * sizeof(PyObject *))};
+    ctx c = {(PyObject **)base, (rec *)(base + m * sizeof(PyObject *)), 0};
     rec *sorted = c.tmp + m;
     PyObject **values = (PyObject **)(sorted + m);
     uint32_t *sizes = (uint32_t *)(values + m);  /* each value's JSON length, while plain */

@@ -46,7 +46,7 @@ def _python(value: dict, chunk: int):
 
 # keys sharing long beginnings go through the radix passes' deeper windows (8 bytes each) and
 # past 512 bytes to the comparison sort; 48 keys or more sharing one take the radix passes
-_prefixes = st.sampled_from(["", "r", "retailer_", "day=2026-12-0", "x" * 600])
+_prefixes = st.sampled_from(["", "r", "retailer", "retailer_", "day=2026-12-0", "x" * 600])
 _keys = st.builds(lambda p, rest: p + rest, _prefixes,
                   st.text(alphabet=st.sampled_from(PLAIN[:3] + PLAIN), max_size=20))
 _plain_values = (st.integers(-2**63, 2**63 - 1) | st.none() | st.booleans() |
@@ -76,6 +76,16 @@ def test_values_at_the_edges_are_packed_as_orjson_packs_them_or_handed_back(valu
         assert values == (orjson.dumps([0, value]),)
     else:
         assert values == [0, value]
+
+
+def test_a_short_key_sharing_its_beginning_with_many_longer_ones_is_packed_whole() -> None:
+    # "abcdefgh" goes through a radix pass on the keys' second 8 bytes with the 60 keys that
+    # extend it; that pass must not leave it packed from its (now empty) second 8 bytes
+    keys = ["abcdefgh", "abcdefg"] + [f"abcdefgh{i:03d}" for i in range(60)]
+    value = {key: i for i, key in enumerate(reversed(keys))}
+    packed = key_packing.sort_and_pack(value, CHUNK)
+    assert packed == _python(value, CHUNK)
+    assert orjson.loads(packed[0][0])[:3] == ["abcdefg", "abcdefgh", "abcdefgh000"]
 
 
 def test_many_keys_with_one_long_beginning_sort_as_python_sorts() -> None:
