@@ -1193,8 +1193,11 @@ def _size_http_cases() -> Iterator[HttpCase]:
     long_path = ("path and query are",)
     yield HttpCase("size/path-of-9000", "GET", "/runs/" + "a" * 9000, expect=(414,),
                    cause=long_path)
-    yield HttpCase("size/query-of-70-KB", "GET", "/runs?limit=" + "x" * 70_000, expect=(414,),
-                   cause=long_path)
+    # past h11's 16 KB bound on a head still arriving: refused by the HTTP layer (400) when it
+    # comes in pieces (a busy machine), by the guard (414) when whole; 9000 bytes above always
+    # reach the guard
+    yield HttpCase("size/query-of-70-KB", "GET", "/runs?limit=" + "x" * 70_000,
+                   expect=(400, 414), protocol=True)
     yield HttpCase("size/query-of-7000", "GET", "/runs?limit=" + "x" * 7000, expect=(400,),
                    cause=("is not a whole number",))
     yield HttpCase("size/1500-parameters", "GET", "/runs?" + "a=1&" * 1500 + "limit=x",
