@@ -4,7 +4,8 @@ A sensor returning 200,000 keys runs on every tick; in Python, sorting its keys 
 positions and taking the values in that order costs some 30 ms, most of a one-key tick's own
 work. Here the keys are sorted by radix on 8 bytes at a time (a key's first 8 bytes decide
 almost every comparison), and the keys', the order's and (when every value is plain) the
-values' JSON chunks are written directly.
+values' JSON chunks are written directly. At 8,192 keys or more a second thread takes the keys'
+half of the reading and writing while this one takes the values' (see `at_once`).
 
 Only keys that are str made of printable ASCII other than '"' and '\' are taken (their JSON is
 the key between quotes, byte for byte what orjson writes); for anything else the function
@@ -19,6 +20,11 @@ else they are handed back in key order for the caller to pack.
 #include <string.h>
 #ifdef __linux__
 #include <sys/mman.h>
+#endif
+#if defined(__unix__) || defined(__APPLE__)
+#include <pthread.h>
+#define SECOND_THREAD 1
+#define TWO_THREADS_FROM 8192  /* keys: below this, starting a thread costs what it saves */
 #endif
 
 #define WIDTH 8     /* bytes of a key compared as one integer */
@@ -161,57 +167,6 @@ static void sort_run(ctx *c, rec *a, Py_ssize_t n, Py_ssize_t offset) {
     }
 }
 
-/* JSON arrays of `chunk` items each: the keys (quoted) or the positions, in the order of `a`
-   (NULL: the dict's own order). */
-static PyObject *pack(ctx *c, rec *a, Py_ssize_t n, Py_ssize_t chunk, int positions) {
-    Py_ssize_t chunks = (n + chunk - 1) / chunk;
-    PyObject *out = PyTuple_New(chunks);
-    if (!out)
-        return NULL;
-    for (Py_ssize_t k = 0; k < chunks; k++) {
-        Py_ssize_t first = k * chunk, last = first + chunk < n ? first + chunk : n;
-        Py_ssize_t size = 2 + (last - first - 1);  /* brackets and commas */
-        for (Py_ssize_t i = first; i < last; i++) {
-            Py_ssize_t pos = a ? a[i].pos : i;
-            if (positions) {
-                size += decimal_size(pos);
-            } else {
-                size += (a ? a[i].len : PyUnicode_GET_LENGTH(c->keys[pos])) + 2;
-            }
-        }
-        PyObject *bytes = PyBytes_FromStringAndSize(NULL, size);
-        if (!bytes) {
-            Py_DECREF(out);
-            return NULL;
-        }
-        char *w = PyBytes_AS_STRING(bytes);
-        *w++ = '[';
-        for (Py_ssize_t i = first; i < last; i++) {
-            Py_ssize_t pos = a ? a[i].pos : i;
-            if (i > first)
-                *w++ = ',';
-            if (positions) {
-                w = write_decimal(w, pos);
-            } else if (a && a[i].len <= WIDTH && !c->deeper) {  /* the key is its prefix */
-                *w++ = '"';
-                for (uint32_t j = 0; j < a[i].len; j++)
-                    *w++ = (char)(a[i].prefix >> (8 * (WIDTH - 1 - j)));
-                *w++ = '"';
-            } else {
-                Py_ssize_t len;
-                const unsigned char *data = key_bytes(c, pos, &len);
-                *w++ = '"';
-                memcpy(w, data, len);
-                w += len;
-                *w++ = '"';
-            }
-        }
-        *w = ']';
-        PyTuple_SET_ITEM(out, k, bytes);
-    }
-    return out;
-}
-
 #define ONES 0x0101010101010101ULL
 #define HIGHS 0x8080808080808080ULL
 
@@ -230,10 +185,8 @@ static int plain_text(PyObject *text) {
     if (!PyUnicode_CheckExact(text))
         return 0;
 #if PY_VERSION_HEX < 0x030C0000
-    if (PyUnicode_READY(text) < 0) {
-        PyErr_Clear();
+    if (!PyUnicode_IS_READY(text))  /* a legacy string: made ready by the Python path */
         return 0;
-    }
 #endif
     if (!PyUnicode_IS_ASCII(text))
         return 0;
@@ -290,37 +243,6 @@ static char *write_value(char *w, PyObject *v) {
     return w;
 }
 
-/* JSON arrays of `chunk` values each, in the order of `a` (NULL: the dict's own order);
-   `sizes` holds each value's length, by its position in the dict. */
-static PyObject *pack_values(PyObject **values, const uint32_t *sizes, rec *a, Py_ssize_t n,
-                             Py_ssize_t chunk) {
-    Py_ssize_t chunks = (n + chunk - 1) / chunk;
-    PyObject *out = PyTuple_New(chunks);
-    if (!out)
-        return NULL;
-    for (Py_ssize_t k = 0; k < chunks; k++) {
-        Py_ssize_t first = k * chunk, last = first + chunk < n ? first + chunk : n;
-        Py_ssize_t size = 2 + (last - first - 1);
-        for (Py_ssize_t i = first; i < last; i++)
-            size += sizes[a ? a[i].pos : i];
-        PyObject *bytes = PyBytes_FromStringAndSize(NULL, size);
-        if (!bytes) {
-            Py_DECREF(out);
-            return NULL;
-        }
-        char *w = PyBytes_AS_STRING(bytes);
-        *w++ = '[';
-        for (Py_ssize_t i = first; i < last; i++) {
-            if (i > first)
-                *w++ = ',';
-            w = write_value(w, values[a ? a[i].pos : i]);
-        }
-        *w = ']';
-        PyTuple_SET_ITEM(out, k, bytes);
-    }
-    return out;
-}
-
 /* Scratch memory for one call. At 200,000 keys it is 10 MB, which faulted in 4 KB pages
    costs thousands of page faults (milliseconds on a virtual machine); where the kernel
    offers huge pages, a mapping of its own takes them. */
@@ -347,13 +269,159 @@ static void *scratch_new(size_t size) { return PyMem_Malloc(size); }
 static void scratch_free(void *p, size_t size) { (void)size; PyMem_Free(p); }
 #endif
 
+/* One call's work, shared by its two threads. */
+typedef struct {
+    ctx c;
+    PyObject **values;    /* the dict's values in its own order */
+    rec *sorted;          /* a record per key: in the dict's order, then sorted */
+    uint32_t *sizes;      /* each value's JSON length, by its position in the dict */
+    rec *order;           /* `sorted` once sorted; NULL while the dict is in key order */
+    Py_ssize_t n, chunk;
+    int keys_plain, in_order, values_plain;
+    PyObject *key_chunks, *order_chunks, *value_chunks;  /* tuples of bytes to fill */
+} work;
+
+static Py_ssize_t chunks_of(work *w) { return (w->n + w->chunk - 1) / w->chunk; }
+
+/* The second thread's half of reading: the keys checked and their records. */
+static void read_keys(work *w) {
+    for (Py_ssize_t i = 0; i < w->n; i++) {
+        PyObject *key = w->c.keys[i];
+        if (!plain_text(key) || PyUnicode_GET_LENGTH(key) > UINT32_MAX || i >= UINT32_MAX) {
+            w->keys_plain = 0;
+            return;
+        }
+        uint32_t len = (uint32_t)PyUnicode_GET_LENGTH(key);
+        w->sorted[i] = (rec){prefix_of(PyUnicode_1BYTE_DATA(key), len, 0), (uint32_t)i, len};
+        if (w->in_order && i && (w->sorted[i - 1].prefix > w->sorted[i].prefix ||
+                                 (w->sorted[i - 1].prefix == w->sorted[i].prefix &&
+                                  !key_less(&w->c, i - 1, i))))
+            w->in_order = 0;
+    }
+}
+
+/* This thread's half: each value's length, while every one is plain. */
+static void read_values(work *w) {
+    for (Py_ssize_t i = 0; i < w->n; i++) {
+        Py_ssize_t size = plain_value_size(w->values[i]);
+        if (size < 0) {
+            w->values_plain = 0;
+            return;
+        }
+        w->sizes[i] = (uint32_t)size;
+    }
+}
+
+static Py_ssize_t item_size(work *w, Py_ssize_t i, int part) {
+    rec *r = w->order ? &w->order[i] : &w->sorted[i];
+    if (part == 0)
+        return r->len + 2;
+    if (part == 1)
+        return decimal_size(r->pos);
+    return w->sizes[r->pos];
+}
+
+/* A tuple of bytes objects of the right sizes for JSON arrays of `chunk` items of a part (0:
+   keys, 1: positions, 2: values), to be filled; NULL with an error set. */
+static PyObject *chunks_to_fill(work *w, int part) {
+    Py_ssize_t chunks = chunks_of(w);
+    PyObject *out = PyTuple_New(chunks);
+    for (Py_ssize_t k = 0; out && k < chunks; k++) {
+        Py_ssize_t first = k * w->chunk, last = first + w->chunk < w->n ? first + w->chunk : w->n;
+        Py_ssize_t size = 2 + (last - first - 1);  /* brackets and commas */
+        for (Py_ssize_t i = first; i < last; i++)
+            size += item_size(w, i, part);
+        PyObject *bytes = PyBytes_FromStringAndSize(NULL, size);
+        if (!bytes)
+            Py_CLEAR(out);
+        else
+            PyTuple_SET_ITEM(out, k, bytes);
+    }
+    return out;
+}
+
+static char *write_key(work *w, char *to, const rec *r) {
+    *to++ = '"';
+    if (r->len <= WIDTH && !w->c.deeper) {  /* the key is its prefix */
+        for (uint32_t j = 0; j < r->len; j++)
+            *to++ = (char)(r->prefix >> (8 * (WIDTH - 1 - j)));
+    } else {
+        memcpy(to, PyUnicode_1BYTE_DATA(w->c.keys[r->pos]), r->len);
+        to += r->len;
+    }
+    *to++ = '"';
+    return to;
+}
+
+/* The items of `part` (see chunks_to_fill) written into its chunks. */
+static void fill(work *w, PyObject *chunks, int part) {
+    for (Py_ssize_t k = 0; k < chunks_of(w); k++) {
+        Py_ssize_t first = k * w->chunk, last = first + w->chunk < w->n ? first + w->chunk : w->n;
+        char *to = PyBytes_AS_STRING(PyTuple_GET_ITEM(chunks, k));
+        *to++ = '[';
+        for (Py_ssize_t i = first; i < last; i++) {
+            const rec *r = w->order ? &w->order[i] : &w->sorted[i];
+            if (i > first)
+                *to++ = ',';
+            if (part == 0)
+                to = write_key(w, to, r);
+            else if (part == 1)
+                to = write_decimal(to, r->pos);
+            else
+                to = write_value(to, w->values[r->pos]);
+        }
+        *to = ']';
+    }
+}
+
+static void write_keys_and_order(work *w) {
+    fill(w, w->key_chunks, 0);
+    if (w->order)
+        fill(w, w->order_chunks, 1);
+}
+
+static void write_values(work *w) {
+    if (w->value_chunks)
+        fill(w, w->value_chunks, 2);
+}
+
+#ifdef SECOND_THREAD
+typedef struct {
+    void (*step)(work *);
+    work *w;
+} second;
+
+static void *run_second(void *arg) {
+    ((second *)arg)->step(((second *)arg)->w);
+    return NULL;
+}
+#endif
+
+/* here(w) in this thread while there(w) runs in a second one, which touches no Python state:
+   it reads objects and writes this call's own memory, and since this thread keeps the GIL
+   throughout, no Python code runs meanwhile to change what it reads. Without a second thread,
+   one after the other. */
+static void at_once(void (*here)(work *), void (*there)(work *), work *w) {
+#ifdef SECOND_THREAD
+    pthread_t thread;
+    second arg = {there, w};
+    if (w->n >= TWO_THREADS_FROM && pthread_create(&thread, NULL, run_second, &arg) == 0) {
+        here(w);
+        pthread_join(thread, NULL);
+        return;
+    }
+#endif
+    here(w);
+    there(w);
+}
+
 static PyObject *sort_and_pack(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    Py_ssize_t chunk;
+    (void)module;
     if (nargs != 2 || !PyDict_CheckExact(args[0])) {
         PyErr_SetString(PyExc_TypeError, "sort_and_pack(dict, chunk)");
         return NULL;
     }
-    chunk = PyLong_AsSsize_t(args[1]);
+    Py_ssize_t chunk = PyLong_AsSsize_t(args[1]);
     if (chunk < 1) {
         if (!PyErr_Occurred())
             PyErr_SetString(PyExc_ValueError, "chunk must be positive");
@@ -366,62 +434,50 @@ static PyObject *sort_and_pack(PyObject *module, PyObject *const *args, Py_ssize
     char *base = scratch_new(size);
     if (!base)
         return PyErr_NoMemory();
-    ctx c = {(PyObject **)base, (rec *)(base + m * sizeof(PyObject *)), 0};
-    rec *sorted = c.tmp + m;
-    PyObject **values = (PyObject **)(sorted + m);
-    uint32_t *sizes = (uint32_t *)(values + m);  /* each value's JSON length, while plain */
+    work w = {.c = {(PyObject **)base, (rec *)(base + m * sizeof(PyObject *)), 0}};
+    w.sorted = w.c.tmp + m;
+    w.values = (PyObject **)(w.sorted + m);
+    w.sizes = (uint32_t *)(w.values + m);
+    w.n = n;
+    w.chunk = chunk;
+    w.keys_plain = w.in_order = w.values_plain = 1;
     Py_ssize_t at = 0, i = 0;
     PyObject *key, *value;
-    int in_order = 1, plain_values = 1;
     while (PyDict_Next(dict, &at, &key, &value)) {
-        if (!plain_text(key)) {
-            result = Py_NewRef(Py_None);
-            goto done;
-        }
-        Py_ssize_t len = PyUnicode_GET_LENGTH(key);
-        if (len > UINT32_MAX || i >= UINT32_MAX) {
-            result = Py_NewRef(Py_None);
-            goto done;
-        }
-        c.keys[i] = key;
-        values[i] = value;
-        sorted[i] = (rec){prefix_of(PyUnicode_1BYTE_DATA(key), len, 0), (uint32_t)i,
-                          (uint32_t)len};
-        if (in_order && i && (sorted[i - 1].prefix > sorted[i].prefix ||
-                              (sorted[i - 1].prefix == sorted[i].prefix &&
-                               !key_less(&c, i - 1, i))))
-            in_order = 0;
-        if (plain_values) {
-            Py_ssize_t vsize = plain_value_size(value);
-            if (vsize < 0)
-                plain_values = 0;
-            else
-                sizes[i] = (uint32_t)vsize;
-        }
-        i++;
+        w.c.keys[i] = key;
+        w.values[i++] = value;
     }
-    rec *order = NULL;
-    if (!in_order) {
-        sort_run(&c, sorted, n, 0);
-        order = sorted;
+    at_once(read_values, read_keys, &w);
+    if (!w.keys_plain) {
+        result = Py_NewRef(Py_None);
+        goto done;
     }
-    PyObject *key_chunks = pack(&c, order, n, chunk, 0);
-    PyObject *order_chunks = !key_chunks ? NULL
-                             : order ? pack(&c, order, n, chunk, 1) : Py_NewRef(Py_None);
-    PyObject *packed_values = NULL;
-    if (order_chunks && plain_values) {
-        packed_values = pack_values(values, sizes, order, n, chunk);
-    } else if (order_chunks) {
-        packed_values = PyList_New(n);
-        if (packed_values)
+    if (!w.in_order) {
+        sort_run(&w.c, w.sorted, n, 0);
+        w.order = w.sorted;
+    }
+    w.key_chunks = chunks_to_fill(&w, 0);
+    w.order_chunks = !w.key_chunks ? NULL : w.order ? chunks_to_fill(&w, 1) : Py_NewRef(Py_None);
+    if (w.order_chunks && w.values_plain) {
+        w.value_chunks = chunks_to_fill(&w, 2);
+    } else if (w.order_chunks) {  /* handed back for the caller to pack */
+        w.value_chunks = PyList_New(n);
+        if (w.value_chunks)
             for (i = 0; i < n; i++)
-                PyList_SET_ITEM(packed_values, i, Py_NewRef(values[order ? order[i].pos : i]));
+                PyList_SET_ITEM(w.value_chunks, i,
+                                Py_NewRef(w.values[w.order ? w.order[i].pos : i]));
     }
-    if (packed_values)
-        result = PyTuple_Pack(3, key_chunks, order_chunks, packed_values);
-    Py_XDECREF(key_chunks);
-    Py_XDECREF(order_chunks);
-    Py_XDECREF(packed_values);
+    if (w.value_chunks) {
+        PyObject *to_fill = w.value_chunks;
+        if (!w.values_plain)
+            w.value_chunks = NULL;  /* nothing to write: a list */
+        at_once(write_values, write_keys_and_order, &w);
+        result = PyTuple_Pack(3, w.key_chunks, w.order_chunks, to_fill);
+        w.value_chunks = to_fill;
+    }
+    Py_XDECREF(w.key_chunks);
+    Py_XDECREF(w.order_chunks);
+    Py_XDECREF(w.value_chunks);
 done:
     scratch_free(base, size);
     return result;

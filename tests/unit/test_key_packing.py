@@ -88,6 +88,27 @@ def test_a_short_key_sharing_its_beginning_with_many_longer_ones_is_packed_whole
     assert orjson.loads(packed[0][0])[:3] == ["abcdefg", "abcdefgh", "abcdefgh000"]
 
 
+def _large(last_key: str = "z", last_value=0, shuffled: bool = True) -> dict:
+    keys = [f"r{i:06d}" for i in range(12_000)] + [f"id{i}" for i in range(200)]
+    keys.sort(key=(lambda k: hash(k) % 1009) if shuffled else None)
+    value = {key: [f"v{i % 7}", i, None, True][i % 4] for i, key in enumerate(keys)}
+    value[last_key] = last_value
+    return value
+
+
+@pytest.mark.parametrize("value", [_large(), _large(shuffled=False), _large(last_value=1.5),
+                                   _large(last_value="caf\u00e9"), _large(last_value=2**64)],
+                         ids=["shuffled", "in-order", "a-float", "non-ascii", "big-int"])
+def test_a_large_dict_packed_by_two_threads_is_packed_as_python_packs_it(value) -> None:
+    # from 8,192 keys a second thread reads and writes the keys while this one does the values
+    assert key_packing.sort_and_pack(value, CHUNK) == _python(value, CHUNK)
+
+
+@pytest.mark.parametrize("key", ["caf\u00e9", 'a"b', "a\x7fb"])
+def test_a_large_dict_with_one_key_not_plain_is_declined(key) -> None:
+    assert key_packing.sort_and_pack(_large(last_key=key), CHUNK) is None
+
+
 def test_many_keys_with_one_long_beginning_sort_as_python_sorts() -> None:
     # 5,000 keys agreeing on their first 600 bytes, in reverse: the radix passes run to 512
     # bytes, then a comparison sort takes over
