@@ -381,7 +381,7 @@ static void write_keys_and_order(work *w) {
 }
 
 static void write_values(work *w) {
-    if (w->value_chunks)
+    if (w->values_plain)  /* else a list, handed back as it is */
         fill(w, w->value_chunks, 2);
 }
 
@@ -468,12 +468,8 @@ static PyObject *sort_and_pack(PyObject *module, PyObject *const *args, Py_ssize
                                 Py_NewRef(w.values[w.order ? w.order[i].pos : i]));
     }
     if (w.value_chunks) {
-        PyObject *to_fill = w.value_chunks;
-        if (!w.values_plain)
-            w.value_chunks = NULL;  /* nothing to write: a list */
         at_once(write_values, write_keys_and_order, &w);
-        result = PyTuple_Pack(3, w.key_chunks, w.order_chunks, to_fill);
-        w.value_chunks = to_fill;
+        result = PyTuple_Pack(3, w.key_chunks, w.order_chunks, w.value_chunks);
     }
     Py_XDECREF(w.key_chunks);
     Py_XDECREF(w.order_chunks);

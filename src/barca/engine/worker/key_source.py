@@ -4,14 +4,15 @@ A sensor over 200,000 keys runs on every tick, so each pass over its dict shows 
 time. A dict is sorted by key once and its keys and values packed in chunks; the packing checks
 that they are JSON. Keys of plain ASCII text (most are) are sorted and packed in C
 (barca.key_packing: a quarter of Python's time at 200,000 keys), and so are values of plain
-ASCII text, ints, None and booleans; others in Python, to the same bytes. The dict's own order (its declared key order: keys are batched, listed and
-run in it) travels beside them as each sorted key's position in the dict, only when that is not
-the sorted order, and is no part of the digest. The file (keyed-json) is written from those
-chunks by threads that let go of the GIL while they write: the keys and the order while the
-values are packed, the values while the chunks are hashed. The digest recorded for it
-(SHA-256, cut to barca's 128 bits) is taken over the keys' and values' chunk digests, so a
-query that returns its rows in another order changes nothing downstream. Only the chunks the
-coordinator does not have already are sent (see barca.store.key_source_chunks).
+ASCII text, ints, None and booleans; others in Python, to the same bytes. The dict's own order
+(its declared key order: keys are batched, listed and run in it) travels beside them as each
+sorted key's position in the dict, only when that is not the sorted order, and is no part of
+the digest. The file (keyed-json) is written from those chunks by threads that let go of the
+GIL while they write: the keys and the order while the values are packed (when Python packs
+them), the values while the chunks are hashed. The digest recorded for it (SHA-256, cut to
+barca's 128 bits) is taken over the keys' and values' chunk digests, so a query that returns
+its rows in another order changes nothing downstream. Only the chunks the coordinator does not
+have already are sent (see barca.store.key_source_chunks).
 """
 from __future__ import annotations
 
@@ -92,7 +93,7 @@ def _sorted_columns(value: dict, leave: list[Any]) -> tuple[
     """The key count, the sorted keys' chunks, the order's (None: the dict is sorted) and the
     values' chunks in key order (packed as they are iterated, when not packed already); None
     unless every key is a str. Compiled (barca.key_packing) for keys of plain ASCII, which is
-    most, and values of plain ASCII, ints and None; the same bytes in Python."""
+    most, and values of plain ASCII, ints, None and booleans; the same bytes in Python."""
     if key_packing is not None and value.__class__ is dict:
         packed = key_packing.sort_and_pack(value, CHUNK)
         if packed is not None:
