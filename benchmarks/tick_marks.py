@@ -110,17 +110,19 @@ def read_marks(side: Side, marks_dir: Path, spawned: float) -> None:
             break
         sizes = now
         time.sleep(0.05)
-    took, cpu, first = Counter(), Counter(), {}
+    took, cpu, faults, first = Counter(), Counter(), Counter(), {}
     for path in marks_dir.iterdir():
         for line in path.read_text().splitlines():
-            _, name, start, end, used = line.split()
+            _, name, start, end, used, pages = line.split()
             took[name] += 1000 * (float(end) - float(start))
             cpu[name] += 1000 * float(used)
+            faults[name] += int(pages)
             first[name] = min(first.get(name, 1e9), 1000 * (float(start) - spawned))
         path.unlink()
     for name in took:
         side.spans[name].append(took[name])
         side.spans["cpu " + name].append(cpu[name])
+        side.spans["faults " + name].append(faults[name])
         side.spans["at " + name].append(first[name])
 
 
@@ -141,19 +143,22 @@ def stop_pools(sides: list[Side]) -> None:
 
 def render(sides: list[Side], names: list[str]) -> str:
     """One line per function: for each side its time per tick (took), the CPU of the thread
-    that called it (cpu) and when it first started after the command's spawn (at)."""
-    width = 24
+    that called it (cpu), when it first started after the command's spawn (at), and the pages
+    that thread mapped afresh meanwhile (faults)."""
+    width = 32
     lines = [f"{'':36}" + "".join(f"{s.label + ' at ' + format(s.n, ','):>{width}}"
                                    for s in sides),
-             f"{'ms, median per tick':36}" + "took     cpu      at".rjust(width) * len(sides),
+             f"{'ms, median per tick':36}" + "took     cpu      at  faults".rjust(width) * len(sides),
              f"{'wall, spawn to exit':36}" + "".join(
-                 f"{statistics.median(s.walls):{width - 16}.1f}{'':16}" for s in sides)]
+                 f"{statistics.median(s.walls):{width - 24}.1f}{'':24}" for s in sides)]
     for name in names:
         cells = []
         for side in sides:
             took = side.spans.get(name)
             cells.append("".join(f"{statistics.median(side.spans[k + name]):8.1f}"
-                                 for k in ("", "cpu ", "at ")) if took else "-".rjust(width))
+                                 for k in ("", "cpu ", "at "))
+                         + f"{statistics.median(side.spans['faults ' + name]):8.0f}"
+                         if took else "-".rjust(width))
         lines.append(f"{name.split(':')[-1][-36:]:36}" + "".join(c.rjust(width) for c in cells))
     return "\n".join(lines)
 

@@ -3,14 +3,15 @@
 Put this directory first on PYTHONPATH and name functions in BARCA_MARKS
 ("module:Qualified.name,..."): each is wrapped when its module is first imported (so that
 `from module import name` elsewhere gets the wrapped one), and every call appends one line
-"pid name start end cpu" to BARCA_MARKS_DIR/<pid>: wall clock from CLOCK_MONOTONIC (one clock
-for all processes), CPU from the calling thread's clock. Forked workers open a file of their
+"pid name start end cpu faults" to BARCA_MARKS_DIR/<pid>: wall clock from CLOCK_MONOTONIC (one
+clock for all processes), CPU and minor page faults (pages mapped afresh) of the calling thread. Forked workers open a file of their
 own. Nothing happens without BARCA_MARKS; it never ships with barca.
 """
 
 import functools
 import importlib.abc
 import os
+import resource
 import sys
 import time
 
@@ -24,22 +25,25 @@ def _install(spec: str, directory: str) -> None:
         wanted.setdefault(module, []).append(qualified)
     files: dict[int, int] = {}  # pid -> fd: a forked child must not write to its parent's
 
-    def emit(name: str, start: float, end: float, cpu: float) -> None:
+    def faults() -> int:
+        return resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
+
+    def emit(name: str, start: float, end: float, cpu: float, pages: int) -> None:
         pid = os.getpid()
         fd = files.get(pid)
         if fd is None:
             fd = files[pid] = os.open(os.path.join(directory, str(pid)),
                                       os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        os.write(fd, f"{pid} {name} {start:.6f} {end:.6f} {cpu:.6f}\n".encode())
+        os.write(fd, f"{pid} {name} {start:.6f} {end:.6f} {cpu:.6f} {pages}\n".encode())
 
     def wrap(fn, name: str):
         @functools.wraps(fn)
         def timed(*args, **kwargs):
-            start, cpu = time.monotonic(), time.thread_time()
+            start, cpu, pages = time.monotonic(), time.thread_time(), faults()
             try:
                 return fn(*args, **kwargs)
             finally:
-                emit(name, start, time.monotonic(), time.thread_time() - cpu)
+                emit(name, start, time.monotonic(), time.thread_time() - cpu, faults() - pages)
         return timed
 
     def patch(module) -> None:
