@@ -4,7 +4,8 @@ Runs one-key ticks of the seed's pipeline (`barca get scored pipeline.py > /dev/
 retailer's orders changed, as benchmarks/user_rows.py's rows 1 and 3 do) with marks
 (benchmarks/marks/sitecustomize.py) around the functions named, in turn between the sides, the
 order reversed every other round, and prints for each function its median time per tick
-(wall and the calling thread's CPU) and when it first started, from the command's spawn. A
+(wall, the calling thread's CPU and the pages it mapped afresh) and when it first started,
+from the command's spawn. A
 side is a number of keys and a source tree; each side has a project of its own (the keyed
 example's warehouse and the seed's pipeline, first run untimed), kept under --projects for
 the next call when given (a 200,000-key project takes a few minutes to build and run first).
