@@ -273,11 +273,10 @@ static void scratch_free(void *p, size_t size) { (void)size; PyMem_Free(p); }
 typedef struct {
     ctx c;
     PyObject **values;    /* the dict's values in its own order */
-    rec *sorted;          /* a record per key: in the dict's order, then sorted */
+    rec *sorted;          /* a record per key: in the dict's order, then in key order */
     uint32_t *sizes;      /* each value's JSON length, by its position in the dict */
-    rec *order;           /* `sorted` once sorted; NULL while the dict is in key order */
     Py_ssize_t n, chunk;
-    int keys_plain, in_order, values_plain;
+    int keys_plain, in_order, values_plain;  /* in_order: the dict's order is key order */
     PyObject *key_chunks, *order_chunks, *value_chunks;  /* tuples of bytes to fill */
 } work;
 
@@ -313,7 +312,7 @@ static void read_values(work *w) {
 }
 
 static Py_ssize_t item_size(work *w, Py_ssize_t i, int part) {
-    rec *r = w->order ? &w->order[i] : &w->sorted[i];
+    const rec *r = &w->sorted[i];
     if (part == 0)
         return r->len + 2;
     if (part == 1)
@@ -360,7 +359,7 @@ static void fill(work *w, PyObject *chunks, int part) {
         char *to = PyBytes_AS_STRING(PyTuple_GET_ITEM(chunks, k));
         *to++ = '[';
         for (Py_ssize_t i = first; i < last; i++) {
-            const rec *r = w->order ? &w->order[i] : &w->sorted[i];
+            const rec *r = &w->sorted[i];
             if (i > first)
                 *to++ = ',';
             if (part == 0)
@@ -376,7 +375,7 @@ static void fill(work *w, PyObject *chunks, int part) {
 
 static void write_keys_and_order(work *w) {
     fill(w, w->key_chunks, 0);
-    if (w->order)
+    if (!w->in_order)
         fill(w, w->order_chunks, 1);
 }
 
@@ -452,12 +451,11 @@ static PyObject *sort_and_pack(PyObject *module, PyObject *const *args, Py_ssize
         result = Py_NewRef(Py_None);
         goto done;
     }
-    if (!w.in_order) {
+    if (!w.in_order)
         sort_run(&w.c, w.sorted, n, 0);
-        w.order = w.sorted;
-    }
     w.key_chunks = chunks_to_fill(&w, 0);
-    w.order_chunks = !w.key_chunks ? NULL : w.order ? chunks_to_fill(&w, 1) : Py_NewRef(Py_None);
+    w.order_chunks = !w.key_chunks ? NULL : !w.in_order ? chunks_to_fill(&w, 1)
+                                                          : Py_NewRef(Py_None);
     if (w.order_chunks && w.values_plain) {
         w.value_chunks = chunks_to_fill(&w, 2);
     } else if (w.order_chunks) {  /* handed back for the caller to pack */
@@ -465,7 +463,7 @@ static PyObject *sort_and_pack(PyObject *module, PyObject *const *args, Py_ssize
         if (w.value_chunks)
             for (i = 0; i < n; i++)
                 PyList_SET_ITEM(w.value_chunks, i,
-                                Py_NewRef(w.values[w.order ? w.order[i].pos : i]));
+                                Py_NewRef(w.values[w.sorted[i].pos]));
     }
     if (w.value_chunks) {
         at_once(write_values, write_keys_and_order, &w);
